@@ -1,0 +1,55 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code classifies an application error so that the web layer can choose a
+// status code in one place and decide whether the message may be shown.
+type Code string
+
+// The error codes of the Studio. Only Internal errors hide their message from
+// the user; every other code carries a sentence meant for the person acting.
+const (
+	Invalid      Code = "invalid"
+	NotFound     Code = "not_found"
+	Conflict     Code = "conflict"
+	Unauthorized Code = "unauthorized"
+	Forbidden    Code = "forbidden"
+	Internal     Code = "internal"
+)
+
+// Error is an application error with a code and a message a person can read.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with the code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, or Internal.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// ErrorMessage returns the user-facing message of err: the message of an
+// *Error, or a calm generic sentence for anything else (the detail is logged,
+// never shown).
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Code != Internal {
+		return e.Message
+	}
+	return "Something went wrong on our side. The problem has been logged; please try again."
+}

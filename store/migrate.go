@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skali-dev/studio/migrations"
+)
+
+// migrationLock is the advisory lock key that serialises migrations, so two
+// replicas starting at once apply each migration exactly once.
+const migrationLock = 0x5ca11_57d10
+
+// Migration is one numbered SQL file.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Migrations returns the embedded migrations in order.
+func Migrations() ([]Migration, error) {
+	entries, err := fs.ReadDir(migrations.FS, ".")
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("store: migration %s is not named NNN_description.sql", e.Name())
+		}
+		data, err := fs.ReadFile(migrations.FS, e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: v, Name: e.Name(), SQL: string(data)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("store: migrations %s and %s share a number", out[i-1].Name, out[i].Name)
+		}
+	}
+	return out, nil
+}
+
+// Migrate applies every migration not yet recorded in schema_migrations, each
+// in its own transaction, holding an advisory lock for the whole run. It
+// returns the names of the migrations it applied.
+func (db *DB) Migrate(ctx context.Context) ([]string, error) {
+	all, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: migrate: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
+		return nil, fmt.Errorf("store: migrate: lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock))
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return nil, fmt.Errorf("store: migrate: %w", err)
+	}
+	rows, _ := conn.Query(ctx, `SELECT version FROM schema_migrations`)
+	done, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("store: migrate: read applied versions: %w", err)
+	}
+	applied := make(map[int]bool, len(done))
+	for _, v := range done {
+		applied[int(v)] = true
+	}
+	var names []string
+	for _, m := range all {
+		if applied[m.Version] {
+			continue
+		}
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+			return err
+		})
+		if err != nil {
+			return names, fmt.Errorf("store: migration %s: %w", m.Name, err)
+		}
+		names = append(names, m.Name)
+	}
+	return names, nil
+}

@@ -1,0 +1,157 @@
+// Package storetest gives tests a real PostgreSQL: the private server of the
+// embedded default, started once per test package (or the server named by
+// DATABASE_URL), and a fresh, migrated database for every test.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skali-dev/studio/store"
+)
+
+var (
+	once     sync.Once
+	setupErr error
+	server   *store.Postgres
+	dataDir  string
+	admin    *pgxpool.Pool
+	baseURL  *url.URL
+	template string
+	createMu sync.Mutex
+)
+
+// Main runs a test package's tests and then stops the private server, so no
+// postgres process outlives the test binary. Call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	shutdown()
+	os.Exit(code)
+}
+
+func shutdown() {
+	if admin != nil {
+		if template != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{template}.Sanitize()+" WITH (FORCE)")
+			cancel()
+		}
+		admin.Close()
+	}
+	if server != nil {
+		server.Stop()
+	}
+	if dataDir != "" {
+		os.RemoveAll(dataDir)
+	}
+}
+
+func setup() error {
+	ctx := context.Background()
+	raw := os.Getenv("DATABASE_URL")
+	if raw == "" {
+		dir, err := os.MkdirTemp("", "studio-test-pg-")
+		if err != nil {
+			return err
+		}
+		dataDir = dir
+		server, err = store.StartPostgres(ctx, store.PostgresOptions{
+			Dir:       dir,
+			Ephemeral: true,
+			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			return err
+		}
+		raw = server.URL()
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("storetest: DATABASE_URL is malformed")
+	}
+	baseURL = u
+	admin, err = pgxpool.New(ctx, raw)
+	if err != nil {
+		return err
+	}
+	template = "studio_tpl_" + randomSuffix()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{template}.Sanitize()); err != nil {
+		return fmt.Errorf("storetest: create template database: %w", err)
+	}
+	db, err := store.Open(ctx, databaseURL(template))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.Migrate(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+func databaseURL(name string) string {
+	u := *baseURL
+	u.Path = "/" + name
+	return u.String()
+}
+
+func randomSuffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// NewURL creates a fresh, migrated database for this test and returns its
+// connection string; the database is dropped when the test ends.
+func NewURL(tb testing.TB) string {
+	tb.Helper()
+	once.Do(func() { setupErr = setup() })
+	if setupErr != nil {
+		tb.Fatalf("storetest: start PostgreSQL: %v", setupErr)
+	}
+	name := "studio_t_" + randomSuffix()
+	ctx := context.Background()
+	createMu.Lock()
+	_, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
+	createMu.Unlock()
+	if err != nil {
+		tb.Fatalf("storetest: create database: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	})
+	return databaseURL(name)
+}
+
+// NewDB returns an open store on a fresh, migrated database of its own,
+// closed and dropped when the test ends.
+func NewDB(tb testing.TB) *store.DB {
+	tb.Helper()
+	url := NewURL(tb)
+	db, err := store.Open(context.Background(), url)
+	if err != nil {
+		tb.Fatalf("storetest: open database: %v", err)
+	}
+	tb.Cleanup(db.Close)
+	return db
+}
+
+// Server returns the private server of this test package, or nil when the
+// tests use DATABASE_URL. Tests that stop and restart the database use it.
+func Server() *store.Postgres {
+	return server
+}
