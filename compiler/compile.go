@@ -1,0 +1,200 @@
+// Package compiler parses skali.yaml manifests strictly, reports every problem
+// with its line, column and path, and compiles a valid manifest into a
+// canonical Definition, its hash and the value contract. It is pure: bytes
+// in, result out, no I/O.
+package compiler
+
+import (
+	"go.yaml.in/yaml/v3"
+)
+
+// KindSkali is the Result.Kind of a skali.yaml manifest.
+const KindSkali = "skali"
+
+// Result is the outcome of compiling one manifest.
+type Result struct {
+	// Kind is the manifest kind, "skali".
+	Kind string
+	// Diagnostics holds every problem, sorted by line, column and path,
+	// without duplicates.
+	Diagnostics []Diagnostic
+	// Definition is the compiled definition; nil when there is any error.
+	Definition *Definition
+	// Hash is "sha256:<hex>" of Definition.Canonical(); "" when invalid.
+	Hash string
+	// Values is the value contract; never nil slices or maps.
+	Values ValueContract
+}
+
+// Valid reports whether the manifest has no error-severity diagnostic.
+func (r *Result) Valid() bool {
+	for _, d := range r.Diagnostics {
+		if d.Severity == SeverityError {
+			return false
+		}
+	}
+	return true
+}
+
+// Errors returns the error-severity diagnostics.
+func (r *Result) Errors() []Diagnostic { return r.filter(SeverityError) }
+
+// Warnings returns the warning-severity diagnostics.
+func (r *Result) Warnings() []Diagnostic { return r.filter(SeverityWarning) }
+
+func (r *Result) filter(s Severity) []Diagnostic {
+	var out []Diagnostic
+	for _, d := range r.Diagnostics {
+		if d.Severity == s {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Compile parses and checks one manifest. filename is used only to tell
+// manifest kinds apart (both skali.yaml and skali.yml are skali manifests;
+// other names are compiled as skali manifests too); messages never need it
+// because diagnostics carry their own positions.
+func Compile(filename string, src []byte) (res *Result) {
+	_ = filename
+	res = &Result{Kind: KindSkali}
+	c := &checker{exprs: newExpressionIndex()}
+	defer func() {
+		// A bug in a rule must not take the Studio down with it.
+		if r := recover(); r != nil {
+			c.errorf(nil, "", "internal compiler error; please report this manifest")
+			res.Definition, res.Hash = nil, ""
+			res.Diagnostics = sortDiagnostics(c.diags)
+		}
+	}()
+	root := c.parseDocument(src)
+	var def *Definition
+	if root != nil {
+		def = c.manifest(root)
+	}
+	res.Diagnostics = sortDiagnostics(c.diags)
+	if res.Diagnostics == nil {
+		res.Diagnostics = []Diagnostic{}
+	}
+	res.Values = c.exprs.contract()
+	if def != nil && res.Valid() {
+		res.Definition = def
+		res.Hash = def.Hash()
+	}
+	return res
+}
+
+var topLevelFields = []string{"name", "description", "applications", "databases", "buckets"}
+
+// removedTopLevel maps fields removed from the manifest to the fix the
+// reference's change history gives.
+var removedTopLevel = map[string]string{
+	"version": "`version` was removed from the manifest (revision 1); manifests carry no version field: run `skali manifest upgrade` or delete the line",
+	"backups": "`backups` was removed from the manifest (revision 4); automatic backups are an environment setting now: run `skali manifest upgrade` to drop the block, then turn them on per environment with `skali backup schedule set`",
+	"skali":   "the `skali` release watermark was removed from the manifest (revision 5); run `skali manifest upgrade` to remove it (review history is stored locally in .skali/)",
+}
+
+// manifest checks the root mapping and builds the definition.
+func (c *checker) manifest(root *yaml.Node) *Definition {
+	fs, _ := c.entries(root, "")
+	o := object{node: root}
+	for _, f := range fs {
+		if contains(topLevelFields, f.key.Value) {
+			o.fields = append(o.fields, f)
+			continue
+		}
+		if msg, ok := removedTopLevel[f.key.Value]; ok {
+			c.errorf(f.key, f.key.Value, msg)
+			continue
+		}
+		c.unknownField(f.key, f.key.Value, topLevelFields)
+	}
+	def := &Definition{}
+	if n := o.get("name"); n == nil {
+		c.missing(o, "name", "the stable project key, such as `name: my-project`")
+	} else if s, ok := c.str(n, "name"); ok {
+		if !isKey(s) {
+			c.errorf(n, "name", "project name `"+s+"` "+keyRule)
+		}
+		def.Name = s
+	}
+	if n := o.get("description"); n != nil {
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+			// An empty description is the default.
+		} else if s, ok := c.str(n, "description"); ok {
+			def.Description = s
+		}
+	}
+
+	// Services are collected first so environment references and routes can
+	// be checked against the complete set.
+	dbFields := c.serviceMap(o, "databases")
+	bucketFields := c.serviceMap(o, "buckets")
+	appFields := c.serviceMap(o, "applications")
+	if len(dbFields)+len(bucketFields)+len(appFields) == 0 && o.node != nil {
+		c.errorf(root, "", "declare at least one application, database or bucket")
+	}
+	declared := map[string]map[string]bool{"databases": {}, "buckets": {}}
+	for _, f := range dbFields {
+		declared["databases"][f.key.Value] = true
+	}
+	for _, f := range bucketFields {
+		declared["buckets"][f.key.Value] = true
+	}
+	hosts := &hostClaims{}
+	if len(appFields) > 0 {
+		def.Applications = make(map[string]*Application, len(appFields))
+		for _, f := range appFields {
+			if app := c.application(f.val, join("applications", f.key.Value), declared, hosts); app != nil {
+				def.Applications[f.key.Value] = app
+			}
+		}
+	}
+	if len(dbFields) > 0 {
+		def.Databases = make(map[string]*Database, len(dbFields))
+		for _, f := range dbFields {
+			if db := c.database(f.val, join("databases", f.key.Value)); db != nil {
+				def.Databases[f.key.Value] = db
+			}
+		}
+	}
+	if len(bucketFields) > 0 {
+		def.Buckets = make(map[string]*Bucket, len(bucketFields))
+		for _, f := range bucketFields {
+			if b := c.bucket(f.val, join("buckets", f.key.Value), hosts); b != nil {
+				def.Buckets[f.key.Value] = b
+			}
+		}
+	}
+	c.checkHosts(hosts)
+	return def
+}
+
+// serviceMap returns the entries of a top-level service collection with
+// valid keys.
+func (c *checker) serviceMap(o object, name string) []field {
+	n := o.get(name)
+	if n == nil {
+		return nil
+	}
+	fs, ok := c.entries(n, name)
+	if !ok {
+		return nil
+	}
+	return c.keyedEntries(fs, name, "service key")
+}
+
+// keyedEntries drops entries whose key is not a stable identifier,
+// reporting each.
+func (c *checker) keyedEntries(fs []field, path, what string) []field {
+	kept := fs[:0]
+	for _, f := range fs {
+		if !isKey(f.key.Value) {
+			c.errorf(f.key, join(path, f.key.Value), what+" `"+f.key.Value+"` "+keyRule)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	return kept
+}

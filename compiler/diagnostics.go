@@ -1,0 +1,126 @@
+package compiler
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Severity says whether a diagnostic blocks compilation.
+type Severity string
+
+const (
+	// SeverityError marks a problem that makes the manifest invalid.
+	SeverityError Severity = "error"
+	// SeverityWarning marks a manifest that compiles but that a deploy will refuse
+	// or that deserves attention.
+	SeverityWarning Severity = "warning"
+)
+
+// Diagnostic is one problem found in a manifest, positioned at the YAML node it
+// concerns. Line and Column are 1-based.
+type Diagnostic struct {
+	Severity Severity `json:"severity"`
+	Path     string   `json:"path"`
+	Line     int      `json:"line"`
+	Column   int      `json:"column"`
+	Message  string   `json:"message"`
+}
+
+// String formats the diagnostic as LINE:COLUMN: SEVERITY: PATH: MESSAGE.
+func (d Diagnostic) String() string {
+	if d.Path == "" {
+		return fmt.Sprintf("%d:%d: %s: %s", d.Line, d.Column, d.Severity, d.Message)
+	}
+	return fmt.Sprintf("%d:%d: %s: %s: %s", d.Line, d.Column, d.Severity, d.Path, d.Message)
+}
+
+// sortDiagnostics orders diagnostics by position, then path, and drops exact
+// duplicates, so that the same problem reached twice (for example through a
+// YAML alias) is reported once.
+func sortDiagnostics(ds []Diagnostic) []Diagnostic {
+	sort.SliceStable(ds, func(i, j int) bool {
+		a, b := ds[i], ds[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Column != b.Column {
+			return a.Column < b.Column
+		}
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		if a.Severity != b.Severity {
+			return a.Severity < b.Severity
+		}
+		return a.Message < b.Message
+	})
+	out := ds[:0]
+	for i, d := range ds {
+		if i > 0 && d == ds[i-1] {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// quoteList renders allowed values as `a`, `b` or `c` for messages.
+func quoteList(words []string) string {
+	var b strings.Builder
+	for i, w := range words {
+		switch {
+		case i == 0:
+		case i == len(words)-1:
+			b.WriteString(" or ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteByte('`')
+		b.WriteString(w)
+		b.WriteByte('`')
+	}
+	return b.String()
+}
+
+// closest returns the candidate nearest to word by edit distance when it is
+// close enough to be a plausible typo, or "".
+func closest(word string, candidates []string) string {
+	best, bestDist := "", -1
+	lw := strings.ToLower(word)
+	for _, c := range candidates {
+		d := editDistance(lw, strings.ToLower(c))
+		if bestDist < 0 || d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	limit := len(word) / 2
+	if limit < 2 {
+		limit = 2
+	}
+	if bestDist < 0 || bestDist > limit {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

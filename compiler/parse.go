@@ -1,0 +1,442 @@
+package compiler
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Input bounds. A manifest is a small hand-written file; anything beyond these
+// limits is refused with a diagnostic rather than processed, so a hostile
+// upload cannot make the Studio spend unbounded memory or time.
+const (
+	// MaxManifestSize is the largest manifest Compile accepts, in bytes.
+	MaxManifestSize = 1 << 20
+	// MaxDepth is the deepest nesting of YAML collections Compile accepts,
+	// counting through aliases.
+	MaxDepth = 64
+	// MaxAliases is the most alias nodes (*name) a manifest may use.
+	MaxAliases = 100
+	// MaxExpandedNodes bounds the node count of the document after every alias
+	// is expanded, which defeats "billion laughs" documents.
+	MaxExpandedNodes = 100000
+)
+
+// field is one key/value pair of a YAML mapping.
+type field struct {
+	key *yaml.Node
+	val *yaml.Node
+}
+
+// checker walks one manifest's node tree and collects diagnostics.
+type checker struct {
+	diags []Diagnostic
+	exprs *expressionIndex
+}
+
+func (c *checker) add(sev Severity, n *yaml.Node, path, msg string) {
+	line, col := 1, 1
+	if n != nil {
+		line, col = n.Line, n.Column
+	}
+	c.diags = append(c.diags, Diagnostic{Severity: sev, Path: path, Line: line, Column: col, Message: msg})
+}
+
+func (c *checker) errorf(n *yaml.Node, path, msg string) { c.add(SeverityError, n, path, msg) }
+
+func (c *checker) warnf(n *yaml.Node, path, msg string) { c.add(SeverityWarning, n, path, msg) }
+
+// join appends a key to a dotted path.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// index appends a sequence index to a path.
+func index(path string, i int) string {
+	return path + "[" + strconv.Itoa(i) + "]"
+}
+
+// resolve follows alias nodes to the node they name.
+func resolve(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+// kindName names a node's type for "expected X, got Y" messages.
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "null"
+		case "!!bool":
+			return "a boolean"
+		case "!!int":
+			return "an integer"
+		case "!!float":
+			return "a number"
+		case "!!str":
+			return "a string"
+		}
+		return "a scalar"
+	}
+	return "an unsupported node"
+}
+
+// entries returns the pairs of a mapping node, reporting duplicate keys at
+// their second occurrence and expanding YAML merge keys (<<). It reports a
+// type error and returns ok=false when n is not a mapping. A null node (an
+// empty value such as `ports:`) is an empty mapping.
+func (c *checker) entries(n *yaml.Node, path string) (fs []field, ok bool) {
+	n = resolve(n)
+	if n == nil {
+		return nil, true
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil, true
+	}
+	if n.Kind != yaml.MappingNode {
+		c.errorf(n, path, "expected a mapping, got "+kindName(n))
+		return nil, false
+	}
+	fs = make([]field, 0, len(n.Content)/2)
+	var merged []field
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			c.errorf(k, path, "mapping keys must be plain strings, got "+kindName(k))
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			merged = append(merged, c.mergeSources(v, path)...)
+			continue
+		}
+		dup := false
+		for _, f := range fs {
+			if f.key.Value == k.Value {
+				dup = true
+				break
+			}
+		}
+		if dup {
+			c.errorf(k, join(path, k.Value), "duplicate key `"+k.Value+"`; each key may appear once in a mapping")
+			continue
+		}
+		fs = append(fs, field{key: k, val: v})
+	}
+	for _, m := range merged {
+		present := false
+		for _, f := range fs {
+			if f.key.Value == m.key.Value {
+				present = true
+				break
+			}
+		}
+		if !present {
+			fs = append(fs, m)
+		}
+	}
+	return fs, true
+}
+
+// mergeSources returns the pairs a YAML merge key brings in: explicit keys win
+// over merged ones, and earlier merge sources win over later ones.
+func (c *checker) mergeSources(v *yaml.Node, path string) []field {
+	v = resolve(v)
+	var srcs []*yaml.Node
+	switch v.Kind {
+	case yaml.MappingNode:
+		srcs = []*yaml.Node{v}
+	case yaml.SequenceNode:
+		srcs = v.Content
+	default:
+		c.errorf(v, path, "a merge key (<<) must name a mapping or a list of mappings")
+		return nil
+	}
+	var out []field
+	for _, s := range srcs {
+		s = resolve(s)
+		if s.Kind != yaml.MappingNode {
+			c.errorf(s, path, "a merge key (<<) must name a mapping or a list of mappings")
+			continue
+		}
+		fs, _ := c.entries(s, path)
+		for _, f := range fs {
+			dup := false
+			for _, o := range out {
+				if o.key.Value == f.key.Value {
+					dup = true
+					break
+				}
+			}
+			if !dup {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// object is a mapping whose keys come from a fixed vocabulary.
+type object struct {
+	node   *yaml.Node
+	path   string
+	fields []field
+}
+
+// get returns the value node of key, or nil when absent.
+func (o object) get(key string) *yaml.Node {
+	for _, f := range o.fields {
+		if f.key.Value == key {
+			return resolve(f.val)
+		}
+	}
+	return nil
+}
+
+// has reports whether key is present (even with a null value).
+func (o object) has(key string) bool { return o.get(key) != nil }
+
+// at returns the path of key inside the object.
+func (o object) at(key string) string { return join(o.path, key) }
+
+// object checks that n is a mapping with only known keys, reporting unknown
+// keys with the closest known one. ok is false when n is not a mapping.
+func (c *checker) object(n *yaml.Node, path string, known []string) (object, bool) {
+	n = resolve(n)
+	fs, ok := c.entries(n, path)
+	o := object{node: n, path: path}
+	if !ok {
+		return o, false
+	}
+	kept := fs[:0]
+	for _, f := range fs {
+		if contains(known, f.key.Value) {
+			kept = append(kept, f)
+			continue
+		}
+		c.unknownField(f.key, join(path, f.key.Value), known)
+	}
+	o.fields = kept
+	return o, true
+}
+
+func (c *checker) unknownField(k *yaml.Node, path string, known []string) {
+	msg := "unknown field `" + k.Value + "`"
+	if s := closest(k.Value, known); s != "" {
+		msg += "; did you mean `" + s + "`?"
+	} else {
+		msg += "; allowed fields are " + quoteList(known)
+	}
+	c.errorf(k, path, msg)
+}
+
+// missing reports a required key absent from o, at o's position.
+func (c *checker) missing(o object, key, what string) {
+	msg := "missing required field `" + key + "`"
+	if what != "" {
+		msg += ": " + what
+	}
+	c.errorf(o.node, o.at(key), msg)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// parseDocument turns bytes into the root mapping node, or reports why not.
+func (c *checker) parseDocument(src []byte) *yaml.Node {
+	if len(src) > MaxManifestSize {
+		c.errorf(nil, "", "manifest is "+strconv.Itoa(len(src))+" bytes; the limit is 1 MiB ("+strconv.Itoa(MaxManifestSize)+" bytes)")
+		return nil
+	}
+	if !utf8.Valid(src) {
+		line, col := invalidUTF8Position(src)
+		c.diags = append(c.diags, Diagnostic{Severity: SeverityError, Line: line, Column: col, Message: "manifest is not valid UTF-8 text"})
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	if err := decodeSafely(dec, &doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			c.errorf(nil, "", "manifest is empty; declare at least `name` and one application, database or bucket")
+			return nil
+		}
+		c.syntaxError(err)
+		return nil
+	}
+	var next yaml.Node
+	if err := decodeSafely(dec, &next); err == nil {
+		c.errorf(&next, "", "manifest contains more than one YAML document; put everything in a single document without `---` separators")
+		return nil
+	} else if !errors.Is(err, io.EOF) {
+		c.errorf(nil, "", "manifest contains more than one YAML document; put everything in a single document without `---` separators")
+		return nil
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			c.errorf(nil, "", "manifest is empty; declare at least `name` and one application, database or bucket")
+			return nil
+		}
+		root = root.Content[0]
+	}
+	if !c.checkBounds(root) {
+		return nil
+	}
+	root = resolve(root)
+	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+		c.errorf(root, "", "manifest is empty; declare at least `name` and one application, database or bucket")
+		return nil
+	}
+	if root.Kind != yaml.MappingNode {
+		c.errorf(root, "", "the manifest must be a mapping of top-level fields (name, applications, ...), got "+kindName(root))
+		return nil
+	}
+	return root
+}
+
+// decodeSafely decodes one document and turns a panic inside the YAML library
+// into an error: Compile must never panic on user input.
+func decodeSafely(dec *yaml.Decoder, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.New("yaml: could not parse the document")
+		}
+	}()
+	return dec.Decode(n)
+}
+
+// syntaxError converts a YAML library error into a positioned diagnostic. The
+// library reports "yaml: line N: message" without a column.
+func (c *checker) syntaxError(err error) {
+	msg := err.Error()
+	line := 1
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if i := strings.IndexByte(rest, ':'); i > 0 {
+			if n, err := strconv.Atoi(rest[:i]); err == nil {
+				line = n
+				msg = strings.TrimSpace(rest[i+1:])
+			}
+		}
+	}
+	c.diags = append(c.diags, Diagnostic{Severity: SeverityError, Line: line, Column: 1, Message: "YAML syntax error: " + msg})
+}
+
+func invalidUTF8Position(src []byte) (int, int) {
+	line, col := 1, 1
+	for len(src) > 0 {
+		r, size := utf8.DecodeRune(src)
+		if r == utf8.RuneError && size <= 1 {
+			return line, col
+		}
+		if r == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+		src = src[size:]
+	}
+	return line, col
+}
+
+// checkBounds enforces the depth, alias and expansion limits on the raw node
+// tree before anything follows an alias.
+func (c *checker) checkBounds(root *yaml.Node) bool {
+	b := bounds{sizes: map[*yaml.Node][2]int{}, active: map[*yaml.Node]bool{}}
+	size, _ := b.measure(root, 1)
+	switch {
+	case b.tooDeep != nil:
+		c.errorf(b.tooDeep, "", "manifest nests deeper than "+strconv.Itoa(MaxDepth)+" levels")
+	case b.cycle != nil:
+		c.errorf(b.cycle, "", "YAML alias refers to a node that contains it")
+	case b.aliases > MaxAliases:
+		c.errorf(b.lastAlias, "", "manifest uses more than "+strconv.Itoa(MaxAliases)+" YAML aliases")
+	case size > MaxExpandedNodes:
+		c.errorf(b.lastAlias, "", "YAML aliases expand the manifest beyond "+strconv.Itoa(MaxExpandedNodes)+" nodes")
+	default:
+		return true
+	}
+	return false
+}
+
+type bounds struct {
+	sizes     map[*yaml.Node][2]int // anchored node -> expanded size, height
+	active    map[*yaml.Node]bool
+	aliases   int
+	lastAlias *yaml.Node
+	tooDeep   *yaml.Node
+	cycle     *yaml.Node
+}
+
+// measure returns the expanded node count and height of n, counting aliases
+// by what they name, and records the first limit violation.
+func (b *bounds) measure(n *yaml.Node, depth int) (size, height int) {
+	if n == nil || b.tooDeep != nil || b.cycle != nil {
+		return 0, 0
+	}
+	if depth > MaxDepth {
+		b.tooDeep = n
+		return 0, 0
+	}
+	if n.Kind == yaml.AliasNode {
+		b.aliases++
+		b.lastAlias = n
+		if b.aliases > MaxAliases {
+			return 0, 0
+		}
+		t := n.Alias
+		if t == nil {
+			return 1, 0
+		}
+		if b.active[t] {
+			b.cycle = n
+			return 0, 0
+		}
+		if m, ok := b.sizes[t]; ok {
+			if depth+m[1] > MaxDepth {
+				b.tooDeep = n
+			}
+			return m[0], m[1]
+		}
+		return b.measure(t, depth)
+	}
+	b.active[n] = true
+	size = 1
+	for _, ch := range n.Content {
+		s, h := b.measure(ch, depth+1)
+		size += s
+		if h+1 > height {
+			height = h + 1
+		}
+		if size > MaxExpandedNodes {
+			break
+		}
+	}
+	delete(b.active, n)
+	if n.Anchor != "" {
+		b.sizes[n] = [2]int{size, height}
+	}
+	return size, height
+}

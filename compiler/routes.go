@@ -1,0 +1,306 @@
+package compiler
+
+import (
+	"path"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var (
+	routeFields     = []string{"domain", "path", "port", "tls", "strategy", "compress", "aliases"}
+	tlsModes        = []string{"automatic", "optional", "disabled"}
+	routeStrategies = []string{"round-robin", "least-requests"}
+)
+
+// hostClaim is one hostname use, kept to check project-wide rules once every
+// service has been read.
+type hostClaim struct {
+	host  string // lowercased expression text, compared literally
+	path  string // cleaned route path; "" for aliases and bucket routes
+	node  *yaml.Node
+	at    string
+	owner string // "applications.web.routes.public", for messages
+}
+
+// hostClaims gathers route domains, aliases and bucket route domains.
+type hostClaims struct {
+	routes, aliases, buckets []hostClaim
+}
+
+// routes checks an application's routes.
+func (c *checker) routes(n *yaml.Node, p string, ports map[string]*Port, hosts *hostClaims) map[string]*Route {
+	fs, _ := c.entries(n, p)
+	var out map[string]*Route
+	for _, f := range c.keyedEntries(fs, p, "route name") {
+		rp := join(p, f.key.Value)
+		o, ok := c.object(f.val, rp, routeFields)
+		if !ok {
+			continue
+		}
+		r := &Route{Path: "/", TLS: "automatic", Strategy: "round-robin", Compress: true}
+		valid := true
+		var domainNode *yaml.Node
+		if v := o.get("domain"); v == nil {
+			c.missing(o, "domain", "the hostname this route serves, such as \"${APP_DOMAIN}\"")
+			valid = false
+		} else if s, ok := c.hostname(v, o.at("domain")); ok {
+			r.Domain, domainNode = s, v
+		} else {
+			valid = false
+		}
+		if v := o.get("path"); v != nil {
+			if s, ok := c.routePath(v, o.at("path")); ok {
+				r.Path = s
+			} else {
+				valid = false
+			}
+		}
+		if v := o.get("port"); v == nil {
+			c.missing(o, "port", "a named port of this application or a number")
+			valid = false
+		} else if s, num, ok := c.portRef(v, o.at("port"), ports); ok {
+			r.Port, r.TargetPort = s, num
+		} else {
+			valid = false
+		}
+		if v := o.get("tls"); v != nil {
+			if s, ok := c.enum(v, o.at("tls"), tlsModes); ok {
+				r.TLS = s
+			}
+		}
+		if v := o.get("strategy"); v != nil {
+			if s, ok := c.enum(v, o.at("strategy"), routeStrategies); ok {
+				r.Strategy = s
+			}
+		}
+		if v := o.get("compress"); v != nil {
+			if b, ok := c.boolean(v, o.at("compress")); ok {
+				r.Compress = b
+			}
+		}
+		if v := o.get("aliases"); v != nil {
+			ap := o.at("aliases")
+			for i, it := range c.stringList(v, ap) {
+				ip := index(ap, indexOf(resolve(v), it, i))
+				s, ok := c.hostname(it, ip)
+				if !ok {
+					continue
+				}
+				r.Aliases = append(r.Aliases, s)
+				hosts.aliases = append(hosts.aliases, hostClaim{host: strings.ToLower(s), node: it, at: ip, owner: rp})
+			}
+			sort.Strings(r.Aliases)
+		}
+		if domainNode != nil {
+			hosts.routes = append(hosts.routes, hostClaim{host: strings.ToLower(r.Domain), path: r.Path, node: domainNode, at: o.at("domain"), owner: rp})
+		}
+		if valid {
+			if out == nil {
+				out = map[string]*Route{}
+			}
+			out[f.key.Value] = r
+		}
+	}
+	return out
+}
+
+// indexOf finds the position of item in seq, so list paths stay right when
+// stringList skipped an invalid element.
+func indexOf(seq, item *yaml.Node, fallback int) int {
+	if seq == nil {
+		return fallback
+	}
+	for i, it := range seq.Content {
+		if resolve(it) == item {
+			return i
+		}
+	}
+	return fallback
+}
+
+// hostname checks an expression-bearing hostname: a route domain, an alias
+// or a bucket route domain. No scheme, path, port or wildcard; ${NAME}
+// expressions are allowed, service outputs are not.
+func (c *checker) hostname(n *yaml.Node, p string) (string, bool) {
+	s, ok := c.nonEmptyStr(n, p)
+	if !ok {
+		return "", false
+	}
+	n = resolve(n)
+	if !c.checkExpression(n, p, s) {
+		return "", false
+	}
+	refs, _ := scanValueRefs(s, nil)
+	literal, defaults := splitExpression(s)
+	if problem := hostnameShape(literal, len(refs) == 0); problem != "" {
+		c.errorf(n, p, "hostname `"+s+"` "+problem)
+		return "", false
+	}
+	for _, d := range defaults {
+		if d == "" {
+			continue
+		}
+		if problem := hostnameShape(d, false); problem != "" {
+			c.errorf(n, p, "inline default `"+d+"` of hostname `"+s+"` "+problem)
+			return "", false
+		}
+	}
+	return s, true
+}
+
+// splitExpression replaces each ${...} with a placeholder letter and returns
+// the inline defaults, so the literal parts can be checked.
+func splitExpression(s string) (string, []string) {
+	var b strings.Builder
+	var defaults []string
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), defaults
+		}
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			b.WriteString(s)
+			return b.String(), defaults
+		}
+		b.WriteString(s[:i])
+		b.WriteByte('x')
+		if _, def, ok := strings.Cut(s[i+2:i+end], ":-"); ok {
+			defaults = append(defaults, def)
+		}
+		s = s[i+end+1:]
+	}
+}
+
+// hostnameShape explains what is wrong with a hostname's literal text, or
+// returns "". full requires a complete DNS name (no expressions involved).
+func hostnameShape(s string, full bool) string {
+	switch {
+	case strings.Contains(s, "://"):
+		return "must not include a scheme; write only the hostname, such as example.com"
+	case strings.ContainsAny(s, "/?#"):
+		return "must not include a path; routes take the path in `path`"
+	case strings.Contains(s, ":"):
+		return "must not include a port; the edge serves ports 80 and 443"
+	case strings.Contains(s, "*"):
+		return "must not be a wildcard; declare each hostname"
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '.') {
+			return "contains a character not allowed in hostnames; use letters, digits, hyphens and dots"
+		}
+	}
+	if !full {
+		return ""
+	}
+	if len(s) > 253 {
+		return "is longer than 253 characters"
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" {
+			return "has an empty label; check for leading, trailing or doubled dots"
+		}
+		if len(label) > 63 {
+			return "has a label longer than 63 characters"
+		}
+		if label[0] == '-' || label[len(label)-1] == '-' {
+			return "has a label that starts or ends with a hyphen"
+		}
+	}
+	return ""
+}
+
+// Reserved edge paths: HTTP routers keep these for certificate validation
+// and the installation's identity.
+var reservedPaths = []string{"/.well-known/acme-challenge", "/.well-known/skali-edge"}
+
+// routePath checks a literal route path and returns it cleaned.
+func (c *checker) routePath(n *yaml.Node, p string) (string, bool) {
+	s, ok := c.str(n, p)
+	if !ok {
+		return "", false
+	}
+	n = resolve(n)
+	switch {
+	case !strings.HasPrefix(s, "/"):
+		c.errorf(n, p, "route path `"+s+"` must start with /")
+		return "", false
+	case strings.Contains(s, "?"):
+		c.errorf(n, p, "route path `"+s+"` must not contain a query (?); routes match path prefixes only")
+		return "", false
+	case strings.Contains(s, "#"):
+		c.errorf(n, p, "route path `"+s+"` must not contain a fragment (#)")
+		return "", false
+	case hasControl(s):
+		c.errorf(n, p, "route path must not contain control characters")
+		return "", false
+	}
+	clean := path.Clean(s)
+	for _, r := range reservedPaths {
+		if strings.HasPrefix(clean, r) {
+			c.errorf(n, p, "route path `"+s+"` is reserved by the edge ("+r+"); choose another path")
+			return "", false
+		}
+	}
+	return clean, true
+}
+
+// checkHosts enforces the project-wide hostname rules: each route's domain
+// and path pair is unique; a hostname is either a route domain or an alias;
+// aliases are unique; a bucket route domain is never an application domain
+// or alias (buckets may share one among themselves).
+func (c *checker) checkHosts(h *hostClaims) {
+	byLine := func(cs []hostClaim) {
+		sort.SliceStable(cs, func(i, j int) bool {
+			if cs[i].node.Line != cs[j].node.Line {
+				return cs[i].node.Line < cs[j].node.Line
+			}
+			return cs[i].node.Column < cs[j].node.Column
+		})
+	}
+	byLine(h.routes)
+	byLine(h.aliases)
+	byLine(h.buckets)
+
+	routeDomains := map[string]string{}
+	seen := map[string]string{}
+	for _, r := range h.routes {
+		if _, ok := routeDomains[r.host]; !ok {
+			routeDomains[r.host] = r.owner
+		}
+		key := r.host + "\x00" + r.path
+		if prev, ok := seen[key]; ok {
+			c.errorf(r.node, r.at, "domain `"+r.host+"` with path `"+r.path+"` is already served by "+prev+"; each domain and path pair must be unique across the project")
+			continue
+		}
+		seen[key] = r.owner
+	}
+	bucketDomains := map[string]string{}
+	for _, b := range h.buckets {
+		if _, ok := bucketDomains[b.host]; !ok {
+			bucketDomains[b.host] = b.owner
+		}
+	}
+	aliases := map[string]string{}
+	for _, a := range h.aliases {
+		switch {
+		case routeDomains[a.host] != "":
+			c.errorf(a.node, a.at, "alias `"+a.host+"` is also the domain of "+routeDomains[a.host]+"; a hostname is either a route domain or an alias")
+		case bucketDomains[a.host] != "":
+			c.errorf(a.node, a.at, "alias `"+a.host+"` is also the route domain of "+bucketDomains[a.host]+"; a hostname is either a route domain or an alias")
+		case aliases[a.host] != "":
+			c.errorf(a.node, a.at, "alias `"+a.host+"` is already an alias of "+aliases[a.host]+"; aliases must be unique")
+		default:
+			aliases[a.host] = a.owner
+		}
+	}
+	for _, b := range h.buckets {
+		if owner := routeDomains[b.host]; owner != "" {
+			c.errorf(b.node, b.at, "bucket route domain `"+b.host+"` is also the domain of "+owner+"; a bucket route cannot share a hostname with an application route")
+		}
+	}
+}
