@@ -503,3 +503,32 @@ func loadOrCreateSecret(path string) (string, error) {
 	}
 	return secret, nil
 }
+
+// RunningPostgresURL returns the connection string of the private server
+// that a running Studio started in dir, for commands such as login-link that
+// talk to a running installation. It fails when no server is running there.
+func RunningPostgresURL(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "postgres", "postmaster.pid"))
+	if err != nil {
+		return "", fmt.Errorf("no Studio is running with data directory %s (start it with 'studio serve', or set DATABASE_URL)", dir)
+	}
+	lines := strings.Split(string(data), "\n")
+	if len(lines) < 4 {
+		return "", fmt.Errorf("store: %s/postgres/postmaster.pid is incomplete; try again in a moment", dir)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(lines[0]))
+	port, err := strconv.Atoi(strings.TrimSpace(lines[3]))
+	if err != nil || !isPostgresProcess(pid) {
+		return "", fmt.Errorf("no Studio is running with data directory %s (start it with 'studio serve', or set DATABASE_URL)", dir)
+	}
+	password, err := os.ReadFile(filepath.Join(dir, "postgres.password"))
+	if err != nil {
+		return "", fmt.Errorf("store: read the private database password: %w", err)
+	}
+	p := &Postgres{port: port, password: strings.TrimSpace(string(password))}
+	return p.URL(), nil
+}

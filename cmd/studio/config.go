@@ -1,0 +1,104 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is every setting of `studio serve`. Each flag has an environment
+// variable; a flag given on the command line wins over the variable.
+type Config struct {
+	Addr               string
+	DatabaseURL        string
+	DataDir            string
+	PublicURL          string
+	OIDCIssuer         string
+	OIDCClientID       string
+	OIDCClientSecret   string
+	SecretKey          string
+	Admins             string
+	AllowLocalLogin    bool
+	SessionIdleTimeout time.Duration
+	SessionLifetime    time.Duration
+	LogFormat          string
+}
+
+type setting struct {
+	flag, env, usage string
+	target           any
+	def              string
+}
+
+func (c *Config) settings() []setting {
+	return []setting{
+		{"addr", "STUDIO_ADDR", "address to listen on", &c.Addr, "127.0.0.1:8080"},
+		{"database-url", "DATABASE_URL", "PostgreSQL connection string; when empty the Studio starts its own private PostgreSQL in the data directory", &c.DatabaseURL, ""},
+		{"data-dir", "STUDIO_DATA_DIR", "directory for the private PostgreSQL and the value-encryption key file", &c.DataDir, ".studio"},
+		{"public-url", "STUDIO_PUBLIC_URL", "the URL people use to reach the Studio (default http://ADDR); https makes cookies Secure", &c.PublicURL, ""},
+		{"oidc-issuer", "STUDIO_OIDC_ISSUER", "OpenID Connect issuer URL; when set, people sign in with that provider", &c.OIDCIssuer, ""},
+		{"oidc-client-id", "STUDIO_OIDC_CLIENT_ID", "OpenID Connect client id", &c.OIDCClientID, ""},
+		{"oidc-client-secret", "STUDIO_OIDC_CLIENT_SECRET", "OpenID Connect client secret", &c.OIDCClientSecret, ""},
+		{"secret-key", "STUDIO_SECRET_KEY", "base64 of the 32-byte key that encrypts values; default: a key file generated in the data directory", &c.SecretKey, ""},
+		{"admins", "STUDIO_ADMINS", "comma-separated emails or subjects of installation admins", &c.Admins, ""},
+		{"allow-local-login", "STUDIO_ALLOW_LOCAL_LOGIN", "keep the one-time local sign-in link when OIDC is configured", &c.AllowLocalLogin, "false"},
+		{"session-idle-timeout", "STUDIO_SESSION_IDLE_TIMEOUT", "sign out after this long without a request", &c.SessionIdleTimeout, "12h"},
+		{"session-lifetime", "STUDIO_SESSION_LIFETIME", "sign out this long after sign-in, however active", &c.SessionLifetime, "168h"},
+		{"log-format", "STUDIO_LOG_FORMAT", "log format: text or json", &c.LogFormat, "text"},
+	}
+}
+
+// parseFlags fills c from the environment, then from args.
+func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	for _, s := range c.settings() {
+		def := s.def
+		if v, ok := os.LookupEnv(s.env); ok {
+			def = v
+		}
+		usage := s.usage + " (" + s.env + ")"
+		switch t := s.target.(type) {
+		case *string:
+			fs.StringVar(t, s.flag, def, usage)
+		case *bool:
+			b, err := strconv.ParseBool(orDefault(def, "false"))
+			if err != nil {
+				return fmt.Errorf("%s=%q is not true or false", s.env, def)
+			}
+			fs.BoolVar(t, s.flag, b, usage)
+		case *time.Duration:
+			d, err := time.ParseDuration(def)
+			if err != nil {
+				return fmt.Errorf("%s=%q is not a duration such as 12h", s.env, def)
+			}
+			fs.DurationVar(t, s.flag, d, usage)
+		}
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: studio %s [flags]\n\nEvery flag can also be set by the environment variable in brackets.\n\n", name)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Addr
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,68 @@
+// Command studio is Skali Studio: the web server (`studio serve`), the
+// manifest validator (`studio validate`), migrations (`studio migrate`) and
+// administration commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `Skali Studio: manifests, values, deploys and backups of Skali environments.
+
+usage: studio COMMAND [flags]
+
+commands:
+  serve        run the web server (starts a private PostgreSQL when DATABASE_URL is not set)
+  validate     check skali.yaml files: studio validate [--json] FILE...
+  migrate      apply database migrations and exit
+  login-link   print a fresh one-time sign-in link for the local administrator
+
+Run 'studio COMMAND --help' for the flags of a command.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	if cmd == "validate" {
+		return runValidate(rest, stdin, stdout, stderr)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch cmd {
+	case "serve":
+		err = runServe(ctx, rest, stdout, stderr)
+	case "migrate":
+		err = runMigrate(ctx, rest, stdout, stderr)
+	case "login-link":
+		err = runLoginLink(ctx, rest, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "studio: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "studio %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web"
+)
+
+func newLogger(format string, w io.Writer) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// database is an open store and, in the embedded default, the private
+// server behind it.
+type database struct {
+	*store.DB
+	pg *store.Postgres
+}
+
+func (d *database) Close() {
+	d.DB.Close()
+	if d.pg != nil {
+		d.pg.Stop()
+	}
+}
+
+// openDatabase opens DATABASE_URL, or starts the private PostgreSQL in the
+// data directory, and applies the migrations.
+func openDatabase(ctx context.Context, cfg *Config, logger *slog.Logger) (*database, error) {
+	d := &database{}
+	url := cfg.DatabaseURL
+	if url == "" {
+		pg, err := store.StartPostgres(ctx, store.PostgresOptions{Dir: cfg.DataDir, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		d.pg = pg
+		url = pg.URL()
+	}
+	db, err := store.Open(ctx, url)
+	if err != nil {
+		if d.pg != nil {
+			d.pg.Stop()
+		}
+		return nil, err
+	}
+	d.DB = db
+	applied, err := db.Migrate(ctx)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	for _, name := range applied {
+		logger.Info("applied migration", "name", name)
+	}
+	return d, nil
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	if err := cfg.parseFlags("serve", args, stderr); err != nil {
+		return err
+	}
+	logger := newLogger(cfg.LogFormat, stderr)
+	localLogin := cfg.OIDCIssuer == "" || cfg.AllowLocalLogin
+
+	db, err := openDatabase(ctx, &cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	listener, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	handler := web.New(web.Deps{
+		DB:                 db.DB,
+		Logger:             logger,
+		PublicURL:          cfg.PublicURL,
+		SessionIdleTimeout: cfg.SessionIdleTimeout,
+		SessionLifetime:    cfg.SessionLifetime,
+		LocalLogin:         localLogin,
+	})
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		// No WriteTimeout: run pages hold websockets open for as long as a
+		// deploy takes. Handlers bound their own work with the request context.
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	go cleanSessions(ctx, db.DB, logger)
+
+	fmt.Fprintf(stdout, "Skali Studio is serving on http://%s\n", listener.Addr())
+	if localLogin {
+		token, err := db.CreateLoginToken(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Sign in: %s/login/local?token=%s\n", cfg.PublicURL, token)
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(listener) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("shutdown", "err", err)
+	}
+	return nil
+}
+
+// cleanSessions removes expired sessions every ten minutes.
+func cleanSessions(ctx context.Context, db *store.DB, logger *slog.Logger) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := db.Sessions().DeleteExpired(ctx); err != nil && ctx.Err() == nil {
+				logger.Warn("clean expired sessions", "err", err)
+			}
+		}
+	}
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	if err := cfg.parseFlags("migrate", args, stderr); err != nil {
+		return err
+	}
+	db, err := openDatabase(ctx, &cfg, newLogger(cfg.LogFormat, stderr))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fmt.Fprintln(stdout, "The database is up to date.")
+	return nil
+}
+
+func runLoginLink(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	if err := cfg.parseFlags("login-link", args, stderr); err != nil {
+		return err
+	}
+	url := cfg.DatabaseURL
+	if url == "" {
+		var err error
+		if url, err = store.RunningPostgresURL(cfg.DataDir); err != nil {
+			return err
+		}
+	}
+	db, err := store.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	token, err := db.CreateLoginToken(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Sign in: %s/login/local?token=%s\n", cfg.PublicURL, token)
+	_ = os.Stdout.Sync()
+	return nil
+}

@@ -1,0 +1,115 @@
+// Package handlers holds one file per resource of the Studio. A handler
+// parses the request, checks the actor's role, calls store, compiler and
+// runs, and renders a view or redirects with 303 See Other. Handlers return
+// errors; web maps them to status codes and error pages in one place.
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/a-h/templ"
+	"github.com/alexedwards/scs/v2"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
+)
+
+// Func is a handler that may fail; web turns the error into a page.
+type Func func(w http.ResponseWriter, r *http.Request) error
+
+// Base holds what every handler needs. Handlers embed a *Base.
+type Base struct {
+	DB       *store.DB
+	Sessions *scs.SessionManager
+	Logger   *slog.Logger
+}
+
+type ctxKey int
+
+const (
+	userKey ctxKey = iota
+	requestIDKey
+)
+
+// WithUser returns ctx carrying the signed-in user.
+func WithUser(ctx context.Context, u *store.User) context.Context {
+	return context.WithValue(ctx, userKey, u)
+}
+
+// CurrentUser returns the signed-in user, or nil for an anonymous request.
+func CurrentUser(ctx context.Context) *store.User {
+	u, _ := ctx.Value(userKey).(*store.User)
+	return u
+}
+
+// WithRequestID returns ctx carrying the request id.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey, id)
+}
+
+// RequestID returns the request id of ctx, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// Session keys. Only identifiers and times live in sessions, never secrets.
+const (
+	sessionUserID    = "user_id"
+	sessionSignedIn  = "signed_in_at"
+	sessionFlash     = "flash"
+	sessionFlashKind = "flash_kind"
+	// SessionAfterLogin holds the path an anonymous visitor asked for.
+	SessionAfterLogin = "after_login"
+)
+
+// SessionUserID returns the user id and sign-in time (Unix seconds) kept in
+// the request's session; ok is false for an anonymous session.
+func (b *Base) SessionUserID(ctx context.Context) (id int64, signedInAt int64, ok bool) {
+	id = b.Sessions.GetInt64(ctx, sessionUserID)
+	return id, b.Sessions.GetInt64(ctx, sessionSignedIn), id != 0
+}
+
+// Flash queues a one-time message for the next page the user sees.
+func (b *Base) Flash(ctx context.Context, kind, message string) {
+	b.Sessions.Put(ctx, sessionFlash, message)
+	b.Sessions.Put(ctx, sessionFlashKind, kind)
+}
+
+// Chrome builds the layout model of a page: title, navigation, the signed-in
+// user and the pending flash message (which it consumes).
+func (b *Base) Chrome(r *http.Request, title, nav string) views.Chrome {
+	c := views.Chrome{Title: title, Nav: nav}
+	if u := CurrentUser(r.Context()); u != nil {
+		c.User = &views.UserChip{Name: u.DisplayName(), Email: u.Email, IsAdmin: u.IsAdmin}
+	}
+	if b.Sessions != nil {
+		if msg := b.Sessions.PopString(r.Context(), sessionFlash); msg != "" {
+			c.Flash = &views.Flash{Kind: b.Sessions.PopString(r.Context(), sessionFlashKind), Message: msg}
+		}
+	}
+	return c
+}
+
+// Render writes component with status. It renders into a buffer first so a
+// failing component never leaves half a page behind.
+func Render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) error {
+	var buf bytes.Buffer
+	if err := c.Render(r.Context(), &buf); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// SeeOther answers a successful post with 303 See Other to url.
+func SeeOther(w http.ResponseWriter, r *http.Request, url string) error {
+	http.Redirect(w, r, url, http.StatusSeeOther)
+	return nil
+}

@@ -1,0 +1,213 @@
+package web
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/skali-dev/studio/handlers"
+)
+
+// requestID gives every request an id: the caller's X-Request-Id when it is
+// short and plain, a random one otherwise. It is echoed in the response,
+// logged with every line and shown on error pages.
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !plainID(id) {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(handlers.WithRequestID(r.Context(), id)))
+	})
+}
+
+func plainID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += n
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer
+// (the websocket upgrade needs its Hijacker).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// accessLog writes one structured line per request. It logs the path but
+// never the query string: a sign-in link carries its token there.
+func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			rec := &statusRecorder{ResponseWriter: w}
+			next.ServeHTTP(rec, r)
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			attrs := []any{
+				"method", r.Method,
+				"path", r.URL.Path,
+				"status", status,
+				"bytes", rec.bytes,
+				"duration_ms", float64(time.Since(start).Microseconds()) / 1000,
+				"request_id", handlers.RequestID(r.Context()),
+			}
+			if u := handlers.CurrentUser(r.Context()); u != nil {
+				attrs = append(attrs, "user_id", u.ID)
+			}
+			level := slog.LevelInfo
+			if status >= 500 {
+				level = slog.LevelError
+			}
+			logger.Log(r.Context(), level, "request", attrs...)
+		})
+	}
+}
+
+// recoverer turns a panic into the 500 page and logs it with its request id
+// and stack.
+func (a *app) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			a.logger.Error("panic while serving request",
+				"request_id", handlers.RequestID(r.Context()),
+				"panic", fmt.Sprint(v),
+				"stack", string(debug.Stack()))
+			a.renderError(w, r, http.StatusInternalServerError, "")
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// contentSecurityPolicy allows only the Studio's own scripts, styles and
+// connections: no inline script, no framing.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+
+func securityHeaders(https bool, formActions string) func(http.Handler) http.Handler {
+	csp := contentSecurityPolicy + "; form-action 'self'" + formActions
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := w.Header()
+			h.Set("Content-Security-Policy", csp)
+			h.Set("X-Content-Type-Options", "nosniff")
+			h.Set("Referrer-Policy", "same-origin")
+			h.Set("X-Frame-Options", "DENY")
+			h.Set("Cross-Origin-Opener-Policy", "same-origin")
+			h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+			if https {
+				h.Set("Strict-Transport-Security", "max-age=31536000")
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// limitBody caps every request body; a larger one fails while it is read and
+// the handler answers 413.
+func limitBody(limit int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Body != nil {
+				r.Body = http.MaxBytesReader(w, r.Body, limit)
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// authenticate loads the signed-in user from the session. A session past
+// its absolute lifetime (counted from sign-in, which token renewal does not
+// reset) is destroyed and the request goes on anonymous.
+func (a *app) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		id, signedIn, ok := a.base.SessionUserID(ctx)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if time.Since(time.Unix(signedIn, 0)) > a.deps.SessionLifetime {
+			_ = a.sessions.Destroy(ctx)
+			a.base.Flash(ctx, "info", "Your session has ended after its maximum lifetime. Please sign in again.")
+			next.ServeHTTP(w, r)
+			return
+		}
+		u, err := a.deps.DB.UserByID(ctx, id)
+		if err != nil {
+			// The user is gone or the database is down: treat the request as
+			// anonymous rather than failing every page.
+			a.logger.Warn("load session user", "request_id", handlers.RequestID(ctx), "err", err)
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(handlers.WithUser(ctx, u)))
+	})
+}
+
+// requireUser sends anonymous requests to the sign-in page.
+func (a *app) requireUser(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if handlers.CurrentUser(r.Context()) != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			a.base.Flash(r.Context(), "error", "Your session has expired, so nothing was changed. Sign in and try again.")
+		}
+		target := "/login"
+		if r.Method == http.MethodGet && r.URL.Path != "/" && !strings.HasPrefix(r.URL.Path, "//") {
+			a.sessions.Put(r.Context(), handlers.SessionAfterLogin, r.URL.Path)
+		}
+		http.Redirect(w, r, target, http.StatusSeeOther)
+	})
+}
+
+// isTooLarge reports whether err comes from reading a body over the limit.
+func isTooLarge(err error) bool {
+	var mbe *http.MaxBytesError
+	return errors.As(err, &mbe)
+}

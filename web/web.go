@@ -1,0 +1,217 @@
+// Package web is the Studio's HTTP application: the chi router with every
+// route in one place, the middleware, error pages and static files.
+package web
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/skali-dev/studio/handlers"
+	"github.com/skali-dev/studio/static"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
+)
+
+// Deps are what the application is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// PublicURL is the address people use to reach the Studio; it decides
+	// the cookie's Secure flag and the OIDC redirect URL.
+	PublicURL string
+	// SessionIdleTimeout ends a session after this long without a request.
+	SessionIdleTimeout time.Duration
+	// SessionLifetime ends a session this long after sign-in, however active.
+	SessionLifetime time.Duration
+	// LocalLogin enables the one-time local administrator link.
+	LocalLogin bool
+	// MaxBodyBytes caps every request body.
+	MaxBodyBytes int64
+}
+
+// Defaults for Deps fields left zero.
+const (
+	DefaultSessionIdleTimeout = 12 * time.Hour
+	DefaultSessionLifetime    = 7 * 24 * time.Hour
+	DefaultMaxBodyBytes       = 4 << 20
+)
+
+type app struct {
+	deps     Deps
+	logger   *slog.Logger
+	sessions *scs.SessionManager
+	base     *handlers.Base
+}
+
+// New returns the Studio's HTTP handler.
+func New(d Deps) http.Handler {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.SessionIdleTimeout == 0 {
+		d.SessionIdleTimeout = DefaultSessionIdleTimeout
+	}
+	if d.SessionLifetime == 0 {
+		d.SessionLifetime = DefaultSessionLifetime
+	}
+	if d.MaxBodyBytes == 0 {
+		d.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	https := strings.HasPrefix(d.PublicURL, "https://")
+
+	sm := scs.New()
+	sm.Store = d.DB.Sessions()
+	sm.IdleTimeout = d.SessionIdleTimeout
+	sm.Lifetime = d.SessionLifetime
+	sm.Cookie.Name = "studio_session"
+	if https {
+		// __Host- binds the cookie to this exact host, https and path /.
+		sm.Cookie.Name = "__Host-studio_session"
+	}
+	sm.Cookie.HttpOnly = true
+	sm.Cookie.SameSite = http.SameSiteLaxMode
+	sm.Cookie.Secure = https
+	sm.Cookie.Path = "/"
+	sm.Cookie.Persist = false
+
+	a := &app{deps: d, logger: d.Logger, sessions: sm}
+	a.base = &handlers.Base{DB: d.DB, Sessions: sm, Logger: d.Logger}
+	sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
+		a.logger.Error("session", "request_id", handlers.RequestID(r.Context()), "err", err)
+		a.renderError(w, r, http.StatusInternalServerError, "")
+	}
+	return a.routes(https)
+}
+
+// routes is the Studio's whole route table.
+func (a *app) routes(https bool) http.Handler {
+	health := handlers.NewHealth(a.base)
+	home := handlers.NewHome(a.base)
+	login := handlers.NewLogin(a.base, a.deps.LocalLogin, false)
+
+	cop := http.NewCrossOriginProtection()
+	if u, err := url.Parse(a.deps.PublicURL); err == nil && u.Host != "" {
+		_ = cop.AddTrustedOrigin(u.Scheme + "://" + u.Host)
+	}
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.logger.Warn("cross-origin request refused", "request_id", handlers.RequestID(r.Context()),
+			"method", r.Method, "path", r.URL.Path, "origin", r.Header.Get("Origin"))
+		a.renderError(w, r, http.StatusForbidden,
+			"This form was sent from another site, so it was refused and nothing was changed.")
+	}))
+
+	r := chi.NewRouter()
+	r.Use(requestID, accessLog(a.logger), a.recoverer, securityHeaders(https, ""), limitBody(a.deps.MaxBodyBytes))
+
+	// Probes and assets need no session.
+	r.Get("/healthz", health.Live)
+	r.Get("/readyz", health.Ready)
+	r.Handle(static.Prefix+"*", http.StripPrefix(static.Prefix, static.Handler()))
+
+	r.Group(func(r chi.Router) {
+		r.Use(cop.Handler, a.sessions.LoadAndSave, markSession, a.authenticate)
+		r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+			a.renderError(w, r, http.StatusNotFound, "")
+		})
+		r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+			a.renderError(w, r, http.StatusMethodNotAllowed, "")
+		})
+
+		r.Get("/login", a.handle(login.ShowLoginPage))
+		r.Get("/login/local", a.handle(login.SignInLocal))
+		r.Post("/logout", a.handle(login.SignOut))
+
+		r.Group(func(r chi.Router) {
+			r.Use(a.requireUser)
+			r.Get("/", a.handle(home.ShowHomePage))
+		})
+	})
+	return r
+}
+
+// handle adapts a handler that returns an error: the error's code chooses
+// the status and page, in this one place.
+func (a *app) handle(fn handlers.Func) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		err := fn(w, r)
+		if err == nil {
+			return
+		}
+		if isTooLarge(err) {
+			a.renderError(w, r, http.StatusRequestEntityTooLarge, "")
+			return
+		}
+		switch store.ErrorCode(err) {
+		case store.Invalid:
+			a.renderError(w, r, http.StatusBadRequest, store.ErrorMessage(err))
+		case store.NotFound:
+			a.renderError(w, r, http.StatusNotFound, store.ErrorMessage(err))
+		case store.Conflict:
+			a.renderError(w, r, http.StatusConflict, store.ErrorMessage(err))
+		case store.Unauthorized:
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
+		case store.Forbidden:
+			a.renderError(w, r, http.StatusForbidden, store.ErrorMessage(err))
+		default:
+			a.logger.Error("request failed", "request_id", handlers.RequestID(r.Context()),
+				"method", r.Method, "path", r.URL.Path, "err", err)
+			a.renderError(w, r, http.StatusInternalServerError, "")
+		}
+	}
+}
+
+var errorTexts = map[int][2]string{
+	http.StatusBadRequest:            {"That request could not be used", "Something in the request was not right. Go back and check the form."},
+	http.StatusForbidden:             {"You do not have access", "Your role does not allow this. An environment admin can change your role."},
+	http.StatusNotFound:              {"Page not found", "There is nothing at this address. It may have been renamed or removed."},
+	http.StatusMethodNotAllowed:      {"Not allowed here", "This address does not accept that kind of request."},
+	http.StatusConflict:              {"That conflicts with what is there", "Reload the page and try again."},
+	http.StatusRequestEntityTooLarge: {"That was too large", "The request is larger than the Studio accepts. Manifests may be at most 1 MiB."},
+	http.StatusInternalServerError:   {"Something went wrong", "Something went wrong on our side. The problem has been logged; please try again."},
+}
+
+// renderError writes an error page; message overrides the default sentence.
+func (a *app) renderError(w http.ResponseWriter, r *http.Request, status int, message string) {
+	texts, ok := errorTexts[status]
+	if !ok {
+		texts = errorTexts[http.StatusInternalServerError]
+	}
+	if message == "" {
+		message = texts[1]
+	}
+	var c views.Chrome
+	if sessionLoaded(r) {
+		c = a.base.Chrome(r, texts[0], "")
+	} else {
+		c = views.Chrome{Title: texts[0]}
+		if u := handlers.CurrentUser(r.Context()); u != nil {
+			c.User = &views.UserChip{Name: u.DisplayName(), Email: u.Email, IsAdmin: u.IsAdmin}
+		}
+	}
+	m := views.ErrorPage{Chrome: c, Status: status, Heading: texts[0], Message: message, RequestID: handlers.RequestID(r.Context())}
+	if err := handlers.Render(w, r, status, views.Error(m)); err != nil {
+		http.Error(w, message, status)
+	}
+}
+
+type sessionMarkKey struct{}
+
+// markSession notes in the context that the session is loaded, so that an
+// error page of a request refused before that point does not touch it.
+func markSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionMarkKey{}, true)))
+	})
+}
+
+func sessionLoaded(r *http.Request) bool {
+	ok, _ := r.Context().Value(sessionMarkKey{}).(bool)
+	return ok
+}
