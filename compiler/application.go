@@ -57,7 +57,7 @@ const (
 )
 
 // application checks one application and returns its definition.
-func (c *checker) application(n *yaml.Node, p string, declared map[string]map[string]bool, hosts *hostClaims) *Application {
+func (c *checker) application(n *yaml.Node, p pathT, declared map[string]map[string]bool, hosts *hostClaims) *Application {
 	o, ok := c.object(n, p, applicationFields)
 	if !ok {
 		return nil
@@ -163,7 +163,7 @@ func (c *checker) application(n *yaml.Node, p string, declared map[string]map[st
 	}
 	hasVolumes := len(app.Volumes) > 0
 	if !hasVolumes && volumesNode != nil {
-		if fs, _ := c.entries(volumesNode, ""); len(fs) > 0 {
+		if fs, _ := c.entries(volumesNode, rootPath); len(fs) > 0 {
 			hasVolumes = true // declared but invalid: still apply the volume rules
 		}
 	}
@@ -232,7 +232,7 @@ func hasControl(s string) bool {
 }
 
 // build checks a source build.
-func (c *checker) build(n *yaml.Node, p string) *Build {
+func (c *checker) build(n *yaml.Node, p pathT) *Build {
 	o, ok := c.object(n, p, buildFields)
 	if !ok {
 		return nil
@@ -310,7 +310,7 @@ func projectPath(s string) (string, string) {
 
 // secretScalar reads a string, number or boolean and converts it to text,
 // without ever quoting it in a message.
-func (c *checker) secretScalar(n *yaml.Node, p, what string) (string, bool) {
+func (c *checker) secretScalar(n *yaml.Node, p pathT, what string) (string, bool) {
 	n = resolve(n)
 	if n.Kind == yaml.ScalarNode {
 		switch n.ShortTag() {
@@ -324,7 +324,7 @@ func (c *checker) secretScalar(n *yaml.Node, p, what string) (string, bool) {
 
 // stringList returns the item nodes of a list, or nil after reporting a type
 // error. A null value is an empty list.
-func (c *checker) stringList(n *yaml.Node, p string) []*yaml.Node {
+func (c *checker) stringList(n *yaml.Node, p pathT) []*yaml.Node {
 	n = resolve(n)
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return nil
@@ -347,7 +347,7 @@ func (c *checker) stringList(n *yaml.Node, p string) []*yaml.Node {
 
 // argv reads an argv array. Scalars of any type are taken as their text so
 // `[sleep, 10]` means what it says. nonEmpty requires at least one element.
-func (c *checker) argv(n *yaml.Node, p string, nonEmpty bool) []string {
+func (c *checker) argv(n *yaml.Node, p pathT, nonEmpty bool) []string {
 	n = resolve(n)
 	if n.Kind != yaml.SequenceNode && !(n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null") {
 		c.errorf(n, p, "expected an argv list such as [\"/app/web\", \"serve\"], got "+kindName(n)+"; commands run without a shell, use [sh, -c, \"...\"] when you need one")
@@ -369,7 +369,7 @@ func (c *checker) argv(n *yaml.Node, p string, nonEmpty bool) []string {
 }
 
 // environment checks environment variables and their expressions.
-func (c *checker) environment(n *yaml.Node, p string, declared map[string]map[string]bool) map[string]string {
+func (c *checker) environment(n *yaml.Node, p pathT, declared map[string]map[string]bool) map[string]string {
 	fs, _ := c.entries(n, p)
 	if len(fs) == 0 {
 		return nil
@@ -416,7 +416,7 @@ func (c *checker) environment(n *yaml.Node, p string, declared map[string]map[st
 }
 
 // serviceRef checks a {{collection.key.output}} reference.
-func (c *checker) serviceRef(n *yaml.Node, p string, ref serviceRef, declared map[string]map[string]bool) bool {
+func (c *checker) serviceRef(n *yaml.Node, p pathT, ref serviceRef, declared map[string]map[string]bool) bool {
 	outputs, ok := serviceOutputs[ref.collection]
 	if !ok || ref.key == "" {
 		c.errorf(n, p, "a service output must read {{databases.<key>.<output>}} or {{buckets.<key>.<output>}}")
@@ -438,7 +438,7 @@ func (c *checker) serviceRef(n *yaml.Node, p string, ref serviceRef, declared ma
 }
 
 // port checks one declared port.
-func (c *checker) port(n *yaml.Node, p string) *Port {
+func (c *checker) port(n *yaml.Node, p pathT) *Port {
 	o, ok := c.object(n, p, portFields)
 	if !ok {
 		return nil
@@ -466,7 +466,7 @@ func (c *checker) port(n *yaml.Node, p string) *Port {
 
 // portRef resolves a route or probe port: a declared port name or a number
 // 1-65535 (integer or numeric string). It returns the text and number.
-func (c *checker) portRef(n *yaml.Node, p string, ports map[string]*Port) (string, int, bool) {
+func (c *checker) portRef(n *yaml.Node, p pathT, ports map[string]*Port) (string, int, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
 		c.errorf(n, p, "expected a port name or number, got "+kindName(n))
@@ -511,7 +511,7 @@ func (c *checker) portRef(n *yaml.Node, p string, ports map[string]*Port) (strin
 }
 
 // health checks the probes.
-func (c *checker) health(n *yaml.Node, p string, ports map[string]*Port) Health {
+func (c *checker) health(n *yaml.Node, p pathT, ports map[string]*Port) Health {
 	var h Health
 	o, ok := c.object(n, p, healthFields)
 	if !ok {
@@ -535,7 +535,7 @@ func (c *checker) health(n *yaml.Node, p string, ports map[string]*Port) Health 
 	return h
 }
 
-func (c *checker) probe(n *yaml.Node, p, kind string, ports map[string]*Port) *Probe {
+func (c *checker) probe(n *yaml.Node, p pathT, kind string, ports map[string]*Port) *Probe {
 	o, ok := c.object(n, p, probeFields)
 	if !ok {
 		return nil
@@ -582,7 +582,7 @@ func (c *checker) probe(n *yaml.Node, p, kind string, ports map[string]*Port) *P
 }
 
 // resources checks requests and limits, and that no request exceeds its limit.
-func (c *checker) resources(n *yaml.Node, p string) Resources {
+func (c *checker) resources(n *yaml.Node, p pathT) Resources {
 	var r Resources
 	o, ok := c.object(n, p, resourceFields)
 	if !ok {
@@ -631,7 +631,7 @@ func (c *checker) amounts(o object) (ResourceAmounts, [3]*yaml.Node) {
 
 // scaling checks the replica range and the autoscaling policy, which are
 // declared together or not at all.
-func (c *checker) scaling(n *yaml.Node, p string, s *Scaling) (object, *yaml.Node) {
+func (c *checker) scaling(n *yaml.Node, p pathT, s *Scaling) (object, *yaml.Node) {
 	o, ok := c.object(n, p, scalingFields)
 	if !ok {
 		return o, nil
@@ -668,7 +668,7 @@ func (c *checker) scaling(n *yaml.Node, p string, s *Scaling) (object, *yaml.Nod
 		maxOK = false
 	}
 
-	target, targetPath := 0, ""
+	target, targetPath := 0, pathT{}
 	var targetNode *yaml.Node
 	deepest := o
 	if v := o.get("autoscaling"); v != nil {
@@ -705,7 +705,7 @@ func (c *checker) scaling(n *yaml.Node, p string, s *Scaling) (object, *yaml.Nod
 }
 
 // placement checks the spread policy.
-func (c *checker) placement(n *yaml.Node, p string, pl *Placement) {
+func (c *checker) placement(n *yaml.Node, p pathT, pl *Placement) {
 	o, ok := c.object(n, p, placementFields)
 	if !ok {
 		return
@@ -737,7 +737,7 @@ func (c *checker) placement(n *yaml.Node, p string, pl *Placement) {
 
 // deployment checks the release hook and the rollout policy. With volumes
 // the strategy must be recreate (and defaults to it).
-func (c *checker) deployment(n *yaml.Node, p string, hasVolumes bool) Deployment {
+func (c *checker) deployment(n *yaml.Node, p pathT, hasVolumes bool) Deployment {
 	d := Deployment{Rollout: Rollout{Strategy: "blue-green", Timeout: defaultRolloutTimeout}}
 	if hasVolumes {
 		d.Rollout.Strategy = "recreate"
@@ -818,7 +818,7 @@ func (c *checker) deployment(n *yaml.Node, p string, hasVolumes bool) Deployment
 }
 
 // volumes checks persistent volumes.
-func (c *checker) volumes(n *yaml.Node, p string) map[string]*Volume {
+func (c *checker) volumes(n *yaml.Node, p pathT) map[string]*Volume {
 	fs, _ := c.entries(n, p)
 	var out map[string]*Volume
 	mounts := map[string]bool{}
@@ -870,7 +870,7 @@ func (c *checker) volumes(n *yaml.Node, p string) map[string]*Volume {
 }
 
 // dev checks the client-only dev block.
-func (c *checker) dev(n *yaml.Node, p string, ports map[string]*Port) {
+func (c *checker) dev(n *yaml.Node, p pathT, ports map[string]*Port) {
 	o, ok := c.object(n, p, devFields)
 	if !ok {
 		return

@@ -26,7 +26,7 @@ const defaultAbortIncompleteUploadsAfter = 24 * time.Hour
 const refusedAtDeploy = "; `studio validate` accepts it, but the deploy will refuse it"
 
 // bucket checks one managed bucket.
-func (c *checker) bucket(n *yaml.Node, p string, hosts *hostClaims) *Bucket {
+func (c *checker) bucket(n *yaml.Node, p pathT, hosts *hostClaims) *Bucket {
 	o, ok := c.object(n, p, bucketFields)
 	if !ok {
 		return nil
@@ -98,7 +98,7 @@ func (c *checker) bucket(n *yaml.Node, p string, hosts *hostClaims) *Bucket {
 				c.missing(ro, "domain", "the hostname that publishes this bucket")
 			} else if s, ok := c.hostname(dv, ro.at("domain")); ok {
 				r.Domain = s
-				hosts.buckets = append(hosts.buckets, hostClaim{host: strings.ToLower(s), node: dv, at: ro.at("domain"), owner: p})
+				hosts.buckets = append(hosts.buckets, hostClaim{host: strings.ToLower(s), node: dv, at: ro.at("domain"), owner: p.String()})
 			}
 			if tv := ro.get("tls"); tv != nil {
 				if s, ok := c.enum(tv, ro.at("tls"), tlsModes); ok {
@@ -112,7 +112,7 @@ func (c *checker) bucket(n *yaml.Node, p string, hosts *hostClaims) *Bucket {
 }
 
 // cors checks a declared CORS policy.
-func (c *checker) cors(n *yaml.Node, p string) *CORS {
+func (c *checker) cors(n *yaml.Node, p pathT) *CORS {
 	o, ok := c.object(n, p, corsFields)
 	if !ok {
 		return nil

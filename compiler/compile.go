@@ -63,7 +63,7 @@ func Compile(filename string, src []byte) (res *Result) {
 	defer func() {
 		// A bug in a rule must not take the Studio down with it.
 		if r := recover(); r != nil {
-			c.errorf(nil, "", "internal compiler error; please report this manifest")
+			c.errorf(nil, rootPath, "internal compiler error; please report this manifest")
 			res.Definition, res.Hash = nil, ""
 			res.Diagnostics = sortDiagnostics(c.diags)
 		}
@@ -97,7 +97,7 @@ var removedTopLevel = map[string]string{
 
 // manifest checks the root mapping and builds the definition.
 func (c *checker) manifest(root *yaml.Node) *Definition {
-	fs, _ := c.entries(root, "")
+	fs, _ := c.entries(root, rootPath)
 	o := object{node: root}
 	for _, f := range fs {
 		if contains(topLevelFields, f.key.Value) {
@@ -105,24 +105,24 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 			continue
 		}
 		if msg, ok := removedTopLevel[f.key.Value]; ok {
-			c.errorf(f.key, f.key.Value, msg)
+			c.errorf(f.key, keyPath(f.key.Value), msg)
 			continue
 		}
-		c.unknownField(f.key, f.key.Value, topLevelFields)
+		c.unknownField(f.key, keyPath(f.key.Value), topLevelFields)
 	}
 	def := &Definition{}
 	if n := o.get("name"); n == nil {
 		c.missing(o, "name", "the stable project key, such as `name: my-project`")
-	} else if s, ok := c.str(n, "name"); ok {
+	} else if s, ok := c.str(n, keyPath("name")); ok {
 		if !isKey(s) {
-			c.errorf(n, "name", "project name `"+s+"` "+keyRule)
+			c.errorf(n, keyPath("name"), "project name `"+s+"` "+keyRule)
 		}
 		def.Name = s
 	}
 	if n := o.get("description"); n != nil {
 		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 			// An empty description is the default.
-		} else if s, ok := c.str(n, "description"); ok {
+		} else if s, ok := c.str(n, keyPath("description")); ok {
 			def.Description = s
 		}
 	}
@@ -133,7 +133,7 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 	bucketFields := c.serviceMap(o, "buckets")
 	appFields := c.serviceMap(o, "applications")
 	if len(dbFields)+len(bucketFields)+len(appFields) == 0 && o.node != nil {
-		c.errorf(root, "", "declare at least one application, database or bucket")
+		c.errorf(root, rootPath, "declare at least one application, database or bucket")
 	}
 	declared := map[string]map[string]bool{"databases": {}, "buckets": {}}
 	for _, f := range dbFields {
@@ -146,7 +146,7 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 	if len(appFields) > 0 {
 		def.Applications = make(map[string]*Application, len(appFields))
 		for _, f := range appFields {
-			if app := c.application(f.val, join("applications", f.key.Value), declared, hosts); app != nil {
+			if app := c.application(f.val, join(keyPath("applications"), f.key.Value), declared, hosts); app != nil {
 				def.Applications[f.key.Value] = app
 			}
 		}
@@ -154,7 +154,7 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 	if len(dbFields) > 0 {
 		def.Databases = make(map[string]*Database, len(dbFields))
 		for _, f := range dbFields {
-			if db := c.database(f.val, join("databases", f.key.Value)); db != nil {
+			if db := c.database(f.val, join(keyPath("databases"), f.key.Value)); db != nil {
 				def.Databases[f.key.Value] = db
 			}
 		}
@@ -162,7 +162,7 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 	if len(bucketFields) > 0 {
 		def.Buckets = make(map[string]*Bucket, len(bucketFields))
 		for _, f := range bucketFields {
-			if b := c.bucket(f.val, join("buckets", f.key.Value), hosts); b != nil {
+			if b := c.bucket(f.val, join(keyPath("buckets"), f.key.Value), hosts); b != nil {
 				def.Buckets[f.key.Value] = b
 			}
 		}
@@ -178,16 +178,16 @@ func (c *checker) serviceMap(o object, name string) []field {
 	if n == nil {
 		return nil
 	}
-	fs, ok := c.entries(n, name)
+	fs, ok := c.entries(n, keyPath(name))
 	if !ok {
 		return nil
 	}
-	return c.keyedEntries(fs, name, "service key")
+	return c.keyedEntries(fs, keyPath(name), "service key")
 }
 
 // keyedEntries drops entries whose key is not a stable identifier,
 // reporting each.
-func (c *checker) keyedEntries(fs []field, path, what string) []field {
+func (c *checker) keyedEntries(fs []field, path pathT, what string) []field {
 	kept := fs[:0]
 	for _, f := range fs {
 		if !isKey(f.key.Value) {

@@ -19,7 +19,7 @@ var (
 )
 
 // database checks one managed database.
-func (c *checker) database(n *yaml.Node, p string) *Database {
+func (c *checker) database(n *yaml.Node, p pathT) *Database {
 	o, ok := c.object(n, p, databaseFields)
 	if !ok {
 		return nil

@@ -87,7 +87,7 @@ func newExpressionIndex() *expressionIndex {
 // checkExpression validates a field that accepts ${NAME} expressions (but not
 // service outputs) and records its references. quote says whether the field's
 // text may appear in messages.
-func (c *checker) checkExpression(n *yaml.Node, path, s string) bool {
+func (c *checker) checkExpression(n *yaml.Node, path pathT, s string) bool {
 	if strings.Contains(s, "{{") {
 		c.errorf(n, path, "service outputs ({{...}}) are allowed only as a whole value in an application's environment")
 		return false
@@ -103,7 +103,7 @@ func (c *checker) checkExpression(n *yaml.Node, path, s string) bool {
 
 // recordRefs adds references to the value contract and reports a second,
 // different inline default for the same name.
-func (c *checker) recordRefs(n *yaml.Node, path string, refs []valueRef) {
+func (c *checker) recordRefs(n *yaml.Node, path pathT, refs []valueRef) {
 	for _, r := range refs {
 		if !r.hasDefault {
 			c.exprs.required[r.name] = true

@@ -3,7 +3,6 @@ package compiler
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 )
 
 // Canonical returns the canonical serialisation of the definition that Hash
@@ -14,12 +13,9 @@ func (d *Definition) Canonical() []byte {
 	if d == nil {
 		return []byte("null")
 	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		// Every field is a plain value; Marshal cannot fail on it.
-		panic("compiler: canonical definition: " + err.Error())
-	}
-	return b
+	w := canonicalWriter{b: make([]byte, 0, 2048), first: make([]bool, 0, 8)}
+	w.definition(d)
+	return w.b
 }
 
 // Hash returns "sha256:<hex>" of Canonical().

@@ -39,29 +39,30 @@ type checker struct {
 	exprs *expressionIndex
 }
 
-func (c *checker) add(sev Severity, n *yaml.Node, path, msg string) {
+func (c *checker) add(sev Severity, n *yaml.Node, path pathT, msg string) {
 	line, col := 1, 1
 	if n != nil {
 		line, col = n.Line, n.Column
 	}
-	c.diags = append(c.diags, Diagnostic{Severity: sev, Path: path, Line: line, Column: col, Message: msg})
+	c.diags = append(c.diags, Diagnostic{Severity: sev, Path: path.String(), Line: line, Column: col, Message: msg})
 }
 
-func (c *checker) errorf(n *yaml.Node, path, msg string) { c.add(SeverityError, n, path, msg) }
+func (c *checker) errorf(n *yaml.Node, path pathT, msg string) { c.add(SeverityError, n, path, msg) }
 
-func (c *checker) warnf(n *yaml.Node, path, msg string) { c.add(SeverityWarning, n, path, msg) }
+func (c *checker) warnf(n *yaml.Node, path pathT, msg string) { c.add(SeverityWarning, n, path, msg) }
 
-// join appends a key to a dotted path.
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
+// join appends a key to a path.
+func join(p pathT, key string) pathT {
+	return pathT{base: p.materialize().base, key: key}
 }
 
 // index appends a sequence index to a path.
-func index(path string, i int) string {
-	return path + "[" + strconv.Itoa(i) + "]"
+func index(p pathT, i int) pathT {
+	if p.item > 0 {
+		p = p.materialize()
+	}
+	p.item = i + 1
+	return p
 }
 
 // resolve follows alias nodes to the node they name.
@@ -101,7 +102,7 @@ func kindName(n *yaml.Node) string {
 // their second occurrence and expanding YAML merge keys (<<). It reports a
 // type error and returns ok=false when n is not a mapping. A null node (an
 // empty value such as `ports:`) is an empty mapping.
-func (c *checker) entries(n *yaml.Node, path string) (fs []field, ok bool) {
+func (c *checker) entries(n *yaml.Node, path pathT) (fs []field, ok bool) {
 	n = resolve(n)
 	if n == nil {
 		return nil, true
@@ -155,7 +156,7 @@ func (c *checker) entries(n *yaml.Node, path string) (fs []field, ok bool) {
 
 // mergeSources returns the pairs a YAML merge key brings in: explicit keys win
 // over merged ones, and earlier merge sources win over later ones.
-func (c *checker) mergeSources(v *yaml.Node, path string) []field {
+func (c *checker) mergeSources(v *yaml.Node, path pathT) []field {
 	v = resolve(v)
 	var srcs []*yaml.Node
 	switch v.Kind {
@@ -194,7 +195,7 @@ func (c *checker) mergeSources(v *yaml.Node, path string) []field {
 // object is a mapping whose keys come from a fixed vocabulary.
 type object struct {
 	node   *yaml.Node
-	path   string
+	path   pathT // materialised
 	fields []field
 }
 
@@ -212,14 +213,14 @@ func (o object) get(key string) *yaml.Node {
 func (o object) has(key string) bool { return o.get(key) != nil }
 
 // at returns the path of key inside the object.
-func (o object) at(key string) string { return join(o.path, key) }
+func (o object) at(key string) pathT { return pathT{base: o.path.base, key: key} }
 
 // object checks that n is a mapping with only known keys, reporting unknown
 // keys with the closest known one. ok is false when n is not a mapping.
-func (c *checker) object(n *yaml.Node, path string, known []string) (object, bool) {
+func (c *checker) object(n *yaml.Node, path pathT, known []string) (object, bool) {
 	n = resolve(n)
 	fs, ok := c.entries(n, path)
-	o := object{node: n, path: path}
+	o := object{node: n, path: path.materialize()}
 	if !ok {
 		return o, false
 	}
@@ -235,7 +236,7 @@ func (c *checker) object(n *yaml.Node, path string, known []string) (object, boo
 	return o, true
 }
 
-func (c *checker) unknownField(k *yaml.Node, path string, known []string) {
+func (c *checker) unknownField(k *yaml.Node, path pathT, known []string) {
 	msg := "unknown field `" + k.Value + "`"
 	if s := closest(k.Value, known); s != "" {
 		msg += "; did you mean `" + s + "`?"
@@ -266,7 +267,7 @@ func contains(list []string, s string) bool {
 // parseDocument turns bytes into the root mapping node, or reports why not.
 func (c *checker) parseDocument(src []byte) *yaml.Node {
 	if len(src) > MaxManifestSize {
-		c.errorf(nil, "", "manifest is "+strconv.Itoa(len(src))+" bytes; the limit is 1 MiB ("+strconv.Itoa(MaxManifestSize)+" bytes)")
+		c.errorf(nil, rootPath, "manifest is "+strconv.Itoa(len(src))+" bytes; the limit is 1 MiB ("+strconv.Itoa(MaxManifestSize)+" bytes)")
 		return nil
 	}
 	if !utf8.Valid(src) {
@@ -274,28 +275,35 @@ func (c *checker) parseDocument(src []byte) *yaml.Node {
 		c.diags = append(c.diags, Diagnostic{Severity: SeverityError, Line: line, Column: col, Message: "manifest is not valid UTF-8 text"})
 		return nil
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var doc yaml.Node
-	if err := decodeSafely(dec, &doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			c.errorf(nil, "", "manifest is empty; declare at least `name` and one application, database or bucket")
-			return nil
-		}
+	if err := unmarshalSafely(src, &doc); err != nil {
 		c.syntaxError(err)
 		return nil
 	}
-	var next yaml.Node
-	if err := decodeSafely(dec, &next); err == nil {
-		c.errorf(&next, "", "manifest contains more than one YAML document; put everything in a single document without `---` separators")
+	if doc.Kind == 0 {
+		c.errorf(nil, rootPath, "manifest is empty; declare at least `name` and one application, database or bucket")
 		return nil
-	} else if !errors.Is(err, io.EOF) {
-		c.errorf(nil, "", "manifest contains more than one YAML document; put everything in a single document without `---` separators")
-		return nil
+	}
+	// yaml.Unmarshal reads only the first document. A second one can only
+	// start after a document marker at the start of a line, so the slower
+	// streaming check runs only when such a marker exists.
+	if hasDocumentMarker(src) {
+		dec := yaml.NewDecoder(bytes.NewReader(src))
+		var first, next yaml.Node
+		if err := decodeSafely(dec, &first); err == nil {
+			if err := decodeSafely(dec, &next); err == nil {
+				c.errorf(&next, rootPath, "manifest contains more than one YAML document; put everything in a single document without `---` separators")
+				return nil
+			} else if !errors.Is(err, io.EOF) {
+				c.syntaxError(err)
+				return nil
+			}
+		}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
-			c.errorf(nil, "", "manifest is empty; declare at least `name` and one application, database or bucket")
+			c.errorf(nil, rootPath, "manifest is empty; declare at least `name` and one application, database or bucket")
 			return nil
 		}
 		root = root.Content[0]
@@ -305,14 +313,37 @@ func (c *checker) parseDocument(src []byte) *yaml.Node {
 	}
 	root = resolve(root)
 	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
-		c.errorf(root, "", "manifest is empty; declare at least `name` and one application, database or bucket")
+		c.errorf(root, rootPath, "manifest is empty; declare at least `name` and one application, database or bucket")
 		return nil
 	}
 	if root.Kind != yaml.MappingNode {
-		c.errorf(root, "", "the manifest must be a mapping of top-level fields (name, applications, ...), got "+kindName(root))
+		c.errorf(root, rootPath, "the manifest must be a mapping of top-level fields (name, applications, ...), got "+kindName(root))
 		return nil
 	}
 	return root
+}
+
+// hasDocumentMarker reports whether a line starts with "---" or "...".
+func hasDocumentMarker(src []byte) bool {
+	for i := 0; i+3 <= len(src); i++ {
+		if (i == 0 || src[i-1] == '\n') && (src[i] == '-' || src[i] == '.') {
+			if string(src[i:i+3]) == "---" || string(src[i:i+3]) == "..." {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unmarshalSafely parses the first document, turning a panic inside the YAML
+// library into an error.
+func unmarshalSafely(src []byte, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.New("yaml: could not parse the document")
+		}
+	}()
+	return yaml.Unmarshal(src, n)
 }
 
 // decodeSafely decodes one document and turns a panic inside the YAML library
@@ -364,17 +395,17 @@ func invalidUTF8Position(src []byte) (int, int) {
 // checkBounds enforces the depth, alias and expansion limits on the raw node
 // tree before anything follows an alias.
 func (c *checker) checkBounds(root *yaml.Node) bool {
-	b := bounds{sizes: map[*yaml.Node][2]int{}, active: map[*yaml.Node]bool{}}
+	b := bounds{}
 	size, _ := b.measure(root, 1)
 	switch {
 	case b.tooDeep != nil:
-		c.errorf(b.tooDeep, "", "manifest nests deeper than "+strconv.Itoa(MaxDepth)+" levels")
+		c.errorf(b.tooDeep, rootPath, "manifest nests deeper than "+strconv.Itoa(MaxDepth)+" levels")
 	case b.cycle != nil:
-		c.errorf(b.cycle, "", "YAML alias refers to a node that contains it")
+		c.errorf(b.cycle, rootPath, "YAML alias refers to a node that contains it")
 	case b.aliases > MaxAliases:
-		c.errorf(b.lastAlias, "", "manifest uses more than "+strconv.Itoa(MaxAliases)+" YAML aliases")
+		c.errorf(b.lastAlias, rootPath, "manifest uses more than "+strconv.Itoa(MaxAliases)+" YAML aliases")
 	case size > MaxExpandedNodes:
-		c.errorf(b.lastAlias, "", "YAML aliases expand the manifest beyond "+strconv.Itoa(MaxExpandedNodes)+" nodes")
+		c.errorf(b.lastAlias, rootPath, "YAML aliases expand the manifest beyond "+strconv.Itoa(MaxExpandedNodes)+" nodes")
 	default:
 		return true
 	}
@@ -422,7 +453,12 @@ func (b *bounds) measure(n *yaml.Node, depth int) (size, height int) {
 		}
 		return b.measure(t, depth)
 	}
-	b.active[n] = true
+	if n.Anchor != "" {
+		if b.active == nil {
+			b.active, b.sizes = map[*yaml.Node]bool{}, map[*yaml.Node][2]int{}
+		}
+		b.active[n] = true
+	}
 	size = 1
 	for _, ch := range n.Content {
 		s, h := b.measure(ch, depth+1)
@@ -434,9 +470,48 @@ func (b *bounds) measure(n *yaml.Node, depth int) (size, height int) {
 			break
 		}
 	}
-	delete(b.active, n)
 	if n.Anchor != "" {
+		delete(b.active, n)
 		b.sizes[n] = [2]int{size, height}
 	}
 	return size, height
+}
+
+// pathT is a manifest path built lazily: the dotted base is materialised
+// once per object, and the last key and list index are joined only when a
+// diagnostic needs the text. This keeps the valid path allocation-free.
+type pathT struct {
+	base string
+	key  string
+	item int // list index + 1; 0 means no index
+}
+
+// rootPath is the path of the document root.
+var rootPath = pathT{}
+
+// keyPath is the path of a top-level key.
+func keyPath(key string) pathT { return pathT{key: key} }
+
+// String renders the path, e.g. applications.web.routes.public.aliases[0].
+func (p pathT) String() string {
+	s := p.base
+	if p.key != "" {
+		if s == "" {
+			s = p.key
+		} else {
+			s = s + "." + p.key
+		}
+	}
+	if p.item > 0 {
+		s += "[" + strconv.Itoa(p.item-1) + "]"
+	}
+	return s
+}
+
+// materialize renders the path once so children can extend it cheaply.
+func (p pathT) materialize() pathT {
+	if p.key == "" && p.item == 0 {
+		return p
+	}
+	return pathT{base: p.String()}
 }

@@ -20,7 +20,7 @@ type hostClaim struct {
 	host  string // lowercased expression text, compared literally
 	path  string // cleaned route path; "" for aliases and bucket routes
 	node  *yaml.Node
-	at    string
+	at    pathT
 	owner string // "applications.web.routes.public", for messages
 }
 
@@ -30,7 +30,7 @@ type hostClaims struct {
 }
 
 // routes checks an application's routes.
-func (c *checker) routes(n *yaml.Node, p string, ports map[string]*Port, hosts *hostClaims) map[string]*Route {
+func (c *checker) routes(n *yaml.Node, p pathT, ports map[string]*Port, hosts *hostClaims) map[string]*Route {
 	fs, _ := c.entries(n, p)
 	var out map[string]*Route
 	for _, f := range c.keyedEntries(fs, p, "route name") {
@@ -89,12 +89,12 @@ func (c *checker) routes(n *yaml.Node, p string, ports map[string]*Port, hosts *
 					continue
 				}
 				r.Aliases = append(r.Aliases, s)
-				hosts.aliases = append(hosts.aliases, hostClaim{host: strings.ToLower(s), node: it, at: ip, owner: rp})
+				hosts.aliases = append(hosts.aliases, hostClaim{host: strings.ToLower(s), node: it, at: ip, owner: rp.String()})
 			}
 			sort.Strings(r.Aliases)
 		}
 		if domainNode != nil {
-			hosts.routes = append(hosts.routes, hostClaim{host: strings.ToLower(r.Domain), path: r.Path, node: domainNode, at: o.at("domain"), owner: rp})
+			hosts.routes = append(hosts.routes, hostClaim{host: strings.ToLower(r.Domain), path: r.Path, node: domainNode, at: o.at("domain"), owner: rp.String()})
 		}
 		if valid {
 			if out == nil {
@@ -123,7 +123,7 @@ func indexOf(seq, item *yaml.Node, fallback int) int {
 // hostname checks an expression-bearing hostname: a route domain, an alias
 // or a bucket route domain. No scheme, path, port or wildcard; ${NAME}
 // expressions are allowed, service outputs are not.
-func (c *checker) hostname(n *yaml.Node, p string) (string, bool) {
+func (c *checker) hostname(n *yaml.Node, p pathT) (string, bool) {
 	s, ok := c.nonEmptyStr(n, p)
 	if !ok {
 		return "", false
@@ -219,7 +219,7 @@ func hostnameShape(s string, full bool) string {
 var reservedPaths = []string{"/.well-known/acme-challenge", "/.well-known/skali-edge"}
 
 // routePath checks a literal route path and returns it cleaned.
-func (c *checker) routePath(n *yaml.Node, p string) (string, bool) {
+func (c *checker) routePath(n *yaml.Node, p pathT) (string, bool) {
 	s, ok := c.str(n, p)
 	if !ok {
 		return "", false

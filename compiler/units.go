@@ -180,7 +180,7 @@ func scalarText(n *yaml.Node) (string, bool) {
 
 // str reads a string field. Numbers and booleans are refused: a field that
 // expects text gets text.
-func (c *checker) str(n *yaml.Node, path string) (string, bool) {
+func (c *checker) str(n *yaml.Node, path pathT) (string, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
 		c.errorf(n, path, "expected a string, got "+kindName(n))
@@ -190,7 +190,7 @@ func (c *checker) str(n *yaml.Node, path string) (string, bool) {
 }
 
 // nonEmptyStr reads a string field that must not be empty.
-func (c *checker) nonEmptyStr(n *yaml.Node, path string) (string, bool) {
+func (c *checker) nonEmptyStr(n *yaml.Node, path pathT) (string, bool) {
 	s, ok := c.str(n, path)
 	if ok && strings.TrimSpace(s) == "" {
 		c.errorf(resolve(n), path, "must not be empty")
@@ -200,7 +200,7 @@ func (c *checker) nonEmptyStr(n *yaml.Node, path string) (string, bool) {
 }
 
 // integer reads an integer field.
-func (c *checker) integer(n *yaml.Node, path string) (int64, bool) {
+func (c *checker) integer(n *yaml.Node, path pathT) (int64, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
 		c.errorf(n, path, "expected an integer, got "+kindName(n))
@@ -215,7 +215,7 @@ func (c *checker) integer(n *yaml.Node, path string) (int64, bool) {
 }
 
 // intRange reads an integer within [lo, hi].
-func (c *checker) intRange(n *yaml.Node, path string, lo, hi int64, what string) (int, bool) {
+func (c *checker) intRange(n *yaml.Node, path pathT, lo, hi int64, what string) (int, bool) {
 	v, ok := c.integer(n, path)
 	if !ok {
 		return 0, false
@@ -228,7 +228,7 @@ func (c *checker) intRange(n *yaml.Node, path string, lo, hi int64, what string)
 }
 
 // boolean reads a true/false field.
-func (c *checker) boolean(n *yaml.Node, path string) (bool, bool) {
+func (c *checker) boolean(n *yaml.Node, path pathT) (bool, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
 		c.errorf(n, path, "expected true or false, got "+kindName(n))
@@ -239,7 +239,7 @@ func (c *checker) boolean(n *yaml.Node, path string) (bool, bool) {
 
 // enum reads a string that must be one of allowed; the mistyped word is
 // quoted because enum fields never carry secrets.
-func (c *checker) enum(n *yaml.Node, path string, allowed []string) (string, bool) {
+func (c *checker) enum(n *yaml.Node, path pathT, allowed []string) (string, bool) {
 	n = resolve(n)
 	s, ok := scalarText(n)
 	if !ok || n.Kind != yaml.ScalarNode {
@@ -258,7 +258,7 @@ func (c *checker) enum(n *yaml.Node, path string, allowed []string) (string, boo
 }
 
 // byteSize reads a positive byte quantity.
-func (c *checker) byteSize(n *yaml.Node, path string) (ByteSize, bool) {
+func (c *checker) byteSize(n *yaml.Node, path pathT) (ByteSize, bool) {
 	n = resolve(n)
 	s, ok := scalarText(n)
 	if !ok || n.ShortTag() != "!!str" {
@@ -282,7 +282,7 @@ func (c *checker) byteSize(n *yaml.Node, path string) (ByteSize, bool) {
 }
 
 // duration reads a duration; positive requires it to be above zero.
-func (c *checker) duration(n *yaml.Node, path string, positive bool) (time.Duration, bool) {
+func (c *checker) duration(n *yaml.Node, path pathT, positive bool) (time.Duration, bool) {
 	n = resolve(n)
 	s, ok := scalarText(n)
 	if !ok || n.ShortTag() != "!!str" {
@@ -306,7 +306,7 @@ func (c *checker) duration(n *yaml.Node, path string, positive bool) (time.Durat
 }
 
 // cpu reads decimal cores given as a number or a string.
-func (c *checker) cpu(n *yaml.Node, path string) (MilliCPU, bool) {
+func (c *checker) cpu(n *yaml.Node, path pathT) (MilliCPU, bool) {
 	n = resolve(n)
 	s, ok := scalarText(n)
 	tag := n.ShortTag()
