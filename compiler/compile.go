@@ -129,10 +129,10 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 
 	// Services are collected first so environment references and routes can
 	// be checked against the complete set.
-	dbFields := c.serviceMap(o, "databases")
-	bucketFields := c.serviceMap(o, "buckets")
-	appFields := c.serviceMap(o, "applications")
-	if len(dbFields)+len(bucketFields)+len(appFields) == 0 && o.node != nil {
+	dbFields, dbCount := c.serviceMap(o, "databases")
+	bucketFields, bucketCount := c.serviceMap(o, "buckets")
+	appFields, appCount := c.serviceMap(o, "applications")
+	if dbCount+bucketCount+appCount == 0 {
 		c.errorf(root, rootPath, "declare at least one application, database or bucket")
 	}
 	declared := map[string]map[string]bool{"databases": {}, "buckets": {}}
@@ -172,17 +172,19 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 }
 
 // serviceMap returns the entries of a top-level service collection with
-// valid keys.
-func (c *checker) serviceMap(o object, name string) []field {
+// valid keys, and how many entries it declares including invalid ones, so
+// a misspelt key is not also reported as "no services".
+func (c *checker) serviceMap(o object, name string) ([]field, int) {
 	n := o.get(name)
 	if n == nil {
-		return nil
+		return nil, 0
 	}
 	fs, ok := c.entries(n, keyPath(name))
 	if !ok {
-		return nil
+		return nil, 1
 	}
-	return c.keyedEntries(fs, keyPath(name), "service key")
+	count := len(fs)
+	return c.keyedEntries(fs, keyPath(name), "service key"), count
 }
 
 // keyedEntries drops entries whose key is not a stable identifier,
