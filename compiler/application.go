@@ -423,11 +423,21 @@ func (c *checker) serviceRef(n *yaml.Node, p pathT, ref serviceRef, declared map
 		return false
 	}
 	if !declared[ref.collection][ref.key] {
-		c.errorf(n, p, "service output refers to "+ref.collection+" `"+ref.key+"`, which is not declared in this manifest")
+		// The key is part of the value, which is never quoted; list what exists instead.
+		names := make([]string, 0, len(declared[ref.collection]))
+		for k := range declared[ref.collection] {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		msg := "service output refers to a key not declared under " + ref.collection
+		if len(names) > 0 {
+			msg += "; declared " + ref.collection + " are " + quoteList(names)
+		}
+		c.errorf(n, p, msg)
 		return false
 	}
 	if !contains(outputs, ref.output) {
-		msg := ref.collection + " have no output `" + ref.output + "`; available outputs are " + quoteList(outputs)
+		msg := "service output names an output " + ref.collection + " do not have; available outputs are " + quoteList(outputs)
 		if s := closest(ref.output, outputs); s != "" {
 			msg += " (did you mean `" + s + "`?)"
 		}
