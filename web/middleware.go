@@ -146,11 +146,16 @@ func securityHeaders(https bool, formActions string) func(http.Handler) http.Han
 	}
 }
 
-// limitBody caps every request body; a larger one fails while it is read and
-// the handler answers 413.
-func limitBody(limit int64) func(http.Handler) http.Handler {
+// limitBody caps every request body: a declared length over the limit is
+// refused at once, and a body that grows past it fails while it is read (the
+// handler's error then maps to 413 as well).
+func (a *app) limitBody(limit int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > limit {
+				a.renderError(w, r, http.StatusRequestEntityTooLarge, "")
+				return
+			}
 			if r.Body != nil {
 				r.Body = http.MaxBytesReader(w, r.Body, limit)
 			}

@@ -108,7 +108,7 @@ func (a *app) routes(https bool) http.Handler {
 	}))
 
 	r := chi.NewRouter()
-	r.Use(requestID, accessLog(a.logger), a.recoverer, securityHeaders(https, ""), limitBody(a.deps.MaxBodyBytes))
+	r.Use(requestID, accessLog(a.logger), a.recoverer, securityHeaders(https, ""), a.limitBody(a.deps.MaxBodyBytes))
 
 	// Probes and assets need no session.
 	r.Get("/healthz", health.Live)

@@ -1,0 +1,131 @@
+// Package browsertest drives headless Debian Chromium from Go through the
+// DevTools protocol (chromedp), for tests that look at pages as a person does.
+package browsertest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// Browser is one headless Chromium with one tab.
+type Browser struct {
+	// Ctx runs chromedp actions in the tab.
+	Ctx context.Context
+	tb  testing.TB
+}
+
+// chromiumPath finds the browser: $CHROMIUM, then Debian's /usr/bin/chromium.
+func chromiumPath() string {
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	return ""
+}
+
+// New starts a headless Chromium for the test and closes it when the test
+// ends. Without Chromium the test fails on CI (CI=true) and is skipped
+// elsewhere with a message saying how to install it.
+func New(tb testing.TB) *Browser {
+	tb.Helper()
+	path := chromiumPath()
+	if path == "" {
+		if os.Getenv("CI") == "true" {
+			tb.Fatal("browsertest: Chromium is not installed; .ci/run must install it (apt-get install -y chromium)")
+		}
+		tb.Skip("browsertest: Chromium is not installed; install it with 'apt-get install -y chromium' to run browser tests")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(tb.TempDir()),
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("no-proxy-server", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	tb.Cleanup(func() {
+		cancelTab()
+		cancelAlloc()
+	})
+	// The first action starts the browser and must not carry a timeout (it
+	// would stop the browser); later actions are bounded, so a hung page
+	// fails the test instead of hanging CI.
+	if err := chromedp.Do(ctx); err != nil {
+		tb.Fatalf("browsertest: start Chromium: %v", err)
+	}
+	bounded, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	tb.Cleanup(cancelTimeout)
+	return &Browser{Ctx: bounded, tb: tb}
+}
+
+// Do runs steps in the tab and fails the test on error.
+func (b *Browser) Do(steps ...chromedp.Action[chromedp.Void]) {
+	b.tb.Helper()
+	if err := chromedp.Do(b.Ctx, steps...); err != nil {
+		b.tb.Fatalf("browser: %v", err)
+	}
+}
+
+// Text returns the visible text of the first element matching the CSS selector.
+func (b *Browser) Text(selector string) string {
+	b.tb.Helper()
+	text, err := chromedp.Run(b.Ctx, chromedp.Text(chromedp.CSS(selector)))
+	if err != nil {
+		b.tb.Fatalf("browser: text of %s: %v", selector, err)
+	}
+	return text
+}
+
+// Eval evaluates a JavaScript expression in the page and returns its value.
+func Eval[T any](b *Browser, expression string) T {
+	b.tb.Helper()
+	v, err := chromedp.Run(b.Ctx, chromedp.Evaluate[T](expression))
+	if err != nil {
+		b.tb.Fatalf("browser: evaluate %s: %v", expression, err)
+	}
+	return v
+}
+
+// Screenshot saves a full-page PNG named name in the test's temp directory
+// and, when STUDIO_SCREENSHOTS names a directory, there too, so a person can
+// look at it. It returns the temp-directory path.
+func (b *Browser) Screenshot(name string) string {
+	b.tb.Helper()
+	png, err := chromedp.Run(b.Ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.tb.Fatalf("browser: screenshot: %v", err)
+	}
+	path := filepath.Join(b.tb.TempDir(), name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.tb.Fatal(err)
+	}
+	if dir := os.Getenv("STUDIO_SCREENSHOTS"); dir != "" {
+		_ = os.MkdirAll(dir, 0o755)
+		_ = os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
+	}
+	return path
+}
