@@ -1,6 +1,8 @@
 package compiler_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -103,4 +105,13 @@ func dedent(s string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+func readExample(tb testing.TB, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name+".skali.yaml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }

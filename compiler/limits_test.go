@@ -1,0 +1,79 @@
+package compiler_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/skali-dev/studio/compiler"
+)
+
+// TestBadInputIsBounded: "a size limit (1 MiB), a limit on YAML alias
+// expansion and nesting depth, multi-document input refused; each answered
+// with a clear diagnostic, never a panic or a hang."
+func TestBadInputIsBounded(t *testing.T) {
+	laughs := "name: x\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
+	prev := "a"
+	for i := 0; i < 9; i++ {
+		n := string(rune('b' + i))
+		laughs += n + ": &" + n + " [" + strings.Repeat("*"+prev+", ", 9) + "*" + prev + "]\n"
+		prev = n
+	}
+	cases := []struct {
+		name, src string
+		line      int
+		contains  string
+	}{
+		{"too large", "name: x\n" + strings.Repeat("# padding\n", compiler.MaxManifestSize/10+1), 1, "1 MiB"},
+		{"empty", "", 1, "empty"},
+		{"only comments", "# nothing\n", 1, "empty"},
+		{"multi-document", "name: x\nbuckets: {f: {}}\n---\nname: y\n", 3, "more than one YAML document"},
+		{"non-mapping root", "- a\n- b\n", 1, "must be a mapping"},
+		{"syntax error", "name: x\napplications:\n  web: [\n", 3, "YAML syntax error"},
+		{"invalid utf-8", "name: x\ndescription: \xff\xfe\n", 2, "UTF-8"},
+		{"too deep", "name: x\ndescription: " + strings.Repeat("[", 80) + strings.Repeat("]", 80) + "\n", 2, "nests deeper"},
+		{"billion laughs", laughs, 6, "aliases"},
+		{"recursive alias", "name: x\na: &a [*a]\n", 2, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := compiler.Compile("skali.yaml", []byte(tc.src))
+			errs := res.Errors()
+			if len(errs) == 0 {
+				t.Fatalf("got no error, want one")
+			}
+			if errs[0].Line != tc.line || !strings.Contains(errs[0].Message, tc.contains) {
+				t.Errorf("got %s, want line %d containing %q", errs[0], tc.line, tc.contains)
+			}
+			if res.Definition != nil || res.Hash != "" {
+				t.Errorf("invalid input produced a definition")
+			}
+		})
+	}
+}
+
+// FuzzCompile checks that no input makes Compile panic or break its own
+// invariants.
+func FuzzCompile(f *testing.F) {
+	for _, name := range examples {
+		f.Add(readExample(f, name))
+	}
+	f.Add([]byte(hashBase))
+	f.Add([]byte("name: x\na: &a [*a]\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		res := compiler.Compile("skali.yaml", src)
+		if res.Valid() != (res.Definition != nil) {
+			t.Fatalf("validity %v but definition %v", res.Valid(), res.Definition != nil)
+		}
+		for _, d := range res.Diagnostics {
+			if d.Line < 1 || d.Column < 1 || d.Message == "" {
+				t.Fatalf("malformed diagnostic %+v", d)
+			}
+		}
+		if res.Valid() {
+			again := compiler.Compile("skali.yml", src)
+			if again.Hash != res.Hash {
+				t.Fatalf("hash not deterministic")
+			}
+		}
+	})
+}
