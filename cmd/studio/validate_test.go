@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const validManifest = `name: shop
+applications:
+  web:
+    image: nginx
+    environment: {LOG_LEVEL: "${LOG_LEVEL:-info}"}
+    ports: {http: {port: 80}}
+    routes:
+      public: {domain: "${APP_DOMAIN}", port: http}
+`
+
+const invalidManifest = `name: shop
+applications:
+  web:
+    image: nginx
+    ports: {http: {port: 80}}
+    routes:
+      public: {domain: "${APP_DOMAIN}", port: http, tls: automatc}
+buckets:
+  files: {visibility: public-read}
+`
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestValidateText follows DESIGN.md: "Exit status: 0 all valid, 1 at least
+// one invalid, 2 usage or I/O error. Text output is one line per diagnostic,
+// FILE:LINE:COLUMN: error: PATH: MESSAGE (or warning:), then a summary."
+func TestValidateText(t *testing.T) {
+	good := writeFile(t, "skali.yaml", validManifest)
+	bad := writeFile(t, "skali.yml", invalidManifest)
+	var out, errOut bytes.Buffer
+	if code := runValidate([]string{good}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("valid file: got exit %d, want 0; stderr %s", code, errOut.String())
+	}
+	out.Reset()
+	code := runValidate([]string{good, bad}, nil, &out, &errOut)
+	if code != 1 {
+		t.Fatalf("invalid file: got exit %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	wantPrefixes := []string{
+		bad + ":7:58: error: applications.web.routes.public.tls: ",
+		bad + ":9:23: warning: buckets.files.visibility: ",
+		"2 files checked: 1 valid, 1 invalid; 1 error, 1 warning",
+	}
+	if len(lines) != len(wantPrefixes) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(wantPrefixes), out.String())
+	}
+	for i, p := range wantPrefixes {
+		if !strings.HasPrefix(lines[i], p) {
+			t.Errorf("line %d: got %q, want prefix %q", i, lines[i], p)
+		}
+	}
+}
+
+func TestValidateExitCodes(t *testing.T) {
+	good := writeFile(t, "skali.yaml", validManifest)
+	cases := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"no files", nil, 2},
+		{"unknown flag", []string{"--yaml", good}, 2},
+		{"missing file", []string{filepath.Join(t.TempDir(), "nope.yaml")}, 2},
+		{"missing file wins over valid", []string{good, "/nonexistent/skali.yaml"}, 2},
+		{"json valid", []string{"--json", good}, 0},
+	}
+	for _, tc := range cases {
+		var out, errOut bytes.Buffer
+		if got := runValidate(tc.args, nil, &out, &errOut); got != tc.want {
+			t.Errorf("%s: got exit %d, want %d (stderr %q)", tc.name, got, tc.want, errOut.String())
+		}
+	}
+}
+
+// TestValidateJSON checks the JSON shape: one array, an object per file with
+// file, kind, valid, hash (only when valid), diagnostics (always an array)
+// and values {required: [], optional: {}}.
+func TestValidateJSON(t *testing.T) {
+	good := writeFile(t, "skali.yaml", validManifest)
+	var out, errOut bytes.Buffer
+	code := runValidate([]string{"--json", good, "-"}, strings.NewReader(invalidManifest), &out, &errOut)
+	if code != 1 {
+		t.Fatalf("got exit %d, want 1 (stderr %q)", code, errOut.String())
+	}
+	var got []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("output is not a JSON array: %v\n%s", err, out.String())
+	}
+	if len(got) != 2 {
+		t.Fatalf("got %d objects, want 2", len(got))
+	}
+	first, second := got[0], got[1]
+	if first["file"] != good || first["kind"] != "skali" || first["valid"] != true {
+		t.Errorf("first object: got %v", first)
+	}
+	if h, _ := first["hash"].(string); !strings.HasPrefix(h, "sha256:") {
+		t.Errorf("valid file hash: got %v, want sha256:...", first["hash"])
+	}
+	if d, ok := first["diagnostics"].([]any); !ok || len(d) != 0 {
+		t.Errorf("valid file diagnostics: got %#v, want []", first["diagnostics"])
+	}
+	values := first["values"].(map[string]any)
+	if req := values["required"].([]any); len(req) != 1 || req[0] != "APP_DOMAIN" {
+		t.Errorf("required: got %v, want [APP_DOMAIN]", req)
+	}
+	if opt := values["optional"].(map[string]any); opt["LOG_LEVEL"] != "info" {
+		t.Errorf("optional: got %v, want LOG_LEVEL=info", opt)
+	}
+	if second["file"] != "-" || second["valid"] != false {
+		t.Errorf("stdin object: got %v", second)
+	}
+	if _, ok := second["hash"]; ok {
+		t.Errorf("invalid file has a hash: %v", second["hash"])
+	}
+	diags := second["diagnostics"].([]any)
+	d0 := diags[0].(map[string]any)
+	if d0["severity"] != "error" || d0["path"] != "applications.web.routes.public.tls" || d0["line"] != float64(7) || d0["column"] != float64(58) {
+		t.Errorf("first diagnostic: got %v", d0)
+	}
+}
