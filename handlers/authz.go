@@ -1,0 +1,53 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/skali-dev/studio/store"
+)
+
+// ActorOf returns who acts in r, for audit records.
+func ActorOf(r *http.Request) store.Actor {
+	return store.Actor{User: CurrentUser(r.Context()), RequestID: RequestID(r.Context())}
+}
+
+// RequireAdmin fails with Forbidden unless the user is an installation admin.
+func RequireAdmin(r *http.Request) error {
+	if u := CurrentUser(r.Context()); u == nil || !u.IsAdmin {
+		return store.Errorf(store.Forbidden, "Only installation admins can do this.")
+	}
+	return nil
+}
+
+// Environment loads the environment named by the {project} and {env} route
+// parameters and checks that the user holds at least want on it. This is the
+// one place where environment actions are authorized: a user without a role
+// is refused like one with too small a role (403), so the page does not tell
+// outsiders which environments exist.
+func (b *Base) Environment(r *http.Request, want store.Role) (*store.Environment, store.Role, error) {
+	ctx := r.Context()
+	u := CurrentUser(ctx)
+	if u == nil {
+		return nil, store.RoleNone, store.Errorf(store.Unauthorized, "Sign in first.")
+	}
+	env, err := b.DB.EnvironmentByName(ctx, chi.URLParam(r, "project"), chi.URLParam(r, "env"))
+	if err != nil {
+		if store.ErrorCode(err) == store.NotFound && !u.IsAdmin {
+			return nil, store.RoleNone, store.Errorf(store.Forbidden, "You do not have access to this environment.")
+		}
+		return nil, store.RoleNone, err
+	}
+	role, err := b.DB.EnvironmentRole(ctx, u, env.ID)
+	if err != nil {
+		return nil, store.RoleNone, err
+	}
+	if role == store.RoleNone {
+		return nil, role, store.Errorf(store.Forbidden, "You do not have access to this environment. An environment admin can add you.")
+	}
+	if !role.Includes(want) {
+		return nil, role, store.Errorf(store.Forbidden, "This needs the %s role on %s/%s; you are a %s.", want, env.Project, env.Name, role)
+	}
+	return env, role, nil
+}

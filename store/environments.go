@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Environment is one deployment target of a project (production, staging ...).
+type Environment struct {
+	ID        int64
+	ProjectID int64
+	Project   string
+	Name      string
+	// State is active, restoring or down.
+	State            string
+	ActiveRevisionID *int64
+	CreatedAt        time.Time
+}
+
+// environmentName is the rule for environment names (the manifest's rule for
+// stable keys).
+var environmentName = regexp.MustCompile(`^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ValidEnvironmentName reports whether name may name an environment.
+func ValidEnvironmentName(name string) bool { return environmentName.MatchString(name) }
+
+const environmentColumns = `e.id, e.project_id, p.name, e.name, e.state, e.active_revision_id, e.created_at`
+
+func scanEnvironment(row pgx.Row) (*Environment, error) {
+	var e Environment
+	err := row.Scan(&e.ID, &e.ProjectID, &e.Project, &e.Name, &e.State, &e.ActiveRevisionID, &e.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, Errorf(NotFound, "No such environment.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// CreateEnvironment adds an environment named name to the project, with its
+// audit record.
+func (db *DB) CreateEnvironment(ctx context.Context, a Actor, projectID int64, name string) (*Environment, error) {
+	if !ValidEnvironmentName(name) {
+		return nil, Errorf(Invalid, "Use lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen (at most 63), like production or staging-eu.")
+	}
+	var env *Environment
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var id int64
+		err := tx.QueryRow(ctx, `INSERT INTO environments (project_id, name, created_by) VALUES ($1, $2, $3) RETURNING id`,
+			projectID, name, a.userID()).Scan(&id)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return Errorf(Conflict, "This project already has an environment named %q.", name)
+		}
+		if err != nil {
+			return err
+		}
+		if env, err = scanEnvironment(tx.QueryRow(ctx, `SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id = $1`, id)); err != nil {
+			return err
+		}
+		e := a.event("environment.created")
+		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, env.Name
+		return AuditTx(ctx, tx, e)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: create environment: %w", err)
+	}
+	return env, nil
+}
+
+// EnvironmentByName returns the environment of the project, or NotFound.
+func (db *DB) EnvironmentByName(ctx context.Context, project, name string) (*Environment, error) {
+	env, err := scanEnvironment(db.Pool.QueryRow(ctx, `
+		SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id
+		WHERE p.name = $1 AND e.name = $2`, project, name))
+	if err != nil {
+		if ErrorCode(err) == NotFound {
+			return nil, Errorf(NotFound, "Project %q has no environment named %q.", project, name)
+		}
+		return nil, fmt.Errorf("store: environment by name: %w", err)
+	}
+	return env, nil
+}
+
+// EnvironmentByID returns one environment.
+func (db *DB) EnvironmentByID(ctx context.Context, id int64) (*Environment, error) {
+	env, err := scanEnvironment(db.Pool.QueryRow(ctx, `
+		SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("store: environment by id: %w", err)
+	}
+	return env, nil
+}
+
+// VisibleEnvironments lists the project's environments that u may see, by name.
+func (db *DB) VisibleEnvironments(ctx context.Context, u *User, projectID int64) ([]Environment, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id
+		WHERE e.project_id = $1
+		  AND ($3 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $2))
+		ORDER BY e.name`, projectID, u.ID, u.IsAdmin)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Environment, error) {
+		e, err := scanEnvironment(row)
+		if err != nil {
+			return Environment{}, err
+		}
+		return *e, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: visible environments: %w", err)
+	}
+	return out, nil
+}

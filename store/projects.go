@@ -1,0 +1,226 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Project is a deployable project: a name matching its manifest's name and
+// the manifest's revisions.
+type Project struct {
+	ID          int64
+	Name        string
+	Description string
+	CreatedAt   time.Time
+}
+
+// Revision is one stored manifest of a project: its source text, compiled
+// definition and hash, who added it and when.
+type Revision struct {
+	ID        int64
+	ProjectID int64
+	Number    int
+	Source    string
+	Hash      string
+	// Summary says in one line what changed against the previous revision.
+	Summary   string
+	CreatedBy string
+	CreatedAt time.Time
+}
+
+// NewRevision is a compiled manifest to store. The caller compiles; the
+// store never parses manifests.
+type NewRevision struct {
+	// Name and Description come from the manifest.
+	Name        string
+	Description string
+	Source      string
+	// Canonical is the compiled definition's canonical JSON.
+	Canonical []byte
+	Hash      string
+	Summary   string
+}
+
+// ProjectSummary is a project with the environments a user may see.
+type ProjectSummary struct {
+	Project
+	Environments []string
+}
+
+// CreateProject stores a new project and its manifest as revision 1, with
+// its audit record, in one transaction.
+func (db *DB) CreateProject(ctx context.Context, a Actor, nr NewRevision) (*Project, *Revision, error) {
+	var p Project
+	var rev *Revision
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `
+			INSERT INTO projects (name, description, created_by) VALUES ($1, $2, $3)
+			RETURNING id, name, description, created_at`, nr.Name, nr.Description, a.userID()).
+			Scan(&p.ID, &p.Name, &p.Description, &p.CreatedAt)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return Errorf(Conflict, "A project named %q already exists. Open it and add this manifest as a new revision.", nr.Name)
+		}
+		if err != nil {
+			return err
+		}
+		if rev, err = insertRevision(ctx, tx, a, p.ID, 1, nr); err != nil {
+			return err
+		}
+		e := a.event("project.created")
+		e.Project, e.Target = p.Name, p.Name
+		e.Detail = map[string]any{"revision": 1, "hash": nr.Hash}
+		return AuditTx(ctx, tx, e)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: create project: %w", err)
+	}
+	return &p, rev, nil
+}
+
+// AddRevision stores nr as the project's next revision. When its hash equals
+// the latest revision's, nothing is stored and unchanged is true.
+func (db *DB) AddRevision(ctx context.Context, a Actor, projectID int64, nr NewRevision) (rev *Revision, unchanged bool, err error) {
+	err = db.InTx(ctx, func(tx pgx.Tx) error {
+		var name string
+		if err := tx.QueryRow(ctx, `SELECT name FROM projects WHERE id = $1 FOR UPDATE`, projectID).Scan(&name); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return Errorf(NotFound, "No such project.")
+			}
+			return err
+		}
+		if nr.Name != name {
+			return Errorf(Invalid, "This manifest is named %q, but the project is %q. The manifest's name must match its project.", nr.Name, name)
+		}
+		var latestNumber int
+		var latestHash string
+		err := tx.QueryRow(ctx, `SELECT number, hash FROM revisions WHERE project_id = $1 ORDER BY number DESC LIMIT 1`, projectID).
+			Scan(&latestNumber, &latestHash)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if latestHash == nr.Hash {
+			unchanged = true
+			rev, err = scanRevision(tx.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE project_id = $1 AND number = $2`, projectID, latestNumber))
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE projects SET description = $2 WHERE id = $1`, projectID, nr.Description); err != nil {
+			return err
+		}
+		if rev, err = insertRevision(ctx, tx, a, projectID, latestNumber+1, nr); err != nil {
+			return err
+		}
+		e := a.event("revision.added")
+		e.Project, e.Target = name, fmt.Sprintf("revision %d", rev.Number)
+		e.Detail = map[string]any{"revision": rev.Number, "hash": nr.Hash}
+		return AuditTx(ctx, tx, e)
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("store: add revision: %w", err)
+	}
+	return rev, unchanged, nil
+}
+
+func insertRevision(ctx context.Context, tx pgx.Tx, a Actor, projectID int64, number int, nr NewRevision) (*Revision, error) {
+	var id int64
+	if err := tx.QueryRow(ctx, `
+		INSERT INTO revisions (project_id, number, source, definition, hash, summary, created_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+		projectID, number, nr.Source, string(nr.Canonical), nr.Hash, nr.Summary, a.userID()).Scan(&id); err != nil {
+		return nil, err
+	}
+	return scanRevision(tx.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE id = $1`, id))
+}
+
+const revisionColumns = `r.id, r.project_id, r.number, r.source, r.hash, r.summary,
+	COALESCE((SELECT CASE WHEN u.name <> '' THEN u.name WHEN u.email <> '' THEN u.email ELSE u.subject END FROM users u WHERE u.id = r.created_by), ''),
+	r.created_at`
+
+func scanRevision(row pgx.Row) (*Revision, error) {
+	var r Revision
+	err := row.Scan(&r.ID, &r.ProjectID, &r.Number, &r.Source, &r.Hash, &r.Summary, &r.CreatedBy, &r.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, Errorf(NotFound, "No such revision.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ProjectByName returns the project, or a NotFound error.
+func (db *DB) ProjectByName(ctx context.Context, name string) (*Project, error) {
+	var p Project
+	err := db.Pool.QueryRow(ctx, `SELECT id, name, description, created_at FROM projects WHERE name = $1`, name).
+		Scan(&p.ID, &p.Name, &p.Description, &p.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, Errorf(NotFound, "There is no project named %q.", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: project by name: %w", err)
+	}
+	return &p, nil
+}
+
+// Revisions returns the project's revisions, newest first.
+func (db *DB) Revisions(ctx context.Context, projectID int64) ([]Revision, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE project_id = $1 ORDER BY number DESC`, projectID)
+	revs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Revision, error) {
+		r, err := scanRevision(row)
+		if err != nil {
+			return Revision{}, err
+		}
+		return *r, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: revisions: %w", err)
+	}
+	return revs, nil
+}
+
+// LatestRevision returns the project's newest revision.
+func (db *DB) LatestRevision(ctx context.Context, projectID int64) (*Revision, error) {
+	r, err := scanRevision(db.Pool.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE project_id = $1 ORDER BY number DESC LIMIT 1`, projectID))
+	if err != nil {
+		return nil, fmt.Errorf("store: latest revision: %w", err)
+	}
+	return r, nil
+}
+
+// RevisionByID returns one revision.
+func (db *DB) RevisionByID(ctx context.Context, id int64) (*Revision, error) {
+	r, err := scanRevision(db.Pool.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("store: revision: %w", err)
+	}
+	return r, nil
+}
+
+// VisibleProjects lists the projects u may see with the environments u may
+// see in each: everything for installation admins, otherwise only what u is
+// a member of.
+func (db *DB) VisibleProjects(ctx context.Context, u *User) ([]ProjectSummary, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT p.id, p.name, p.description, p.created_at,
+		       COALESCE(array_agg(e.name ORDER BY e.name) FILTER (WHERE e.id IS NOT NULL), '{}')
+		FROM projects p
+		LEFT JOIN environments e ON e.project_id = p.id
+		     AND ($2 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1))
+		GROUP BY p.id
+		HAVING $2 OR count(e.id) > 0
+		ORDER BY p.name`, u.ID, u.IsAdmin)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ProjectSummary, error) {
+		var s ProjectSummary
+		err := row.Scan(&s.ID, &s.Name, &s.Description, &s.CreatedAt, &s.Environments)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: visible projects: %w", err)
+	}
+	return out, nil
+}
