@@ -127,10 +127,14 @@ func (a *app) routes(https bool) http.Handler {
 		r.Get("/login", a.handle(login.ShowLoginPage))
 		r.Get("/login/local", a.handle(login.SignInLocal))
 		r.Post("/logout", a.handle(login.SignOut))
+		// Public routes: sign-in (OIDC) and the manifest validator.
 
 		r.Group(func(r chi.Router) {
 			r.Use(a.requireUser)
 			r.Get("/", a.handle(home.ShowHomePage))
+			// Members, audit log, installation admin.
+
+			// Projects, revisions, environments, values.
 		})
 	})
 	return r
