@@ -68,7 +68,7 @@ func (c *checker) application(n *yaml.Node, p pathT, declared map[string]map[str
 	imgNode, buildNode := o.get("image"), o.get("build")
 	switch {
 	case imgNode == nil && buildNode == nil:
-		c.errorf(o.node, o.at("image"), "an application needs exactly one of `image` or `build`; neither is declared")
+		c.errorf(c.parentKey(o), o.at("image"), "an application needs exactly one of `image` or `build`; neither is declared")
 	case imgNode != nil && buildNode != nil:
 		c.errorf(buildNode, o.at("build"), "`image` and `build` are mutually exclusive; declare only one")
 	}

@@ -69,6 +69,7 @@ func Compile(filename string, src []byte) (res *Result) {
 		}
 	}()
 	root := c.parseDocument(src)
+	c.root = root
 	var def *Definition
 	if root != nil {
 		def = c.manifest(root)

@@ -37,6 +37,9 @@ type field struct {
 type checker struct {
 	diags []Diagnostic
 	exprs *expressionIndex
+	// root is the document's root mapping, used to find the key that names
+	// an object when a diagnostic must point at it (see missing).
+	root *yaml.Node
 }
 
 func (c *checker) add(sev Severity, n *yaml.Node, path pathT, msg string) {
@@ -246,13 +249,100 @@ func (c *checker) unknownField(k *yaml.Node, path pathT, known []string) {
 	c.errorf(k, path, msg)
 }
 
-// missing reports a required key absent from o, at o's position.
+// missing reports a required key absent from o. DESIGN.md: "a missing
+// required key is reported at the line of its parent", so the diagnostic sits
+// on the key that names o (`http:` for a port without `port`); see parentKey.
 func (c *checker) missing(o object, key, what string) {
 	msg := "missing required field `" + key + "`"
 	if what != "" {
 		msg += ": " + what
 	}
-	c.errorf(o.node, o.at(key), msg)
+	c.errorf(c.parentKey(o), o.at(key), msg)
+}
+
+// parentKey returns the node a diagnostic about o as a whole is reported
+// at: the mapping key that names o, found by following o's path from the
+// document root. This runs only when a diagnostic is reported, so the valid
+// path pays nothing for it.
+//
+// Where o has no key of its own it falls back to o's node: the document root
+// is reported at its first key (the first line with content, past any
+// leading comments; line 1 column 1 when the file starts with a key), and a
+// list item at its first entry, on the line of its dash.
+func (c *checker) parentKey(o object) *yaml.Node {
+	if k := lookupKey(c.root, o.path.String(), o.node); k != nil {
+		return k
+	}
+	return o.node
+}
+
+// lookupKey follows a dotted path such as applications.web.ports.http (with
+// [i] list indexes) from root and returns the key node of its last segment,
+// or nil when the path ends at a list item, cannot be followed, or does not
+// lead to want.
+func lookupKey(root *yaml.Node, path string, want *yaml.Node) *yaml.Node {
+	if root == nil || path == "" {
+		return nil
+	}
+	cur := resolve(root)
+	var last *yaml.Node
+	for seg := range strings.SplitSeq(path, ".") {
+		name, idx, _ := strings.Cut(seg, "[")
+		k, v := mappingLookup(cur, name, 0)
+		if k == nil {
+			return nil
+		}
+		last, cur = k, resolve(v)
+		for idx != "" {
+			num, rest, ok := strings.Cut(idx, "]")
+			i, err := strconv.Atoi(num)
+			if !ok || err != nil || cur == nil || cur.Kind != yaml.SequenceNode || i < 0 || i >= len(cur.Content) {
+				return nil
+			}
+			last, cur = nil, resolve(cur.Content[i])
+			idx = strings.TrimPrefix(rest, "[")
+		}
+	}
+	if cur != want {
+		return nil
+	}
+	return last
+}
+
+// mappingLookup finds key in mapping m the way entries does: the first
+// explicit occurrence wins, then merge (<<) sources in order.
+func mappingLookup(m *yaml.Node, key string, depth int) (k, v *yaml.Node) {
+	m = resolve(m)
+	if m == nil || m.Kind != yaml.MappingNode || depth > MaxDepth {
+		return nil, nil
+	}
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		kn := resolve(m.Content[i])
+		if kn.Kind != yaml.ScalarNode {
+			continue
+		}
+		if kn.ShortTag() == "!!merge" {
+			merges = append(merges, m.Content[i+1])
+			continue
+		}
+		if kn.Value == key {
+			return kn, m.Content[i+1]
+		}
+	}
+	for _, src := range merges {
+		src = resolve(src)
+		srcs := []*yaml.Node{src}
+		if src.Kind == yaml.SequenceNode {
+			srcs = src.Content
+		}
+		for _, s := range srcs {
+			if k, v := mappingLookup(s, key, depth+1); k != nil {
+				return k, v
+			}
+		}
+	}
+	return nil, nil
 }
 
 func contains(list []string, s string) bool {

@@ -9,6 +9,32 @@ func TestTopLevelRules(t *testing.T) {
 applications:
   web: {image: nginx}
 `, want: []want{errAt("name", 1, 1)}, contains: "missing required field `name`"},
+		{name: "root key missing after leading comments is at the first key", cite: "name: my-project # required",
+			src: `
+# my project
+applications:
+  web: {image: nginx}
+`, want: []want{errAt("name", 2, 1)}, contains: "missing required field `name`"},
+		{name: "missing key is at the parent's key, also through an alias", cite: "ports.*.port Required integer",
+			src: `
+name: x
+applications:
+  a:
+    image: nginx
+    ports:
+      http: &p {protocol: tcp}
+  b:
+    image: nginx
+    ports:
+      web: *p
+`, want: []want{errAt("applications.a.ports.http.port", 6, 7), errAt("applications.b.ports.web.port", 10, 7)}, contains: "missing required field `port`"},
+		{name: "missing key is at the parent's key, also through a merge", cite: "ports.*.port Required integer",
+			src: `
+name: x
+applications:
+  a:
+    <<: {image: nginx, ports: {http: {protocol: tcp}}}
+`, want: []want{errAt("applications.a.ports.http.port", 4, 32)}, contains: "missing required field `port`"},
 		{name: "name shape", cite: "name ... matches ^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$",
 			src: `
 name: My_Project
@@ -73,7 +99,7 @@ applications:
       public:
         domian: example.com
         port: http
-`, want: []want{errAt("applications.web.routes.public.domain", 9, 9), errAt("applications.web.routes.public.domian", 9, 9)}, contains: "missing required field `domain`"},
+`, want: []want{errAt("applications.web.routes.public.domain", 8, 7), errAt("applications.web.routes.public.domian", 9, 9)}, contains: "missing required field `domain`"},
 	})
 }
 
@@ -85,7 +111,7 @@ name: x
 applications:
   web:
     command: [run]
-`, want: []want{errAt("applications.web.image", 4, 5)}},
+`, want: []want{errAt("applications.web.image", 3, 3)}},
 		{name: "image xor build: both", cite: "build ... mutually exclusive with image",
 			src: `
 name: x
@@ -107,7 +133,7 @@ name: x
 applications:
   web:
     build: {target: runtime}
-`, want: []want{errAt("applications.web.build.context", 4, 12)}},
+`, want: []want{errAt("applications.web.build.context", 4, 5)}},
 		{name: "absolute context", cite: "Build contexts may not be absolute paths and may not escape the project root.",
 			src: `
 name: x
@@ -176,7 +202,7 @@ applications:
       a: {port: 0}
       b: {port: 65536, protocol: sctp}
       c: {protocol: tcp}
-`, want: []want{errAt("applications.web.ports.a.port", 6, 17), errAt("applications.web.ports.b.port", 7, 17), errAt("applications.web.ports.b.protocol", 7, 34), errAt("applications.web.ports.c.port", 8, 10)}},
+`, want: []want{errAt("applications.web.ports.a.port", 6, 17), errAt("applications.web.ports.b.port", 7, 17), errAt("applications.web.ports.b.protocol", 7, 34), errAt("applications.web.ports.c.port", 8, 7)}},
 		{name: "tls enum quotes the word", cite: "tls: automatic # automatic | optional | disabled",
 			src: `
 name: x
@@ -209,7 +235,7 @@ applications:
       b: {domain: b.example.com, port: "8080"}
       c: {domain: c.example.com, port: 99999}
       d: {domain: d.example.com}
-`, want: []want{errAt("applications.web.routes.a.port", 7, 40), errAt("applications.web.routes.c.port", 9, 40), errAt("applications.web.routes.d.port", 10, 10)}},
+`, want: []want{errAt("applications.web.routes.a.port", 7, 40), errAt("applications.web.routes.c.port", 9, 40), errAt("applications.web.routes.d.port", 10, 7)}},
 		{name: "domain shape", cite: "Required nonempty hostname string; no scheme, path, port, or wildcard.",
 			src: `
 name: x
@@ -313,7 +339,7 @@ applications:
         http: {port: http, path: healthz}
       liveness:
         http: {port: 8080}
-`, want: []want{errAt("applications.web.health.startup.http", 7, 16), errAt("applications.web.health.readiness.http.path", 9, 34), errAt("applications.web.health.liveness.http.path", 11, 15)}},
+`, want: []want{errAt("applications.web.health.startup.http", 7, 7), errAt("applications.web.health.readiness.http.path", 9, 34), errAt("applications.web.health.liveness.http.path", 11, 9)}},
 		{name: "probe durations and thresholds", cite: "failureThreshold ... Use a positive value; Durations: a number plus ms, s, m, h, d (24h), or w (7d).",
 			src: `
 name: x
@@ -447,7 +473,7 @@ applications:
       data: {mountPath: data, size: 0MB}
       logs: {size: 1GB}
       Cache: {mountPath: /c, size: 1GB}
-`, want: []want{errAt("applications.a.volumes.data.mountPath", 6, 25), errAt("applications.a.volumes.data.size", 6, 37), errAt("applications.a.volumes.logs.mountPath", 7, 13), errAt("applications.a.volumes.Cache", 8, 7)}},
+`, want: []want{errAt("applications.a.volumes.data.mountPath", 6, 25), errAt("applications.a.volumes.data.size", 6, 37), errAt("applications.a.volumes.logs.mountPath", 7, 7), errAt("applications.a.volumes.Cache", 8, 7)}},
 		{name: "commands and dev are validated", cite: "applications.*.dev ... requires command ... still validated; dev.ports Map of declared application port names to integer host ports in 1–65535",
 			src: `
 name: x
@@ -460,7 +486,7 @@ applications:
       Migrate: [run]
     dev:
       ports: {http: 70000, web: 3000}
-`, want: []want{errAt("applications.a.commands.seed", 7, 13), errAt("applications.a.commands.Migrate", 8, 7), errAt("applications.a.dev.command", 10, 7), errAt("applications.a.dev.ports.http", 10, 21), errAt("applications.a.dev.ports.web", 10, 28)}},
+`, want: []want{errAt("applications.a.commands.seed", 7, 13), errAt("applications.a.commands.Migrate", 8, 7), errAt("applications.a.dev.command", 9, 5), errAt("applications.a.dev.ports.http", 10, 21), errAt("applications.a.dev.ports.web", 10, 28)}},
 	})
 }
 
@@ -473,7 +499,7 @@ databases:
   a: {engine: mysql, version: 16, isolation: private, availability: high}
   b: {engine: postgres, version: "18"}
   c: {}
-`, want: []want{errAt("databases.a.engine", 3, 15), errAt("databases.a.version", 3, 31), errAt("databases.a.isolation", 3, 46), errAt("databases.a.availability", 3, 69), errAt("databases.c.engine", 5, 6), errAt("databases.c.version", 5, 6)}},
+`, want: []want{errAt("databases.a.engine", 3, 15), errAt("databases.a.version", 3, 31), errAt("databases.a.isolation", 3, 46), errAt("databases.a.availability", 3, 69), errAt("databases.c.engine", 5, 3), errAt("databases.c.version", 5, 3)}},
 		{name: "extensions catalog and duplicates", cite: "unknown names and duplicates fail validation ... postgis is not supported yet",
 			src: `
 name: x
@@ -534,7 +560,7 @@ buckets:
     cors: {allowedMethods: [GET]}
   b:
     cors: {allowedOrigins: []}
-`, want: []want{errAt("buckets.a.cors.allowedOrigins", 4, 11), errAt("buckets.b.cors.allowedOrigins", 6, 28)}},
+`, want: []want{errAt("buckets.a.cors.allowedOrigins", 4, 5), errAt("buckets.b.cors.allowedOrigins", 6, 28)}},
 	})
 }
 
