@@ -75,3 +75,57 @@ func (db *DB) UpsertSignIn(ctx context.Context, issuer, subject, email, name str
 	}
 	return u, nil
 }
+
+// PendingIssuer is the issuer of a pending user: someone an environment admin
+// added by email before they ever signed in. Their row is keyed by the email
+// and is claimed by the first identity-provider sign-in with that (verified)
+// email, so the memberships granted in advance carry over.
+const PendingIssuer = ""
+
+// Pending reports whether the user was added by email and has not signed in yet.
+func (u *User) Pending() bool { return u.Issuer == PendingIssuer }
+
+// OIDCSignIn is an identity an OpenID provider vouched for.
+type OIDCSignIn struct {
+	Issuer, Subject, Email, Name string
+	// EmailVerified is false only when the provider said so explicitly;
+	// an unverified email never claims a pending user.
+	EmailVerified bool
+	IsAdmin       bool
+}
+
+// SignInOIDC records a sign-in through an OpenID provider. The user is
+// issuer+subject; on their first sign-in a pending user with the same
+// verified email is claimed (keeping its memberships) instead of creating a
+// new row. Email, name and the admin flag are refreshed every time.
+func (db *DB) SignInOIDC(ctx context.Context, s OIDCSignIn) (*User, error) {
+	var u *User
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE issuer = $1 AND subject = $2)`,
+			s.Issuer, s.Subject).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists && s.EmailVerified && s.Email != "" {
+			// Claim the pending user of this email, if there is one.
+			if _, err := tx.Exec(ctx, `
+				UPDATE users SET issuer = $1, subject = $2
+				WHERE id = (SELECT id FROM users WHERE issuer = '' AND lower(email) = lower($3) ORDER BY id LIMIT 1)`,
+				s.Issuer, s.Subject, s.Email); err != nil {
+				return err
+			}
+		}
+		var err error
+		u, err = scanUser(tx.QueryRow(ctx, `
+			INSERT INTO users (issuer, subject, email, name, is_admin, last_sign_in_at)
+			VALUES ($1, $2, $3, $4, $5, now())
+			ON CONFLICT (issuer, subject) DO UPDATE
+			SET email = EXCLUDED.email, name = EXCLUDED.name, is_admin = EXCLUDED.is_admin, last_sign_in_at = now()
+			RETURNING `+userColumns, s.Issuer, s.Subject, s.Email, s.Name, s.IsAdmin))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: record sign-in: %w", err)
+	}
+	return u, nil
+}

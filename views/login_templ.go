@@ -72,7 +72,7 @@ func Login(m LoginPage) templ.Component {
 				}
 			}
 			if m.OIDCEnabled {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<form method=\"post\" action=\"/login/oidc\"><button class=\"button button-primary button-wide\" type=\"submit\">Sign in with your identity provider</button></form>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<p class=\"login-start\"><a class=\"button button-primary button-wide\" href=\"/login/oidc\" data-testid=\"oidc-sign-in\">Sign in with your identity provider</a></p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

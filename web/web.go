@@ -32,6 +32,14 @@ type Deps struct {
 	SessionLifetime time.Duration
 	// LocalLogin enables the one-time local administrator link.
 	LocalLogin bool
+	// OIDCIssuer, OIDCClientID and OIDCClientSecret configure sign-in
+	// through an OpenID provider; an empty issuer turns it off. The
+	// redirect URL is PublicURL + "/login/oidc/callback".
+	OIDCIssuer       string
+	OIDCClientID     string
+	OIDCClientSecret string
+	// Admins are the emails or subjects of installation admins (STUDIO_ADMINS).
+	Admins []string
 	// MaxBodyBytes caps every request body.
 	MaxBodyBytes int64
 }
@@ -94,7 +102,15 @@ func New(d Deps) http.Handler {
 func (a *app) routes(https bool) http.Handler {
 	health := handlers.NewHealth(a.base)
 	home := handlers.NewHome(a.base)
-	login := handlers.NewLogin(a.base, a.deps.LocalLogin, false)
+	validate := handlers.NewValidate(a.base)
+	login := handlers.NewLogin(a.base, a.deps.LocalLogin, a.deps.OIDCIssuer != "")
+	oidcLogin := handlers.NewOIDC(a.base, login, handlers.OIDCConfig{
+		Issuer:       a.deps.OIDCIssuer,
+		ClientID:     a.deps.OIDCClientID,
+		ClientSecret: a.deps.OIDCClientSecret,
+		RedirectURL:  strings.TrimRight(a.deps.PublicURL, "/") + "/login/oidc/callback",
+		Admins:       a.deps.Admins,
+	})
 
 	cop := http.NewCrossOriginProtection()
 	if u, err := url.Parse(a.deps.PublicURL); err == nil && u.Host != "" {
@@ -128,6 +144,15 @@ func (a *app) routes(https bool) http.Handler {
 		r.Get("/login/local", a.handle(login.SignInLocal))
 		r.Post("/logout", a.handle(login.SignOut))
 		// Public routes: sign-in (OIDC) and the manifest validator.
+		// Every route added anywhere in this table needs a row in the role
+		// table test (web/roles_test.go, routeTable): it walks this router
+		// and fails for a route without one.
+		r.Get("/validate", a.handle(validate.ShowValidatePage))
+		r.Post("/validate", a.handle(validate.Validate))
+		if a.deps.OIDCIssuer != "" {
+			r.Get("/login/oidc", a.handle(oidcLogin.StartSignIn))
+			r.Get("/login/oidc/callback", a.handle(oidcLogin.Callback))
+		}
 
 		r.Group(func(r chi.Router) {
 			r.Use(a.requireUser)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/skali-dev/studio/store"
@@ -75,6 +76,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger := newLogger(cfg.LogFormat, stderr)
 	localLogin := cfg.OIDCIssuer == "" || cfg.AllowLocalLogin
+	if cfg.OIDCIssuer != "" && cfg.OIDCClientID == "" {
+		return fmt.Errorf("STUDIO_OIDC_ISSUER is set but STUDIO_OIDC_CLIENT_ID is not: set both (and STUDIO_OIDC_CLIENT_SECRET)")
+	}
 
 	db, err := openDatabase(ctx, &cfg, logger)
 	if err != nil {
@@ -93,6 +97,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		SessionIdleTimeout: cfg.SessionIdleTimeout,
 		SessionLifetime:    cfg.SessionLifetime,
 		LocalLogin:         localLogin,
+		OIDCIssuer:         cfg.OIDCIssuer,
+		OIDCClientID:       cfg.OIDCClientID,
+		OIDCClientSecret:   cfg.OIDCClientSecret,
+		Admins:             splitList(cfg.Admins),
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -185,4 +193,16 @@ func runLoginLink(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "Sign in: %s/login/local?token=%s\n", cfg.PublicURL, token)
 	_ = os.Stdout.Sync()
 	return nil
+}
+
+// splitList splits a comma-separated setting such as STUDIO_ADMINS into its
+// non-empty, trimmed items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
 	"github.com/skali-dev/studio/web"
+	"github.com/skali-dev/studio/web/webtest/oidcprovider"
 )
 
 // Server is a running Studio.
@@ -28,6 +29,9 @@ type Server struct {
 	// Logs holds every log line the Studio wrote, for tests that check what
 	// reaches the logs (and what must not).
 	Logs *SyncBuffer
+	// OIDC is the in-process OpenID provider the Studio signs people in
+	// with (see SignInAs).
+	OIDC *oidcprovider.Provider
 }
 
 // Option changes the Deps a test server is built with.
@@ -38,10 +42,15 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
 	db := storetest.NewDB(tb)
 	logs := &SyncBuffer{}
+	idp := oidcprovider.Start(OIDCClientID, OIDCClientSecret)
+	tb.Cleanup(idp.Close)
 	deps := web.Deps{
-		DB:         db,
-		Logger:     slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		LocalLogin: true,
+		DB:               db,
+		Logger:           slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		LocalLogin:       true,
+		OIDCIssuer:       idp.URL,
+		OIDCClientID:     OIDCClientID,
+		OIDCClientSecret: OIDCClientSecret,
 	}
 	srv := newServer(func(base string) http.Handler {
 		deps.PublicURL = base
@@ -51,7 +60,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		return web.New(deps)
 	})
 	tb.Cleanup(srv.Close)
-	return &Server{httptestServer: srv, URL: srv.URL, DB: db, Logs: logs}
+	return &Server{httptestServer: srv, URL: srv.URL, DB: db, Logs: logs, OIDC: idp}
 }
 
 // NewClient returns a client with its own cookie jar that does not follow
