@@ -41,3 +41,21 @@
     });
   });
 })();
+
+// Copy buttons: <button data-copy="element-id" hidden> copies that element's
+// text; the button stays hidden without JavaScript (the text is selectable).
+(function () {
+  "use strict";
+  document.querySelectorAll("button[data-copy]").forEach(function (btn) {
+    var target = document.getElementById(btn.getAttribute("data-copy"));
+    if (!target || !navigator.clipboard) return;
+    btn.hidden = false;
+    btn.addEventListener("click", function () {
+      navigator.clipboard.writeText(target.textContent.trim()).then(function () {
+        var label = btn.textContent;
+        btn.textContent = "Copied";
+        setTimeout(function () { btn.textContent = label; }, 1500);
+      });
+    });
+  });
+})();
