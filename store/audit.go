@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -51,4 +52,74 @@ func audit(ctx context.Context, q querier, e AuditEvent) error {
 		return fmt.Errorf("store: audit %s: %w", e.Action, err)
 	}
 	return nil
+}
+
+// AuditRecord is a stored audit event.
+type AuditRecord struct {
+	ID int64
+	At time.Time
+	AuditEvent
+}
+
+// AuditQuery selects audit records, newest first.
+type AuditQuery struct {
+	// All shows every record (installation admins); otherwise only records
+	// of the environments in EnvironmentIDs.
+	All            bool
+	EnvironmentIDs []int64
+	// EnvironmentID, when not zero, keeps only that environment's records.
+	EnvironmentID int64
+	// Action, when not empty, keeps only records of that action.
+	Action string
+	// Offset and Limit page through the results.
+	Offset, Limit int
+}
+
+// AuditEvents returns one page of the records q selects, newest first, and
+// whether there are more after it.
+func (db *DB) AuditEvents(ctx context.Context, q AuditQuery) ([]AuditRecord, bool, error) {
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	if q.EnvironmentIDs == nil {
+		q.EnvironmentIDs = []int64{}
+	}
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT id, at, actor_id, actor, action, project, environment_id, environment, target, detail, request_id
+		FROM audit_events
+		WHERE ($1 OR environment_id = ANY($2))
+		  AND ($3 = 0 OR environment_id = $3)
+		  AND ($4 = '' OR action = $4)
+		ORDER BY at DESC, id DESC
+		OFFSET $5 LIMIT $6`, q.All, q.EnvironmentIDs, q.EnvironmentID, q.Action, q.Offset, q.Limit+1)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditRecord, error) {
+		var r AuditRecord
+		err := row.Scan(&r.ID, &r.At, &r.ActorID, &r.Actor, &r.Action, &r.Project, &r.EnvironmentID, &r.Environment,
+			&r.Target, &r.Detail, &r.RequestID)
+		return r, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("store: audit events: %w", err)
+	}
+	more := len(out) > q.Limit
+	if more {
+		out = out[:q.Limit]
+	}
+	return out, more, nil
+}
+
+// AuditActions lists the distinct actions of the records q selects (its
+// All and EnvironmentIDs), for the filter.
+func (db *DB) AuditActions(ctx context.Context, q AuditQuery) ([]string, error) {
+	if q.EnvironmentIDs == nil {
+		q.EnvironmentIDs = []int64{}
+	}
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT DISTINCT action FROM audit_events WHERE ($1 OR environment_id = ANY($2)) ORDER BY action`,
+		q.All, q.EnvironmentIDs)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: audit actions: %w", err)
+	}
+	return out, nil
 }

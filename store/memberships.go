@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -62,4 +65,200 @@ func (db *DB) EnvironmentRole(ctx context.Context, u *User, environmentID int64)
 		return RoleNone, fmt.Errorf("store: environment role: %w", err)
 	}
 	return Role(role), nil
+}
+
+// Member is a user's role on one environment.
+type Member struct {
+	UserID int64
+	Email  string
+	Name   string
+	Role   Role
+	// Pending is true for someone added by email who has not signed in yet.
+	Pending    bool
+	LastSignIn *time.Time
+	AddedAt    time.Time
+}
+
+// DisplayName is the member's name, else their email.
+func (m Member) DisplayName() string {
+	if m.Name != "" {
+		return m.Name
+	}
+	return m.Email
+}
+
+// Members lists the members of the environment: admins first, then by name.
+func (db *DB) Members(ctx context.Context, environmentID int64) ([]Member, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT u.id, u.email, u.name, m.role, u.issuer = '', u.last_sign_in_at, m.created_at
+		FROM memberships m JOIN users u ON u.id = m.user_id
+		WHERE m.environment_id = $1
+		ORDER BY CASE m.role WHEN 'admin' THEN 0 WHEN 'deployer' THEN 1 ELSE 2 END, lower(coalesce(nullif(u.name, ''), u.email))`,
+		environmentID)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Member, error) {
+		var m Member
+		err := row.Scan(&m.UserID, &m.Email, &m.Name, &m.Role, &m.Pending, &m.LastSignIn, &m.AddedAt)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: members: %w", err)
+	}
+	return out, nil
+}
+
+// emailPattern is a plausibility check, not a validator: one @, something on
+// both sides, a dot in the domain, no spaces.
+var emailPattern = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
+
+// ValidEmail reports whether s looks like an email address.
+func ValidEmail(s string) bool { return len(s) <= 254 && emailPattern.MatchString(s) }
+
+// AddMember gives the person with this email the role on the environment,
+// with its audit record, in one transaction. When nobody with that email has
+// signed in yet, a pending user is created for it; their first sign-in with
+// that verified email claims it (see SignInOIDC).
+func (db *DB) AddMember(ctx context.Context, a Actor, env *Environment, email string, role Role) (*Member, error) {
+	email = strings.TrimSpace(email)
+	if !ValidEmail(email) {
+		return nil, Errorf(Invalid, "Enter an email address, like ada@example.com.")
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return nil, err
+	}
+	var m *Member
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var id int64
+		var pending bool
+		// Someone who signed in with this email, the most recent first;
+		// else the pending user of this email; else a new pending user.
+		err := tx.QueryRow(ctx, `
+			SELECT id, issuer = '' FROM users
+			WHERE lower(email) = lower($1) AND issuer <> $2
+			ORDER BY issuer = '', last_sign_in_at DESC NULLS LAST, id
+			LIMIT 1`, email, LocalIssuer).Scan(&id, &pending)
+		if errors.Is(err, pgx.ErrNoRows) {
+			pending = true
+			err = tx.QueryRow(ctx, `
+				INSERT INTO users (issuer, subject, email) VALUES ('', 'pending:' || lower($1), $1)
+				RETURNING id`, email).Scan(&id)
+		}
+		if err != nil {
+			return err
+		}
+		var existing string
+		err = tx.QueryRow(ctx, `SELECT role FROM memberships WHERE environment_id = $1 AND user_id = $2`, env.ID, id).Scan(&existing)
+		if err == nil {
+			return Errorf(Conflict, "%s is already a member of %s/%s (%s). Change their role in the list instead.", email, env.Project, env.Name, existing)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO memberships (environment_id, user_id, role) VALUES ($1, $2, $3)`, env.ID, id, string(role)); err != nil {
+			return err
+		}
+		if m, err = memberTx(ctx, tx, env.ID, id); err != nil {
+			return err
+		}
+		e := a.event("member.added")
+		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, m.Email
+		e.Detail = map[string]any{"role": string(role), "pending": pending}
+		return AuditTx(ctx, tx, e)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: add member: %w", err)
+	}
+	return m, nil
+}
+
+func memberTx(ctx context.Context, tx pgx.Tx, environmentID, userID int64) (*Member, error) {
+	var m Member
+	err := tx.QueryRow(ctx, `
+		SELECT u.id, u.email, u.name, m.role, u.issuer = '', u.last_sign_in_at, m.created_at
+		FROM memberships m JOIN users u ON u.id = m.user_id
+		WHERE m.environment_id = $1 AND m.user_id = $2`, environmentID, userID).
+		Scan(&m.UserID, &m.Email, &m.Name, &m.Role, &m.Pending, &m.LastSignIn, &m.AddedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, Errorf(NotFound, "That person is not a member of this environment.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// ChangeMemberRole sets the member's role on the environment, with its audit
+// record. Setting the role a member already has changes nothing and records
+// nothing.
+func (db *DB) ChangeMemberRole(ctx context.Context, a Actor, env *Environment, userID int64, role Role) (*Member, error) {
+	if _, err := ParseRole(string(role)); err != nil {
+		return nil, err
+	}
+	var m *Member
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if m, err = memberTx(ctx, tx, env.ID, userID); err != nil {
+			return err
+		}
+		from := m.Role
+		if from == role {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE memberships SET role = $3, updated_at = now() WHERE environment_id = $1 AND user_id = $2`,
+			env.ID, userID, string(role)); err != nil {
+			return err
+		}
+		m.Role = role
+		e := a.event("member.changed")
+		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, m.Email
+		e.Detail = map[string]any{"from": string(from), "to": string(role)}
+		return AuditTx(ctx, tx, e)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: change member role: %w", err)
+	}
+	return m, nil
+}
+
+// RemoveMember takes the member's role on the environment away, with its
+// audit record.
+func (db *DB) RemoveMember(ctx context.Context, a Actor, env *Environment, userID int64) (*Member, error) {
+	var m *Member
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if m, err = memberTx(ctx, tx, env.ID, userID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM memberships WHERE environment_id = $1 AND user_id = $2`, env.ID, userID); err != nil {
+			return err
+		}
+		e := a.event("member.removed")
+		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, m.Email
+		e.Detail = map[string]any{"role": string(m.Role)}
+		return AuditTx(ctx, tx, e)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: remove member: %w", err)
+	}
+	return m, nil
+}
+
+// AdminEnvironments lists the environments whose audit log and members u may
+// manage: every environment for installation admins, the ones u is an admin
+// of otherwise; by project and name.
+func (db *DB) AdminEnvironments(ctx context.Context, u *User) ([]Environment, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id
+		WHERE $2 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1 AND m.role = 'admin')
+		ORDER BY p.name, e.name`, u.ID, u.IsAdmin)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Environment, error) {
+		e, err := scanEnvironment(row)
+		if err != nil {
+			return Environment{}, err
+		}
+		return *e, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: admin environments: %w", err)
+	}
+	return out, nil
 }

@@ -158,6 +158,13 @@ func (a *app) routes(https bool) http.Handler {
 			r.Use(a.requireUser)
 			r.Get("/", a.handle(home.ShowHomePage))
 			// Members, audit log, installation admin.
+			// (Add a row to routeTable in web/roles_test.go for every route.)
+			members := handlers.NewMembers(a.base)
+			r.Get("/projects/{project}/environments/{env}/members", a.handle(members.ShowMembersPage))
+			r.Post("/projects/{project}/environments/{env}/members", a.handle(members.AddMember))
+			r.Post("/projects/{project}/environments/{env}/members/{user}/role", a.handle(members.ChangeMemberRole))
+			r.Post("/projects/{project}/environments/{env}/members/{user}/remove", a.handle(members.RemoveMember))
+			r.Get("/audit", a.handle(handlers.NewAudit(a.base).ShowAuditPage))
 
 			// Projects, revisions, environments, values.
 		})

@@ -1,0 +1,133 @@
+package handlers
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
+)
+
+// AuditPageSize is how many events one page of the audit log shows.
+const AuditPageSize = 50
+
+// Audit shows the audit log: installation admins see every event,
+// environment admins the events of the environments they administer, and
+// everybody else is refused (403), because for them there is nothing to show.
+type Audit struct {
+	*Base
+}
+
+// NewAudit returns the audit log handler.
+func NewAudit(b *Base) *Audit { return &Audit{Base: b} }
+
+// ShowAuditPage renders one page of the audit log, filtered by the
+// environment ("project/env") and action query parameters.
+func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	u := CurrentUser(ctx)
+	if u == nil {
+		return store.Errorf(store.Unauthorized, "Sign in first.")
+	}
+	envs, err := h.DB.AdminEnvironments(ctx, u)
+	if err != nil {
+		return err
+	}
+	q := store.AuditQuery{All: u.IsAdmin, Limit: AuditPageSize}
+	scope := "Every event of this installation."
+	if !u.IsAdmin {
+		if len(envs) == 0 {
+			return store.Errorf(store.Forbidden, "The audit log shows the events of the environments you administer, and you are not an admin of any.")
+		}
+		for _, e := range envs {
+			q.EnvironmentIDs = append(q.EnvironmentIDs, e.ID)
+		}
+		scope = "Events of the environments you administer."
+	}
+
+	params := r.URL.Query()
+	wantEnv, wantAction := params.Get("environment"), params.Get("action")
+	m := views.AuditPage{Chrome: h.Chrome(r, "Audit log", "audit"), Scope: scope, Filtered: wantEnv != "" || wantAction != ""}
+	for _, e := range envs {
+		key := e.Project + "/" + e.Name
+		m.Environments = append(m.Environments, views.FilterOption{Value: key, Label: key, Selected: key == wantEnv})
+		if key == wantEnv {
+			q.EnvironmentID = e.ID
+		}
+	}
+	if wantEnv != "" && q.EnvironmentID == 0 {
+		return store.Errorf(store.Invalid, "You can filter by the environments the list offers; %q is not one of them.", wantEnv)
+	}
+	actions, err := h.DB.AuditActions(ctx, q)
+	if err != nil {
+		return err
+	}
+	if wantAction != "" && !slices.Contains(actions, wantAction) {
+		actions = append(actions, wantAction)
+	}
+	for _, a := range actions {
+		m.Actions = append(m.Actions, views.FilterOption{Value: a, Label: a, Selected: a == wantAction})
+	}
+	q.Action = wantAction
+
+	m.Page = 1
+	if p, err := strconv.Atoi(params.Get("page")); err == nil && p > 1 && p < 1_000_000 {
+		m.Page = p
+	}
+	q.Offset = (m.Page - 1) * AuditPageSize
+	events, more, err := h.DB.AuditEvents(ctx, q)
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		row := views.AuditRow{
+			At:        e.At.UTC().Format("2 Jan 2006 15:04:05"),
+			AtISO:     e.At.UTC().Format("2006-01-02T15:04:05Z"),
+			Actor:     e.Actor,
+			Action:    e.Action,
+			Target:    e.Target,
+			RequestID: e.RequestID,
+		}
+		if e.Project != "" {
+			row.Where = e.Project
+			if e.Environment != "" {
+				row.Where += "/" + e.Environment
+			}
+		}
+		keys := make([]string, 0, len(e.Detail))
+		for k := range e.Detail {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			row.Details = append(row.Details, views.AuditDetail{Key: k, Value: fmt.Sprint(e.Detail[k])})
+		}
+		m.Events = append(m.Events, row)
+	}
+	pageURL := func(page int) string {
+		v := url.Values{}
+		if wantEnv != "" {
+			v.Set("environment", wantEnv)
+		}
+		if wantAction != "" {
+			v.Set("action", wantAction)
+		}
+		if page > 1 {
+			v.Set("page", strconv.Itoa(page))
+		}
+		if len(v) == 0 {
+			return "/audit"
+		}
+		return "/audit?" + v.Encode()
+	}
+	if m.Page > 1 {
+		m.PrevURL = pageURL(m.Page - 1)
+	}
+	if more {
+		m.NextURL = pageURL(m.Page + 1)
+	}
+	return Render(w, r, http.StatusOK, views.Audit(m))
+}

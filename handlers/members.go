@@ -1,0 +1,153 @@
+package handlers
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
+)
+
+// Members lets an environment's admins (and installation admins) add people
+// by email with a role, change their role and remove them. Every action,
+// including the page itself, needs the admin role on the environment.
+type Members struct {
+	*Base
+}
+
+// NewMembers returns the members handlers.
+func NewMembers(b *Base) *Members { return &Members{Base: b} }
+
+func membersPath(env *store.Environment) string {
+	return "/projects/" + env.Project + "/environments/" + env.Name + "/members"
+}
+
+// ShowMembersPage renders the members of the environment and the add form.
+func (h *Members) ShowMembersPage(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	return h.render(w, r, http.StatusOK, env, views.MemberForm{Role: string(store.RoleViewer)})
+}
+
+func (h *Members) render(w http.ResponseWriter, r *http.Request, status int, env *store.Environment, form views.MemberForm) error {
+	members, err := h.DB.Members(r.Context(), env.ID)
+	if err != nil {
+		return err
+	}
+	me := CurrentUser(r.Context())
+	m := views.MembersPage{
+		Chrome:      h.Chrome(r, "Members · "+env.Project+"/"+env.Name, "projects"),
+		Project:     env.Project,
+		Environment: env.Name,
+		Form:        form,
+	}
+	for _, mb := range members {
+		row := views.MemberRow{UserID: mb.UserID, Name: mb.Name, Email: mb.Email, Role: string(mb.Role), Pending: mb.Pending,
+			You: me != nil && me.ID == mb.UserID}
+		if mb.LastSignIn != nil {
+			row.LastSignIn = mb.LastSignIn.UTC().Format("2 Jan 2006, 15:04 UTC")
+		}
+		m.Members = append(m.Members, row)
+	}
+	return Render(w, r, status, views.Members(m))
+}
+
+// AddMember adds a person by email with a role; bad input re-renders the
+// form with the error next to its field.
+func (h *Members) AddMember(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	if err := r.ParseForm(); err != nil {
+		return err
+	}
+	form := views.MemberForm{Email: strings.TrimSpace(r.PostForm.Get("email")), Role: r.PostForm.Get("role")}
+	if !store.ValidEmail(form.Email) {
+		form.EmailError = "Enter an email address, like ada@example.com."
+	}
+	role, err := store.ParseRole(form.Role)
+	if err != nil {
+		form.RoleError = store.ErrorMessage(err)
+	}
+	if form.EmailError != "" || form.RoleError != "" {
+		return h.render(w, r, http.StatusUnprocessableEntity, env, form)
+	}
+	m, err := h.DB.AddMember(r.Context(), ActorOf(r), env, form.Email, role)
+	if err != nil {
+		if c := store.ErrorCode(err); c == store.Conflict || c == store.Invalid {
+			form.EmailError = store.ErrorMessage(err)
+			return h.render(w, r, http.StatusUnprocessableEntity, env, form)
+		}
+		return err
+	}
+	msg := m.Email + " is now " + article(string(role)) + " of " + env.Project + "/" + env.Name + "."
+	if m.Pending {
+		msg += " They have not signed in yet; their first sign-in with this email links them."
+	}
+	h.Flash(r.Context(), "success", msg)
+	return SeeOther(w, r, membersPath(env))
+}
+
+// ChangeMemberRole sets a member's role.
+func (h *Members) ChangeMemberRole(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	userID, err := memberParam(r)
+	if err != nil {
+		return err
+	}
+	if err := r.ParseForm(); err != nil {
+		return err
+	}
+	role, err := store.ParseRole(r.PostForm.Get("role"))
+	if err != nil {
+		return err
+	}
+	m, err := h.DB.ChangeMemberRole(r.Context(), ActorOf(r), env, userID, role)
+	if err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "success", m.DisplayName()+" is now "+article(string(role))+" of "+env.Project+"/"+env.Name+".")
+	return SeeOther(w, r, membersPath(env))
+}
+
+// RemoveMember takes a member's role away.
+func (h *Members) RemoveMember(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	userID, err := memberParam(r)
+	if err != nil {
+		return err
+	}
+	m, err := h.DB.RemoveMember(r.Context(), ActorOf(r), env, userID)
+	if err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "success", m.DisplayName()+" is no longer a member of "+env.Project+"/"+env.Name+".")
+	return SeeOther(w, r, membersPath(env))
+}
+
+func memberParam(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "user"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, store.Errorf(store.NotFound, "That person is not a member of this environment.")
+	}
+	return id, nil
+}
+
+func article(role string) string {
+	if role == string(store.RoleAdmin) {
+		return "an admin"
+	}
+	return "a " + role
+}

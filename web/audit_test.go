@@ -1,0 +1,123 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/skali-dev/studio/handlers"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+func TestAuditLogScopes(t *testing.T) {
+	s := webtest.Start(t, webtest.WithAdmins("root@example.test"))
+	prod := s.CreateEnvironment(t, "", "production")
+	staging := s.CreateEnvironment(t, "", "staging")
+	s.AddMember(t, prod, "prodadmin@example.test", store.RoleAdmin)
+	s.AddMember(t, prod, "viewer@example.test", store.RoleViewer)
+	s.AddMember(t, staging, "stagingviewer@example.test", store.RoleViewer)
+
+	root := s.SignInAs(t, "root@example.test", "Root")
+	prodAdmin := s.SignInAs(t, "prodadmin@example.test", "Prod Admin")
+	viewer := s.SignInAs(t, "viewer@example.test", "Viewer")
+
+	// Installation admins see everything, sign-ins included.
+	status, body := s.Get(t, root, "/audit")
+	if status != http.StatusOK {
+		t.Fatalf("installation admin GET /audit = %d, want 200", status)
+	}
+	for _, want := range []string{"sign-in", "member.added", "stagingviewer@example.test", "hello-world/production", "Every event"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("installation admin's audit log lacks %q", want)
+		}
+	}
+
+	// An environment admin sees their environment's events only.
+	status, body = s.Get(t, prodAdmin, "/audit")
+	if status != http.StatusOK {
+		t.Fatalf("environment admin GET /audit = %d, want 200", status)
+	}
+	if !strings.Contains(body, "viewer@example.test") {
+		t.Error("environment admin's audit log lacks their environment's member.added")
+	}
+	for _, hidden := range []string{"stagingviewer@example.test", "hello-world/staging", "Root"} {
+		if strings.Contains(body, hidden) {
+			t.Errorf("environment admin's audit log shows %q from outside their environments", hidden)
+		}
+	}
+	if status, _ := s.Get(t, prodAdmin, "/audit?environment=hello-world/staging"); status != http.StatusBadRequest {
+		t.Errorf("environment admin filtering by another environment = %d, want 400", status)
+	}
+
+	// Everybody else is refused.
+	if status, _ := s.Get(t, viewer, "/audit"); status != http.StatusForbidden {
+		t.Errorf("viewer GET /audit = %d, want 403", status)
+	}
+
+	// Filters.
+	_, body = s.Get(t, root, "/audit?"+url.Values{"environment": {"hello-world/staging"}}.Encode())
+	if !strings.Contains(body, "stagingviewer@example.test") || strings.Contains(body, ">viewer@example.test<") {
+		t.Error("filter by environment does not keep exactly staging's events")
+	}
+	_, body = s.Get(t, root, "/audit?action=sign-in")
+	if strings.Contains(body, `badge badge-ok">member.added`) || !strings.Contains(body, `>sign-in</span>`) {
+		t.Error("filter by action sign-in shows other actions or no sign-in")
+	}
+}
+
+func TestAuditLogIsNewestFirstAndPaginated(t *testing.T) {
+	s := webtest.Start(t)
+	ctx := context.Background()
+	total := handlers.AuditPageSize + 5
+	for i := range total {
+		if err := s.DB.Audit(ctx, store.AuditEvent{Actor: "script", Action: "test.event", Target: "t" + itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := s.SignInLocal(t)
+	_, page1 := s.Get(t, c, "/audit?action=test.event")
+	last, first := ">t"+itoa(total-1)+"<", ">t0<"
+	if !strings.Contains(page1, last) || strings.Contains(page1, first) {
+		t.Errorf("page 1 does not start with the newest event or already shows the oldest")
+	}
+	if !strings.Contains(page1, `href="/audit?action=test.event&amp;page=2"`) {
+		t.Fatal("page 1 has no link to page 2 keeping the filter")
+	}
+	_, page2 := s.Get(t, c, "/audit?action=test.event&page=2")
+	if !strings.Contains(page2, first) || strings.Contains(page2, last) {
+		t.Errorf("page 2 does not hold the oldest events only")
+	}
+	if strings.Contains(page2, "page=3") {
+		t.Error("page 2 links to a page 3 that is empty")
+	}
+}
+
+func TestSignInAndSignOutAreAudited(t *testing.T) {
+	s := webtest.Start(t)
+	c := s.SignInLocal(t)
+	s.PostForm(t, c, "/logout", nil)
+	status, _ := s.Get(t, s.NewClient(), "/login/local?token=not-a-token")
+	if status != http.StatusUnauthorized {
+		t.Errorf("bad local link = %d, want 401", status)
+	}
+	for _, action := range []string{"sign-in", "sign-out", "sign-in.failed"} {
+		if n := countAudit(t, s, action); n != 1 {
+			t.Errorf("%s records = %d, want 1", action, n)
+		}
+	}
+	// No record holds a token.
+	var leaks int
+	if err := s.DB.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM audit_events WHERE detail::text LIKE '%not-a-token%' OR target LIKE '%token%'`).Scan(&leaks); err != nil {
+		t.Fatal(err)
+	}
+	if leaks != 0 {
+		t.Error("an audit record holds the sign-in token")
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
