@@ -14,12 +14,24 @@ type Home struct {
 // NewHome returns the home page handler.
 func NewHome(b *Base) *Home { return &Home{Base: b} }
 
-// ShowHomePage renders the home page.
+// ShowHomePage renders the home page: every project the user can see, with
+// the environments they can see in it.
 func (h *Home) ShowHomePage(w http.ResponseWriter, r *http.Request) error {
 	u := CurrentUser(r.Context())
 	m := views.HomePage{
 		Chrome:    h.Chrome(r, "Projects", "projects"),
 		CanCreate: u != nil && u.IsAdmin,
+	}
+	if u != nil {
+		projects, err := h.DB.VisibleProjects(r.Context(), u)
+		if err != nil {
+			return err
+		}
+		for _, p := range projects {
+			m.Projects = append(m.Projects, views.ProjectCard{
+				Name: p.Name, Description: p.Description, Environments: p.Environments, UpdatedAt: p.CreatedAt,
+			})
+		}
 	}
 	return Render(w, r, http.StatusOK, views.Home(m))
 }

@@ -224,3 +224,30 @@ func (db *DB) VisibleProjects(ctx context.Context, u *User) ([]ProjectSummary, e
 	}
 	return out, nil
 }
+
+// ProjectRole returns the highest role u holds on any environment of the
+// project: RoleAdmin for installation admins, RoleNone for outsiders. It
+// decides who sees the project page (any role) and who adds revisions
+// (admin of at least one environment).
+func (db *DB) ProjectRole(ctx context.Context, u *User, projectID int64) (Role, error) {
+	if u == nil {
+		return RoleNone, nil
+	}
+	if u.IsAdmin {
+		return RoleAdmin, nil
+	}
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT m.role FROM memberships m JOIN environments e ON e.id = m.environment_id
+		WHERE e.project_id = $1 AND m.user_id = $2`, projectID, u.ID)
+	roles, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return RoleNone, fmt.Errorf("store: project role: %w", err)
+	}
+	best := RoleNone
+	for _, r := range roles {
+		if Role(r).rank() > best.rank() {
+			best = Role(r)
+		}
+	}
+	return best, nil
+}

@@ -85,6 +85,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer db.Close()
+	keys, err := openKeyring(ctx, &cfg, db.DB, logger)
+	if err != nil {
+		return err
+	}
 
 	listener, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -97,6 +101,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		SessionIdleTimeout: cfg.SessionIdleTimeout,
 		SessionLifetime:    cfg.SessionLifetime,
 		LocalLogin:         localLogin,
+		Vault:              store.NewVault(db.DB, keys),
 		OIDCIssuer:         cfg.OIDCIssuer,
 		OIDCClientID:       cfg.OIDCClientID,
 		OIDCClientSecret:   cfg.OIDCClientSecret,

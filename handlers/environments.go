@@ -1,0 +1,255 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
+)
+
+// Environments creates environments (installation admins) and shows an
+// environment's overview (any role on it).
+type Environments struct {
+	*Base
+	// Vault resolves route hostnames from the environment's values.
+	Vault *store.Vault
+}
+
+// NewEnvironments returns the environment handlers.
+func NewEnvironments(b *Base, v *store.Vault) *Environments { return &Environments{Base: b, Vault: v} }
+
+// CreateEnvironment adds the environment named by the form field name.
+func (h *Environments) CreateEnvironment(w http.ResponseWriter, r *http.Request) error {
+	p, role, err := h.project(r)
+	if err != nil {
+		return err
+	}
+	if err := RequireAdmin(r); err != nil {
+		return err
+	}
+	name := strings.TrimSpace(r.FormValue("name"))
+	env, err := h.DB.CreateEnvironment(r.Context(), ActorOf(r), p.ID, name)
+	if code := store.ErrorCode(err); code == store.Invalid || code == store.Conflict {
+		m, perr := NewProjects(h.Base).projectPage(r, p, role)
+		if perr != nil {
+			return perr
+		}
+		m.NewEnvironmentName, m.NewEnvironmentError = name, store.ErrorMessage(err)
+		status := http.StatusUnprocessableEntity
+		if code == store.Conflict {
+			status = http.StatusConflict
+		}
+		return Render(w, r, status, views.Project(m))
+	}
+	if err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "success", fmt.Sprintf("Created environment %s. Set its values next.", env.Name))
+	return SeeOther(w, r, "/projects/"+p.Name+"/environments/"+env.Name)
+}
+
+// shownRevision is the revision an environment's pages describe: the one
+// it runs, or the latest before its first deploy; and the value contract
+// its values are judged by: the union of that revision's and the latest's,
+// so a value either needs is never called orphaned.
+type shownRevision struct {
+	Revision *store.Revision
+	Deployed bool
+	Def      *compiler.Definition
+	Contract compiler.ValueContract
+}
+
+func (b *Base) shownRevision(ctx context.Context, env *store.Environment) (shownRevision, error) {
+	latest, err := b.DB.LatestRevision(ctx, env.ProjectID)
+	if err != nil {
+		return shownRevision{}, err
+	}
+	s := shownRevision{Revision: latest}
+	latestRes := compiler.Compile("skali.yaml", []byte(latest.Source))
+	contracts := []compiler.ValueContract{latestRes.Values}
+	s.Def = latestRes.Definition
+	if env.ActiveRevisionID != nil {
+		active, err := b.DB.RevisionByID(ctx, *env.ActiveRevisionID)
+		if err != nil {
+			return shownRevision{}, err
+		}
+		res := compiler.Compile("skali.yaml", []byte(active.Source))
+		s.Revision, s.Deployed, s.Def = active, true, res.Definition
+		contracts = append(contracts, res.Values)
+	}
+	s.Contract = store.UnionContract(contracts...)
+	return s, nil
+}
+
+// ShowEnvironmentPage renders the environment's overview: what the revision
+// it runs (or the latest) deploys, with hostnames resolved from its values,
+// the values summary, runs and backups.
+func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	env, role, err := h.Environment(r, store.RoleViewer)
+	if err != nil {
+		return err
+	}
+	shown, err := h.shownRevision(ctx, env)
+	if err != nil {
+		return err
+	}
+	stored, err := h.DB.StoredValues(ctx, env.ID)
+	if err != nil {
+		return err
+	}
+	hosts := map[string]store.ResolvedHost{}
+	if h.Vault != nil {
+		if hosts, err = h.Vault.ResolveHostnames(ctx, env.ID, shown.Def); err != nil {
+			// The page still helps without resolved hostnames.
+			h.Logger.Error("resolve hostnames", "request_id", RequestID(ctx), "environment", env.ID, "err", err)
+			hosts = map[string]store.ResolvedHost{}
+		}
+	}
+	m := views.EnvironmentPage{
+		Chrome:          h.Chrome(r, env.Project+" / "+env.Name, "projects"),
+		Project:         env.Project,
+		Name:            env.Name,
+		State:           env.State,
+		Role:            string(role),
+		Revision:        shown.Revision.Number,
+		RevisionHash:    shown.Revision.Hash,
+		Deployed:        shown.Deployed,
+		CanManageValues: role.Includes(store.RoleAdmin),
+		Values:          valuesSummary(store.ValueStates(shown.Contract, stored)),
+	}
+	if def := shown.Def; def != nil {
+		host := func(expr string) views.HostView {
+			hv := views.HostView{Expression: expr, Resolved: expr}
+			if rh, ok := hosts[expr]; ok {
+				hv.Resolved, hv.Missing = rh.Name, rh.Missing
+			} else if strings.Contains(expr, "${") {
+				_, hv.Missing = compiler.ExpandValues(expr, nil)
+			}
+			return hv
+		}
+		for _, name := range sortedKeys(def.Applications) {
+			m.Applications = append(m.Applications, applicationView(name, def.Applications[name], host))
+		}
+		for _, name := range sortedKeys(def.Databases) {
+			m.Databases = append(m.Databases, databaseView(name, def.Databases[name]))
+		}
+		for _, name := range sortedKeys(def.Buckets) {
+			m.Buckets = append(m.Buckets, bucketView(name, def.Buckets[name], host))
+		}
+	}
+	return Render(w, r, http.StatusOK, views.Environment(m))
+}
+
+func valuesSummary(states []store.ValueState) views.ValuesSummary {
+	var s views.ValuesSummary
+	for _, v := range states {
+		switch v.State {
+		case store.RequiredSet:
+			s.Required++
+			s.RequiredSet++
+		case store.RequiredMissing:
+			s.Required++
+			s.Missing = append(s.Missing, v.Name)
+		case store.OptionalSet:
+			s.Optional++
+			s.OptionalSet++
+		case store.OptionalDefault:
+			s.Optional++
+		case store.Orphaned:
+			s.Orphaned++
+		}
+	}
+	return s
+}
+
+func sortedKeys[T any](m map[string]T) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func applicationView(name string, a *compiler.Application, host func(string) views.HostView) views.ApplicationView {
+	v := views.ApplicationView{Name: name}
+	if a.Image != "" {
+		v.Source, v.IsImage = a.Image, true
+	} else if a.Build != nil {
+		v.Source = a.Build.Context + " (" + a.Build.Dockerfile
+		if a.Build.Target != "" {
+			v.Source += ", target " + a.Build.Target
+		}
+		v.Source += ")"
+	}
+	for _, pn := range sortedKeys(a.Ports) {
+		p := a.Ports[pn]
+		v.Ports = append(v.Ports, fmt.Sprintf("%s %d/%s", pn, p.Port, p.Protocol))
+	}
+	for _, rn := range sortedKeys(a.Routes) {
+		rt := a.Routes[rn]
+		rv := views.RouteView{Name: rn, Domain: host(rt.Domain), Path: rt.Path, Port: fmt.Sprintf("%s (%d)", rt.Port, rt.TargetPort), TLS: rt.TLS}
+		if rt.Port == strconv.Itoa(rt.TargetPort) {
+			rv.Port = rt.Port
+		}
+		for _, al := range rt.Aliases {
+			rv.Aliases = append(rv.Aliases, host(al))
+		}
+		v.Routes = append(v.Routes, rv)
+	}
+	switch {
+	case a.Scaling.Max > a.Scaling.Min:
+		v.Replicas = fmt.Sprintf("%d to %d", a.Scaling.Min, a.Scaling.Max)
+		if a.Scaling.TargetCPUUtilization > 0 {
+			v.Replicas += fmt.Sprintf(", autoscaled at %d%% CPU", a.Scaling.TargetCPUUtilization)
+		}
+	default:
+		v.Replicas = strconv.Itoa(a.Scaling.Min)
+	}
+	return v
+}
+
+func databaseView(name string, d *compiler.Database) views.ServiceView {
+	v := views.ServiceView{Name: name, Settings: []views.Setting{
+		{Label: "Engine", Value: fmt.Sprintf("%s %d", d.Engine, d.Version)},
+		{Label: "Isolation", Value: d.Isolation},
+		{Label: "Availability", Value: d.Availability},
+	}}
+	size := "platform default"
+	if d.StorageSize > 0 {
+		size = d.StorageSize.String()
+	}
+	v.Settings = append(v.Settings, views.Setting{Label: "Storage", Value: size})
+	if len(d.Extensions) > 0 {
+		v.Settings = append(v.Settings, views.Setting{Label: "Extensions", Value: strings.Join(d.Extensions, ", ")})
+	}
+	return v
+}
+
+func bucketView(name string, b *compiler.Bucket, host func(string) views.HostView) views.ServiceView {
+	quota := "none"
+	if b.Quotas.Storage > 0 {
+		quota = b.Quotas.Storage.String()
+	}
+	v := views.ServiceView{Name: name, Settings: []views.Setting{
+		{Label: "Visibility", Value: b.Visibility},
+		{Label: "Storage quota", Value: quota},
+		{Label: "Versioning", Value: b.Versioning},
+		{Label: "Abort uploads after", Value: b.Lifecycle.AbortIncompleteUploadsAfter.String()},
+	}}
+	if b.CORS != nil {
+		v.Settings = append(v.Settings, views.Setting{Label: "CORS origins", Value: strings.Join(b.CORS.AllowedOrigins, ", ")})
+	}
+	if b.Route != nil {
+		hv := host(b.Route.Domain)
+		v.Route = &hv
+	}
+	return v
+}

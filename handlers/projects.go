@@ -1,0 +1,294 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
+)
+
+// MaxManifestBytes caps a pasted or uploaded skali.yaml.
+const MaxManifestBytes = 1 << 20
+
+// Projects creates projects from their manifests, shows a project's page and
+// adds manifest revisions.
+//
+// Who may do what: every user with a role on at least one environment of a
+// project sees the project page; installation admins create projects and
+// environments; installation admins and admins of any environment of the
+// project add revisions (a revision changes what every environment of the
+// project may deploy next, and an environment admin is trusted with deploys).
+type Projects struct {
+	*Base
+}
+
+// NewProjects returns the project handlers.
+func NewProjects(b *Base) *Projects { return &Projects{Base: b} }
+
+// ShowNewProjectPage renders the paste-or-upload form for a new project.
+func (h *Projects) ShowNewProjectPage(w http.ResponseWriter, r *http.Request) error {
+	if err := RequireAdmin(r); err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.NewProject(views.NewProjectPage{
+		Chrome: h.Chrome(r, "New project", "projects"),
+		Form:   views.ManifestForm{Action: "/projects", Submit: "Create project"},
+	}))
+}
+
+// CreateProject compiles the posted manifest and stores it as revision 1 of
+// a new project named by the manifest.
+func (h *Projects) CreateProject(w http.ResponseWriter, r *http.Request) error {
+	if err := RequireAdmin(r); err != nil {
+		return err
+	}
+	src, err := manifestFromRequest(r)
+	form := views.ManifestForm{Action: "/projects", Submit: "Create project", Source: src}
+	rerender := func(status int, f views.ManifestForm) error {
+		return Render(w, r, status, views.NewProject(views.NewProjectPage{Chrome: h.Chrome(r, "New project", "projects"), Form: f}))
+	}
+	if err != nil {
+		form.Error = store.ErrorMessage(err)
+		return rerender(http.StatusBadRequest, form)
+	}
+	res := compiler.Compile("skali.yaml", []byte(src))
+	if !res.Valid() {
+		form.Diagnostics = diagnosticRows(res.Diagnostics)
+		return rerender(http.StatusUnprocessableEntity, form)
+	}
+	def := res.Definition
+	p, _, err := h.DB.CreateProject(r.Context(), ActorOf(r), store.NewRevision{
+		Name: def.Name, Description: def.Description, Source: src,
+		Canonical: def.Canonical(), Hash: res.Hash, Summary: compiler.Summarize(nil, def),
+	})
+	if store.ErrorCode(err) == store.Conflict {
+		form.Error = store.ErrorMessage(err)
+		return rerender(http.StatusConflict, form)
+	}
+	if err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "success", fmt.Sprintf("Created project %s from revision 1%s. Next, create an environment.", p.Name, warningNote(res)))
+	return SeeOther(w, r, "/projects/"+p.Name)
+}
+
+// ShowProjectPage renders a project's environments and revisions.
+func (h *Projects) ShowProjectPage(w http.ResponseWriter, r *http.Request) error {
+	p, role, err := h.project(r)
+	if err != nil {
+		return err
+	}
+	m, err := h.projectPage(r, p, role)
+	if err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.Project(m))
+}
+
+func (h *Projects) projectPage(r *http.Request, p *store.Project, role store.Role) (views.ProjectPage, error) {
+	ctx := r.Context()
+	u := CurrentUser(ctx)
+	envs, err := h.DB.VisibleEnvironments(ctx, u, p.ID)
+	if err != nil {
+		return views.ProjectPage{}, err
+	}
+	revs, err := h.DB.Revisions(ctx, p.ID)
+	if err != nil {
+		return views.ProjectPage{}, err
+	}
+	numbers := map[int64]int{}
+	for _, rev := range revs {
+		numbers[rev.ID] = rev.Number
+	}
+	m := views.ProjectPage{
+		Chrome:               h.Chrome(r, p.Name, "projects"),
+		Name:                 p.Name,
+		Description:          p.Description,
+		CanAddRevision:       role.Includes(store.RoleAdmin),
+		CanCreateEnvironment: u != nil && u.IsAdmin,
+	}
+	for _, e := range envs {
+		row := views.EnvironmentRow{Name: e.Name, State: e.State, CreatedAt: e.CreatedAt}
+		if e.ActiveRevisionID != nil {
+			row.Revision = numbers[*e.ActiveRevisionID]
+		}
+		m.Environments = append(m.Environments, row)
+	}
+	for i, rev := range revs {
+		m.Revisions = append(m.Revisions, views.RevisionRow{
+			Number: rev.Number, Hash: rev.Hash, CreatedBy: rev.CreatedBy, CreatedAt: rev.CreatedAt,
+			Summary: rev.Summary, Latest: i == 0,
+		})
+	}
+	return m, nil
+}
+
+// ShowNewRevisionPage renders the form that adds a manifest revision.
+func (h *Projects) ShowNewRevisionPage(w http.ResponseWriter, r *http.Request) error {
+	p, role, err := h.project(r)
+	if err != nil {
+		return err
+	}
+	if err := requireRevisionRole(role); err != nil {
+		return err
+	}
+	latest, err := h.DB.LatestRevision(r.Context(), p.ID)
+	if err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.NewRevision(views.NewRevisionPage{
+		Chrome:  h.Chrome(r, "New revision of "+p.Name, "projects"),
+		Project: p.Name,
+		Form:    views.ManifestForm{Action: "/projects/" + p.Name + "/revisions", Submit: "Add revision", Source: latest.Source},
+	}))
+}
+
+// AddRevision compiles the posted manifest and stores it as the project's
+// next revision, or says it is unchanged when its hash equals the latest.
+func (h *Projects) AddRevision(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	p, role, err := h.project(r)
+	if err != nil {
+		return err
+	}
+	if err := requireRevisionRole(role); err != nil {
+		return err
+	}
+	src, err := manifestFromRequest(r)
+	form := views.ManifestForm{Action: "/projects/" + p.Name + "/revisions", Submit: "Add revision", Source: src}
+	rerender := func(status int, f views.ManifestForm) error {
+		return Render(w, r, status, views.NewRevision(views.NewRevisionPage{
+			Chrome: h.Chrome(r, "New revision of "+p.Name, "projects"), Project: p.Name, Form: f,
+		}))
+	}
+	if err != nil {
+		form.Error = store.ErrorMessage(err)
+		return rerender(http.StatusBadRequest, form)
+	}
+	res := compiler.Compile("skali.yaml", []byte(src))
+	if !res.Valid() {
+		form.Diagnostics = diagnosticRows(res.Diagnostics)
+		return rerender(http.StatusUnprocessableEntity, form)
+	}
+	latest, err := h.DB.LatestRevision(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	def := res.Definition
+	rev, unchanged, err := h.DB.AddRevision(ctx, ActorOf(r), p.ID, store.NewRevision{
+		Name: def.Name, Description: def.Description, Source: src,
+		Canonical: def.Canonical(), Hash: res.Hash, Summary: compiler.Summarize(DefinitionOf(latest), def),
+	})
+	if store.ErrorCode(err) == store.Invalid {
+		form.Error = store.ErrorMessage(err)
+		return rerender(http.StatusUnprocessableEntity, form)
+	}
+	if err != nil {
+		return err
+	}
+	if unchanged {
+		h.Flash(ctx, "info", fmt.Sprintf("Unchanged: this manifest compiles to the same definition as revision %d, so nothing was stored.", rev.Number))
+	} else {
+		h.Flash(ctx, "success", fmt.Sprintf("Added revision %d: %s.%s", rev.Number, rev.Summary, warningNote(res)))
+	}
+	return SeeOther(w, r, "/projects/"+p.Name)
+}
+
+// project loads the project of the {project} route parameter and the user's
+// highest role on it. Outsiders get 403 whether or not it exists, so the
+// answer does not tell them which projects exist.
+func (b *Base) project(r *http.Request) (*store.Project, store.Role, error) {
+	ctx := r.Context()
+	u := CurrentUser(ctx)
+	if u == nil {
+		return nil, store.RoleNone, store.Errorf(store.Unauthorized, "Sign in first.")
+	}
+	p, err := b.DB.ProjectByName(ctx, chi.URLParam(r, "project"))
+	if err != nil {
+		if store.ErrorCode(err) == store.NotFound && !u.IsAdmin {
+			return nil, store.RoleNone, store.Errorf(store.Forbidden, "You do not have access to this project.")
+		}
+		return nil, store.RoleNone, err
+	}
+	role, err := b.DB.ProjectRole(ctx, u, p.ID)
+	if err != nil {
+		return nil, store.RoleNone, err
+	}
+	if role == store.RoleNone {
+		return nil, role, store.Errorf(store.Forbidden, "You do not have access to this project. An environment admin can add you.")
+	}
+	return p, role, nil
+}
+
+func requireRevisionRole(role store.Role) error {
+	if !role.Includes(store.RoleAdmin) {
+		return store.Errorf(store.Forbidden, "Adding a revision needs the admin role on an environment of this project; you are a %s.", role)
+	}
+	return nil
+}
+
+// manifestFromRequest returns the manifest of a form post: an uploaded file
+// (field manifest_file) when one was chosen, the pasted text (field
+// manifest) otherwise.
+func manifestFromRequest(r *http.Request) (string, error) {
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		if err := r.ParseMultipartForm(MaxManifestBytes); err != nil {
+			return "", err
+		}
+		if f, fh, err := r.FormFile("manifest_file"); err == nil {
+			defer f.Close()
+			if fh.Size > 0 {
+				data, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
+				if err != nil {
+					return "", err
+				}
+				if len(data) > MaxManifestBytes {
+					return "", store.Errorf(store.Invalid, "The file is larger than 1 MiB; a manifest may be at most 1 MiB.")
+				}
+				return string(data), nil
+			}
+		} else if !errors.Is(err, http.ErrMissingFile) {
+			return "", err
+		}
+	}
+	src := r.FormValue("manifest")
+	if strings.TrimSpace(src) == "" {
+		return "", store.Errorf(store.Invalid, "Paste a skali.yaml or choose the file.")
+	}
+	if len(src) > MaxManifestBytes {
+		return "", store.Errorf(store.Invalid, "A manifest may be at most 1 MiB.")
+	}
+	return src, nil
+}
+
+// DefinitionOf compiles a stored revision again to get its typed definition
+// (compiling is deterministic and fast); nil when rev is nil or no longer
+// compiles.
+func DefinitionOf(rev *store.Revision) *compiler.Definition {
+	if rev == nil {
+		return nil
+	}
+	return compiler.Compile("skali.yaml", []byte(rev.Source)).Definition
+}
+
+func diagnosticRows(ds []compiler.Diagnostic) []views.ManifestDiagnostic {
+	out := make([]views.ManifestDiagnostic, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, views.ManifestDiagnostic{Severity: string(d.Severity), Line: d.Line, Column: d.Column, Path: d.Path, Message: d.Message})
+	}
+	return out
+}
+
+func warningNote(res *compiler.Result) string {
+	if n := len(res.Warnings()); n > 0 {
+		return fmt.Sprintf(" The manifest has %d %s; validate it to see where.", n, map[bool]string{true: "warning", false: "warnings"}[n == 1])
+	}
+	return ""
+}

@@ -1,0 +1,319 @@
+package handlers
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
+)
+
+// MaxDotenvBytes caps a pasted .env file.
+const MaxDotenvBytes = 1 << 20
+
+// Values shows an environment's values (any role: names, states, versions,
+// who and when) and lets environment admins and installation admins set,
+// import, delete and prune them. No handler here ever sees a stored value:
+// it sends plaintext into the vault and gets names and versions back.
+type Values struct {
+	*Base
+	Vault *store.Vault
+}
+
+// NewValues returns the values handlers.
+func NewValues(b *Base, v *store.Vault) *Values { return &Values{Base: b, Vault: v} }
+
+func (h *Values) path(env *store.Environment) string {
+	return "/projects/" + env.Project + "/environments/" + env.Name + "/values"
+}
+
+func (h *Values) vault() (*store.Vault, error) {
+	if h.Vault == nil {
+		return nil, fmt.Errorf("handlers: no value-encryption keyring configured")
+	}
+	return h.Vault, nil
+}
+
+// page builds the values page model; form fields re-show a failed post.
+func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) (views.ValuesPage, error) {
+	ctx := r.Context()
+	shown, err := h.shownRevision(ctx, env)
+	if err != nil {
+		return views.ValuesPage{}, err
+	}
+	stored, err := h.DB.StoredValues(ctx, env.ID)
+	if err != nil {
+		return views.ValuesPage{}, err
+	}
+	m := views.ValuesPage{
+		Chrome:    h.Chrome(r, "Values · "+env.Project+" / "+env.Name, "projects"),
+		Project:   env.Project,
+		Env:       env.Name,
+		Revision:  shown.Revision.Number,
+		CanManage: role.Includes(store.RoleAdmin),
+	}
+	for _, s := range store.ValueStates(shown.Contract, stored) {
+		row := views.ValueRow{Name: s.Name, State: string(s.State)}
+		switch s.State {
+		case store.RequiredSet, store.OptionalSet:
+			row.Badge = "badge-ok"
+		case store.RequiredMissing:
+			row.Badge = "badge-danger"
+		case store.OptionalDefault:
+			row.Badge = "badge-info"
+			row.State = "optional · default " + s.Default + " used"
+			if s.Default == "" {
+				row.State = "optional · default (empty) used"
+			}
+		case store.Orphaned:
+			row.Badge = "badge-warn"
+			m.Orphaned = append(m.Orphaned, s.Name)
+		}
+		if s.Stored != nil {
+			row.Set, row.Version, row.UpdatedBy, row.UpdatedAt = true, s.Stored.Version, s.Stored.UpdatedBy, s.Stored.UpdatedAt
+		}
+		m.Rows = append(m.Rows, row)
+	}
+	return m, nil
+}
+
+// ShowValuesPage lists the environment's values by state; ?name=X fills
+// the set form's name.
+func (h *Values) ShowValuesPage(w http.ResponseWriter, r *http.Request) error {
+	env, role, err := h.Environment(r, store.RoleViewer)
+	if err != nil {
+		return err
+	}
+	m, err := h.page(r, env, role)
+	if err != nil {
+		return err
+	}
+	if n := r.URL.Query().Get("name"); store.ValidValueName(n) {
+		m.SetName = n
+	}
+	return Render(w, r, http.StatusOK, views.Values(m))
+}
+
+// SetValue stores the posted value (fields name and value) as the next
+// version of name. An empty value is a real empty string; a missing value
+// field is an error.
+func (h *Values) SetValue(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	env, role, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	vault, err := h.vault()
+	if err != nil {
+		return err
+	}
+	if err := r.ParseForm(); err != nil {
+		return store.Errorf(store.Invalid, "The form could not be read.")
+	}
+	name := strings.TrimSpace(r.PostForm.Get("name"))
+	values, hasValue := r.PostForm["value"]
+	rerender := func(nameErr, valueErr string) error {
+		m, err := h.page(r, env, role)
+		if err != nil {
+			return err
+		}
+		m.SetName, m.SetNameError, m.SetValueError = name, nameErr, valueErr
+		if !store.ValidValueName(name) {
+			m.SetName = ""
+		}
+		return Render(w, r, http.StatusUnprocessableEntity, views.Values(m))
+	}
+	switch {
+	case name == "":
+		return rerender("Enter the name of the value, like APP_DOMAIN.", "")
+	case !store.ValidValueName(name):
+		return rerender("Use capital letters, digits and underscores, not starting with a digit, like APP_DOMAIN.", "")
+	case !hasValue:
+		return rerender("", "The form sent no value field.")
+	case len(values[0]) > store.MaxValueBytes:
+		return rerender("", fmt.Sprintf("A value may be at most %d KiB.", store.MaxValueBytes>>10))
+	}
+	version, err := vault.SetValue(ctx, ActorOf(r), env, name, values[0])
+	if err != nil {
+		return err
+	}
+	shown, err := h.shownRevision(ctx, env)
+	if err != nil {
+		return err
+	}
+	if store.References(shown.Contract, name) {
+		h.Flash(ctx, "success", fmt.Sprintf("Saved %s as version %d.", name, version))
+	} else {
+		h.Flash(ctx, "info", fmt.Sprintf("Saved %s as version %d. The manifest does not reference %s, so it is orphaned: deploys ignore it.", name, version, name))
+	}
+	return SeeOther(w, r, h.path(env))
+}
+
+// ImportValues stores the values of a pasted .env file (field dotenv) in
+// one transaction and says which names changed and which were skipped.
+func (h *Values) ImportValues(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	env, role, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	vault, err := h.vault()
+	if err != nil {
+		return err
+	}
+	rerender := func(msg string) error {
+		m, err := h.page(r, env, role)
+		if err != nil {
+			return err
+		}
+		m.ImportError = msg
+		return Render(w, r, http.StatusUnprocessableEntity, views.Values(m))
+	}
+	src := r.FormValue("dotenv")
+	if len(src) > MaxDotenvBytes {
+		return rerender("The file is larger than 1 MiB.")
+	}
+	entries, err := store.ParseDotenv(src)
+	if err != nil {
+		return rerender(store.ErrorMessage(err))
+	}
+	if len(entries) == 0 {
+		return rerender("Paste the contents of a .env file: lines of NAME=value.")
+	}
+	shown, err := h.shownRevision(ctx, env)
+	if err != nil {
+		return err
+	}
+	res, err := vault.ImportValues(ctx, ActorOf(r), env, shown.Contract, entries)
+	if store.ErrorCode(err) == store.Invalid {
+		return rerender(store.ErrorMessage(err) + " Nothing was changed.")
+	}
+	if err != nil {
+		return err
+	}
+	var msg strings.Builder
+	var changed []string
+	for _, c := range res.Changed {
+		changed = append(changed, fmt.Sprintf("%s (v%d)", c.Name, c.Version))
+	}
+	switch {
+	case len(changed) > 0:
+		fmt.Fprintf(&msg, "Imported: %s.", strings.Join(changed, ", "))
+	default:
+		msg.WriteString("Imported: nothing changed.")
+	}
+	if len(res.Unchanged) > 0 {
+		fmt.Fprintf(&msg, " Unchanged: %s.", strings.Join(res.Unchanged, ", "))
+	}
+	kind := "success"
+	if len(res.Skipped) > 0 {
+		kind = "info"
+		fmt.Fprintf(&msg, " Skipped %d the manifest does not reference: %s.", len(res.Skipped), strings.Join(res.Skipped, ", "))
+	}
+	h.Flash(ctx, kind, msg.String())
+	return SeeOther(w, r, h.path(env))
+}
+
+// ShowDeleteValuePage asks for confirmation before deleting one value.
+func (h *Values) ShowDeleteValuePage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	name := chi.URLParam(r, "name")
+	stored, err := h.DB.StoredValues(ctx, env.ID)
+	if err != nil {
+		return err
+	}
+	for _, s := range stored {
+		if s.Name == name {
+			shown, err := h.shownRevision(ctx, env)
+			if err != nil {
+				return err
+			}
+			return Render(w, r, http.StatusOK, views.ValueDelete(views.ValueDeletePage{
+				Chrome: h.Chrome(r, "Delete "+name, "projects"), Project: env.Project, Env: env.Name,
+				Name: name, Version: s.Version, Required: contains(shown.Contract.Required, name),
+			}))
+		}
+	}
+	return store.Errorf(store.NotFound, "%s has no stored value in %s.", name, env.Name)
+}
+
+// DeleteValue deletes one value after confirmation.
+func (h *Values) DeleteValue(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	vault, err := h.vault()
+	if err != nil {
+		return err
+	}
+	name := chi.URLParam(r, "name")
+	version, err := vault.DeleteValue(r.Context(), ActorOf(r), env, name)
+	if err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "success", fmt.Sprintf("Deleted %s (version %d).", name, version))
+	return SeeOther(w, r, h.path(env))
+}
+
+// ShowPruneValuesPage lists the orphaned values and asks for confirmation.
+func (h *Values) ShowPruneValuesPage(w http.ResponseWriter, r *http.Request) error {
+	env, role, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	m, err := h.page(r, env, role)
+	if err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.ValuesPrune(views.ValuesPrunePage{
+		Chrome: h.Chrome(r, "Prune values", "projects"), Project: env.Project, Env: env.Name, Names: m.Orphaned,
+	}))
+}
+
+// PruneValues deletes the orphaned values listed on the confirmation page
+// (field names); a name referenced again meanwhile is kept.
+func (h *Values) PruneValues(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	vault, err := h.vault()
+	if err != nil {
+		return err
+	}
+	if err := r.ParseForm(); err != nil {
+		return store.Errorf(store.Invalid, "The form could not be read.")
+	}
+	shown, err := h.shownRevision(ctx, env)
+	if err != nil {
+		return err
+	}
+	pruned, err := vault.PruneValues(ctx, ActorOf(r), env, shown.Contract, r.PostForm["names"])
+	if err != nil {
+		return err
+	}
+	if len(pruned) == 0 {
+		h.Flash(ctx, "info", "Nothing was pruned: none of those values is orphaned now.")
+	} else {
+		h.Flash(ctx, "success", fmt.Sprintf("Pruned %d orphaned %s: %s.", len(pruned), map[bool]string{true: "value", false: "values"}[len(pruned) == 1], strings.Join(pruned, ", ")))
+	}
+	return SeeOther(w, r, h.path(env))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

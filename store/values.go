@@ -1,0 +1,513 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skali-dev/studio/compiler"
+)
+
+// MaxValueBytes caps one value.
+const MaxValueBytes = 64 << 10
+
+var valueName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
+// ValidValueName reports whether name may name a value.
+func ValidValueName(name string) bool { return valueName.MatchString(name) }
+
+// Vault keeps an environment's values encrypted at rest. It is the only
+// code that seals or opens them: pages see names, versions, who and when;
+// the deploy path reads plaintext through ResolveValuesForDeploy alone.
+type Vault struct {
+	db   *DB
+	keys *Keyring
+}
+
+// NewVault returns the vault of db's values under keys.
+func NewVault(db *DB, keys *Keyring) *Vault { return &Vault{db: db, keys: keys} }
+
+// Keys returns the vault's keyring.
+func (v *Vault) Keys() *Keyring { return v.keys }
+
+// StoredValue is what may be said about a stored value: never the value.
+type StoredValue struct {
+	Name      string
+	Version   int
+	UpdatedBy string
+	UpdatedAt time.Time
+}
+
+// StoredValues lists the environment's set values by name (no decryption).
+func (db *DB) StoredValues(ctx context.Context, envID int64) ([]StoredValue, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT v.name, v.version,
+		       COALESCE((SELECT CASE WHEN u.name <> '' THEN u.name WHEN u.email <> '' THEN u.email ELSE u.subject END FROM users u WHERE u.id = v.updated_by), ''),
+		       v.updated_at
+		FROM environment_values v
+		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL
+		ORDER BY v.name`, envID)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredValue, error) {
+		var s StoredValue
+		err := row.Scan(&s.Name, &s.Version, &s.UpdatedBy, &s.UpdatedAt)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: stored values: %w", err)
+	}
+	return out, nil
+}
+
+// ValueStateKind is the state of one value name in an environment.
+type ValueStateKind string
+
+// The states of a value name.
+const (
+	RequiredSet     ValueStateKind = "required · set"
+	RequiredMissing ValueStateKind = "required · missing"
+	OptionalDefault ValueStateKind = "optional · default used"
+	OptionalSet     ValueStateKind = "optional · set"
+	// Orphaned values are stored but no longer referenced; deploys ignore them.
+	Orphaned ValueStateKind = "orphaned"
+)
+
+// ValueState is one name the manifest references or the environment stores.
+type ValueState struct {
+	Name  string
+	State ValueStateKind
+	// Default is the inline default of an optional value.
+	Default string
+	// Stored is nil when no value is stored.
+	Stored *StoredValue
+}
+
+// ValueStates combines the value contract with what is stored: required
+// names first, then optional, then orphaned, each by name.
+func ValueStates(c compiler.ValueContract, stored []StoredValue) []ValueState {
+	byName := map[string]*StoredValue{}
+	for i := range stored {
+		byName[stored[i].Name] = &stored[i]
+	}
+	var out []ValueState
+	required := append([]string(nil), c.Required...)
+	sort.Strings(required)
+	for _, n := range required {
+		s := ValueState{Name: n, State: RequiredMissing, Stored: byName[n]}
+		if s.Stored != nil {
+			s.State = RequiredSet
+		}
+		out = append(out, s)
+	}
+	var optional []string
+	for n := range c.Optional {
+		optional = append(optional, n)
+	}
+	sort.Strings(optional)
+	for _, n := range optional {
+		s := ValueState{Name: n, State: OptionalDefault, Default: c.Optional[n], Stored: byName[n]}
+		if s.Stored != nil {
+			s.State = OptionalSet
+		}
+		out = append(out, s)
+	}
+	for i := range stored {
+		if !References(c, stored[i].Name) {
+			out = append(out, ValueState{Name: stored[i].Name, State: Orphaned, Stored: &stored[i]})
+		}
+	}
+	return out
+}
+
+// References reports whether the contract mentions name.
+func References(c compiler.ValueContract, name string) bool {
+	if _, ok := c.Optional[name]; ok {
+		return true
+	}
+	return contains(c.Required, name)
+}
+
+// UnionContract merges the contracts of several revisions (the latest and
+// the one an environment runs): a name required by any is required; an
+// optional name keeps the default of the first contract that has it. A
+// value either revision uses is therefore never orphaned.
+func UnionContract(cs ...compiler.ValueContract) compiler.ValueContract {
+	out := compiler.ValueContract{Required: []string{}, Optional: map[string]string{}}
+	for _, c := range cs {
+		for _, n := range c.Required {
+			if !contains(out.Required, n) {
+				out.Required = append(out.Required, n)
+			}
+		}
+	}
+	for _, c := range cs {
+		for n, d := range c.Optional {
+			if _, ok := out.Optional[n]; !ok && !contains(out.Required, n) {
+				out.Optional[n] = d
+			}
+		}
+	}
+	sort.Strings(out.Required)
+	return out
+}
+
+// activeKey returns the id of the key new values are sealed under, holding
+// a share lock so a rotation cannot switch keys under this transaction.
+func activeKey(ctx context.Context, tx pgx.Tx) (string, error) {
+	var id string
+	err := tx.QueryRow(ctx, `SELECT id FROM value_keys WHERE state = 'active' FOR SHARE`).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", errors.New("store: no active value-encryption key (the keyring was not opened)")
+	}
+	return id, err
+}
+
+// slot is one environment_values row, locked for update.
+type slot struct {
+	exists     bool
+	version    int
+	keyID      *string
+	nonce      []byte
+	ciphertext []byte
+}
+
+func lockSlot(ctx context.Context, tx pgx.Tx, envID int64, name string) (slot, error) {
+	var s slot
+	err := tx.QueryRow(ctx, `SELECT version, key_id, nonce, ciphertext FROM environment_values
+		WHERE environment_id = $1 AND name = $2 FOR UPDATE`, envID, name).Scan(&s.version, &s.keyID, &s.nonce, &s.ciphertext)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return slot{}, nil
+	}
+	if err != nil {
+		return slot{}, err
+	}
+	s.exists = true
+	return s, nil
+}
+
+func (s slot) set() bool { return s.exists && s.ciphertext != nil }
+
+// write seals value as the slot's next version and returns that version.
+func (v *Vault) write(ctx context.Context, tx pgx.Tx, a Actor, keyID string, envID int64, name, value string, s slot) (int, error) {
+	if len(value) > MaxValueBytes {
+		return 0, Errorf(Invalid, "The value of %s is larger than %d KiB.", name, MaxValueBytes>>10)
+	}
+	version := s.version + 1
+	nonce, ct, err := v.keys.seal(keyID, envID, name, version, []byte(value))
+	if err != nil {
+		return 0, err
+	}
+	_, err = tx.Exec(ctx, `
+		INSERT INTO environment_values (environment_id, name, version, key_id, nonce, ciphertext, updated_by, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+		ON CONFLICT (environment_id, name) DO UPDATE SET version = EXCLUDED.version, key_id = EXCLUDED.key_id,
+			nonce = EXCLUDED.nonce, ciphertext = EXCLUDED.ciphertext, updated_by = EXCLUDED.updated_by, updated_at = now()`,
+		envID, name, version, keyID, nonce, ct, a.userID())
+	if err != nil {
+		return 0, err
+	}
+	return version, nil
+}
+
+func envEvent(a Actor, action string, env *Environment) AuditEvent {
+	e := a.event(action)
+	e.Project, e.Environment, e.EnvironmentID = env.Project, env.Name, &env.ID
+	return e
+}
+
+// SetValue stores value as the next version of name in env (an empty
+// string is a real value) and records value.set with the name and version.
+func (v *Vault) SetValue(ctx context.Context, a Actor, env *Environment, name, value string) (int, error) {
+	if !ValidValueName(name) {
+		return 0, Errorf(Invalid, "Use capital letters, digits and underscores, not starting with a digit, like APP_DOMAIN.")
+	}
+	var version int
+	err := v.db.InTx(ctx, func(tx pgx.Tx) error {
+		keyID, err := activeKey(ctx, tx)
+		if err != nil {
+			return err
+		}
+		s, err := lockSlot(ctx, tx, env.ID, name)
+		if err != nil {
+			return err
+		}
+		if version, err = v.write(ctx, tx, a, keyID, env.ID, name, value, s); err != nil {
+			return err
+		}
+		e := envEvent(a, "value.set", env)
+		e.Target = name
+		e.Detail = map[string]any{"name": name, "version": version}
+		return AuditTx(ctx, tx, e)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: set value %s: %w", name, err)
+	}
+	return version, nil
+}
+
+// DeleteValue removes the value of name from env. The row keeps its version
+// so a later value continues the count. It records value.deleted.
+func (v *Vault) DeleteValue(ctx context.Context, a Actor, env *Environment, name string) (int, error) {
+	var version int
+	err := v.db.InTx(ctx, func(tx pgx.Tx) error {
+		s, err := lockSlot(ctx, tx, env.ID, name)
+		if err != nil {
+			return err
+		}
+		if !s.set() {
+			return Errorf(NotFound, "%s has no stored value in %s.", name, env.Name)
+		}
+		if err := clearSlot(ctx, tx, a, env.ID, name); err != nil {
+			return err
+		}
+		version = s.version
+		e := envEvent(a, "value.deleted", env)
+		e.Target = name
+		e.Detail = map[string]any{"name": name, "version": version}
+		return AuditTx(ctx, tx, e)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: delete value %s: %w", name, err)
+	}
+	return version, nil
+}
+
+func clearSlot(ctx context.Context, tx pgx.Tx, a Actor, envID int64, name string) error {
+	_, err := tx.Exec(ctx, `UPDATE environment_values SET key_id = NULL, nonce = NULL, ciphertext = NULL, updated_by = $3, updated_at = now()
+		WHERE environment_id = $1 AND name = $2`, envID, name, a.userID())
+	return err
+}
+
+// PruneValues deletes the named values of env that the contract does not
+// reference (names that are referenced again, or not stored, are left
+// alone) and records values.pruned. It returns the names it deleted.
+func (v *Vault) PruneValues(ctx context.Context, a Actor, env *Environment, c compiler.ValueContract, names []string) ([]string, error) {
+	var pruned []string
+	err := v.db.InTx(ctx, func(tx pgx.Tx) error {
+		sorted := append([]string(nil), names...)
+		sort.Strings(sorted)
+		var detail []map[string]any
+		for _, n := range sorted {
+			if References(c, n) || contains(pruned, n) {
+				continue
+			}
+			s, err := lockSlot(ctx, tx, env.ID, n)
+			if err != nil {
+				return err
+			}
+			if !s.set() {
+				continue
+			}
+			if err := clearSlot(ctx, tx, a, env.ID, n); err != nil {
+				return err
+			}
+			pruned = append(pruned, n)
+			detail = append(detail, map[string]any{"name": n, "version": s.version})
+		}
+		if len(pruned) == 0 {
+			return nil
+		}
+		e := envEvent(a, "values.pruned", env)
+		e.Target = fmt.Sprintf("%d values", len(pruned))
+		e.Detail = map[string]any{"values": detail}
+		return AuditTx(ctx, tx, e)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: prune values: %w", err)
+	}
+	return pruned, nil
+}
+
+// ImportResult says what an import did, by name only.
+type ImportResult struct {
+	// Changed are the names that got a new version, with that version.
+	Changed []NameVersion
+	// Unchanged are names whose stored value already equalled the import.
+	Unchanged []string
+	// Skipped are names the manifest does not reference.
+	Skipped []string
+}
+
+// NameVersion is a value name and one of its versions.
+type NameVersion struct {
+	Name    string
+	Version int
+}
+
+// ImportValues stores the entries of a parsed dotenv file in one
+// transaction, all or nothing. Names the contract does not reference are
+// skipped; a name gets a new version only when its value differs from the
+// stored one (compared here, inside the store: plaintext never leaves it).
+// It records values.imported with the changed names and their versions.
+func (v *Vault) ImportValues(ctx context.Context, a Actor, env *Environment, c compiler.ValueContract, entries []DotenvEntry) (ImportResult, error) {
+	var res ImportResult
+	seen := map[string]bool{}
+	var keep []DotenvEntry
+	for _, en := range entries {
+		if seen[en.Name] {
+			return ImportResult{}, Errorf(Invalid, "%s appears more than once.", en.Name)
+		}
+		seen[en.Name] = true
+		if References(c, en.Name) {
+			keep = append(keep, en)
+		} else {
+			res.Skipped = append(res.Skipped, en.Name)
+		}
+	}
+	sort.Slice(keep, func(i, j int) bool { return keep[i].Name < keep[j].Name })
+	sort.Strings(res.Skipped)
+	err := v.db.InTx(ctx, func(tx pgx.Tx) error {
+		keyID, err := activeKey(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, en := range keep {
+			s, err := lockSlot(ctx, tx, env.ID, en.Name)
+			if err != nil {
+				return err
+			}
+			if s.set() {
+				old, err := v.keys.open(*s.keyID, env.ID, en.Name, s.version, s.nonce, s.ciphertext)
+				if err != nil {
+					return err
+				}
+				same := bytes.Equal(old, []byte(en.Value))
+				clear(old)
+				if same {
+					res.Unchanged = append(res.Unchanged, en.Name)
+					continue
+				}
+			}
+			version, err := v.write(ctx, tx, a, keyID, env.ID, en.Name, en.Value, s)
+			if err != nil {
+				return err
+			}
+			res.Changed = append(res.Changed, NameVersion{Name: en.Name, Version: version})
+		}
+		changed := make([]map[string]any, 0, len(res.Changed))
+		for _, nv := range res.Changed {
+			changed = append(changed, map[string]any{"name": nv.Name, "version": nv.Version})
+		}
+		e := envEvent(a, "values.imported", env)
+		e.Target = fmt.Sprintf("%d changed", len(res.Changed))
+		e.Detail = map[string]any{"changed": changed, "unchanged": nonNil(res.Unchanged), "skipped": nonNil(res.Skipped)}
+		return AuditTx(ctx, tx, e)
+	})
+	if err != nil {
+		return ImportResult{}, fmt.Errorf("store: import values: %w", err)
+	}
+	return res, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// ResolveValuesForDeploy returns the plaintext of every value stored for
+// the environment, by name. It is the one function through which plaintext
+// leaves the store, and only the deploy path may call it: never log, show,
+// audit or return its result to a browser. A value that does not decrypt
+// fails the whole call with an error naming the value and version only.
+func (v *Vault) ResolveValuesForDeploy(ctx context.Context, envID int64) (map[string]string, error) {
+	rows, _ := v.db.Pool.Query(ctx, `SELECT name, version, key_id, nonce, ciphertext FROM environment_values
+		WHERE environment_id = $1 AND ciphertext IS NOT NULL`, envID)
+	type sealed struct {
+		name, keyID      string
+		version          int
+		nonce, plaintext []byte
+	}
+	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sealed, error) {
+		var s sealed
+		err := row.Scan(&s.name, &s.version, &s.keyID, &s.nonce, &s.plaintext)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: read values: %w", err)
+	}
+	out := make(map[string]string, len(all))
+	for _, s := range all {
+		pt, err := v.keys.open(s.keyID, envID, s.name, s.version, s.nonce, s.plaintext)
+		if err != nil {
+			return nil, err
+		}
+		out[s.name] = string(pt)
+	}
+	return out, nil
+}
+
+// ResolvedHost is a hostname expression with the environment's values filled in.
+type ResolvedHost struct {
+	Name string
+	// Missing names the values the expression needs that are not set and
+	// have no default; Name is then incomplete.
+	Missing []string
+}
+
+var valueRef = regexp.MustCompile(`\$\{([A-Z_][A-Z0-9_]*)(?::-[^}]*)?\}`)
+
+// ResolveHostnames expands the hostname expressions of def (route domains,
+// route aliases, bucket route domains) with the environment's values,
+// keyed by expression. Hostnames are public even when the values that
+// supply them are secret, so the Studio may show them; only values these
+// expressions reference are decrypted, and nothing but the expanded
+// hostnames is returned.
+func (v *Vault) ResolveHostnames(ctx context.Context, envID int64, def *compiler.Definition) (map[string]ResolvedHost, error) {
+	var exprs []string
+	if def != nil {
+		for _, app := range def.Applications {
+			for _, rt := range app.Routes {
+				exprs = append(exprs, rt.Domain)
+				exprs = append(exprs, rt.Aliases...)
+			}
+		}
+		for _, b := range def.Buckets {
+			if b.Route != nil {
+				exprs = append(exprs, b.Route.Domain)
+			}
+		}
+	}
+	var names []string
+	for _, e := range exprs {
+		for _, m := range valueRef.FindAllStringSubmatch(e, -1) {
+			if !contains(names, m[1]) {
+				names = append(names, m[1])
+			}
+		}
+	}
+	values := map[string]string{}
+	if len(names) > 0 {
+		rows, _ := v.db.Pool.Query(ctx, `SELECT name, version, key_id, nonce, ciphertext FROM environment_values
+			WHERE environment_id = $1 AND name = ANY($2) AND ciphertext IS NOT NULL`, envID, names)
+		defer rows.Close()
+		for rows.Next() {
+			var name, keyID string
+			var version int
+			var nonce, ct []byte
+			if err := rows.Scan(&name, &version, &keyID, &nonce, &ct); err != nil {
+				return nil, fmt.Errorf("store: read hostname values: %w", err)
+			}
+			pt, err := v.keys.open(keyID, envID, name, version, nonce, ct)
+			if err != nil {
+				return nil, err
+			}
+			values[name] = string(pt)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("store: read hostname values: %w", err)
+		}
+	}
+	out := make(map[string]ResolvedHost, len(exprs))
+	for _, e := range exprs {
+		name, missing := compiler.ExpandValues(e, values)
+		out[e] = ResolvedHost{Name: name, Missing: missing}
+	}
+	return out, nil
+}

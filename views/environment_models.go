@@ -1,0 +1,73 @@
+package views
+
+// EnvironmentPage is the model of an environment's overview.
+type EnvironmentPage struct {
+	Chrome  Chrome
+	Project string
+	Name    string
+	State   string
+	Role    string
+	// Revision is the revision shown: the one the environment runs, or the
+	// latest before its first deploy (Deployed false).
+	Revision     int
+	RevisionHash string
+	Deployed     bool
+	Applications []ApplicationView
+	Databases    []ServiceView
+	Buckets      []ServiceView
+	Values       ValuesSummary
+	// CanManageValues: environment admins.
+	CanManageValues bool
+}
+
+// ApplicationView is one application as the environment page shows it.
+type ApplicationView struct {
+	Name string
+	// Source is "image REF" or "build CONTEXT (DOCKERFILE)".
+	Source   string
+	IsImage  bool
+	Ports    []string
+	Routes   []RouteView
+	Replicas string
+}
+
+// RouteView is one route with its hostnames resolved from the environment's values.
+type RouteView struct {
+	Name    string
+	Domain  HostView
+	Path    string
+	Port    string
+	TLS     string
+	Aliases []HostView
+}
+
+// HostView is a hostname: the expression as written and, when every value it
+// uses is set (or defaulted), the resolved name.
+type HostView struct {
+	Expression string
+	Resolved   string
+	// Missing names the values the hostname needs that are not set.
+	Missing []string
+}
+
+// ServiceView is a database or bucket with its settings as label/value pairs.
+type ServiceView struct {
+	Name     string
+	Settings []Setting
+	Route    *HostView
+}
+
+// Setting is one label and value.
+type Setting struct {
+	Label, Value string
+}
+
+// ValuesSummary counts an environment's values by state.
+type ValuesSummary struct {
+	Required    int
+	RequiredSet int
+	Missing     []string
+	Optional    int
+	OptionalSet int
+	Orphaned    int
+}

@@ -1,0 +1,147 @@
+package views
+
+import (
+	"fmt"
+	"time"
+)
+
+// ManifestDiagnostic is one compiler diagnostic of a pasted manifest.
+type ManifestDiagnostic struct {
+	Severity string
+	Line     int
+	Column   int
+	Path     string
+	Message  string
+}
+
+// ManifestForm is a form that takes a skali.yaml: what was pasted (a
+// manifest holds no secrets, so it is shown again) and, after a failed post,
+// the diagnostics or one error sentence.
+type ManifestForm struct {
+	Action      string
+	Source      string
+	Diagnostics []ManifestDiagnostic
+	Error       string
+	Submit      string
+}
+
+// NewProjectPage is the model of the new-project page.
+type NewProjectPage struct {
+	Chrome Chrome
+	Form   ManifestForm
+}
+
+// NewRevisionPage is the model of the page that adds a manifest revision.
+type NewRevisionPage struct {
+	Chrome  Chrome
+	Project string
+	Form    ManifestForm
+}
+
+// ProjectPage is the model of a project's page.
+type ProjectPage struct {
+	Chrome       Chrome
+	Name         string
+	Description  string
+	Environments []EnvironmentRow
+	Revisions    []RevisionRow
+	// CanAddRevision: installation admins and admins of an environment.
+	CanAddRevision bool
+	// CanCreateEnvironment: installation admins.
+	CanCreateEnvironment bool
+	// NewEnvironmentName and NewEnvironmentError re-show a failed form.
+	NewEnvironmentName  string
+	NewEnvironmentError string
+}
+
+// EnvironmentRow is one environment on the project page.
+type EnvironmentRow struct {
+	Name  string
+	State string
+	// Revision is the number of the revision it runs, 0 before a deploy.
+	Revision  int
+	CreatedAt time.Time
+}
+
+// RevisionRow is one manifest revision on the project page.
+type RevisionRow struct {
+	Number    int
+	Hash      string
+	CreatedBy string
+	CreatedAt time.Time
+	Summary   string
+	Latest    bool
+}
+
+// ShortHash shortens "sha256:abcdef..." to its first twelve hex digits.
+func ShortHash(h string) string {
+	const prefix = "sha256:"
+	if len(h) > len(prefix)+12 && h[:len(prefix)] == prefix {
+		return h[len(prefix) : len(prefix)+12]
+	}
+	return h
+}
+
+// When formats a time for tables: UTC, to the minute.
+func When(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04 UTC")
+}
+
+// Ago says roughly how long ago t was, relative to now.
+func Ago(t, now time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+}
+
+func diagnosticClass(severity string) string {
+	if severity == "warning" {
+		return "badge badge-warn"
+	}
+	return "badge badge-danger"
+}
+
+func lineRef(d ManifestDiagnostic) string {
+	return fmt.Sprintf("line %d:%d", d.Line, d.Column)
+}
+
+func countNoun(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func envStateBadge(state string) string {
+	switch state {
+	case "active":
+		return "badge-ok"
+	case "restoring":
+		return "badge-info"
+	}
+	return "badge-danger"
+}
+
+func invalidAttr(invalid bool) string {
+	if invalid {
+		return "true"
+	}
+	return "false"
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
