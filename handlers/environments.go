@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/store"
@@ -242,7 +243,7 @@ func bucketView(name string, b *compiler.Bucket, host func(string) views.HostVie
 		{Label: "Visibility", Value: b.Visibility},
 		{Label: "Storage quota", Value: quota},
 		{Label: "Versioning", Value: b.Versioning},
-		{Label: "Abort uploads after", Value: b.Lifecycle.AbortIncompleteUploadsAfter.String()},
+		{Label: "Abort uploads after", Value: humanDuration(b.Lifecycle.AbortIncompleteUploadsAfter)},
 	}}
 	if b.CORS != nil {
 		v.Settings = append(v.Settings, views.Setting{Label: "CORS origins", Value: strings.Join(b.CORS.AllowedOrigins, ", ")})
@@ -252,4 +253,15 @@ func bucketView(name string, b *compiler.Bucket, host func(string) views.HostVie
 		v.Route = &hv
 	}
 	return v
+}
+
+// humanDuration writes whole days and hours the way the manifest does (1d, 36h).
+func humanDuration(d time.Duration) string {
+	switch {
+	case d > 0 && d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d > 0 && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return d.String()
 }

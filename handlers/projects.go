@@ -60,7 +60,8 @@ func (h *Projects) CreateProject(w http.ResponseWriter, r *http.Request) error {
 	}
 	res := compiler.Compile("skali.yaml", []byte(src))
 	if !res.Valid() {
-		form.Diagnostics = diagnosticRows(res.Diagnostics)
+		report := views.NewManifestReport([]byte(src), res)
+		form.Report = &report
 		return rerender(http.StatusUnprocessableEntity, form)
 	}
 	def := res.Definition
@@ -174,7 +175,8 @@ func (h *Projects) AddRevision(w http.ResponseWriter, r *http.Request) error {
 	}
 	res := compiler.Compile("skali.yaml", []byte(src))
 	if !res.Valid() {
-		form.Diagnostics = diagnosticRows(res.Diagnostics)
+		report := views.NewManifestReport([]byte(src), res)
+		form.Report = &report
 		return rerender(http.StatusUnprocessableEntity, form)
 	}
 	latest, err := h.DB.LatestRevision(ctx, p.ID)
@@ -276,14 +278,6 @@ func DefinitionOf(rev *store.Revision) *compiler.Definition {
 		return nil
 	}
 	return compiler.Compile("skali.yaml", []byte(rev.Source)).Definition
-}
-
-func diagnosticRows(ds []compiler.Diagnostic) []views.ManifestDiagnostic {
-	out := make([]views.ManifestDiagnostic, 0, len(ds))
-	for _, d := range ds {
-		out = append(out, views.ManifestDiagnostic{Severity: string(d.Severity), Line: d.Line, Column: d.Column, Path: d.Path, Message: d.Message})
-	}
-	return out
 }
 
 func warningNote(res *compiler.Result) string {

@@ -5,24 +5,17 @@ import (
 	"time"
 )
 
-// ManifestDiagnostic is one compiler diagnostic of a pasted manifest.
-type ManifestDiagnostic struct {
-	Severity string
-	Line     int
-	Column   int
-	Path     string
-	Message  string
-}
-
 // ManifestForm is a form that takes a skali.yaml: what was pasted (a
 // manifest holds no secrets, so it is shown again) and, after a failed post,
-// the diagnostics or one error sentence.
+// the compiler's report or one error sentence.
 type ManifestForm struct {
-	Action      string
-	Source      string
-	Diagnostics []ManifestDiagnostic
-	Error       string
-	Submit      string
+	Action string
+	Source string
+	// Report shows a manifest that did not compile: its diagnostics at
+	// their lines (the partial of the /validate page).
+	Report *ManifestReport
+	Error  string
+	Submit string
 }
 
 // NewProjectPage is the model of the new-project page.
@@ -102,17 +95,6 @@ func Ago(t, now time.Time) string {
 		return fmt.Sprintf("%d h ago", int(d.Hours()))
 	}
 	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
-}
-
-func diagnosticClass(severity string) string {
-	if severity == "warning" {
-		return "badge badge-warn"
-	}
-	return "badge badge-danger"
-}
-
-func lineRef(d ManifestDiagnostic) string {
-	return fmt.Sprintf("line %d:%d", d.Line, d.Column)
 }
 
 func countNoun(n int, one, many string) string {

@@ -152,7 +152,7 @@ func TestValueFormsReRenderWithErrors(t *testing.T) {
 	}
 	// A broken manifest shows diagnostics with lines and stores nothing.
 	resp, body := s.PostForm(t, c, "/projects", url.Values{"manifest": {"name: Bad Name\napplications: 3\n"}})
-	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "line 1") {
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `id="L1"`) || !strings.Contains(body, "Diagnostics") {
 		t.Errorf("invalid manifest: status %d, want 422 with diagnostics at lines", resp.StatusCode)
 	}
 }

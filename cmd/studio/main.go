@@ -26,6 +26,7 @@ commands:
   keys         value-encryption keys: studio keys generate | studio keys rotate
   keys         value-encryption keys: studio keys generate | studio keys rotate
   keys         value-encryption keys: studio keys generate | studio keys rotate
+  keys         value-encryption keys: studio keys generate | studio keys rotate
 
 Run 'studio COMMAND --help' for the flags of a command.
 `
@@ -53,6 +54,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runMigrate(ctx, rest, stdout, stderr)
 	case "login-link":
 		err = runLoginLink(ctx, rest, stdout, stderr)
+	case "keys":
+		err = runKeys(ctx, rest, stdout, stderr)
 	case "keys":
 		err = runKeys(ctx, rest, stdout, stderr)
 	case "keys":

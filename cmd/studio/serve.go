@@ -104,6 +104,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Vault:              store.NewVault(db.DB, keys),
 		Vault:              store.NewVault(db.DB, keys),
 		Vault:              store.NewVault(db.DB, keys),
+		Vault:              store.NewVault(db.DB, keys),
 		OIDCIssuer:         cfg.OIDCIssuer,
 		OIDCClientID:       cfg.OIDCClientID,
 		OIDCClientSecret:   cfg.OIDCClientSecret,
