@@ -44,12 +44,6 @@ type Deps struct {
 	MaxBodyBytes int64
 	// Vault keeps values encrypted; without it values cannot be changed.
 	Vault *store.Vault
-	// Vault keeps values encrypted; without it values cannot be changed.
-	Vault *store.Vault
-	// Vault keeps values encrypted; without it values cannot be changed.
-	Vault *store.Vault
-	// Vault keeps values encrypted; without it values cannot be changed.
-	Vault *store.Vault
 }
 
 // Defaults for Deps fields left zero.
@@ -175,57 +169,6 @@ func (a *app) routes(https bool) http.Handler {
 			r.Get("/audit", a.handle(handlers.NewAudit(a.base).ShowAuditPage))
 
 			// Projects, revisions, environments, values.
-			projects := handlers.NewProjects(a.base)
-			environments := handlers.NewEnvironments(a.base, a.deps.Vault)
-			values := handlers.NewValues(a.base, a.deps.Vault)
-			r.Get("/projects/new", a.handle(projects.ShowNewProjectPage))
-			r.Post("/projects", a.handle(projects.CreateProject))
-			r.Get("/projects/{project}", a.handle(projects.ShowProjectPage))
-			r.Get("/projects/{project}/revisions/new", a.handle(projects.ShowNewRevisionPage))
-			r.Post("/projects/{project}/revisions", a.handle(projects.AddRevision))
-			r.Post("/projects/{project}/environments", a.handle(environments.CreateEnvironment))
-			r.Get("/projects/{project}/environments/{env}", a.handle(environments.ShowEnvironmentPage))
-			r.Get("/projects/{project}/environments/{env}/values", a.handle(values.ShowValuesPage))
-			r.Post("/projects/{project}/environments/{env}/values", a.handle(values.SetValue))
-			r.Post("/projects/{project}/environments/{env}/values/import", a.handle(values.ImportValues))
-			r.Get("/projects/{project}/environments/{env}/values/prune", a.handle(values.ShowPruneValuesPage))
-			r.Post("/projects/{project}/environments/{env}/values/prune", a.handle(values.PruneValues))
-			r.Get("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.ShowDeleteValuePage))
-			r.Post("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.DeleteValue))
-			projects := handlers.NewProjects(a.base)
-			environments := handlers.NewEnvironments(a.base, a.deps.Vault)
-			values := handlers.NewValues(a.base, a.deps.Vault)
-			r.Get("/projects/new", a.handle(projects.ShowNewProjectPage))
-			r.Post("/projects", a.handle(projects.CreateProject))
-			r.Get("/projects/{project}", a.handle(projects.ShowProjectPage))
-			r.Get("/projects/{project}/revisions/new", a.handle(projects.ShowNewRevisionPage))
-			r.Post("/projects/{project}/revisions", a.handle(projects.AddRevision))
-			r.Post("/projects/{project}/environments", a.handle(environments.CreateEnvironment))
-			r.Get("/projects/{project}/environments/{env}", a.handle(environments.ShowEnvironmentPage))
-			r.Get("/projects/{project}/environments/{env}/values", a.handle(values.ShowValuesPage))
-			r.Post("/projects/{project}/environments/{env}/values", a.handle(values.SetValue))
-			r.Post("/projects/{project}/environments/{env}/values/import", a.handle(values.ImportValues))
-			r.Get("/projects/{project}/environments/{env}/values/prune", a.handle(values.ShowPruneValuesPage))
-			r.Post("/projects/{project}/environments/{env}/values/prune", a.handle(values.PruneValues))
-			r.Get("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.ShowDeleteValuePage))
-			r.Post("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.DeleteValue))
-			projects := handlers.NewProjects(a.base)
-			environments := handlers.NewEnvironments(a.base, a.deps.Vault)
-			values := handlers.NewValues(a.base, a.deps.Vault)
-			r.Get("/projects/new", a.handle(projects.ShowNewProjectPage))
-			r.Post("/projects", a.handle(projects.CreateProject))
-			r.Get("/projects/{project}", a.handle(projects.ShowProjectPage))
-			r.Get("/projects/{project}/revisions/new", a.handle(projects.ShowNewRevisionPage))
-			r.Post("/projects/{project}/revisions", a.handle(projects.AddRevision))
-			r.Post("/projects/{project}/environments", a.handle(environments.CreateEnvironment))
-			r.Get("/projects/{project}/environments/{env}", a.handle(environments.ShowEnvironmentPage))
-			r.Get("/projects/{project}/environments/{env}/values", a.handle(values.ShowValuesPage))
-			r.Post("/projects/{project}/environments/{env}/values", a.handle(values.SetValue))
-			r.Post("/projects/{project}/environments/{env}/values/import", a.handle(values.ImportValues))
-			r.Get("/projects/{project}/environments/{env}/values/prune", a.handle(values.ShowPruneValuesPage))
-			r.Post("/projects/{project}/environments/{env}/values/prune", a.handle(values.PruneValues))
-			r.Get("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.ShowDeleteValuePage))
-			r.Post("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.DeleteValue))
 			projects := handlers.NewProjects(a.base)
 			environments := handlers.NewEnvironments(a.base, a.deps.Vault)
 			values := handlers.NewValues(a.base, a.deps.Vault)

@@ -24,9 +24,6 @@ commands:
   migrate      apply database migrations and exit
   login-link   print a fresh one-time sign-in link for the local administrator
   keys         value-encryption keys: studio keys generate | studio keys rotate
-  keys         value-encryption keys: studio keys generate | studio keys rotate
-  keys         value-encryption keys: studio keys generate | studio keys rotate
-  keys         value-encryption keys: studio keys generate | studio keys rotate
 
 Run 'studio COMMAND --help' for the flags of a command.
 `
@@ -54,12 +51,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runMigrate(ctx, rest, stdout, stderr)
 	case "login-link":
 		err = runLoginLink(ctx, rest, stdout, stderr)
-	case "keys":
-		err = runKeys(ctx, rest, stdout, stderr)
-	case "keys":
-		err = runKeys(ctx, rest, stdout, stderr)
-	case "keys":
-		err = runKeys(ctx, rest, stdout, stderr)
 	case "keys":
 		err = runKeys(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
