@@ -91,6 +91,12 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 			Target:    e.Target,
 			RequestID: e.RequestID,
 		}
+		if e.Actor == "" {
+			row.ActorNote = "system"
+			if e.Action == "sign-in.failed" {
+				row.ActorNote = "anonymous visitor"
+			}
+		}
 		if e.Project != "" {
 			row.Where = e.Project
 			if e.Environment != "" {

@@ -50,6 +50,9 @@ type Provider struct {
 	// authError, when set, makes the authorization endpoint answer with it.
 	authError string
 	down      bool
+	// fallback is who signs in when the authorization URL names nobody
+	// (a browser following the Studio's redirect).
+	fallback Identity
 }
 
 type grant struct {
@@ -115,6 +118,14 @@ func (p *Provider) Tweak(fn func(claims map[string]any)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.tweak = fn
+}
+
+// SetDefaultIdentity sets who signs in when the authorization request does
+// not name anybody, as in a browser test following the Studio's redirect.
+func (p *Provider) SetDefaultIdentity(who Identity) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fallback = who
 }
 
 // FailAuthorization makes the authorization endpoint redirect back with the
@@ -205,7 +216,12 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	who := Identity{Subject: q.Get(ParamSubject), Email: q.Get(ParamEmail), Name: q.Get(ParamName), EmailVerified: q.Get(ParamVerified) != "false"}
 	if who.Email == "" {
-		who.Email, who.Name = "someone@example.test", "Someone"
+		p.mu.Lock()
+		who = p.fallback
+		p.mu.Unlock()
+	}
+	if who.Email == "" {
+		who = Identity{Email: "someone@example.test", Name: "Someone", EmailVerified: true}
 	}
 	if who.Subject == "" {
 		who.Subject = "sub-" + who.Email
