@@ -256,7 +256,9 @@ func (c *checker) build(n *yaml.Node, p pathT) *Build {
 					c.errorf(n, o.at("dockerfile"), "dockerfile `"+s+"` leaves the project root; it may step out of the context with .. but must stay inside the project")
 				}
 			}
-			b.Dockerfile = s
+			// Cleaned like the context, so ./Dockerfile and Dockerfile
+			// compile alike.
+			b.Dockerfile = path.Clean(strings.ReplaceAll(s, `\`, "/"))
 		}
 	}
 	if n := o.get("target"); n != nil {
@@ -517,6 +519,12 @@ func (c *checker) portRef(n *yaml.Node, p pathT, ports map[string]*Port) (string
 	if port == nil {
 		return s, 0, true
 	}
+	if port.Protocol == "udp" {
+		// "A udp port is exposed over UDP": routes and probes speak HTTP,
+		// which runs over TCP.
+		c.errorf(n, p, "port `"+s+"` uses protocol udp; routes and health probes speak HTTP over TCP, so they need a port with protocol http, https or tcp")
+		return "", 0, false
+	}
 	return s, port.Port, true
 }
 
@@ -704,7 +712,9 @@ func (c *checker) scaling(n *yaml.Node, p pathT, s *Scaling) (object, *yaml.Node
 	}
 	switch {
 	case s.Max > s.Min && targetNode == nil:
-		c.errorf(deepest.node, join(p, "autoscaling.cpu.targetUtilization"),
+		// A missing required key is reported at the line of its parent:
+		// the deepest of scaling, autoscaling and cpu that is written.
+		c.errorf(c.parentKey(deepest), join(p, "autoscaling.cpu.targetUtilization"),
 			"max "+strconv.Itoa(s.Max)+" above min "+strconv.Itoa(s.Min)+" requires CPU autoscaling; declare scaling.autoscaling.cpu.targetUtilization, or set max equal to min for a fixed count")
 	case s.Max == s.Min && targetNode != nil:
 		c.errorf(targetNode, targetPath, "autoscaling needs a replica range; set replicas.max above replicas.min ("+strconv.Itoa(s.Min)+") or remove autoscaling for a fixed count")
@@ -787,6 +797,9 @@ func (c *checker) deployment(n *yaml.Node, p pathT, hasVolumes bool) Deployment 
 		if s, ok := c.enum(sv, ro.at("strategy"), strategies); ok {
 			if hasVolumes && s != "recreate" {
 				c.errorf(sv, ro.at("strategy"), "an application with volumes must use the recreate strategy; `"+s+"` is rejected there")
+				// The strategy is the one mistake: fields that fit the
+				// written strategy are not reported again.
+				d.Rollout.Strategy = ""
 			} else {
 				d.Rollout.Strategy = s
 			}

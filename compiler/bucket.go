@@ -98,7 +98,7 @@ func (c *checker) bucket(n *yaml.Node, p pathT, hosts *hostClaims) *Bucket {
 				c.missing(ro, "domain", "the hostname that publishes this bucket")
 			} else if s, ok := c.hostname(dv, ro.at("domain")); ok {
 				r.Domain = s
-				hosts.buckets = append(hosts.buckets, hostClaim{host: strings.ToLower(s), node: dv, at: ro.at("domain"), owner: p.String()})
+				hosts.buckets = append(hosts.buckets, hostClaim{host: s, node: dv, at: ro.at("domain"), owner: p.String()})
 			}
 			if tv := ro.get("tls"); tv != nil {
 				if s, ok := c.enum(tv, ro.at("tls"), tlsModes); ok {

@@ -17,7 +17,7 @@ var (
 // hostClaim is one hostname use, kept to check project-wide rules once every
 // service has been read.
 type hostClaim struct {
-	host  string // lowercased expression text, compared literally
+	host  string // expression text, literal parts lowercased, compared as is
 	path  string // cleaned route path; "" for aliases and bucket routes
 	node  *yaml.Node
 	at    pathT
@@ -50,11 +50,12 @@ func (c *checker) routes(n *yaml.Node, p pathT, ports map[string]*Port, hosts *h
 		} else {
 			valid = false
 		}
+		pathOK := true
 		if v := o.get("path"); v != nil {
 			if s, ok := c.routePath(v, o.at("path")); ok {
 				r.Path = s
 			} else {
-				valid = false
+				valid, pathOK = false, false
 			}
 		}
 		if v := o.get("port"); v == nil {
@@ -89,12 +90,12 @@ func (c *checker) routes(n *yaml.Node, p pathT, ports map[string]*Port, hosts *h
 					continue
 				}
 				r.Aliases = append(r.Aliases, s)
-				hosts.aliases = append(hosts.aliases, hostClaim{host: strings.ToLower(s), node: it, at: ip, owner: rp.String()})
+				hosts.aliases = append(hosts.aliases, hostClaim{host: s, node: it, at: ip, owner: rp.String()})
 			}
 			sort.Strings(r.Aliases)
 		}
-		if domainNode != nil {
-			hosts.routes = append(hosts.routes, hostClaim{host: strings.ToLower(r.Domain), path: r.Path, node: domainNode, at: o.at("domain"), owner: rp.String()})
+		if domainNode != nil && pathOK {
+			hosts.routes = append(hosts.routes, hostClaim{host: r.Domain, path: r.Path, node: domainNode, at: o.at("domain"), owner: rp.String()})
 		}
 		if valid {
 			if out == nil {
@@ -147,7 +148,30 @@ func (c *checker) hostname(n *yaml.Node, p pathT) (string, bool) {
 			return "", false
 		}
 	}
-	return s, true
+	return lowerLiteral(s), true
+}
+
+// lowerLiteral lowercases a hostname expression outside its ${...}
+// references: hostnames are case-insensitive, so A.com and a.com compile to
+// the same definition, while value names and inline defaults stay as
+// written.
+func lowerLiteral(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(strings.ToLower(s))
+			return b.String()
+		}
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			b.WriteString(strings.ToLower(s))
+			return b.String()
+		}
+		b.WriteString(strings.ToLower(s[:i]))
+		b.WriteString(s[i : i+end+1])
+		s = s[i+end+1:]
+	}
 }
 
 // splitExpression replaces each ${...} with a placeholder letter and returns

@@ -404,7 +404,7 @@ applications:
     scaling:
       replicas: {min: 2, max: 4}
       autoscaling: {cpu: {targetUtilization: 101}}
-`, want: []want{errAt("applications.a.scaling.autoscaling.cpu.targetUtilization", 6, 7), errAt("applications.b.scaling.autoscaling.cpu.targetUtilization", 12, 46), errAt("applications.c.scaling.autoscaling.cpu.targetUtilization", 18, 46)}},
+`, want: []want{errAt("applications.a.scaling.autoscaling.cpu.targetUtilization", 5, 5), errAt("applications.b.scaling.autoscaling.cpu.targetUtilization", 12, 46), errAt("applications.c.scaling.autoscaling.cpu.targetUtilization", 18, 46)}},
 		{name: "placement enums", cite: "across: nodes | zones; minimum Nonnegative integer; enforcement: preferred | required",
 			src: `
 name: x

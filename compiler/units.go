@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ func (m MilliCPU) String() string {
 
 var byteUnits = []struct {
 	suffix string
-	factor float64
+	factor int64
 }{
 	// Longer suffixes first so "KiB" is not read as "B".
 	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
@@ -55,52 +56,56 @@ var byteUnits = []struct {
 }
 
 // parseByteSize reads "256MB", "1.5GiB" or "100B". Bare suffixes such as
-// "1G" are refused, as the reference says.
+// "1G" are refused, as the reference says. The arithmetic is exact decimal
+// arithmetic: 1.1KB is 1100 bytes, never a float rounding away from it.
 func parseByteSize(s string) (ByteSize, string) {
 	for _, u := range byteUnits {
 		num, ok := strings.CutSuffix(s, u.suffix)
 		if !ok {
 			continue
 		}
-		v, ok := parseDecimal(num)
+		v, whole, ok := scaleDecimal(num, u.factor)
 		if !ok {
 			break
 		}
-		bytes := v * u.factor
-		if bytes > math.MaxInt64/2 {
+		if v < 0 {
 			return 0, "is too large"
 		}
-		if bytes != math.Trunc(bytes) {
+		if !whole {
 			return 0, "is not a whole number of bytes"
 		}
-		return ByteSize(bytes), ""
+		return ByteSize(v), ""
 	}
 	return 0, "is not a byte quantity; write a number with B, KB, MB, GB, TB (factor 1000) or KiB, MiB, GiB, TiB (factor 1024), such as 256MB or 1GiB"
 }
 
-// parseDecimal accepts digits with an optional fraction, nothing else (no
-// sign, exponent, spaces or underscores).
-func parseDecimal(s string) (float64, bool) {
-	if s == "" {
-		return 0, false
+// maxScaled bounds quantities so they stay far from overflow.
+const maxScaled = math.MaxInt64 / 2
+
+// scaleDecimal multiplies the decimal number s (digits with an optional
+// fraction, nothing else: no sign, exponent, spaces or underscores) by
+// factor exactly. ok is false when s is not such a number; v is -1 when the
+// result exceeds maxScaled; whole is false when the product has a fraction.
+func scaleDecimal(s string, factor int64) (v int64, whole, ok bool) {
+	intPart, frac, hasDot := strings.Cut(s, ".")
+	if !allDigits(intPart) || hasDot && !allDigits(frac) {
+		return 0, false, false
 	}
-	dot := false
-	digits := 0
-	for i := 0; i < len(s); i++ {
-		switch ch := s[i]; {
-		case ch >= '0' && ch <= '9':
-			digits++
-		case ch == '.' && !dot && i > 0 && i < len(s)-1:
-			dot = true
-		default:
-			return 0, false
-		}
+	if len(intPart)+len(frac) > 15 {
+		return 0, false, false
 	}
-	if digits == 0 || digits > 15 {
-		return 0, false
+	// Trailing zeros of the fraction change nothing.
+	frac = strings.TrimRight(frac, "0")
+	n, _ := strconv.ParseInt(intPart+frac, 10, 64) // below 1e15
+	den := uint64(1)
+	for range len(frac) {
+		den *= 10
 	}
-	v, err := strconv.ParseFloat(s, 64)
-	return v, err == nil
+	hi, lo := bits.Mul64(uint64(n), uint64(factor))
+	if hi != 0 || lo/den > maxScaled {
+		return -1, true, true
+	}
+	return int64(lo / den), lo%den == 0, true
 }
 
 var durationUnits = []struct {
@@ -111,25 +116,25 @@ var durationUnits = []struct {
 	{"h", time.Hour}, {"d", 24 * time.Hour}, {"w", 7 * 24 * time.Hour},
 }
 
-// parseDuration reads one number plus one of ms, s, m, h, d or w.
+// parseDuration reads one number plus one of ms, s, m, h, d or w, exactly.
 func parseDuration(s string) (time.Duration, string) {
 	for _, u := range durationUnits {
 		num, ok := strings.CutSuffix(s, u.suffix)
 		if !ok {
 			continue
 		}
-		v, ok := parseDecimal(num)
+		// Count in milliseconds, the finest unit the manifest writes.
+		v, whole, ok := scaleDecimal(num, int64(u.factor/time.Millisecond))
 		if !ok {
 			continue // "5ms" also ends in "s"; try the next unit
 		}
-		d := v * float64(u.factor)
-		if d > float64(math.MaxInt64/2) {
+		if v < 0 || v > maxScaled/int64(time.Millisecond) {
 			return 0, "is too long"
 		}
-		if math.Mod(d, float64(time.Millisecond)) != 0 {
+		if !whole {
 			return 0, "is not a whole number of milliseconds"
 		}
-		return time.Duration(d), ""
+		return time.Duration(v) * time.Millisecond, ""
 	}
 	return 0, "is not a duration; write a number with ms, s, m, h, d or w, such as 30s or 10m"
 }
@@ -139,6 +144,9 @@ func parseCPU(s string) (MilliCPU, string) {
 	whole, frac, hasDot := strings.Cut(s, ".")
 	if whole == "" || !allDigits(whole) || (hasDot && (frac == "" || !allDigits(frac))) {
 		return 0, "is not a CPU amount; write decimal cores such as 0.25 or 1"
+	}
+	if len(frac) > 3 && strings.TrimRight(frac[3:], "0") == "" {
+		frac = frac[:3] // 0.2500 is 0.25: the value has at most three decimals
 	}
 	if len(frac) > 3 {
 		return 0, "has more than three decimals; CPU is counted in thousandths of a core"
