@@ -62,6 +62,29 @@ func (d Diagnostic) Href() string {
 	return "#" + d.Anchor
 }
 
+// MessagePart is a run of a diagnostic message; Code is true for a
+// `quoted` word, which the views set in monospace.
+type MessagePart struct {
+	Text string
+	Code bool
+}
+
+// Parts splits the message at its backquotes.
+func (d Diagnostic) Parts() []MessagePart {
+	fields := strings.Split(d.Message, "`")
+	if len(fields)%2 == 0 {
+		// An unpaired backquote: show the message as written.
+		return []MessagePart{{Text: d.Message}}
+	}
+	parts := make([]MessagePart, 0, len(fields))
+	for i, f := range fields {
+		if f != "" {
+			parts = append(parts, MessagePart{Text: f, Code: i%2 == 1})
+		}
+	}
+	return parts
+}
+
 // Where returns "line:column".
 func (d Diagnostic) Where() string {
 	return strconv.Itoa(d.Line) + ":" + strconv.Itoa(d.Column)
@@ -150,8 +173,8 @@ type ApplicationSummary struct {
 	Name string
 	// Image is the image reference; empty when the application is built.
 	Image string
-	// Build describes a source build ("context ., Dockerfile"); empty for an image.
-	Build  string
+	// Build is the source build; nil for an image.
+	Build  *BuildSummary
 	Ports  []PortSummary
 	Routes []RouteSummary
 	// Replicas is "2" for a fixed count or "2–5" for a range.
@@ -159,6 +182,15 @@ type ApplicationSummary struct {
 	// Autoscaling is "CPU 70%" when the range autoscales, else "".
 	Autoscaling string
 	Volumes     []string
+}
+
+// BuildSummary is a source build, without its arguments.
+type BuildSummary struct {
+	// Context is relative to the project root, e.g. ".".
+	Context    string
+	Dockerfile string
+	// Target is the build stage, or "".
+	Target string
 }
 
 // PortSummary is one named container port.
@@ -448,10 +480,7 @@ func NewDefinitionSummary(res *compiler.Result) DefinitionSummary {
 func newApplicationSummary(name string, app *compiler.Application) ApplicationSummary {
 	a := ApplicationSummary{Name: name, Image: app.Image}
 	if app.Build != nil {
-		a.Build = "context " + app.Build.Context + ", " + app.Build.Dockerfile
-		if app.Build.Target != "" {
-			a.Build += ", target " + app.Build.Target
-		}
+		a.Build = &BuildSummary{Context: app.Build.Context, Dockerfile: app.Build.Dockerfile, Target: app.Build.Target}
 	}
 	for _, pn := range sortedNames(app.Ports) {
 		p := app.Ports[pn]

@@ -201,6 +201,24 @@ buckets:
 	}
 }
 
+func TestApplicationSummaryOfABuild(t *testing.T) {
+	src := []byte("name: x\napplications:\n  web:\n    build: {context: ./web, target: runtime, arguments: {NPM_TOKEN: tok-123}}\n")
+	res := compiler.Compile("skali.yaml", src)
+	r := views.NewManifestReport(src, res)
+	if r.Summary == nil {
+		t.Fatalf("fixture invalid: %v", res.Diagnostics)
+	}
+	html := render(t, views.ManifestSummary(*r.Summary))
+	for _, want := range []string{"<code>web</code>", "<code>Dockerfile</code>", "<code>runtime</code>", "1 replica"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("summary lacks %q", want)
+		}
+	}
+	if strings.Contains(html, "tok-123") || strings.Contains(html, "NPM_TOKEN") {
+		t.Errorf("summary shows a build argument")
+	}
+}
+
 func TestManifestSourceEdges(t *testing.T) {
 	if s := views.NewManifestSource(nil, nil); s.Omitted || len(s.Lines) != 0 {
 		t.Errorf("empty source = %+v", s)

@@ -97,7 +97,7 @@ func TestValidateInvalidManifestShowsEachDiagnosticAtItsLine(t *testing.T) {
 	for _, want := range []string{
 		`data-valid="false"`, "2 errors",
 		// the list links each diagnostic to its line, with path and position
-		`href="#L13"`, "13:14", "applications.web.routes.public.tls", "did you mean `automatic`?",
+		`href="#L13"`, "13:14", "applications.web.routes.public.tls", "did you mean <code>automatic</code>?",
 		`href="#L15"`, "applications.web.scaling.replicas",
 		// the source has the anchors and the notes under the lines
 		`id="L13" class="source-line has-error"`, `<mark class="source-mark source-mark-error">automatc</mark>`,

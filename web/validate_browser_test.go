@@ -1,0 +1,97 @@
+package web_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/skali-dev/studio/web/browsertest"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// TestBrowserValidateFindsTheTypo pastes a manifest with a typo, as a person
+// would, and checks that the error is in view at once and that clicking it
+// lands on its line.
+func TestBrowserValidateFindsTheTypo(t *testing.T) {
+	s := webtest.Start(t)
+	b := browsertest.New(t)
+	b.Do(
+		chromedp.Navigate(s.URL+"/validate"),
+		chromedp.WaitVisible(chromedp.CSS("#manifest")),
+	)
+	b.Screenshot("validate-empty")
+	b.Do(
+		chromedp.SetValue(chromedp.CSS("#manifest"), typoManifest),
+		chromedp.Click(chromedp.CSS("button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS(".verdict")),
+	)
+	if got := b.Text(".verdict h2"); got != "2 errors" {
+		t.Errorf("verdict = %q, want %q", got, "2 errors")
+	}
+	// The page lands on the report: the verdict and the first diagnostic
+	// are on screen without scrolling.
+	if !browsertest.Eval[bool](b, `(() => {
+		const inView = el => { const r = el.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; };
+		return inView(document.querySelector(".verdict")) && inView(document.querySelector(".diagnostics li"));
+	})()`) {
+		t.Errorf("verdict and first diagnostic are not in view after submit")
+	}
+	first := b.Text(".diagnostics li")
+	for _, want := range []string{"13:14", "applications.web.routes.public.tls", "automatic"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("first diagnostic %q lacks %q", first, want)
+		}
+	}
+	if got := b.Text("#L13 .source-note"); !strings.Contains(got, "automatc") {
+		t.Errorf("note under line 13 = %q, want the typo's message", got)
+	}
+	// The text area kept what was pasted.
+	if got := browsertest.Eval[string](b, `document.getElementById("manifest").value`); got != typoManifest {
+		t.Errorf("text area = %q, want the pasted manifest", got)
+	}
+	b.Screenshot("validate-invalid")
+
+	b.Do(chromedp.Click(chromedp.CSS(`.diagnostics a[href="#L13"]`)))
+	if got := browsertest.Eval[string](b, `location.hash`); got != "#L13" {
+		t.Errorf("after clicking the diagnostic location.hash = %q, want #L13", got)
+	}
+	if !browsertest.Eval[bool](b, `(() => {
+		const el = document.getElementById("L13");
+		const r = el.getBoundingClientRect();
+		return document.querySelector(":target") === el && r.top >= 56 && r.bottom <= innerHeight;
+	})()`) {
+		t.Errorf("line 13 is not the target or not in view below the top bar")
+	}
+	b.Screenshot("validate-invalid-line")
+}
+
+// TestBrowserValidateShowsTheSummary pastes the reference's production-shaped
+// example and checks the summary and the hash.
+func TestBrowserValidateShowsTheSummary(t *testing.T) {
+	s := webtest.Start(t)
+	b := browsertest.New(t)
+	b.Do(
+		chromedp.Navigate(s.URL+"/validate"),
+		chromedp.SetValue(chromedp.CSS("#manifest"), readExample(t, "production")),
+		chromedp.Click(chromedp.CSS("button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS(".verdict")),
+	)
+	if got := b.Text(".verdict h2"); got != "Valid manifest" {
+		t.Errorf("verdict = %q, want Valid manifest", got)
+	}
+	if got := b.Text("#definition-hash"); !regexp.MustCompile(`^sha256:[0-9a-f]{64}$`).MatchString(got) {
+		t.Errorf("hash = %q", got)
+	}
+	summary := b.Text(".summary-card")
+	for _, want := range []string{"team-wiki", "web", "http 8080/http", "${APP_DOMAIN}", "data", "postgres 17", "attachments", "APP_DOMAIN", "SESSION_SECRET"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary lacks %q", want)
+		}
+	}
+	if browsertest.Eval[bool](b, `document.querySelector("button[data-copy]").hidden`) {
+		t.Errorf("the copy button stays hidden with JavaScript on")
+	}
+	b.Screenshot("validate-valid")
+}
