@@ -85,6 +85,12 @@ func (b *Base) Chrome(r *http.Request, title, nav string) views.Chrome {
 	c := views.Chrome{Title: title, Nav: nav}
 	if u := CurrentUser(r.Context()); u != nil {
 		c.User = &views.UserChip{Name: u.DisplayName(), Email: u.Email, IsAdmin: u.IsAdmin}
+		// The audit log is for admins; others would only meet a 403 there.
+		ok, err := b.DB.AdministersAnyEnvironment(r.Context(), u)
+		if err != nil {
+			b.Logger.Warn("navigation: audit access", "request_id", RequestID(r.Context()), "err", err)
+		}
+		c.User.SeesAudit = ok
 	}
 	if b.Sessions != nil {
 		if msg := b.Sessions.PopString(r.Context(), sessionFlash); msg != "" {

@@ -262,3 +262,17 @@ func (db *DB) AdminEnvironments(ctx context.Context, u *User) ([]Environment, er
 	}
 	return out, nil
 }
+
+// AdministersAnyEnvironment reports whether u may see the audit log: an
+// installation admin, or an admin of at least one environment.
+func (db *DB) AdministersAnyEnvironment(ctx context.Context, u *User) (bool, error) {
+	if u.IsAdmin {
+		return true, nil
+	}
+	var ok bool
+	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM memberships WHERE user_id = $1 AND role = 'admin')`, u.ID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("store: administers any environment: %w", err)
+	}
+	return ok, nil
+}

@@ -20,6 +20,8 @@ type UserChip struct {
 	Name    string
 	Email   string
 	IsAdmin bool
+	// SeesAudit is true for installation admins and environment admins.
+	SeesAudit bool
 }
 
 // Initials returns up to two letters for the avatar.

@@ -165,3 +165,23 @@ func TestSignOutEndsTheSessionServerSide(t *testing.T) {
 		t.Errorf("GET / with the signed-out cookie = %d, want 303 to sign-in", resp.StatusCode)
 	}
 }
+
+func TestAuditLinkShowsOnlyForAdmins(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	s.AddMember(t, env, "viewer@example.test", "viewer")
+	s.AddMember(t, env, "admin@example.test", "admin")
+	for _, tc := range []struct {
+		email string
+		want  bool
+	}{
+		{"viewer@example.test", false},
+		{"admin@example.test", true},
+	} {
+		c := s.SignInAs(t, tc.email, "Someone")
+		_, body := s.Get(t, c, "/")
+		if got := strings.Contains(body, `href="/audit"`); got != tc.want {
+			t.Errorf("%s: audit link shown = %v, want %v", tc.email, got, tc.want)
+		}
+	}
+}
