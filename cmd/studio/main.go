@@ -46,7 +46,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var err error
 	switch cmd {
 	case "serve":
-		err = runServe(ctx, rest, stdout, stderr)
+		err = runServe(stopWithGoRun(ctx), rest, stdout, stderr)
 	case "migrate":
 		err = runMigrate(ctx, rest, stdout, stderr)
 	case "login-link":
