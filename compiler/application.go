@@ -316,7 +316,9 @@ func (c *checker) secretScalar(n *yaml.Node, p pathT, what string) (string, bool
 	n = resolve(n)
 	if n.Kind == yaml.ScalarNode {
 		switch n.ShortTag() {
-		case "!!str", "!!int", "!!float", "!!bool":
+		case "!!str", "!!int", "!!float", "!!bool", "!!timestamp":
+			// A plain date such as 2024-01-01 is a timestamp to YAML but
+			// text to a build or an environment: keep it as written.
 			return n.Value, true
 		}
 	}
@@ -385,11 +387,10 @@ func (c *checker) environment(n *yaml.Node, p pathT, declared map[string]map[str
 			continue
 		}
 		v := resolve(f.val)
-		if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
-			c.errorf(v, kp, "environment values must be a string, number or boolean, got "+kindName(v))
+		s, ok := c.secretScalar(v, kp, "environment")
+		if !ok {
 			continue
 		}
-		s := v.Value
 		if v.ShortTag() != "!!str" {
 			env[name] = s
 			continue
@@ -426,11 +427,10 @@ func (c *checker) serviceRef(n *yaml.Node, p pathT, ref serviceRef, declared map
 	}
 	if !declared[ref.collection][ref.key] {
 		// The key is part of the value, which is never quoted; list what exists instead.
-		names := make([]string, 0, len(declared[ref.collection]))
-		for k := range declared[ref.collection] {
-			names = append(names, k)
+		var names []string
+		if len(declared[ref.collection]) <= maxSuggestCandidates {
+			names = sortedStringKeys(declared[ref.collection])
 		}
-		sort.Strings(names)
 		msg := "service output refers to a key not declared under " + ref.collection
 		if len(names) > 0 {
 			msg += "; declared " + ref.collection + " are " + quoteList(names)
@@ -499,6 +499,10 @@ func (c *checker) portRef(n *yaml.Node, p pathT, ports map[string]*Port) (string
 		return "", 0, false
 	}
 	port, ok := ports[s]
+	if !ok && len(ports) > maxSuggestCandidates {
+		c.errorf(n, p, "port `"+s+"` is not declared in this application's ports")
+		return "", 0, false
+	}
 	if !ok {
 		names := make([]string, 0, len(ports))
 		for k := range ports {

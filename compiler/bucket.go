@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,9 +133,9 @@ func (c *checker) cors(n *yaml.Node, p pathT) *CORS {
 				c.errorf(it, ip, "origin `"+it.Value+"` "+problem)
 				continue
 			}
-			cr.AllowedOrigins = appendUnique(cr.AllowedOrigins, it.Value)
+			cr.AllowedOrigins = append(cr.AllowedOrigins, it.Value)
 		}
-		sort.Strings(cr.AllowedOrigins)
+		cr.AllowedOrigins = sortedUnique(cr.AllowedOrigins)
 	}
 	if v := o.get("allowedMethods"); v != nil {
 		mp := o.at("allowedMethods")
@@ -145,9 +146,9 @@ func (c *checker) cors(n *yaml.Node, p pathT) *CORS {
 				c.errorf(it, ip, "method `"+it.Value+"` is not allowed; expected "+quoteList(corsMethods)+" (OPTIONS preflights are handled by the store)")
 				continue
 			}
-			cr.AllowedMethods = appendUnique(cr.AllowedMethods, m)
+			cr.AllowedMethods = append(cr.AllowedMethods, m)
 		}
-		sort.Strings(cr.AllowedMethods)
+		cr.AllowedMethods = sortedUnique(cr.AllowedMethods)
 	} else {
 		cr.AllowedMethods = []string{"GET", "PUT"}
 	}
@@ -158,9 +159,9 @@ func (c *checker) cors(n *yaml.Node, p pathT) *CORS {
 		}
 		var out []string
 		for _, it := range c.stringList(v, o.at(k)) {
-			out = appendUnique(out, it.Value)
+			out = append(out, it.Value)
 		}
-		sort.Strings(out)
+		out = sortedUnique(out)
 		if k == "allowedHeaders" {
 			cr.AllowedHeaders = out
 		} else {
@@ -175,11 +176,11 @@ func (c *checker) cors(n *yaml.Node, p pathT) *CORS {
 	return cr
 }
 
-func appendUnique(list []string, s string) []string {
-	if contains(list, s) {
-		return list
-	}
-	return append(list, s)
+// sortedUnique sorts list and drops repeats; it is how every CORS list is
+// canonicalised (order and repetition mean nothing there).
+func sortedUnique(list []string) []string {
+	sort.Strings(list)
+	return slices.Compact(list)
 }
 
 // originShape checks a literal CORS origin: * or http(s)://host[:port].

@@ -85,10 +85,23 @@ func quoteList(words []string) string {
 
 // closest returns the candidate nearest to word by edit distance when it is
 // close enough to be a plausible typo, or "".
+// Suggestions are bounded so that a hostile manifest of thousands of long
+// names cannot make them quadratic.
+const (
+	maxSuggestCandidates = 64
+	maxSuggestLength     = 128
+)
+
 func closest(word string, candidates []string) string {
+	if len(candidates) > maxSuggestCandidates || len(word) > maxSuggestLength {
+		return ""
+	}
 	best, bestDist := "", -1
 	lw := strings.ToLower(word)
 	for _, c := range candidates {
+		if len(c) > maxSuggestLength {
+			continue
+		}
 		d := editDistance(lw, strings.ToLower(c))
 		if bestDist < 0 || d < bestDist {
 			best, bestDist = c, d

@@ -1,8 +1,10 @@
 package compiler_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skali-dev/studio/compiler"
 )
@@ -76,4 +78,37 @@ func FuzzCompile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLargeMappingsAreNotQuadratic: thousands of entries, each with a
+// diagnostic at its parent key or a suggestion, stay fast.
+func TestLargeMappingsAreNotQuadratic(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("name: a\napplications:\n  w:\n    image: x\n    ports:\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "      p%d: {port: 80}\n", i)
+	}
+	b.WriteString("    routes:\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "      r%d: {port: q%d}\n", i, i)
+	}
+	b.WriteString("    environment:\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "      K%d: v\n", i)
+	}
+	for i := range 3000 {
+		fmt.Fprintf(&b, "  a%d: {}\n", i) // no image or build: reported at the key
+	}
+	b.WriteString("buckets:\n  b:\n    cors:\n      allowedOrigins: ['*']\n      allowedHeaders:\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "        - h%d\n", i)
+	}
+	start := time.Now()
+	res := compiler.Compile("skali.yaml", []byte(b.String()))
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("compile took %v", d)
+	}
+	if res.Valid() || len(res.Errors()) < 6000 {
+		t.Errorf("got %d errors, want at least 6000 (one per route, one per application)", len(res.Errors()))
+	}
 }

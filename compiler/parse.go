@@ -40,6 +40,8 @@ type checker struct {
 	// root is the document's root mapping, used to find the key that names
 	// an object when a diagnostic must point at it (see missing).
 	root *yaml.Node
+	// keyIndex caches key positions of large mappings for mappingLookup.
+	keyIndex map[*yaml.Node]map[string]int
 }
 
 func (c *checker) add(sev Severity, n *yaml.Node, path pathT, msg string) {
@@ -119,6 +121,12 @@ func (c *checker) entries(n *yaml.Node, path pathT) (fs []field, ok bool) {
 	}
 	fs = make([]field, 0, len(n.Content)/2)
 	var merged []field
+	// Small mappings (nearly all of them) are scanned; large ones get a set,
+	// so a mapping of many thousand keys is not quadratic.
+	var seen map[string]bool
+	if len(n.Content) > 64 {
+		seen = make(map[string]bool, len(n.Content)/2)
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := resolve(n.Content[i]), n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
@@ -130,10 +138,15 @@ func (c *checker) entries(n *yaml.Node, path pathT) (fs []field, ok bool) {
 			continue
 		}
 		dup := false
-		for _, f := range fs {
-			if f.key.Value == k.Value {
-				dup = true
-				break
+		if seen != nil {
+			dup = seen[k.Value]
+			seen[k.Value] = true
+		} else {
+			for _, f := range fs {
+				if f.key.Value == k.Value {
+					dup = true
+					break
+				}
 			}
 		}
 		if dup {
@@ -144,14 +157,21 @@ func (c *checker) entries(n *yaml.Node, path pathT) (fs []field, ok bool) {
 	}
 	for _, m := range merged {
 		present := false
-		for _, f := range fs {
-			if f.key.Value == m.key.Value {
-				present = true
-				break
+		if seen != nil {
+			present = seen[m.key.Value]
+		} else {
+			for _, f := range fs {
+				if f.key.Value == m.key.Value {
+					present = true
+					break
+				}
 			}
 		}
 		if !present {
 			fs = append(fs, m)
+			if seen != nil {
+				seen[m.key.Value] = true
+			}
 		}
 	}
 	return fs, true
@@ -172,6 +192,7 @@ func (c *checker) mergeSources(v *yaml.Node, path pathT) []field {
 		return nil
 	}
 	var out []field
+	var seen map[string]bool
 	for _, s := range srcs {
 		s = resolve(s)
 		if s.Kind != yaml.MappingNode {
@@ -180,16 +201,14 @@ func (c *checker) mergeSources(v *yaml.Node, path pathT) []field {
 		}
 		fs, _ := c.entries(s, path)
 		for _, f := range fs {
-			dup := false
-			for _, o := range out {
-				if o.key.Value == f.key.Value {
-					dup = true
-					break
-				}
+			if seen[f.key.Value] {
+				continue
 			}
-			if !dup {
-				out = append(out, f)
+			if seen == nil {
+				seen = map[string]bool{}
 			}
+			seen[f.key.Value] = true
+			out = append(out, f)
 		}
 	}
 	return out
@@ -270,7 +289,7 @@ func (c *checker) missing(o object, key, what string) {
 // leading comments; line 1 column 1 when the file starts with a key), and a
 // list item at its first entry, on the line of its dash.
 func (c *checker) parentKey(o object) *yaml.Node {
-	if k := lookupKey(c.root, o.path.String(), o.node); k != nil {
+	if k := c.lookupKey(c.root, o.path.String(), o.node); k != nil {
 		return k
 	}
 	return o.node
@@ -280,7 +299,7 @@ func (c *checker) parentKey(o object) *yaml.Node {
 // [i] list indexes) from root and returns the key node of its last segment,
 // or nil when the path ends at a list item, cannot be followed, or does not
 // lead to want.
-func lookupKey(root *yaml.Node, path string, want *yaml.Node) *yaml.Node {
+func (c *checker) lookupKey(root *yaml.Node, path string, want *yaml.Node) *yaml.Node {
 	if root == nil || path == "" {
 		return nil
 	}
@@ -288,7 +307,7 @@ func lookupKey(root *yaml.Node, path string, want *yaml.Node) *yaml.Node {
 	var last *yaml.Node
 	for seg := range strings.SplitSeq(path, ".") {
 		name, idx, _ := strings.Cut(seg, "[")
-		k, v := mappingLookup(cur, name, 0)
+		k, v := c.mappingLookup(cur, name, 0)
 		if k == nil {
 			return nil
 		}
@@ -311,10 +330,29 @@ func lookupKey(root *yaml.Node, path string, want *yaml.Node) *yaml.Node {
 
 // mappingLookup finds key in mapping m the way entries does: the first
 // explicit occurrence wins, then merge (<<) sources in order.
-func mappingLookup(m *yaml.Node, key string, depth int) (k, v *yaml.Node) {
+func (c *checker) mappingLookup(m *yaml.Node, key string, depth int) (k, v *yaml.Node) {
 	m = resolve(m)
 	if m == nil || m.Kind != yaml.MappingNode || depth > MaxDepth {
 		return nil, nil
+	}
+	if len(m.Content) > 64 {
+		// Large mappings get an index, so reporting at every one of
+		// thousands of entries is not quadratic.
+		idx, ok := c.keyIndex[m]
+		if !ok {
+			idx = mappingIndex(m)
+			if c.keyIndex == nil {
+				c.keyIndex = map[*yaml.Node]map[string]int{}
+			}
+			c.keyIndex[m] = idx
+		}
+		if i, ok := idx[key]; ok {
+			return resolve(m.Content[i]), m.Content[i+1]
+		}
+		if _, merges := idx["<<"]; !merges {
+			return nil, nil
+		}
+		// Not an explicit key: fall through to the merge sources.
 	}
 	var merges []*yaml.Node
 	for i := 0; i+1 < len(m.Content); i += 2 {
@@ -337,12 +375,33 @@ func mappingLookup(m *yaml.Node, key string, depth int) (k, v *yaml.Node) {
 			srcs = src.Content
 		}
 		for _, s := range srcs {
-			if k, v := mappingLookup(s, key, depth+1); k != nil {
+			if k, v := c.mappingLookup(s, key, depth+1); k != nil {
 				return k, v
 			}
 		}
 	}
 	return nil, nil
+}
+
+// mappingIndex maps each explicit key of m to its position, first
+// occurrence winning; a merge key (<<) is recorded under "<<" only to say
+// that merge sources exist.
+func mappingIndex(m *yaml.Node) map[string]int {
+	idx := make(map[string]int, len(m.Content)/2)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		kn := resolve(m.Content[i])
+		if kn.Kind != yaml.ScalarNode {
+			continue
+		}
+		if kn.ShortTag() == "!!merge" {
+			idx["<<"] = i
+			continue
+		}
+		if _, ok := idx[kn.Value]; !ok {
+			idx[kn.Value] = i
+		}
+	}
+	return idx
 }
 
 func contains(list []string, s string) bool {
@@ -495,7 +554,11 @@ func (c *checker) checkBounds(root *yaml.Node) bool {
 	case b.aliases > MaxAliases:
 		c.errorf(b.lastAlias, rootPath, "manifest uses more than "+strconv.Itoa(MaxAliases)+" YAML aliases")
 	case size > MaxExpandedNodes:
-		c.errorf(b.lastAlias, rootPath, "YAML aliases expand the manifest beyond "+strconv.Itoa(MaxExpandedNodes)+" nodes")
+		if b.aliases > 0 {
+			c.errorf(b.lastAlias, rootPath, "YAML aliases expand the manifest beyond "+strconv.Itoa(MaxExpandedNodes)+" nodes")
+		} else {
+			c.errorf(nil, rootPath, "manifest has more than "+strconv.Itoa(MaxExpandedNodes)+" YAML nodes")
+		}
 	default:
 		return true
 	}

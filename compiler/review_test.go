@@ -164,3 +164,28 @@ buckets:
 		t.Errorf("required: got %v", res.Values.Required)
 	}
 }
+
+func TestReviewScalarValues(t *testing.T) {
+	runRules(t, []ruleCase{
+		{name: "dates and other plain scalars are text in build arguments and environment", cite: "applications.*.build.arguments Map of build-argument names to string, number, or boolean scalars, converted to strings.",
+			src: `
+name: x
+applications:
+  web:
+    build:
+      context: .
+      arguments: {RELEASED: 2024-01-01, N: 0x10, ON: yes}
+    environment: {RELEASED: 2024-01-01, N: 1e3, B: false}
+`},
+		{name: "tagged values are not plain scalars", cite: "Null, lists, and objects are invalid values.",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    environment:
+      A: !secret value
+      B: ~
+`, want: []want{errAt("applications.web.environment.A", 6, 10), errAt("applications.web.environment.B", 7, 10)}},
+	})
+}

@@ -113,8 +113,11 @@ func indexOf(seq, item *yaml.Node, fallback int) int {
 	if seq == nil {
 		return fallback
 	}
-	for i, it := range seq.Content {
-		if resolve(it) == item {
+	// Items come in order and fallback counts only the items kept, so the
+	// position is at or after fallback: scanning from there keeps long
+	// lists linear.
+	for i := max(fallback, 0); i < len(seq.Content); i++ {
+		if resolve(seq.Content[i]) == item {
 			return i
 		}
 	}
