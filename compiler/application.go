@@ -487,7 +487,11 @@ func (c *checker) portRef(n *yaml.Node, p pathT, ports map[string]*Port) (string
 	s := n.Value
 	tag := n.ShortTag()
 	if tag == "!!int" || (tag == "!!str" && allDigits(s)) {
-		v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 0, 64)
+		base := 0 // YAML integers: 0x1F, 0o17
+		if tag == "!!str" {
+			base = 10 // a numeric string is decimal: "08080" is 8080
+		}
+		v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), base, 64)
 		if err != nil || v < 1 || v > 65535 {
 			c.errorf(n, p, "port `"+s+"` is out of range; ports are 1 to 65535")
 			return "", 0, false

@@ -438,13 +438,24 @@ func (c *checker) parseDocument(src []byte) *yaml.Node {
 	// streaming check runs only when such a marker exists.
 	if hasDocumentMarker(src) {
 		dec := yaml.NewDecoder(bytes.NewReader(src))
-		var first, next yaml.Node
+		var first yaml.Node
 		if err := decodeSafely(dec, &first); err == nil {
-			if err := decodeSafely(dec, &next); err == nil {
+			for {
+				next := yaml.Node{}
+				err := decodeSafely(dec, &next)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					c.syntaxError(err)
+					return nil
+				}
+				// A stray trailing `---` opens an empty document; only
+				// a document with content is a second manifest.
+				if emptyDocument(&next) {
+					continue
+				}
 				c.errorf(&next, rootPath, "manifest contains more than one YAML document; put everything in a single document without `---` separators")
-				return nil
-			} else if !errors.Is(err, io.EOF) {
-				c.syntaxError(err)
 				return nil
 			}
 		}
@@ -470,6 +481,17 @@ func (c *checker) parseDocument(src []byte) *yaml.Node {
 		return nil
 	}
 	return root
+}
+
+// emptyDocument reports whether a decoded document holds nothing but null.
+func emptyDocument(d *yaml.Node) bool {
+	if d.Kind == yaml.DocumentNode {
+		if len(d.Content) == 0 {
+			return true
+		}
+		d = d.Content[0]
+	}
+	return d.Kind == 0 || d.Kind == yaml.ScalarNode && d.ShortTag() == "!!null" && d.Value == "" && d.Anchor == ""
 }
 
 // hasDocumentMarker reports whether a line starts with "---" or "...".

@@ -189,3 +189,31 @@ applications:
 `, want: []want{errAt("applications.web.environment.A", 6, 10), errAt("applications.web.environment.B", 7, 10)}},
 	})
 }
+
+func TestReviewDocumentsAndPorts(t *testing.T) {
+	runRules(t, []ruleCase{
+		{name: "a stray trailing document marker is not a second manifest", cite: "multi-document input refused (issue 3); the file is one manifest",
+			src: `
+name: x
+applications:
+  web: {image: nginx}
+---
+`},
+		{name: "a second document with content is refused", cite: "multi-document input refused (issue 3)",
+			src: `
+name: x
+applications:
+  web: {image: nginx}
+---
+name: y
+`, want: []want{errAt("", 4, 1)}},
+		{name: "a numeric string port is decimal", cite: "routes.*.port Required named port from this application or integer/numeric string in 1–65535",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    routes: {r: {domain: a.example.com, port: "08080"}}
+`},
+	})
+}

@@ -159,6 +159,9 @@ func (c *checker) hostname(n *yaml.Node, p pathT) (string, bool) {
 // the same definition, while value names and inline defaults stay as
 // written.
 func lowerLiteral(s string) string {
+	if !upperOutsideRefs(s) {
+		return s // the usual case, without allocating
+	}
 	var b strings.Builder
 	for {
 		i := strings.Index(s, "${")
@@ -175,6 +178,23 @@ func lowerLiteral(s string) string {
 		b.WriteString(s[i : i+end+1])
 		s = s[i+end+1:]
 	}
+}
+
+// upperOutsideRefs reports whether s has an uppercase ASCII letter outside
+// its ${...} references.
+func upperOutsideRefs(s string) bool {
+	inRef := false
+	for i := 0; i < len(s); i++ {
+		switch ch := s[i]; {
+		case inRef:
+			inRef = ch != '}'
+		case ch == '$' && i+1 < len(s) && s[i+1] == '{':
+			inRef = true
+		case ch >= 'A' && ch <= 'Z':
+			return true
+		}
+	}
+	return false
 }
 
 // splitExpression replaces each ${...} with a placeholder letter and returns
