@@ -130,18 +130,12 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 
 	// Services are collected first so environment references and routes can
 	// be checked against the complete set.
-	dbFields, dbCount := c.serviceMap(o, "databases")
-	bucketFields, bucketCount := c.serviceMap(o, "buckets")
-	appFields, appCount := c.serviceMap(o, "applications")
+	declared := map[string]map[string]bool{"databases": {}, "buckets": {}}
+	dbFields, dbCount := c.serviceMap(o, "databases", declared["databases"])
+	bucketFields, bucketCount := c.serviceMap(o, "buckets", declared["buckets"])
+	appFields, appCount := c.serviceMap(o, "applications", nil)
 	if dbCount+bucketCount+appCount == 0 {
 		c.errorf(root, rootPath, "declare at least one application, database or bucket")
-	}
-	declared := map[string]map[string]bool{"databases": {}, "buckets": {}}
-	for _, f := range dbFields {
-		declared["databases"][f.key.Value] = true
-	}
-	for _, f := range bucketFields {
-		declared["buckets"][f.key.Value] = true
 	}
 	hosts := &hostClaims{}
 	if len(appFields) > 0 {
@@ -175,7 +169,10 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 // serviceMap returns the entries of a top-level service collection with
 // valid keys, and how many entries it declares including invalid ones, so
 // a misspelt key is not also reported as "no services".
-func (c *checker) serviceMap(o object, name string) ([]field, int) {
+//
+// Every key, valid or not, is recorded in declared (when not nil), so a
+// reference to a misspelt service key is reported once, at the key.
+func (c *checker) serviceMap(o object, name string, declared map[string]bool) ([]field, int) {
 	n := o.get(name)
 	if n == nil {
 		return nil, 0
@@ -185,6 +182,11 @@ func (c *checker) serviceMap(o object, name string) ([]field, int) {
 		return nil, 1
 	}
 	count := len(fs)
+	if declared != nil {
+		for _, f := range fs {
+			declared[f.key.Value] = true
+		}
+	}
 	return c.keyedEntries(fs, keyPath(name), "service key"), count
 }
 

@@ -217,3 +217,18 @@ applications:
 `},
 	})
 }
+
+func TestReviewInvalidServiceKeyReportedOnce(t *testing.T) {
+	runRules(t, []ruleCase{
+		{name: "a reference to an invalid service key is not a second error", cite: "Keys in service ... collections are stable identifiers matching ^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    environment: {U: "{{databases.Data.url}}"}
+databases:
+  Data: {engine: postgres, version: 17}
+`, want: []want{errAt("databases.Data", 7, 3)}},
+	})
+}
