@@ -59,14 +59,14 @@ func RequestID(ctx context.Context) string {
 // Session keys. Only identifiers and times live in sessions, never secrets.
 const (
 	sessionUserID    = "user_id"
-	sessionSignedIn  = "signed_in_at"
+	sessionSignedIn  = "signed_in_at_ms"
 	sessionFlash     = "flash"
 	sessionFlashKind = "flash_kind"
 	// SessionAfterLogin holds the path an anonymous visitor asked for.
 	SessionAfterLogin = "after_login"
 )
 
-// SessionUserID returns the user id and sign-in time (Unix seconds) kept in
+// SessionUserID returns the user id and sign-in time (Unix milliseconds) kept in
 // the request's session; ok is false for an anonymous session.
 func (b *Base) SessionUserID(ctx context.Context) (id int64, signedInAt int64, ok bool) {
 	id = b.Sessions.GetInt64(ctx, sessionUserID)

@@ -79,7 +79,7 @@ func (b *Base) StartSession(r *http.Request, u *store.User) error {
 		return err
 	}
 	b.Sessions.Put(ctx, sessionUserID, u.ID)
-	b.Sessions.Put(ctx, sessionSignedIn, time.Now().Unix())
+	b.Sessions.Put(ctx, sessionSignedIn, time.Now().UnixMilli())
 	id := u.ID
 	return b.DB.Audit(ctx, store.AuditEvent{ActorID: &id, Actor: u.DisplayName(), Action: "sign-in", Target: u.Issuer, RequestID: RequestID(ctx)})
 }

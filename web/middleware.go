@@ -175,7 +175,7 @@ func (a *app) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if time.Since(time.Unix(signedIn, 0)) > a.deps.SessionLifetime {
+		if time.Since(time.UnixMilli(signedIn)) > a.deps.SessionLifetime {
 			_ = a.sessions.Destroy(ctx)
 			a.base.Flash(ctx, "info", "Your session has ended after its maximum lifetime. Please sign in again.")
 			next.ServeHTTP(w, r)
