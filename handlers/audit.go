@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -109,7 +110,9 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			row.Details = append(row.Details, views.AuditDetail{Key: k, Value: fmt.Sprint(e.Detail[k])})
+			if v := auditDetailText(e.Detail[k]); v != "" {
+				row.Details = append(row.Details, views.AuditDetail{Key: k, Value: v})
+			}
 		}
 		m.Events = append(m.Events, row)
 	}
@@ -136,4 +139,41 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 		m.NextURL = pageURL(m.Page + 1)
 	}
 	return Render(w, r, http.StatusOK, views.Audit(m))
+}
+
+// auditDetailText writes one detail value as a person reads it: lists joined
+// by commas, a {name, version} pair as "NAME v3", and nothing for an empty
+// list (so that no "[]" or "map[...]" reaches the page).
+func auditDetailText(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case []any:
+		parts := make([]string, 0, len(v))
+		for _, x := range v {
+			if t := auditDetailText(x); t != "" {
+				parts = append(parts, t)
+			}
+		}
+		return strings.Join(parts, ", ")
+	case []string:
+		return strings.Join(v, ", ")
+	case map[string]any:
+		if name, ok := v["name"]; ok {
+			if ver, ok := v["version"]; ok {
+				return fmt.Sprintf("%v v%v", name, ver)
+			}
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, k+" "+auditDetailText(v[k]))
+		}
+		return strings.Join(parts, ", ")
+	}
+	return fmt.Sprint(v)
 }
