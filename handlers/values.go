@@ -211,7 +211,11 @@ func (h *Values) ImportValues(w http.ResponseWriter, r *http.Request) error {
 	kind := "success"
 	if len(res.Skipped) > 0 {
 		kind = "info"
-		fmt.Fprintf(&msg, " Skipped %d the manifest does not reference: %s.", len(res.Skipped), strings.Join(res.Skipped, ", "))
+		noun := "names"
+		if len(res.Skipped) == 1 {
+			noun = "name"
+		}
+		fmt.Fprintf(&msg, " Skipped %d %s the manifest does not reference: %s.", len(res.Skipped), noun, strings.Join(res.Skipped, ", "))
 	}
 	h.Flash(ctx, kind, msg.String())
 	return SeeOther(w, r, h.path(env))
