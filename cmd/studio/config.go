@@ -52,6 +52,10 @@ func (c *Config) settings() []setting {
 	}
 }
 
+// secretSettings are the variables whose values --help must never print:
+// flag shows a value taken from the environment as the flag's default.
+var secretSettings = map[string]bool{"DATABASE_URL": true, "STUDIO_OIDC_CLIENT_SECRET": true, "STUDIO_SECRET_KEY": true}
+
 // parseFlags fills c from the environment, then from args.
 func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -65,6 +69,9 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 		switch t := s.target.(type) {
 		case *string:
 			fs.StringVar(t, s.flag, def, usage)
+			if secretSettings[s.env] {
+				fs.Lookup(s.flag).DefValue = s.def
+			}
 		case *bool:
 			b, err := strconv.ParseBool(orDefault(def, "false"))
 			if err != nil {

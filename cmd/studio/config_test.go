@@ -1,0 +1,43 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+// TestHelpNeverPrintsSecrets: --help lists every setting, but a secret set
+// through the environment must not appear as a flag's default.
+func TestHelpNeverPrintsSecrets(t *testing.T) {
+	secrets := map[string]string{
+		"DATABASE_URL":              "postgres://studio:db-password-1@db.internal/studio",
+		"STUDIO_OIDC_CLIENT_SECRET": "oidc-client-secret-2",
+		"STUDIO_SECRET_KEY":         "c2VjcmV0LWtleS0z",
+	}
+	for env, v := range secrets {
+		t.Setenv(env, v)
+	}
+	var cfg Config
+	var help strings.Builder
+	if err := cfg.parseFlags("serve", []string{"--help"}, &help); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("parseFlags(--help) = %v, want flag.ErrHelp", err)
+	}
+	for env, v := range secrets {
+		if !strings.Contains(help.String(), env) {
+			t.Errorf("--help does not list %s", env)
+		}
+		if strings.Contains(help.String(), v) {
+			t.Errorf("--help prints the value of %s", env)
+		}
+	}
+
+	// The values still reach the configuration.
+	cfg = Config{}
+	if err := cfg.parseFlags("serve", nil, &help); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DatabaseURL != secrets["DATABASE_URL"] || cfg.OIDCClientSecret != secrets["STUDIO_OIDC_CLIENT_SECRET"] || cfg.SecretKey != secrets["STUDIO_SECRET_KEY"] {
+		t.Error("secret settings from the environment did not reach the configuration")
+	}
+}
