@@ -269,16 +269,27 @@ func (h *Values) DeleteValue(w http.ResponseWriter, r *http.Request) error {
 
 // ShowPruneValuesPage lists the orphaned values and asks for confirmation.
 func (h *Values) ShowPruneValuesPage(w http.ResponseWriter, r *http.Request) error {
-	env, role, err := h.Environment(r, store.RoleAdmin)
+	ctx := r.Context()
+	env, _, err := h.Environment(r, store.RoleAdmin)
 	if err != nil {
 		return err
 	}
-	m, err := h.page(r, env, role)
+	shown, err := h.shownRevision(ctx, env)
 	if err != nil {
 		return err
+	}
+	stored, err := h.DB.StoredValues(ctx, env.ID)
+	if err != nil {
+		return err
+	}
+	var orphaned []string
+	for _, s := range store.ValueStates(shown.Contract, stored) {
+		if s.State == store.Orphaned {
+			orphaned = append(orphaned, s.Name)
+		}
 	}
 	return Render(w, r, http.StatusOK, views.ValuesPrune(views.ValuesPrunePage{
-		Chrome: h.Chrome(r, "Prune values", "projects"), Project: env.Project, Env: env.Name, Names: m.Orphaned,
+		Chrome: h.Chrome(r, "Prune values", "projects"), Project: env.Project, Env: env.Name, Names: orphaned,
 	}))
 }
 

@@ -283,3 +283,23 @@ func dumpDatabase(t *testing.T, s *webtest.Server) string {
 type writer struct{ b *strings.Builder }
 
 func (w *writer) Write(p []byte) (int, error) { return w.b.Write(p) }
+
+// TestPrunePageShowsThePendingFlash: the prune page consumes a pending
+// flash message once, and shows it.
+func TestPrunePageShowsThePendingFlash(t *testing.T) {
+	s, _ := wikiServer(t)
+	c := s.SignInLocal(t)
+	if resp, _ := s.PostForm(t, c, envPath+"/values", url.Values{"name": {"OLD_SETTING"}, "value": {"x"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("set value: status %d, want 303", resp.StatusCode)
+	}
+	status, body := s.Get(t, c, envPath+"/values/prune")
+	if status != http.StatusOK {
+		t.Fatalf("prune page: status %d, want 200", status)
+	}
+	if !strings.Contains(body, "Saved OLD_SETTING as version 1.") {
+		t.Error("prune page does not show the flash message of the value just saved")
+	}
+	if !strings.Contains(body, "OLD_SETTING") {
+		t.Error("prune page does not list the orphaned OLD_SETTING")
+	}
+}
