@@ -64,16 +64,22 @@ func (db *DB) UserByID(ctx context.Context, id int64) (*User, error) {
 // the user on first sign-in, refreshes email, name and admin flag from the
 // identity provider, and stamps the sign-in time.
 func (db *DB) UpsertSignIn(ctx context.Context, issuer, subject, email, name string, isAdmin bool) (*User, error) {
-	u, err := scanUser(db.Pool.QueryRow(ctx, `
+	u, err := upsertSignIn(ctx, db.Pool, issuer, subject, email, name, isAdmin)
+	if err != nil {
+		return nil, fmt.Errorf("store: record sign-in: %w", err)
+	}
+	return u, nil
+}
+
+// upsertSignIn is the insert-or-refresh of a sign-in that UpsertSignIn and
+// SignInOIDC share.
+func upsertSignIn(ctx context.Context, q querier, issuer, subject, email, name string, isAdmin bool) (*User, error) {
+	return scanUser(q.QueryRow(ctx, `
 		INSERT INTO users (issuer, subject, email, name, is_admin, last_sign_in_at)
 		VALUES ($1, $2, $3, $4, $5, now())
 		ON CONFLICT (issuer, subject) DO UPDATE
 		SET email = EXCLUDED.email, name = EXCLUDED.name, is_admin = EXCLUDED.is_admin, last_sign_in_at = now()
 		RETURNING `+userColumns, issuer, subject, email, name, isAdmin))
-	if err != nil {
-		return nil, fmt.Errorf("store: record sign-in: %w", err)
-	}
-	return u, nil
 }
 
 // PendingIssuer is the issuer of a pending user: someone an environment admin
@@ -116,12 +122,7 @@ func (db *DB) SignInOIDC(ctx context.Context, s OIDCSignIn) (*User, error) {
 			}
 		}
 		var err error
-		u, err = scanUser(tx.QueryRow(ctx, `
-			INSERT INTO users (issuer, subject, email, name, is_admin, last_sign_in_at)
-			VALUES ($1, $2, $3, $4, $5, now())
-			ON CONFLICT (issuer, subject) DO UPDATE
-			SET email = EXCLUDED.email, name = EXCLUDED.name, is_admin = EXCLUDED.is_admin, last_sign_in_at = now()
-			RETURNING `+userColumns, s.Issuer, s.Subject, s.Email, s.Name, s.IsAdmin))
+		u, err = upsertSignIn(ctx, tx, s.Issuer, s.Subject, s.Email, s.Name, s.IsAdmin)
 		return err
 	})
 	if err != nil {
