@@ -417,16 +417,22 @@ func nonNil(s []string) []string {
 // audit or return its result to a browser. A value that does not decrypt
 // fails the whole call with an error naming the value and version only.
 func (v *Vault) ResolveValuesForDeploy(ctx context.Context, envID int64) (map[string]string, error) {
+	return v.openValues(ctx, envID, nil)
+}
+
+// openValues decrypts the environment's stored values by name: all of them
+// when names is nil, else only those named.
+func (v *Vault) openValues(ctx context.Context, envID int64, names []string) (map[string]string, error) {
 	rows, _ := v.db.Pool.Query(ctx, `SELECT name, version, key_id, nonce, ciphertext FROM environment_values
-		WHERE environment_id = $1 AND ciphertext IS NOT NULL`, envID)
+		WHERE environment_id = $1 AND ciphertext IS NOT NULL AND ($2::text[] IS NULL OR name = ANY($2))`, envID, names)
 	type sealed struct {
-		name, keyID      string
-		version          int
-		nonce, plaintext []byte
+		name, keyID       string
+		version           int
+		nonce, ciphertext []byte
 	}
 	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sealed, error) {
 		var s sealed
-		err := row.Scan(&s.name, &s.version, &s.keyID, &s.nonce, &s.plaintext)
+		err := row.Scan(&s.name, &s.version, &s.keyID, &s.nonce, &s.ciphertext)
 		return s, err
 	})
 	if err != nil {
@@ -434,7 +440,7 @@ func (v *Vault) ResolveValuesForDeploy(ctx context.Context, envID int64) (map[st
 	}
 	out := make(map[string]string, len(all))
 	for _, s := range all {
-		pt, err := v.keys.open(s.keyID, envID, s.name, s.version, s.nonce, s.plaintext)
+		pt, err := v.keys.open(s.keyID, envID, s.name, s.version, s.nonce, s.ciphertext)
 		if err != nil {
 			return nil, err
 		}
@@ -484,24 +490,9 @@ func (v *Vault) ResolveHostnames(ctx context.Context, envID int64, def *compiler
 	}
 	values := map[string]string{}
 	if len(names) > 0 {
-		rows, _ := v.db.Pool.Query(ctx, `SELECT name, version, key_id, nonce, ciphertext FROM environment_values
-			WHERE environment_id = $1 AND name = ANY($2) AND ciphertext IS NOT NULL`, envID, names)
-		defer rows.Close()
-		for rows.Next() {
-			var name, keyID string
-			var version int
-			var nonce, ct []byte
-			if err := rows.Scan(&name, &version, &keyID, &nonce, &ct); err != nil {
-				return nil, fmt.Errorf("store: read hostname values: %w", err)
-			}
-			pt, err := v.keys.open(keyID, envID, name, version, nonce, ct)
-			if err != nil {
-				return nil, err
-			}
-			values[name] = string(pt)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("store: read hostname values: %w", err)
+		var err error
+		if values, err = v.openValues(ctx, envID, names); err != nil {
+			return nil, err
 		}
 	}
 	out := make(map[string]ResolvedHost, len(exprs))
