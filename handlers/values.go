@@ -3,6 +3,7 @@ package handlers
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -241,7 +242,7 @@ func (h *Values) ShowDeleteValuePage(w http.ResponseWriter, r *http.Request) err
 			}
 			return Render(w, r, http.StatusOK, views.ValueDelete(views.ValueDeletePage{
 				Chrome: h.Chrome(r, "Delete "+name, "projects"), Project: env.Project, Env: env.Name,
-				Name: name, Version: s.Version, Required: contains(shown.Contract.Required, name),
+				Name: name, Version: s.Version, Required: slices.Contains(shown.Contract.Required, name),
 			}))
 		}
 	}
@@ -322,13 +323,4 @@ func (h *Values) PruneValues(w http.ResponseWriter, r *http.Request) error {
 		h.Flash(ctx, "success", fmt.Sprintf("Pruned %d orphaned %s: %s.", len(pruned), map[bool]string{true: "value", false: "values"}[len(pruned) == 1], strings.Join(pruned, ", ")))
 	}
 	return SeeOther(w, r, h.path(env))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

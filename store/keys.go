@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -410,7 +411,7 @@ func (k *Keyring) check(ctx context.Context, db *DB) error {
 		}
 		var missing []string
 		for _, id := range append([]string{active}, used...) {
-			if !held[id] && !contains(missing, id) {
+			if !held[id] && !slices.Contains(missing, id) {
 				missing = append(missing, id)
 			}
 		}
@@ -421,15 +422,6 @@ func (k *Keyring) check(ctx context.Context, db *DB) error {
 		}
 		return nil
 	})
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // RotationResult says what a key rotation did.

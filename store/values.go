@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"time"
 
@@ -129,7 +130,7 @@ func References(c compiler.ValueContract, name string) bool {
 	if _, ok := c.Optional[name]; ok {
 		return true
 	}
-	return contains(c.Required, name)
+	return slices.Contains(c.Required, name)
 }
 
 // UnionContract merges the contracts of several revisions (the latest and
@@ -140,14 +141,14 @@ func UnionContract(cs ...compiler.ValueContract) compiler.ValueContract {
 	out := compiler.ValueContract{Required: []string{}, Optional: map[string]string{}}
 	for _, c := range cs {
 		for _, n := range c.Required {
-			if !contains(out.Required, n) {
+			if !slices.Contains(out.Required, n) {
 				out.Required = append(out.Required, n)
 			}
 		}
 	}
 	for _, c := range cs {
 		for n, d := range c.Optional {
-			if _, ok := out.Optional[n]; !ok && !contains(out.Required, n) {
+			if _, ok := out.Optional[n]; !ok && !slices.Contains(out.Required, n) {
 				out.Optional[n] = d
 			}
 		}
@@ -293,7 +294,7 @@ func (v *Vault) PruneValues(ctx context.Context, a Actor, env *Environment, c co
 		sort.Strings(sorted)
 		var detail []map[string]any
 		for _, n := range sorted {
-			if References(c, n) || contains(pruned, n) {
+			if References(c, n) || slices.Contains(pruned, n) {
 				continue
 			}
 			s, err := lockSlot(ctx, tx, env.ID, n)
@@ -483,7 +484,7 @@ func (v *Vault) ResolveHostnames(ctx context.Context, envID int64, def *compiler
 	var names []string
 	for _, e := range exprs {
 		for _, m := range valueRef.FindAllStringSubmatch(e, -1) {
-			if !contains(names, m[1]) {
+			if !slices.Contains(names, m[1]) {
 				names = append(names, m[1])
 			}
 		}

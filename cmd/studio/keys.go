@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 
 	"github.com/skali-dev/studio/store"
 )
@@ -138,7 +139,7 @@ func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer)
 		var keep []string
 		for _, s := range keepOld {
 			k, err := store.ParseKey(s)
-			if err == nil && !containsString(res.Retired, store.KeyID(k)) {
+			if err == nil && !slices.Contains(res.Retired, store.KeyID(k)) {
 				keep = append(keep, s)
 			}
 		}
@@ -159,13 +160,4 @@ func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stdout)
 	}
 	return nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
