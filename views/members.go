@@ -13,10 +13,3 @@ func memberCount(n int) string {
 	}
 	return strconv.Itoa(n) + " members"
 }
-
-func memberAriaInvalid(fieldError string) string {
-	if fieldError != "" {
-		return "true"
-	}
-	return "false"
-}
