@@ -47,9 +47,11 @@ func (h *Login) SignInLocal(w http.ResponseWriter, r *http.Request) error {
 		return store.Errorf(store.NotFound, "Local sign-in is turned off on this installation.")
 	}
 	if err := h.DB.UseLoginToken(ctx, r.URL.Query().Get("token")); err != nil {
-		_ = h.DB.Audit(ctx, store.AuditEvent{Action: "sign-in.failed", Target: "local", RequestID: RequestID(ctx),
-			Detail: map[string]any{"reason": store.ErrorMessage(err)}})
-		return h.renderFailure(w, r, store.ErrorMessage(err))
+		if aerr := h.DB.Audit(ctx, store.AuditEvent{Action: "sign-in.failed", Target: "local", RequestID: RequestID(ctx),
+			Detail: map[string]any{"reason": store.ErrorMessage(err)}}); aerr != nil {
+			h.Logger.Error("audit failed sign-in", "request_id", RequestID(ctx), "err", aerr)
+		}
+		return h.renderFailure(w, r, http.StatusUnauthorized, store.ErrorMessage(err))
 	}
 	u, err := h.DB.UpsertSignIn(ctx, store.LocalIssuer, LocalAdmin.Subject, LocalAdmin.Email, LocalAdmin.Name, true)
 	if err != nil {
@@ -61,8 +63,10 @@ func (h *Login) SignInLocal(w http.ResponseWriter, r *http.Request) error {
 	return SeeOther(w, r, h.AfterSignIn(ctx))
 }
 
-func (h *Login) renderFailure(w http.ResponseWriter, r *http.Request, message string) error {
-	return Render(w, r, http.StatusUnauthorized, views.Login(views.LoginPage{
+// renderFailure shows the sign-in page with a sentence saying why signing
+// in failed.
+func (h *Login) renderFailure(w http.ResponseWriter, r *http.Request, status int, message string) error {
+	return Render(w, r, status, views.Login(views.LoginPage{
 		Chrome:       h.Chrome(r, "Sign in", ""),
 		OIDCEnabled:  h.OIDCEnabled,
 		LocalEnabled: h.LocalEnabled,

@@ -18,7 +18,6 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/skali-dev/studio/store"
-	"github.com/skali-dev/studio/views"
 )
 
 // OIDCConfig is how the Studio talks to its OpenID provider.
@@ -289,12 +288,7 @@ func (h *OIDC) fail(w http.ResponseWriter, r *http.Request, e *signInError) erro
 		Detail: map[string]any{"method": "oidc", "reason": e.reason}}); err != nil {
 		h.Logger.Error("audit failed sign-in", "request_id", RequestID(ctx), "err", err)
 	}
-	return Render(w, r, e.status, views.Login(views.LoginPage{
-		Chrome:       h.Chrome(r, "Sign in", ""),
-		OIDCEnabled:  true,
-		LocalEnabled: h.login.LocalEnabled,
-		Error:        e.message,
-	}))
+	return h.login.renderFailure(w, r, e.status, e.message)
 }
 
 func randomToken() string {
