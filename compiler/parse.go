@@ -231,9 +231,6 @@ func (o object) get(key string) *yaml.Node {
 	return nil
 }
 
-// has reports whether key is present (even with a null value).
-func (o object) has(key string) bool { return o.get(key) != nil }
-
 // at returns the path of key inside the object.
 func (o object) at(key string) pathT { return pathT{base: o.path.base, key: key} }
 

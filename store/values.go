@@ -34,9 +34,6 @@ type Vault struct {
 // NewVault returns the vault of db's values under keys.
 func NewVault(db *DB, keys *Keyring) *Vault { return &Vault{db: db, keys: keys} }
 
-// Keys returns the vault's keyring.
-func (v *Vault) Keys() *Keyring { return v.keys }
-
 // StoredValue is what may be said about a stored value: never the value.
 type StoredValue struct {
 	Name      string

@@ -1,9 +1,6 @@
 package views
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // ManifestForm is a form that takes a skali.yaml: what was pasted (a
 // manifest holds no secrets, so it is shown again) and, after a failed post,
@@ -81,20 +78,6 @@ func When(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format("2006-01-02 15:04 UTC")
-}
-
-// Ago says roughly how long ago t was, relative to now.
-func Ago(t, now time.Time) string {
-	d := now.Sub(t)
-	switch {
-	case d < time.Minute:
-		return "just now"
-	case d < time.Hour:
-		return fmt.Sprintf("%d min ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h ago", int(d.Hours()))
-	}
-	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
 }
 
 func countNoun(n int, one, many string) string {
