@@ -49,24 +49,17 @@ func (h *Projects) CreateProject(w http.ResponseWriter, r *http.Request) error {
 	if err := RequireAdmin(r); err != nil {
 		return err
 	}
-	src, err := manifestFromRequest(r)
-	form := views.ManifestForm{Action: "/projects", Submit: "Create project", Source: src}
+	form := views.ManifestForm{Action: "/projects", Submit: "Create project"}
 	rerender := func(status int, f views.ManifestForm) error {
 		return Render(w, r, status, views.NewProject(views.NewProjectPage{Chrome: h.Chrome(r, "New project", "projects"), Form: f}))
 	}
-	if err != nil {
-		form.Error = store.ErrorMessage(err)
-		return rerender(http.StatusBadRequest, form)
-	}
-	res := compiler.Compile("skali.yaml", []byte(src))
-	if !res.Valid() {
-		report := views.NewManifestReport([]byte(src), res)
-		form.Report = &report
-		return rerender(http.StatusUnprocessableEntity, form)
+	res, status := compilePostedManifest(r, &form)
+	if res == nil {
+		return rerender(status, form)
 	}
 	def := res.Definition
 	p, _, err := h.DB.CreateProject(r.Context(), ActorOf(r), store.NewRevision{
-		Name: def.Name, Description: def.Description, Source: src,
+		Name: def.Name, Description: def.Description, Source: form.Source,
 		Canonical: def.Canonical(), Hash: res.Hash, Summary: compiler.Summarize(nil, def),
 	})
 	if store.ErrorCode(err) == store.Conflict {
@@ -162,22 +155,15 @@ func (h *Projects) AddRevision(w http.ResponseWriter, r *http.Request) error {
 	if err := requireRevisionRole(role); err != nil {
 		return err
 	}
-	src, err := manifestFromRequest(r)
-	form := views.ManifestForm{Action: "/projects/" + p.Name + "/revisions", Submit: "Add revision", Source: src}
+	form := views.ManifestForm{Action: "/projects/" + p.Name + "/revisions", Submit: "Add revision"}
 	rerender := func(status int, f views.ManifestForm) error {
 		return Render(w, r, status, views.NewRevision(views.NewRevisionPage{
 			Chrome: h.Chrome(r, "New revision of "+p.Name, "projects"), Project: p.Name, Form: f,
 		}))
 	}
-	if err != nil {
-		form.Error = store.ErrorMessage(err)
-		return rerender(http.StatusBadRequest, form)
-	}
-	res := compiler.Compile("skali.yaml", []byte(src))
-	if !res.Valid() {
-		report := views.NewManifestReport([]byte(src), res)
-		form.Report = &report
-		return rerender(http.StatusUnprocessableEntity, form)
+	res, status := compilePostedManifest(r, &form)
+	if res == nil {
+		return rerender(status, form)
 	}
 	latest, err := h.DB.LatestRevision(ctx, p.ID)
 	if err != nil {
@@ -185,7 +171,7 @@ func (h *Projects) AddRevision(w http.ResponseWriter, r *http.Request) error {
 	}
 	def := res.Definition
 	rev, unchanged, err := h.DB.AddRevision(ctx, ActorOf(r), p.ID, store.NewRevision{
-		Name: def.Name, Description: def.Description, Source: src,
+		Name: def.Name, Description: def.Description, Source: form.Source,
 		Canonical: def.Canonical(), Hash: res.Hash, Summary: compiler.Summarize(DefinitionOf(latest), def),
 	})
 	if store.ErrorCode(err) == store.Invalid {
@@ -234,6 +220,25 @@ func requireRevisionRole(role store.Role) error {
 		return store.Errorf(store.Forbidden, "Adding a revision needs the admin role on an environment of this project; you are a %s.", role)
 	}
 	return nil
+}
+
+// compilePostedManifest reads and compiles the manifest of a form post into
+// form. When it cannot be stored, form carries the error or the compiler's
+// report, res is nil and status is the one to re-render the form with.
+func compilePostedManifest(r *http.Request, form *views.ManifestForm) (res *compiler.Result, status int) {
+	src, err := manifestFromRequest(r)
+	form.Source = src
+	if err != nil {
+		form.Error = store.ErrorMessage(err)
+		return nil, http.StatusBadRequest
+	}
+	res = compiler.Compile("skali.yaml", []byte(src))
+	if !res.Valid() {
+		report := views.NewManifestReport([]byte(src), res)
+		form.Report = &report
+		return nil, http.StatusUnprocessableEntity
+	}
+	return res, http.StatusOK
 }
 
 // manifestFromRequest returns the manifest of a form post: an uploaded file
