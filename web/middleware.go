@@ -176,7 +176,9 @@ func (a *app) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if time.Since(time.UnixMilli(signedIn)) > a.deps.SessionLifetime {
-			_ = a.sessions.Destroy(ctx)
+			if err := a.sessions.Destroy(ctx); err != nil {
+				a.logger.Warn("end expired session", "request_id", handlers.RequestID(ctx), "err", err)
+			}
 			a.base.Flash(ctx, "info", "Your session has ended after its maximum lifetime. Please sign in again.")
 			next.ServeHTTP(w, r)
 			return
