@@ -156,13 +156,23 @@ func UnionContract(cs ...compiler.ValueContract) compiler.ValueContract {
 
 // activeKey returns the id of the key new values are sealed under, holding
 // a share lock so a rotation cannot switch keys under this transaction.
+//
+// A rotation switches the active key in one transaction, yet a SELECT ...
+// FOR SHARE that waited for it re-checks only the row it had found (the old
+// key, now no longer active) and cannot see the new one in its snapshot, so
+// it finds nothing. The next statement of this read-committed transaction
+// takes a fresh snapshot and sees the new key: ask again before giving up.
 func activeKey(ctx context.Context, tx pgx.Tx) (string, error) {
-	var id string
-	err := tx.QueryRow(ctx, `SELECT id FROM value_keys WHERE state = 'active' FOR SHARE`).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", errors.New("store: no active value-encryption key (the keyring was not opened)")
+	for attempt := 0; ; attempt++ {
+		var id string
+		err := tx.QueryRow(ctx, `SELECT id FROM value_keys WHERE state = 'active' FOR SHARE`).Scan(&id)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return id, err
+		}
+		if attempt == 2 {
+			return "", errors.New("store: no active value-encryption key (the keyring was not opened)")
+		}
 	}
-	return id, err
 }
 
 // slot is one environment_values row, locked for update.
