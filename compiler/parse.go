@@ -48,6 +48,14 @@ func (c *checker) add(sev Severity, n *yaml.Node, path pathT, msg string) {
 	line, col := 1, 1
 	if n != nil {
 		line, col = n.Line, n.Column
+		// A block mapping or list starts on the line after its key, at its
+		// first entry; a problem with the field as a whole belongs on the
+		// line that names it (`build:`), as a missing key does (see missing).
+		if (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) && n.Style&yaml.FlowStyle == 0 {
+			if k := c.lookupKey(c.root, path.String(), n); k != nil {
+				line, col = k.Line, k.Column
+			}
+		}
 	}
 	c.diags = append(c.diags, Diagnostic{Severity: sev, Path: path.String(), Line: line, Column: col, Message: msg})
 }

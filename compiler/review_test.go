@@ -232,3 +232,35 @@ databases:
 `, want: []want{errAt("databases.Data", 7, 3)}},
 	})
 }
+
+func TestProblemsWithABlockValuePointAtItsKey(t *testing.T) {
+	runRules(t, []ruleCase{
+		{name: "image and build together: at the build key", cite: "applications.*.image: exactly one of nonempty image or build is required (DESIGN.md: a missing required key is reported at the line of its parent; a field's block value is reported where the field is named)",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    build:
+      context: .
+`, want: []want{errAt("applications.web.build", 5, 5)}},
+		{name: "a list as an environment value: at its name", cite: "applications.*.environment: Null, lists, and objects are invalid values.",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    environment:
+      LIST:
+        - a
+`, want: []want{errAt("applications.web.environment.LIST", 6, 7)}},
+		{name: "a flow value keeps its own position", cite: "applications.*.environment: Null, lists, and objects are invalid values.",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    environment: {LIST: [a]}
+`, want: []want{errAt("applications.web.environment.LIST", 5, 25)}},
+	})
+}
