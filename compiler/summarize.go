@@ -3,7 +3,8 @@ package compiler
 import (
 	"bytes"
 	"encoding/json"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -39,17 +40,17 @@ func Summarize(prev, next *Definition) string {
 
 func diffServices[T any](kind string, prev, next map[string]*T, changes func(key string, a, b *T) string) []string {
 	var out []string
-	for _, k := range sortedKeys(next) {
+	for _, k := range slices.Sorted(maps.Keys(next)) {
 		if _, ok := prev[k]; !ok {
 			out = append(out, "added "+kind+" "+k)
 		}
 	}
-	for _, k := range sortedKeys(prev) {
+	for _, k := range slices.Sorted(maps.Keys(prev)) {
 		if _, ok := next[k]; !ok {
 			out = append(out, "removed "+kind+" "+k)
 		}
 	}
-	for _, k := range sortedKeys(next) {
+	for _, k := range slices.Sorted(maps.Keys(next)) {
 		a, ok := prev[k]
 		if !ok {
 			continue
@@ -59,15 +60,6 @@ func diffServices[T any](kind string, prev, next map[string]*T, changes func(key
 		}
 	}
 	return out
-}
-
-func sortedKeys[T any](m map[string]*T) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func same(a, b any) bool {

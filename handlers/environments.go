@@ -3,8 +3,9 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -135,13 +136,13 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 			}
 			return hv
 		}
-		for _, name := range sortedKeys(def.Applications) {
+		for _, name := range slices.Sorted(maps.Keys(def.Applications)) {
 			m.Applications = append(m.Applications, applicationView(name, def.Applications[name], host))
 		}
-		for _, name := range sortedKeys(def.Databases) {
+		for _, name := range slices.Sorted(maps.Keys(def.Databases)) {
 			m.Databases = append(m.Databases, databaseView(name, def.Databases[name]))
 		}
-		for _, name := range sortedKeys(def.Buckets) {
+		for _, name := range slices.Sorted(maps.Keys(def.Buckets)) {
 			m.Buckets = append(m.Buckets, bucketView(name, def.Buckets[name], host))
 		}
 	}
@@ -170,15 +171,6 @@ func valuesSummary(states []store.ValueState) views.ValuesSummary {
 	return s
 }
 
-func sortedKeys[T any](m map[string]T) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func applicationView(name string, a *compiler.Application, host func(string) views.HostView) views.ApplicationView {
 	v := views.ApplicationView{Name: name}
 	if a.Image != "" {
@@ -190,11 +182,11 @@ func applicationView(name string, a *compiler.Application, host func(string) vie
 		}
 		v.Source += ")"
 	}
-	for _, pn := range sortedKeys(a.Ports) {
+	for _, pn := range slices.Sorted(maps.Keys(a.Ports)) {
 		p := a.Ports[pn]
 		v.Ports = append(v.Ports, fmt.Sprintf("%s %d/%s", pn, p.Port, p.Protocol))
 	}
-	for _, rn := range sortedKeys(a.Routes) {
+	for _, rn := range slices.Sorted(maps.Keys(a.Routes)) {
 		rt := a.Routes[rn]
 		rv := views.RouteView{Name: rn, Domain: host(rt.Domain), Path: rt.Path, Port: fmt.Sprintf("%s (%d)", rt.Port, rt.TargetPort), TLS: rt.TLS}
 		if rt.Port == strconv.Itoa(rt.TargetPort) {

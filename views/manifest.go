@@ -2,7 +2,8 @@ package views
 
 import (
 	"bytes"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -440,13 +441,13 @@ func NewDefinitionSummary(res *compiler.Result) DefinitionSummary {
 		Hash:        res.Hash,
 		Required:    append([]string(nil), res.Values.Required...),
 	}
-	for _, name := range sortedNames(res.Values.Optional) {
+	for _, name := range slices.Sorted(maps.Keys(res.Values.Optional)) {
 		s.Optional = append(s.Optional, OptionalValue{Name: name, Default: res.Values.Optional[name]})
 	}
-	for _, name := range sortedNames(def.Applications) {
+	for _, name := range slices.Sorted(maps.Keys(def.Applications)) {
 		s.Applications = append(s.Applications, newApplicationSummary(name, def.Applications[name]))
 	}
-	for _, name := range sortedNames(def.Databases) {
+	for _, name := range slices.Sorted(maps.Keys(def.Databases)) {
 		db := def.Databases[name]
 		d := DatabaseSummary{Name: name, Engine: db.Engine, Version: db.Version, Isolation: db.Isolation,
 			Availability: db.Availability, Extensions: db.Extensions}
@@ -455,7 +456,7 @@ func NewDefinitionSummary(res *compiler.Result) DefinitionSummary {
 		}
 		s.Databases = append(s.Databases, d)
 	}
-	for _, name := range sortedNames(def.Buckets) {
+	for _, name := range slices.Sorted(maps.Keys(def.Buckets)) {
 		b := def.Buckets[name]
 		bs := BucketSummary{Name: name, Visibility: b.Visibility, Versioning: b.Versioning}
 		var quota []string
@@ -482,11 +483,11 @@ func newApplicationSummary(name string, app *compiler.Application) ApplicationSu
 	if app.Build != nil {
 		a.Build = &BuildSummary{Context: app.Build.Context, Dockerfile: app.Build.Dockerfile, Target: app.Build.Target}
 	}
-	for _, pn := range sortedNames(app.Ports) {
+	for _, pn := range slices.Sorted(maps.Keys(app.Ports)) {
 		p := app.Ports[pn]
 		a.Ports = append(a.Ports, PortSummary{Name: pn, Port: p.Port, Protocol: p.Protocol})
 	}
-	for _, rn := range sortedNames(app.Routes) {
+	for _, rn := range slices.Sorted(maps.Keys(app.Routes)) {
 		r := app.Routes[rn]
 		port := r.Port
 		if port != strconv.Itoa(r.TargetPort) {
@@ -501,20 +502,11 @@ func newApplicationSummary(name string, app *compiler.Application) ApplicationSu
 	if app.Scaling.TargetCPUUtilization > 0 {
 		a.Autoscaling = "CPU " + strconv.Itoa(app.Scaling.TargetCPUUtilization) + "%"
 	}
-	for _, vn := range sortedNames(app.Volumes) {
+	for _, vn := range slices.Sorted(maps.Keys(app.Volumes)) {
 		v := app.Volumes[vn]
 		a.Volumes = append(a.Volumes, vn+" at "+v.MountPath+" ("+v.Size.String()+")")
 	}
 	return a
-}
-
-func sortedNames[T any](m map[string]T) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
 }
 
 func plural(n int, one, many string) string {
