@@ -44,6 +44,15 @@ func scanEnvironment(row pgx.Row) (*Environment, error) {
 	return &e, nil
 }
 
+// collectEnvironment is a pgx.RowToFunc for queries selecting environmentColumns.
+func collectEnvironment(row pgx.CollectableRow) (Environment, error) {
+	e, err := scanEnvironment(row)
+	if err != nil {
+		return Environment{}, err
+	}
+	return *e, nil
+}
+
 // CreateEnvironment adds an environment named name to the project, with its
 // audit record.
 func (db *DB) CreateEnvironment(ctx context.Context, a Actor, projectID int64, name string) (*Environment, error) {
@@ -106,13 +115,7 @@ func (db *DB) VisibleEnvironments(ctx context.Context, u *User, projectID int64)
 		WHERE e.project_id = $1
 		  AND ($3 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $2))
 		ORDER BY e.name`, projectID, u.ID, u.IsAdmin)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Environment, error) {
-		e, err := scanEnvironment(row)
-		if err != nil {
-			return Environment{}, err
-		}
-		return *e, nil
-	})
+	out, err := pgx.CollectRows(rows, collectEnvironment)
 	if err != nil {
 		return nil, fmt.Errorf("store: visible environments: %w", err)
 	}

@@ -250,13 +250,7 @@ func (db *DB) AdminEnvironments(ctx context.Context, u *User) ([]Environment, er
 		SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id
 		WHERE $2 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1 AND m.role = 'admin')
 		ORDER BY p.name, e.name`, u.ID, u.IsAdmin)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Environment, error) {
-		e, err := scanEnvironment(row)
-		if err != nil {
-			return Environment{}, err
-		}
-		return *e, nil
-	})
+	out, err := pgx.CollectRows(rows, collectEnvironment)
 	if err != nil {
 		return nil, fmt.Errorf("store: admin environments: %w", err)
 	}
