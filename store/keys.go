@@ -502,9 +502,12 @@ func (v *Vault) RotateKey(ctx context.Context, a Actor, newID string, progress f
 			break
 		}
 		for _, s := range batch {
+			sealed := false
 			err := v.db.InTx(ctx, func(tx pgx.Tx) error {
+				sealed = false
 				cur, err := lockSlot(ctx, tx, s.env, s.name)
 				if err != nil || !cur.set() || *cur.keyID == newID {
+					// A write that ran meanwhile already used the new key.
 					return err
 				}
 				pt, err := v.keys.open(*cur.keyID, s.env, s.name, cur.version, cur.nonce, cur.ciphertext)
@@ -518,10 +521,14 @@ func (v *Vault) RotateKey(ctx context.Context, a Actor, newID string, progress f
 				}
 				_, err = tx.Exec(ctx, `UPDATE environment_values SET key_id = $3, nonce = $4, ciphertext = $5
 					WHERE environment_id = $1 AND name = $2`, s.env, s.name, newID, nonce, ct)
+				sealed = err == nil
 				return err
 			})
 			if err != nil {
 				return res, fmt.Errorf("store: rotate: %w", err)
+			}
+			if !sealed {
+				continue
 			}
 			res.Reencrypted++
 			if progress != nil {

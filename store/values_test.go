@@ -447,7 +447,9 @@ func TestRotationKeepsValuesReadableAndRetiresTheOldKey(t *testing.T) {
 	if readErr != nil {
 		t.Fatalf("during rotation: %v", readErr)
 	}
-	if res.Reencrypted < 150 || len(res.Retired) != 1 || res.Retired[0] != store.KeyID(mustKey(t, oldKey)) {
+	// The writer may seal V000 under the new key before the rotation
+	// reaches it; then that one needs no re-encryption.
+	if res.Reencrypted < 149 || res.Reencrypted > 150 || len(res.Retired) != 1 || res.Retired[0] != store.KeyID(mustKey(t, oldKey)) {
 		t.Errorf("rotation = %+v", res)
 	}
 	// After: readable with the new key alone; the old key alone is refused.
