@@ -87,7 +87,7 @@ func (c *checker) application(n *yaml.Node, p pathT, declared map[string]map[str
 	if n := o.get("platforms"); n != nil {
 		items := c.stringList(n, o.at("platforms"))
 		for i, it := range items {
-			ip := index(o.at("platforms"), i)
+			ip := index(o.at("platforms"), indexOf(resolve(n), it, i))
 			v, ok := c.enum(it, ip, platformValues)
 			if !ok {
 				continue
@@ -395,7 +395,9 @@ func (c *checker) environment(n *yaml.Node, p pathT, declared map[string]map[str
 			env[name] = s
 			continue
 		}
-		if strings.Contains(s, "{{") || strings.Contains(s, "}}") {
+		// Only an opening `{{` starts a service output: a lone `}}`, as in
+		// a JSON value such as {"a":{"b":1}}, is ordinary text.
+		if strings.Contains(s, "{{") {
 			ref, whole := parseServiceRef(s)
 			if !whole {
 				c.errorf(v, kp, "a service output ({{...}}) must be the entire value; it cannot be combined with other text")

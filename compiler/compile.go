@@ -74,6 +74,7 @@ func Compile(filename string, src []byte) (res *Result) {
 	if root != nil {
 		def = c.manifest(root)
 	}
+	c.finishRefs()
 	res.Diagnostics = sortDiagnostics(c.diags)
 	if res.Diagnostics == nil {
 		res.Diagnostics = []Diagnostic{}

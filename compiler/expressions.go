@@ -76,8 +76,16 @@ func parseServiceRef(s string) (serviceRef, bool) {
 // expressionIndex collects ${NAME} uses across the manifest for the value
 // contract and the conflicting-default rule.
 type expressionIndex struct {
+	uses     []refUse
 	required map[string]bool
 	defaults map[string]string
+}
+
+// refUse is one reference and the node it was written in.
+type refUse struct {
+	node *yaml.Node
+	path pathT
+	ref  valueRef
 }
 
 func newExpressionIndex() *expressionIndex {
@@ -101,22 +109,52 @@ func (c *checker) checkExpression(n *yaml.Node, path pathT, s string) bool {
 	return true
 }
 
-// recordRefs adds references to the value contract and reports a second,
-// different inline default for the same name.
+// recordRefs adds references to the value contract. Conflicting defaults
+// are checked once every reference is known (see finishRefs), so the
+// conflict is reported where it is written second in the file, not where
+// the checker happens to reach it second.
 func (c *checker) recordRefs(n *yaml.Node, path pathT, refs []valueRef) {
 	for _, r := range refs {
+		c.exprs.uses = append(c.exprs.uses, refUse{node: n, path: path, ref: r})
+	}
+}
+
+// finishRefs builds the value contract from every recorded reference in
+// file order and reports a second, different inline default for the same
+// name at the later of the two.
+func (c *checker) finishRefs() {
+	x := c.exprs
+	before := func(a, b refUse) bool {
+		if a.node.Line != b.node.Line {
+			return a.node.Line < b.node.Line
+		}
+		return a.node.Column < b.node.Column
+	}
+	sorted := true
+	for i := 1; i < len(x.uses); i++ {
+		if before(x.uses[i], x.uses[i-1]) {
+			sorted = false
+			break
+		}
+	}
+	if !sorted {
+		sort.SliceStable(x.uses, func(i, j int) bool { return before(x.uses[i], x.uses[j]) })
+	}
+	for _, u := range x.uses {
+		r := u.ref
 		if !r.hasDefault {
-			c.exprs.required[r.name] = true
+			x.required[r.name] = true
 			continue
 		}
-		if prev, ok := c.exprs.defaults[r.name]; ok {
+		if prev, ok := x.defaults[r.name]; ok {
 			if prev != r.def {
-				c.errorf(n, path, "value `"+r.name+"` has two different inline defaults; use the same default everywhere or declare it once")
+				c.errorf(u.node, u.path, "value `"+r.name+"` has two different inline defaults; use the same default everywhere or declare it once")
 			}
 			continue
 		}
-		c.exprs.defaults[r.name] = r.def
+		x.defaults[r.name] = r.def
 	}
+	x.uses = nil
 }
 
 // ValueContract is the set of project values a manifest needs, derived only

@@ -632,3 +632,60 @@ applications:
 `, want: nil},
 	})
 }
+
+// TestAuditRules holds cases from an audit of the compiler against the
+// reference, one per disagreement found; each cites the sentence it enforces.
+func TestAuditRules(t *testing.T) {
+	runRules(t, []ruleCase{
+		{name: "a lone }} in an environment value is text", cite: "A {{...}} service output may appear only in an application's environment: block and must occupy the entire value. ... Malformed ${ or {{ inside an expression-bearing field is an error",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    environment:
+      CONFIG: '{"a":{"b":1}}'
+      TEMPLATE: "a }} b"
+`},
+		{name: "a nested ${ in a default is reported as such, not as a service output", cite: "Malformed ${ or {{ inside an expression-bearing field is an error",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    environment:
+      A: "${A:-${B}}"
+`, want: []want{errAt("applications.web.environment.A", 6, 10)}, contains: "nested"},
+		{name: "a duplicate platform after an invalid item keeps its own index", cite: "Allowed values are linux/amd64 and linux/arm64, without duplicates. (DESIGN.md: sequence items as [i])",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    platforms: [~, linux/amd64, linux/amd64]
+`, want: []want{errAt("applications.web.platforms[0]", 5, 17), errAt("applications.web.platforms[2]", 5, 33)}},
+		{name: "conflicting defaults are reported at the later one in the file: bucket before application", cite: "The same name with two different inline defaults is an error.",
+			src: `
+name: x
+buckets:
+  f:
+    route: {domain: "${D:-a.example.com}"}
+applications:
+  web:
+    image: nginx
+    environment:
+      A: "${D:-b.example.com}"
+`, want: []want{errAt("applications.web.environment.A", 9, 10)}, contains: "two different inline defaults"},
+		{name: "conflicting defaults are reported at the later one in the file: routes before environment", cite: "The same name with two different inline defaults is an error.",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    routes:
+      r: {domain: "${D:-a.example.com}", port: 80}
+    environment:
+      A: "${D:-b.example.com}"
+`, want: []want{errAt("applications.web.environment.A", 8, 10)}, contains: "two different inline defaults"},
+	})
+}
