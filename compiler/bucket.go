@@ -137,7 +137,9 @@ func (c *checker) cors(n *yaml.Node, p pathT) *CORS {
 		}
 		cr.AllowedOrigins = sortedUnique(cr.AllowedOrigins)
 	}
-	if v := o.get("allowedMethods"); v != nil {
+	// An empty list is the default too: a declared policy always allows
+	// at least GET and PUT unless it names its methods.
+	if v := o.get("allowedMethods"); v != nil && !emptyList(v) {
 		mp := o.at("allowedMethods")
 		for i, it := range c.stringList(v, mp) {
 			ip := index(mp, indexOf(resolve(v), it, i))
@@ -214,4 +216,10 @@ func originShape(s string) string {
 		return "has an invalid host"
 	}
 	return ""
+}
+
+// emptyList reports whether n is a list without items or null.
+func emptyList(n *yaml.Node) bool {
+	n = resolve(n)
+	return n.Kind == yaml.SequenceNode && len(n.Content) == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }

@@ -146,7 +146,7 @@ func (c *checker) hostname(n *yaml.Node, p pathT) (string, bool) {
 		if d == "" {
 			continue
 		}
-		if problem := hostnameShape(d, false); problem != "" {
+		if problem := hostnameChars(d); problem != "" {
 			c.errorf(n, p, "inline default `"+d+"` of hostname `"+s+"` "+problem)
 			return "", false
 		}
@@ -223,8 +223,34 @@ func splitExpression(s string) (string, []string) {
 }
 
 // hostnameShape explains what is wrong with a hostname's literal text, or
-// returns "". full requires a complete DNS name (no expressions involved).
+// returns "". full requires a complete DNS name (no expressions involved);
+// otherwise s has a placeholder letter for each ${...} (see
+// splitExpression), and only the lengths wait for the resolved name: no
+// value can repair a doubled dot or a label ending in a hyphen.
 func hostnameShape(s string, full bool) string {
+	if problem := hostnameChars(s); problem != "" {
+		return problem
+	}
+	if full && len(s) > 253 {
+		return "is longer than 253 characters"
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" {
+			return "has an empty label; check for leading, trailing or doubled dots"
+		}
+		if full && len(label) > 63 {
+			return "has a label longer than 63 characters"
+		}
+		if label[0] == '-' || label[len(label)-1] == '-' {
+			return "has a label that starts or ends with a hyphen"
+		}
+	}
+	return ""
+}
+
+// hostnameChars explains what is wrong with the characters of a hostname
+// or a fragment of one (an inline default), or returns "".
+func hostnameChars(s string) string {
 	switch {
 	case strings.Contains(s, "://"):
 		return "must not include a scheme; write only the hostname, such as example.com"
@@ -239,23 +265,6 @@ func hostnameShape(s string, full bool) string {
 		ch := s[i]
 		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '.') {
 			return "contains a character not allowed in hostnames; use letters, digits, hyphens and dots"
-		}
-	}
-	if !full {
-		return ""
-	}
-	if len(s) > 253 {
-		return "is longer than 253 characters"
-	}
-	for _, label := range strings.Split(s, ".") {
-		if label == "" {
-			return "has an empty label; check for leading, trailing or doubled dots"
-		}
-		if len(label) > 63 {
-			return "has a label longer than 63 characters"
-		}
-		if label[0] == '-' || label[len(label)-1] == '-' {
-			return "has a label that starts or ends with a hyphen"
 		}
 	}
 	return ""

@@ -687,5 +687,32 @@ applications:
     environment:
       A: "${D:-b.example.com}"
 `, want: []want{errAt("applications.web.environment.A", 8, 10)}, contains: "two different inline defaults"},
+		{name: "the literal text around expressions in a hostname still forms labels", cite: "applications.*.routes.*.domain Required nonempty hostname string; no scheme, path, port, or wildcard. Supports ${NAME} and inline defaults",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    routes:
+      a: {domain: "www..${D}", port: 80}
+      b: {domain: ".${D}", port: 80}
+      c: {domain: "${D}-", port: 80, aliases: ["-www.${D}"]}
+      d: {domain: "${A}-${B}.example.com", port: 80, aliases: ["${P:-www.}example.com"]}
+`, want: []want{errAt("applications.web.routes.a.domain", 6, 19), errAt("applications.web.routes.b.domain", 7, 19), errAt("applications.web.routes.c.domain", 8, 19), errAt("applications.web.routes.c.aliases[0]", 8, 48)}, contains: "empty label"},
 	})
+}
+
+// TestAuditHashEquality: spellings of the same deployment found by the
+// audit share a hash.
+func TestAuditHashEquality(t *testing.T) {
+	// "buckets.*.cors.allowedMethods Array; defaults to GET, PUT."
+	base := mustCompile(t, "name: x\nbuckets:\n  f: {cors: {allowedOrigins: ['*']}}\n").Hash
+	for _, src := range []string{
+		"name: x\nbuckets:\n  f: {cors: {allowedOrigins: ['*'], allowedMethods: []}}\n",
+		"name: x\nbuckets:\n  f: {cors: {allowedOrigins: ['*'], allowedMethods: [put, GET]}}\n",
+	} {
+		if got := mustCompile(t, src).Hash; got != base {
+			t.Errorf("got hash %s, want %s for\n%s", got, base, src)
+		}
+	}
 }
