@@ -272,7 +272,10 @@ func hostnameChars(s string) string {
 
 // Reserved edge paths: HTTP routers keep these for certificate validation
 // and the installation's identity.
-var reservedPaths = []string{"/.well-known/acme-challenge", "/.well-known/skali-edge"}
+// As the reference writes them: the ACME prefix ends in a slash, so a
+// route such as /.well-known/acme-challenges is not under it, while
+// /.well-known/skali-edge is a plain prefix.
+var reservedPaths = []string{"/.well-known/acme-challenge/", "/.well-known/skali-edge"}
 
 // routePath checks a literal route path and returns it cleaned.
 func (c *checker) routePath(n *yaml.Node, p pathT) (string, bool) {
@@ -297,7 +300,11 @@ func (c *checker) routePath(n *yaml.Node, p pathT) (string, bool) {
 	}
 	clean := path.Clean(s)
 	for _, r := range reservedPaths {
-		if strings.HasPrefix(clean, r) {
+		// A route is refused when every request it matches is the
+		// edge's: its cleaned path (without the trailing slash) lies
+		// under a reserved prefix. A shorter route such as / or
+		// /.well-known only gives the reserved part up.
+		if strings.HasPrefix(clean+"/", r) {
 			c.errorf(n, p, "route path `"+s+"` is reserved by the edge ("+r+"); choose another path")
 			return "", false
 		}

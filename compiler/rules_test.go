@@ -699,6 +699,18 @@ applications:
       c: {domain: "${D}-", port: 80, aliases: ["-www.${D}"]}
       d: {domain: "${A}-${B}.example.com", port: 80, aliases: ["${P:-www.}example.com"]}
 `, want: []want{errAt("applications.web.routes.a.domain", 6, 19), errAt("applications.web.routes.b.domain", 7, 19), errAt("applications.web.routes.c.domain", 8, 19), errAt("applications.web.routes.c.aliases[0]", 8, 48)}, contains: "empty label"},
+		{name: "only paths under the reserved ACME prefix are refused", cite: "HTTP routers reserve /.well-known/acme-challenge/ for cert-manager's solver and /.well-known/skali-edge for the installation's own edge identity",
+			src: `
+name: x
+applications:
+  web:
+    image: nginx
+    routes:
+      a: {domain: a.example.com, port: 80, path: /.well-known/acme-challenges}
+      b: {domain: a.example.com, port: 80, path: /.well-known}
+      c: {domain: a.example.com, port: 80, path: /.well-known/acme-challenge/token}
+      d: {domain: a.example.com, port: 80, path: /.well-known/skali-edge-x}
+`, want: []want{errAt("applications.web.routes.c.path", 8, 50), errAt("applications.web.routes.d.path", 9, 50)}, contains: "reserved"},
 	})
 }
 
