@@ -304,7 +304,7 @@ func (c *checker) routePath(n *yaml.Node, p pathT) (string, bool) {
 		// edge's: its cleaned path (without the trailing slash) lies
 		// under a reserved prefix. A shorter route such as / or
 		// /.well-known only gives the reserved part up.
-		if strings.HasPrefix(clean+"/", r) {
+		if strings.HasPrefix(clean, r) || len(clean)+1 == len(r) && strings.HasPrefix(r, clean) && r[len(clean)] == '/' {
 			c.errorf(n, p, "route path `"+s+"` is reserved by the edge ("+r+"); choose another path")
 			return "", false
 		}
