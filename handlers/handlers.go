@@ -7,6 +7,7 @@ package handlers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 
@@ -118,4 +119,18 @@ func Render(w http.ResponseWriter, r *http.Request, status int, c templ.Componen
 func SeeOther(w http.ResponseWriter, r *http.Request, url string) error {
 	http.Redirect(w, r, url, http.StatusSeeOther)
 	return nil
+}
+
+// ParseForm parses the posted form. A body over the limit keeps its
+// *http.MaxBytesError (413); anything else unreadable, such as a broken
+// %-escape, is the sender's mistake (400), never a 500.
+func ParseForm(r *http.Request) error {
+	err := r.ParseForm()
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return err
+	}
+	return store.Errorf(store.Invalid, "The form could not be read. Go back and send it again.")
 }

@@ -64,7 +64,7 @@ func (h *Members) AddMember(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := r.ParseForm(); err != nil {
+	if err := ParseForm(r); err != nil {
 		return err
 	}
 	form := views.MemberForm{Email: strings.TrimSpace(r.PostForm.Get("email")), Role: r.PostForm.Get("role")}
@@ -104,7 +104,7 @@ func (h *Members) ChangeMemberRole(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if err := r.ParseForm(); err != nil {
+	if err := ParseForm(r); err != nil {
 		return err
 	}
 	role, err := store.ParseRole(r.PostForm.Get("role"))

@@ -1,12 +1,10 @@
 package handlers
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/skali-dev/studio/compiler"
-	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
 
@@ -35,11 +33,8 @@ func (h *Validate) ShowValidatePage(w http.ResponseWriter, r *http.Request) erro
 // 1 MiB limit is answered by the compiler's own diagnostic; a body over the
 // web limit fails while parsing and becomes 413 in web.
 func (h *Validate) Validate(w http.ResponseWriter, r *http.Request) error {
-	if err := r.ParseForm(); err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return err
-		}
-		return store.Errorf(store.Invalid, "The form could not be read. Paste the manifest and try again.")
+	if err := ParseForm(r); err != nil {
+		return err
 	}
 	// Browsers send a text area's line breaks as CRLF; the manifest is
 	// compiled and shown with the LF a file on disk would have.

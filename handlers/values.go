@@ -111,8 +111,8 @@ func (h *Values) SetValue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := r.ParseForm(); err != nil {
-		return store.Errorf(store.Invalid, "The form could not be read.")
+	if err := ParseForm(r); err != nil {
+		return err
 	}
 	name := strings.TrimSpace(r.PostForm.Get("name"))
 	values, hasValue := r.PostForm["value"]
@@ -306,8 +306,8 @@ func (h *Values) PruneValues(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := r.ParseForm(); err != nil {
-		return store.Errorf(store.Invalid, "The form could not be read.")
+	if err := ParseForm(r); err != nil {
+		return err
 	}
 	shown, err := h.shownRevision(ctx, env)
 	if err != nil {

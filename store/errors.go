@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Code classifies an application error so that the web layer can choose a
@@ -35,12 +37,24 @@ func Errorf(code Code, format string, args ...any) *Error {
 }
 
 // ErrorCode returns the code of the first *Error in err's chain, or Internal.
+// Text PostgreSQL cannot store (a NUL byte, invalid UTF-8) came from the
+// sender, so it is Invalid too, wherever it reached a query.
 func ErrorCode(err error) Code {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
 	}
+	if unstorableText(err) {
+		return Invalid
+	}
 	return Internal
+}
+
+// unstorableText reports whether err is PostgreSQL refusing text for its
+// bytes: character_not_in_repertoire or untranslatable_character.
+func unstorableText(err error) bool {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && (pe.Code == "22021" || pe.Code == "22P05")
 }
 
 // ErrorMessage returns the user-facing message of err: the message of an
@@ -50,6 +64,9 @@ func ErrorMessage(err error) string {
 	var e *Error
 	if errors.As(err, &e) && e.Code != Internal {
 		return e.Message
+	}
+	if unstorableText(err) {
+		return "The request contains characters that cannot be stored: a NUL byte or text that is not UTF-8."
 	}
 	return "Something went wrong on our side. The problem has been logged; please try again."
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -110,8 +112,11 @@ func (db *DB) Members(ctx context.Context, environmentID int64) ([]Member, error
 // both sides, a dot in the domain, no spaces.
 var emailPattern = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
 
-// ValidEmail reports whether s looks like an email address.
-func ValidEmail(s string) bool { return len(s) <= 254 && emailPattern.MatchString(s) }
+// ValidEmail reports whether s looks like an email address: valid UTF-8
+// with no control characters.
+func ValidEmail(s string) bool {
+	return len(s) <= 254 && utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl) && emailPattern.MatchString(s)
+}
 
 // AddMember gives the person with this email the role on the environment,
 // with its audit record, in one transaction. When nobody with that email has
