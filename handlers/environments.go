@@ -130,7 +130,7 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		host := func(expr string) views.HostView {
 			hv := views.HostView{Expression: expr, Resolved: expr}
 			if rh, ok := hosts[expr]; ok {
-				hv.Resolved, hv.Missing = rh.Name, rh.Missing
+				hv.Resolved, hv.Missing, hv.NotAHostname = rh.Name, rh.Missing, rh.NotAHostname
 			} else if strings.Contains(expr, "${") {
 				_, hv.Missing = compiler.ExpandValues(expr, nil)
 			}

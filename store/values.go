@@ -463,7 +463,19 @@ type ResolvedHost struct {
 	// Missing names the values the expression needs that are not set and
 	// have no default; Name is then incomplete.
 	Missing []string
+	// NotAHostname is true when the values expand to something that is not
+	// a lowercase DNS name; Name is then empty, because the values were
+	// evidently not hostnames and may be secrets.
+	NotAHostname bool
 }
+
+// hostnamePattern is a lowercase DNS name of at least two labels, each of 1
+// to 63 letters, digits and inner hyphens, optionally under a wildcard.
+var hostnamePattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// isHostname reports whether s is a lowercase DNS name of at most 253
+// characters with at least two labels.
+func isHostname(s string) bool { return len(s) <= 253 && hostnamePattern.MatchString(s) }
 
 var valueRef = regexp.MustCompile(`\$\{([A-Z_][A-Z0-9_]*)(?::-[^}]*)?\}`)
 
@@ -472,7 +484,9 @@ var valueRef = regexp.MustCompile(`\$\{([A-Z_][A-Z0-9_]*)(?::-[^}]*)?\}`)
 // keyed by expression. Hostnames are public even when the values that
 // supply them are secret, so the Studio may show them; only values these
 // expressions reference are decrypted, and nothing but the expanded
-// hostnames is returned.
+// hostnames is returned. A manifest can name any value in a domain, so an
+// expansion that is not a DNS name (a password put in a domain by mistake
+// or on purpose) is withheld.
 func (v *Vault) ResolveHostnames(ctx context.Context, envID int64, def *compiler.Definition) (map[string]ResolvedHost, error) {
 	var exprs []string
 	if def != nil {
@@ -506,7 +520,14 @@ func (v *Vault) ResolveHostnames(ctx context.Context, envID int64, def *compiler
 	out := make(map[string]ResolvedHost, len(exprs))
 	for _, e := range exprs {
 		name, missing := compiler.ExpandValues(e, values)
-		out[e] = ResolvedHost{Name: name, Missing: missing}
+		switch {
+		case len(missing) > 0:
+			out[e] = ResolvedHost{Missing: missing}
+		case !isHostname(name):
+			out[e] = ResolvedHost{NotAHostname: true}
+		default:
+			out[e] = ResolvedHost{Name: name}
+		}
 	}
 	return out, nil
 }

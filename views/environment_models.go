@@ -48,6 +48,9 @@ type HostView struct {
 	Resolved   string
 	// Missing names the values the hostname needs that are not set.
 	Missing []string
+	// NotAHostname is true when the values expand to something that is not
+	// a hostname; Resolved is then empty and nothing of it is shown.
+	NotAHostname bool
 }
 
 // ServiceView is a database or bucket with its settings as label/value pairs.

@@ -303,3 +303,35 @@ func TestPrunePageShowsThePendingFlash(t *testing.T) {
 		t.Error("prune page does not list the orphaned OLD_SETTING")
 	}
 }
+
+// A revision can name any value in a route domain. The environment page
+// shows a resolved domain only when it is a hostname; a secret placed there,
+// by mistake or by someone who may add revisions but not read values, is
+// withheld.
+func TestSecretPutInARouteDomainIsNotShown(t *testing.T) {
+	s, env := wikiServer(t)
+	s.AddMember(t, env, "eve@example.com", store.RoleViewer)
+	admin := s.SignInLocal(t)
+	const password, token = "S3cr3t!Pass#word", "d41d8cd98f00b204e980"
+	for name, v := range map[string]string{"SESSION_SECRET": password, "APP_DOMAIN": token} {
+		if resp, _ := s.PostForm(t, admin, envPath+"/values", url.Values{"name": {name}, "value": {v}}); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("set %s = %d, want 303", name, resp.StatusCode)
+		}
+	}
+	manifest := strings.Replace(exampleManifest(t, "production"), `domain: "${APP_DOMAIN}"`,
+		`domain: "x${SESSION_SECRET}"`+"\n        aliases: [\"${APP_DOMAIN}\", \"www.example.com\"]", 1)
+	if resp, body := s.PostForm(t, admin, "/projects/team-wiki/revisions", url.Values{"manifest": {manifest}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("add revision = %d, want 303:\n%s", resp.StatusCode, body)
+	}
+	eve := s.SignInAs(t, "eve@example.com", "Eve")
+	status, page := s.Get(t, eve, envPath)
+	if status != http.StatusOK {
+		t.Fatalf("environment page = %d, want 200", status)
+	}
+	if strings.Contains(page, password) || strings.Contains(page, token) {
+		t.Fatal("the environment page shows a value that is not a hostname")
+	}
+	if strings.Count(page, "not a hostname") != 2 || !strings.Contains(page, "www.example.com") {
+		t.Errorf("want both expressions marked %q and the literal alias shown", "not a hostname")
+	}
+}
