@@ -91,3 +91,18 @@ func BenchmarkParseNode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompileLargeMappings compiles largeMappings at two sizes: linear
+// work shows as about three times the time per op at three times the size,
+// quadratic work as nine.
+func BenchmarkCompileLargeMappings(b *testing.B) {
+	for _, n := range []int{1000, 3000} {
+		src := largeMappings(n)
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			for b.Loop() {
+				compiler.Compile("skali.yaml", src)
+			}
+		})
+	}
+}
