@@ -244,7 +244,9 @@ func (h *OIDC) callback(r *http.Request) (*store.User, error) {
 	if idt.Subject == "" {
 		return nil, failSignIn(http.StatusBadGateway, "no_subject", "The identity provider's ID token names nobody (no subject).", nil)
 	}
-	verified := claims.EmailVerified == nil || *claims.EmailVerified
+	// Without an explicit email_verified: true the email is only a claim
+	// (some providers let users type any address), so it grants nothing.
+	verified := claims.EmailVerified != nil && *claims.EmailVerified
 	name := claims.Name
 	if name == "" {
 		name = claims.Username

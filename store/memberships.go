@@ -134,11 +134,13 @@ func (db *DB) AddMember(ctx context.Context, a Actor, env *Environment, email st
 	err := db.InTx(ctx, func(tx pgx.Tx) error {
 		var id int64
 		var pending bool
-		// Someone who signed in with this email, the most recent first;
-		// else the pending user of this email; else a new pending user.
+		// Someone who signed in with this email, verified by their
+		// provider, the most recent first; else the pending user of this
+		// email; else a new pending user. An unverified email could be
+		// anybody's, so it never receives the role.
 		err := tx.QueryRow(ctx, `
 			SELECT id, issuer = '' FROM users
-			WHERE lower(email) = lower($1) AND issuer <> $2
+			WHERE lower(email) = lower($1) AND issuer <> $2 AND (issuer = '' OR email_verified)
 			ORDER BY issuer = '', last_sign_in_at DESC NULLS LAST, id
 			LIMIT 1`, email, LocalIssuer).Scan(&id, &pending)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -60,11 +60,12 @@ func (db *DB) UserByID(ctx context.Context, id int64) (*User, error) {
 	return u, nil
 }
 
-// UpsertSignIn records a sign-in of the identity issuer+subject: it creates
-// the user on first sign-in, refreshes email, name and admin flag from the
-// identity provider, and stamps the sign-in time.
+// UpsertSignIn records a sign-in of the identity issuer+subject whose email
+// is known to be theirs (the built-in administrator): it creates the user on
+// first sign-in, refreshes email, name and admin flag, and stamps the
+// sign-in time.
 func (db *DB) UpsertSignIn(ctx context.Context, issuer, subject, email, name string, isAdmin bool) (*User, error) {
-	u, err := upsertSignIn(ctx, db.Pool, issuer, subject, email, name, isAdmin)
+	u, err := upsertSignIn(ctx, db.Pool, issuer, subject, email, name, true, isAdmin)
 	if err != nil {
 		return nil, fmt.Errorf("store: record sign-in: %w", err)
 	}
@@ -73,13 +74,14 @@ func (db *DB) UpsertSignIn(ctx context.Context, issuer, subject, email, name str
 
 // upsertSignIn is the insert-or-refresh of a sign-in that UpsertSignIn and
 // SignInOIDC share.
-func upsertSignIn(ctx context.Context, q querier, issuer, subject, email, name string, isAdmin bool) (*User, error) {
+func upsertSignIn(ctx context.Context, q querier, issuer, subject, email, name string, emailVerified, isAdmin bool) (*User, error) {
 	return scanUser(q.QueryRow(ctx, `
-		INSERT INTO users (issuer, subject, email, name, is_admin, last_sign_in_at)
-		VALUES ($1, $2, $3, $4, $5, now())
+		INSERT INTO users (issuer, subject, email, name, email_verified, is_admin, last_sign_in_at)
+		VALUES ($1, $2, $3, $4, $5, $6, now())
 		ON CONFLICT (issuer, subject) DO UPDATE
-		SET email = EXCLUDED.email, name = EXCLUDED.name, is_admin = EXCLUDED.is_admin, last_sign_in_at = now()
-		RETURNING `+userColumns, issuer, subject, email, name, isAdmin))
+		SET email = EXCLUDED.email, name = EXCLUDED.name, email_verified = EXCLUDED.email_verified,
+		    is_admin = EXCLUDED.is_admin, last_sign_in_at = now()
+		RETURNING `+userColumns, issuer, subject, email, name, emailVerified, isAdmin))
 }
 
 // PendingIssuer is the issuer of a pending user: someone an environment admin
@@ -94,8 +96,9 @@ func (u *User) Pending() bool { return u.Issuer == PendingIssuer }
 // OIDCSignIn is an identity an OpenID provider vouched for.
 type OIDCSignIn struct {
 	Issuer, Subject, Email, Name string
-	// EmailVerified is false only when the provider said so explicitly;
-	// an unverified email never claims a pending user.
+	// EmailVerified is true only when the provider said so (the
+	// email_verified claim); an unverified email never claims a pending
+	// user nor a membership granted to that address.
 	EmailVerified bool
 	IsAdmin       bool
 }
@@ -122,7 +125,7 @@ func (db *DB) SignInOIDC(ctx context.Context, s OIDCSignIn) (*User, error) {
 			}
 		}
 		var err error
-		u, err = upsertSignIn(ctx, tx, s.Issuer, s.Subject, s.Email, s.Name, s.IsAdmin)
+		u, err = upsertSignIn(ctx, tx, s.Issuer, s.Subject, s.Email, s.Name, s.EmailVerified, s.IsAdmin)
 		return err
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/webtest"
+	"github.com/skali-dev/studio/web/webtest/oidcprovider"
 )
 
 const prodMembers = "/projects/hello-world/environments/production/members"
@@ -141,5 +142,33 @@ func assertAudit(t *testing.T, s *webtest.Server, action, target, detail string)
 	}
 	if n != 1 {
 		t.Errorf("audit records %s of %s with %s = %d, want 1", action, target, detail, n)
+	}
+}
+
+// An email the provider did not verify could be anybody's: a role granted to
+// that address goes to a pending member that only a verified sign-in claims.
+func TestUnverifiedEmailDoesNotReceiveARoleGrantedToIt(t *testing.T) {
+	s := webtest.Start(t)
+	s.CreateEnvironment(t, "", "production")
+	mallory := s.NewClient()
+	s.SignInWith(t, mallory, oidcprovider.Identity{Subject: "sub-mallory", Email: "victim@example.test", Name: "Mallory", EmailVerified: false})
+	admin := s.SignInLocal(t)
+	resp, _ := s.PostForm(t, admin, prodMembers, url.Values{"email": {"victim@example.test"}, "role": {"admin"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("add member = %d, want 303", resp.StatusCode)
+	}
+	if status, _ := s.Get(t, mallory, prodMembers); status != http.StatusForbidden {
+		t.Errorf("unverified holder of the email on the members page = %d, want 403", status)
+	}
+	if _, body := s.Get(t, admin, prodMembers); !strings.Contains(body, "Not signed in yet") || strings.Contains(body, "Mallory") {
+		t.Errorf("the member added is not shown as pending, or is shown as Mallory")
+	}
+	// The person who owns the address signs in with it verified and has the role.
+	victim := s.SignInAs(t, "victim@example.test", "Victor")
+	if status, _ := s.Get(t, victim, prodMembers); status != http.StatusOK {
+		t.Errorf("verified owner of the email on the members page = %d, want 200", status)
+	}
+	if status, _ := s.Get(t, mallory, prodMembers); status != http.StatusForbidden {
+		t.Errorf("after the owner signed in, Mallory on the members page = %d, want 403", status)
 	}
 }
