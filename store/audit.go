@@ -64,16 +64,27 @@ type AuditRecord struct {
 // AuditQuery selects audit records, newest first.
 type AuditQuery struct {
 	// All shows every record (installation admins); otherwise only records
-	// of the environments in EnvironmentIDs.
+	// of the environments in EnvironmentIDs and the project-wide records
+	// (project created, revision added) of their projects, since a new
+	// revision is what those environments run next.
 	All            bool
 	EnvironmentIDs []int64
-	// EnvironmentID, when not zero, keeps only that environment's records.
+	// EnvironmentID, when not zero, keeps only that environment's records
+	// and the project-wide records of its project.
 	EnvironmentID int64
 	// Action, when not empty, keeps only records of that action.
 	Action string
 	// Offset and Limit page through the results.
 	Offset, Limit int
 }
+
+// projectWide selects the records of a project rather than one of its
+// environments; projectsOf, completed with an environment id condition,
+// selects the names of those environments' projects.
+const (
+	projectWide = `environment_id IS NULL AND environment = '' AND project <> ''`
+	projectsOf  = `SELECT p.name FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id`
+)
 
 // AuditEvents returns one page of the records q selects, newest first, and
 // whether there are more after it.
@@ -87,8 +98,8 @@ func (db *DB) AuditEvents(ctx context.Context, q AuditQuery) ([]AuditRecord, boo
 	rows, _ := db.Pool.Query(ctx, `
 		SELECT id, at, actor_id, actor, action, project, environment_id, environment, target, detail, request_id
 		FROM audit_events
-		WHERE ($1 OR environment_id = ANY($2))
-		  AND ($3 = 0 OR environment_id = $3)
+		WHERE ($1 OR environment_id = ANY($2) OR (`+projectWide+` AND project IN (`+projectsOf+` = ANY($2))))
+		  AND ($3 = 0 OR environment_id = $3 OR (`+projectWide+` AND project IN (`+projectsOf+` = $3)))
 		  AND ($4 = '' OR action = $4)
 		ORDER BY at DESC, id DESC
 		OFFSET $5 LIMIT $6`, q.All, q.EnvironmentIDs, q.EnvironmentID, q.Action, q.Offset, q.Limit+1)
@@ -115,7 +126,9 @@ func (db *DB) AuditActions(ctx context.Context, q AuditQuery) ([]string, error) 
 		q.EnvironmentIDs = []int64{}
 	}
 	rows, _ := db.Pool.Query(ctx, `
-		SELECT DISTINCT action FROM audit_events WHERE ($1 OR environment_id = ANY($2)) ORDER BY action`,
+		SELECT DISTINCT action FROM audit_events
+		WHERE ($1 OR environment_id = ANY($2) OR (`+projectWide+` AND project IN (`+projectsOf+` = ANY($2))))
+		ORDER BY action`,
 		q.All, q.EnvironmentIDs)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {

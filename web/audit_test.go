@@ -121,3 +121,30 @@ func TestSignInAndSignOutAreAudited(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// A revision belongs to the project, not to one environment, yet it is what
+// every environment of the project runs next: the admins of each see it,
+// also when filtering by their environment. Other projects' stay hidden.
+func TestEnvironmentAdminsSeeTheirProjectsRevisions(t *testing.T) {
+	s := webtest.Start(t)
+	prod := s.CreateEnvironment(t, "", "production")
+	staging := s.CreateEnvironment(t, "", "staging")
+	s.CreateEnvironment(t, strings.Replace(webtest.MinimalManifest, "hello-world", "other-app", 1), "production")
+	s.AddMember(t, prod, "prodadmin@example.test", store.RoleAdmin)
+	s.AddMember(t, staging, "stager@example.test", store.RoleAdmin)
+	stager := s.SignInAs(t, "stager@example.test", "Stan Stager")
+	changed := strings.Replace(webtest.MinimalManifest, "port: 8080", "port: 8081", 1)
+	if resp, body := s.PostForm(t, stager, "/projects/hello-world/revisions", url.Values{"manifest": {changed}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("staging admin adds a revision = %d, want 303:\n%s", resp.StatusCode, body)
+	}
+	prodAdmin := s.SignInAs(t, "prodadmin@example.test", "Prod Admin")
+	for _, path := range []string{"/audit", "/audit?environment=hello-world/production", "/audit?action=revision.added"} {
+		status, body := s.Get(t, prodAdmin, path)
+		if status != http.StatusOK || !strings.Contains(body, "revision.added") || !strings.Contains(body, "Stan Stager") {
+			t.Errorf("production admin GET %s = %d without the staging admin's revision", path, status)
+		}
+		if strings.Contains(body, "other-app") {
+			t.Errorf("production admin GET %s shows another project's events", path)
+		}
+	}
+}
