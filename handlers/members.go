@@ -113,7 +113,7 @@ func (h *Members) ChangeMemberRole(w http.ResponseWriter, r *http.Request) error
 	}
 	m, err := h.DB.ChangeMemberRole(r.Context(), ActorOf(r), env, userID, role)
 	if err != nil {
-		return err
+		return h.refused(w, r, env, err)
 	}
 	h.Flash(r.Context(), "success", m.DisplayName()+" is now "+article(string(role))+" of "+env.Project+"/"+env.Name+".")
 	return SeeOther(w, r, membersPath(env))
@@ -131,10 +131,21 @@ func (h *Members) RemoveMember(w http.ResponseWriter, r *http.Request) error {
 	}
 	m, err := h.DB.RemoveMember(r.Context(), ActorOf(r), env, userID)
 	if err != nil {
-		return err
+		return h.refused(w, r, env, err)
 	}
 	h.Flash(r.Context(), "success", m.DisplayName()+" is no longer a member of "+env.Project+"/"+env.Name+".")
 	return SeeOther(w, r, membersPath(env))
+}
+
+// refused answers a change the store refused as a conflict (the last admin)
+// with the members page, unchanged, and the reason at its top (409); other
+// errors pass through.
+func (h *Members) refused(w http.ResponseWriter, r *http.Request, env *store.Environment, err error) error {
+	if store.ErrorCode(err) != store.Conflict {
+		return err
+	}
+	h.Flash(r.Context(), "error", store.ErrorMessage(err))
+	return h.render(w, r, http.StatusConflict, env, views.MemberForm{})
 }
 
 func memberParam(r *http.Request) (int64, error) {

@@ -210,6 +210,9 @@ func (db *DB) ChangeMemberRole(ctx context.Context, a Actor, env *Environment, u
 		if from == role {
 			return nil
 		}
+		if err := keepAnAdmin(ctx, tx, a, env, m); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `UPDATE memberships SET role = $3, updated_at = now() WHERE environment_id = $1 AND user_id = $2`,
 			env.ID, userID, string(role)); err != nil {
 			return err
@@ -226,6 +229,30 @@ func (db *DB) ChangeMemberRole(ctx context.Context, a Actor, env *Environment, u
 	return m, nil
 }
 
+// keepAnAdmin refuses to take the admin role from m when m is the
+// environment's last admin and the actor is not an installation admin:
+// nobody among its members could then manage the environment. Installation
+// admins may, since they manage every environment anyway. The environment
+// row is locked so that two admins demoting each other at once cannot both
+// succeed.
+func keepAnAdmin(ctx context.Context, tx pgx.Tx, a Actor, env *Environment, m *Member) error {
+	if m.Role != RoleAdmin || (a.User != nil && a.User.IsAdmin) {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM environments WHERE id = $1 FOR UPDATE`, env.ID); err != nil {
+		return err
+	}
+	var others int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM memberships WHERE environment_id = $1 AND role = 'admin' AND user_id <> $2`,
+		env.ID, m.UserID).Scan(&others); err != nil {
+		return err
+	}
+	if others == 0 {
+		return Errorf(Conflict, "%s is the last admin of %s/%s. Make someone else an admin first.", m.DisplayName(), env.Project, env.Name)
+	}
+	return nil
+}
+
 // RemoveMember takes the member's role on the environment away, with its
 // audit record.
 func (db *DB) RemoveMember(ctx context.Context, a Actor, env *Environment, userID int64) (*Member, error) {
@@ -233,6 +260,9 @@ func (db *DB) RemoveMember(ctx context.Context, a Actor, env *Environment, userI
 	err := db.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if m, err = memberTx(ctx, tx, env.ID, userID); err != nil {
+			return err
+		}
+		if err := keepAnAdmin(ctx, tx, a, env, m); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM memberships WHERE environment_id = $1 AND user_id = $2`, env.ID, userID); err != nil {

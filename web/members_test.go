@@ -172,3 +172,35 @@ func TestUnverifiedEmailDoesNotReceiveARoleGrantedToIt(t *testing.T) {
 		t.Errorf("after the owner signed in, Mallory on the members page = %d, want 403", status)
 	}
 }
+
+// An environment keeps an admin among its members: its last admin cannot
+// step down or be removed by an environment admin (the page says why and
+// nothing changes), but can once someone else is admin. Installation
+// admins, who manage every environment anyway, may.
+func TestTheLastEnvironmentAdminStays(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	s.AddMember(t, env, "boss@example.test", store.RoleAdmin)
+	boss := s.SignInAs(t, "boss@example.test", "Bo Boss")
+	id := s.UserID(t, "boss@example.test")
+	for _, path := range []string{fmt.Sprintf("%s/%d/role", prodMembers, id), fmt.Sprintf("%s/%d/remove", prodMembers, id)} {
+		resp, body := s.PostForm(t, boss, path, url.Values{"role": {"viewer"}})
+		if resp.StatusCode != http.StatusConflict || !strings.Contains(body, "Bo Boss is the last admin of hello-world/production") {
+			t.Errorf("last admin POST %s = %d, want 409 with the reason on the members page", path, resp.StatusCode)
+		}
+	}
+	if status, _ := s.Get(t, boss, prodMembers); status != http.StatusOK {
+		t.Fatalf("after the refusals the boss on the members page = %d, want 200 (still admin)", status)
+	}
+	// With a second admin, stepping down works.
+	s.AddMember(t, env, "deputy@example.test", store.RoleAdmin)
+	if resp, _ := s.PostForm(t, boss, fmt.Sprintf("%s/%d/role", prodMembers, id), url.Values{"role": {"viewer"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("stepping down with another admin = %d, want 303", resp.StatusCode)
+	}
+	// An installation admin may remove the last admin.
+	root := s.SignInLocal(t)
+	deputy := s.UserID(t, "deputy@example.test")
+	if resp, _ := s.PostForm(t, root, fmt.Sprintf("%s/%d/remove", prodMembers, deputy), nil); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("installation admin removing the last admin = %d, want 303", resp.StatusCode)
+	}
+}
