@@ -74,8 +74,17 @@ func (c *checker) application(n *yaml.Node, p pathT, declared map[string]map[str
 	}
 	if imgNode != nil {
 		if s, ok := c.nonEmptyStr(imgNode, o.at("image")); ok {
-			if strings.ContainsAny(s, " \t\r\n") || hasControl(s) {
+			switch {
+			case strings.ContainsAny(s, " \t\r\n") || hasControl(s):
 				c.errorf(imgNode, o.at("image"), "image reference must not contain whitespace or control characters")
+			case strings.Contains(s, "${"):
+				// The image is literal: an expression passes through
+				// verbatim and declares no value, which is rarely meant.
+				c.warnf(imgNode, o.at("image"), "image is literal, with no interpolation: "+quote(literalImageExpression(s))+" is not replaced by a value and reaches the registry as written; write the reference out in full")
+			default:
+				if p := imageProblem(s); p != "" {
+					c.errorf(imgNode, o.at("image"), p)
+				}
 			}
 			app.Image = s
 		}

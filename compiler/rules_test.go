@@ -1,6 +1,9 @@
 package compiler_test
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestTopLevelRules(t *testing.T) {
 	runRules(t, []ruleCase{
@@ -188,6 +191,105 @@ applications:
     command: /app/web serve
 `, want: []want{errAt("applications.web.command", 5, 14)}},
 	})
+}
+
+// imageCase is a manifest whose one application uses image, written as a
+// double-quoted YAML scalar at line 4, column 12.
+func imageCase(name, cite, image string, want []want, contains string) ruleCase {
+	return ruleCase{name: name, cite: cite, src: `
+name: x
+applications:
+  web:
+    image: "` + image + `"
+`, want: want, contains: contains}
+}
+
+func TestImageReferenceRules(t *testing.T) {
+	const (
+		ref     = "applications.*.image OCI image reference; exactly one of nonempty image or build is required. Imported into the managed registry and pinned by digest"
+		literal = "applications.*.image ... literal, with no interpolation. (Other deployed string fields are literal: image, ... A ${...} there passes through verbatim)"
+		hex64   = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	)
+	bad := []want{errAt("applications.web.image", 4, 12)}
+	var cases []ruleCase
+	for _, img := range []string{
+		"nginx",
+		"nginx:1.27",
+		"library/nginx:latest",
+		"ghcr.io/acme/app:v1.2.3",
+		"localhost:5000/app",
+		"localhost",
+		"localhost:5000",
+		"registry.example.com:443/team/app@sha256:" + hex64,
+		"app:v1@sha256:" + hex64,
+		"app@sha512:" + hex64 + hex64,
+		"app@blake3:Q2xvdWQ=_-x",
+		"[::1]:5000/app",
+		"[2001:db8::1]/team/app:v1",
+		"Registry.Example.com/app",
+		"my-registry/app",
+		"a/b/c/d:_tag",
+		"my_team/app__x.y---z:1.0-rc_1",
+		"ghcr.io/acme/app:" + strings.Repeat("t", 128),
+		strings.Repeat("a", 255),
+	} {
+		cases = append(cases, imageCase("valid: "+clipName(img), ref, img, nil, ""))
+	}
+	for _, c := range []struct{ image, contains string }{
+		{"Nginx:1", "repository names are lowercase: `Nginx`"},
+		{"ghcr.io/Acme/app", "repository names are lowercase: `Acme`"},
+		{"nginx:", "the tag after `:` is empty"},
+		{"nginx::1", "`:` is not allowed in tag `:1`"},
+		{"nginx:.1", "tag `.1` must start with a letter, digit or `_`"},
+		{"nginx:1+x", "`+` is not allowed in tag `1+x`"},
+		{"nginx:" + strings.Repeat("t", 129), "at most 128"},
+		{"-nginx", "repository name `-nginx` must start and end with a lowercase letter or digit"},
+		{"nginx-", "must start and end with a lowercase letter or digit"},
+		{"acme/-app", "repository name `-app` must start"},
+		{"a._b", "separator `._`"},
+		{"a___b", "separator `___`"},
+		{"ngin!x", "`!` is not allowed in repository name `ngin!x`"},
+		{"acme/café", "`é` is not allowed in repository name `café`"},
+		{"/app", "must not start with `/`"},
+		{"ghcr.io/acme/", "must not end with `/`"},
+		{"ghcr.io//app", "empty part between slashes"},
+		{":latest", "the repository name before `:` is empty"},
+		{"@sha256:" + hex64, "the repository name before `@` is empty"},
+		{"ghcr.io/acme/app@sha256:abc", "a sha256 digest has 64 hex digits; `abc` has 3"},
+		{"app@sha256:" + strings.ToUpper(hex64), "a sha256 digest is lowercase hex"},
+		{"app@sha512:" + hex64, "a sha512 digest has 128 hex digits"},
+		{"app@", "the digest after `@` is empty"},
+		{"app@" + hex64, "must be `algorithm:encoded`"},
+		{"app@:" + hex64, "the digest algorithm before `:` is empty"},
+		{"app@SHA256:" + hex64, "digest algorithm `SHA256`"},
+		{"app@sha256:", "the digest after `sha256:` is empty"},
+		{"app@sha256:" + hex64 + "@sha256:" + hex64, "`@` may appear only once"},
+		{"app@x:a/b", "`/` is not allowed in digest"},
+		{"ghcr.io:/app", "the port after `:` in registry host `ghcr.io:` is empty"},
+		{"ghcr.io:44x/app", "port `44x` of registry host `ghcr.io` must be a number"},
+		{"ghcr-.io/app", "`ghcr-` must start and end with a letter or digit"},
+		{"ghcr..io/app", "empty part between dots"},
+		{"[::1]:5000", "must be followed by `/` and a repository path"},
+		{"[::1/app", "does not close it with `]`"},
+		{"[1:2]/app", "`[1:2]` is not an IPv6 address"},
+		{"[::1]x/app", "continues after `]`"},
+		{strings.Repeat("a", 256), "256 characters long; at most 255"},
+	} {
+		cases = append(cases, imageCase("invalid: "+clipName(c.image), ref, c.image, bad, c.contains))
+	}
+	for _, img := range []string{"ghcr.io/acme/web:${TAG}", "${IMAGE}", "Acme/${X:-y}::"} {
+		cases = append(cases, imageCase("expression is literal, warned, not checked: "+img, literal, img,
+			[]want{warnAt("applications.web.image", 4, 12)}, "image is literal, with no interpolation: `${"))
+	}
+	cases = append(cases, imageCase("whitespace is an error before the expression warning", ref, "app:${TAG} x", bad, "whitespace"))
+	runRules(t, cases)
+}
+
+func clipName(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
 }
 
 func TestPortAndRouteRules(t *testing.T) {
@@ -629,7 +731,7 @@ applications:
     command: [sh, -c, "echo ${HOME} {{x"]
     volumes:
       data: {mountPath: "/data/${X}", size: 1GB}
-`, want: nil},
+`, want: []want{warnAt("applications.web.image", 4, 12)}, contains: "image is literal"},
 	})
 }
 
