@@ -83,16 +83,16 @@ func nameProblem(name string) string {
 	}
 	path := name
 	if i := strings.IndexByte(name, '/'); i >= 0 {
-		// The first of several components is a registry host when it is
-		// one, and otherwise the start of the path.
+		// The first of several components is a registry host when it
+		// looks like one (a dot, a port, brackets or localhost), as Docker
+		// reads references; otherwise it starts the path, so `Acme/app`
+		// is an uppercase repository name, not a registry called Acme.
 		first := name[:i]
-		if !isPathComponent(first) {
-			hp := hostProblem(first)
-			if hp == "" {
-				path = name[i+1:]
-			} else if looksLikeHost(first) {
+		if !isPathComponent(first) && looksLikeHost(first) {
+			if hp := hostProblem(first); hp != "" {
 				return hp
 			}
+			path = name[i+1:]
 		}
 	}
 	for path != "" {
@@ -109,8 +109,8 @@ func nameProblem(name string) string {
 	return ""
 }
 
-// looksLikeHost says whether the first component of a name was meant as a
-// registry host, to choose which explanation an invalid one gets.
+// looksLikeHost says whether the first component of a name is a registry
+// host rather than the start of the repository path.
 func looksLikeHost(s string) bool {
 	return strings.ContainsAny(s, ".:[]") || s == "localhost"
 }

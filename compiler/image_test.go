@@ -25,9 +25,17 @@ var referenceGrammar = func() *regexp.Regexp {
 	return regexp.MustCompile(`^(` + name + `)(?::` + tag + `)?(?:@` + digest + `)?$`)
 }()
 
+var pathComponent = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*$`)
+
 func grammarAccepts(s string) bool {
 	m := referenceGrammar.FindStringSubmatch(s)
 	if m == nil || len(m[1]) > maxImageNameLength {
+		return false
+	}
+	// Docker's reading: a first component is a registry host only when it
+	// has a dot, a port or brackets, or is localhost.
+	if first, _, ok := strings.Cut(m[1], "/"); ok && !pathComponent.MatchString(first) &&
+		!strings.ContainsAny(first, ".:[") && first != "localhost" {
 		return false
 	}
 	lowerHex := func(e string, n int) bool {

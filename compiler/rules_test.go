@@ -238,6 +238,7 @@ func TestImageReferenceRules(t *testing.T) {
 	for _, c := range []struct{ image, contains string }{
 		{"Nginx:1", "repository names are lowercase: `Nginx`"},
 		{"ghcr.io/Acme/app", "repository names are lowercase: `Acme`"},
+		{"Acme/app", "repository names are lowercase: `Acme`"},
 		{"nginx:", "the tag after `:` is empty"},
 		{"nginx::1", "`:` is not allowed in tag `:1`"},
 		{"nginx:.1", "tag `.1` must start with a letter, digit or `_`"},
