@@ -46,11 +46,26 @@ func Open(ctx context.Context, url string) (*DB, error) {
 // Close closes every connection of the pool.
 func (db *DB) Close() { db.Pool.Close() }
 
-// Ping checks that the database answers within two seconds.
+// Ping checks within two seconds that the pool and a new connection both
+// answer. A pooled connection alone is not enough: a server
+// told to shut down refuses new connections but keeps serving open ones,
+// and waits for them to close before it exits. When no new connection can
+// be had, the pool lets its connections go, so such a server can finish
+// stopping (and the private one be restarted) instead of being held up by
+// idle connections.
 func (db *DB) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return db.Pool.Ping(ctx)
+	if err := db.Pool.Ping(ctx); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, db.Pool.Config().ConnConfig.Copy())
+	if err != nil {
+		db.Pool.Reset()
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	defer conn.Close(context.Background())
+	return conn.Ping(ctx)
 }
 
 // InTx runs fn in a transaction, committing when fn returns nil. Public store

@@ -166,7 +166,7 @@ func (p *Postgres) Stop() {
 // called, so that a crashed or externally stopped database comes back and
 // /readyz turns green again.
 func (p *Postgres) supervise() {
-	backoff := time.Second
+	backoff := restartDelay
 	for {
 		p.mu.Lock()
 		exited := p.exited
@@ -200,9 +200,15 @@ func (p *Postgres) supervise() {
 			p.mu.Unlock()
 			continue
 		}
-		backoff = time.Second
+		backoff = restartDelay
 	}
 }
+
+// restartDelay is how long the supervisor waits before restarting a server
+// that exited unexpectedly, doubling after each failed start up to 30s. A
+// few seconds let an operator who stopped it see /readyz answer 503, and
+// keep a crash loop from spinning.
+const restartDelay = 3 * time.Second
 
 func closedChan() chan struct{} {
 	c := make(chan struct{})

@@ -104,7 +104,17 @@ func TestPrivatePostgresKeepsDataAcrossKillAndRestart(t *testing.T) {
 	}
 }
 
+// Whether the server crashes (SIGQUIT, like an immediate shutdown) or is
+// told to stop (SIGTERM, the smart shutdown that waits for open
+// connections, which the Studio's pool would hold forever), readiness fails
+// and then recovers on its own.
 func TestPrivatePostgresComesBackAfterItsProcessDies(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) { comesBackAfter(t, sig) })
+	}
+}
+
+func comesBackAfter(t *testing.T, sig syscall.Signal) {
 	dir := reachableDir(t)
 	ctx := context.Background()
 	pg, err := store.StartPostgres(ctx, store.PostgresOptions{Dir: dir, Ephemeral: true, Logger: quiet()})
@@ -126,7 +136,7 @@ func TestPrivatePostgresComesBackAfterItsProcessDies(t *testing.T) {
 	for _, c := range strings.SplitN(string(pidLine), "\n", 2)[0] {
 		pid = pid*10 + int(c-'0')
 	}
-	if err := syscall.Kill(pid, syscall.SIGQUIT); err != nil {
+	if err := syscall.Kill(pid, sig); err != nil {
 		t.Fatal(err)
 	}
 	// The database is unavailable, then answers again without anyone acting.
@@ -141,7 +151,7 @@ func TestPrivatePostgresComesBackAfterItsProcessDies(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if !sawDown {
-		t.Fatal("the database never went down after its process was killed")
+		t.Fatal("the database never went down after its process was signalled")
 	}
 	t.Fatal("the database did not come back within 30s")
 }

@@ -22,13 +22,29 @@ func TestHealthAndReadiness(t *testing.T) {
 			t.Errorf("GET %s = %d, want 200", path, status)
 		}
 	}
-	// With the database gone, readiness fails while liveness holds.
-	s.DB.Pool.Close()
+	// While the database refuses new connections (as one shutting down
+	// does), readiness fails and liveness holds, even though the pool's
+	// open connections still work; once it accepts them again, ready.
+	ctx := context.Background()
+	var name string
+	if err := s.DB.Pool.QueryRow(ctx, `SELECT quote_ident(current_database())`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Exec(t, `ALTER DATABASE `+name+` WITH ALLOW_CONNECTIONS false`)
 	if status, _ := s.Get(t, c, "/readyz"); status != http.StatusServiceUnavailable {
-		t.Errorf("GET /readyz with the database closed = %d, want 503", status)
+		t.Errorf("GET /readyz while the database refuses connections = %d, want 503", status)
 	}
 	if status, _ := s.Get(t, c, "/healthz"); status != http.StatusOK {
-		t.Errorf("GET /healthz with the database closed = %d, want 200", status)
+		t.Errorf("GET /healthz while the database refuses connections = %d, want 200", status)
+	}
+	storetest.Exec(t, `ALTER DATABASE `+name+` WITH ALLOW_CONNECTIONS true`)
+	if status, _ := s.Get(t, c, "/readyz"); status != http.StatusOK {
+		t.Errorf("GET /readyz once the database accepts connections again = %d, want 200", status)
+	}
+	// With the pool closed (the Studio shutting down), not ready either.
+	s.DB.Pool.Close()
+	if status, _ := s.Get(t, c, "/readyz"); status != http.StatusServiceUnavailable {
+		t.Errorf("GET /readyz with the pool closed = %d, want 503", status)
 	}
 }
 

@@ -155,3 +155,17 @@ func NewDB(tb testing.TB) *store.DB {
 func Server() *store.Postgres {
 	return server
 }
+
+// Exec runs sql on the server's administrative connection (not a test
+// database), for tests that change what a database allows, such as
+// ALTER DATABASE ... WITH ALLOW_CONNECTIONS.
+func Exec(tb testing.TB, sql string) {
+	tb.Helper()
+	once.Do(func() { setupErr = setup() })
+	if setupErr != nil {
+		tb.Fatalf("storetest: start PostgreSQL: %v", setupErr)
+	}
+	if _, err := admin.Exec(context.Background(), sql); err != nil {
+		tb.Fatalf("storetest: %v", err)
+	}
+}
