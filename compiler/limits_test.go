@@ -79,8 +79,6 @@ func FuzzCompile(f *testing.F) {
 	})
 }
 
-// TestLargeMappingsAreNotQuadratic: thousands of entries, each with a
-// diagnostic at its parent key or a suggestion, stay fast.
 // largeMappings is a manifest with n ports, n routes each naming a port
 // that does not exist, n environment entries, n applications with neither
 // image nor build, and n CORS headers.
