@@ -47,12 +47,11 @@ func Open(ctx context.Context, url string) (*DB, error) {
 func (db *DB) Close() { db.Pool.Close() }
 
 // Ping checks within two seconds that the pool and a new connection both
-// answer. A pooled connection alone is not enough: a server
-// told to shut down refuses new connections but keeps serving open ones,
-// and waits for them to close before it exits. When no new connection can
-// be had, the pool lets its connections go, so such a server can finish
-// stopping (and the private one be restarted) instead of being held up by
-// idle connections.
+// answer. A pooled connection alone is not enough: a server told to shut
+// down refuses new connections but keeps serving open ones, and waits for
+// them to close before it exits. When no new connection can be had, the
+// pool lets its connections go, so such a server can finish stopping (and
+// the private one be restarted) instead of being held up by idle ones.
 func (db *DB) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
