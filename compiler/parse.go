@@ -303,34 +303,54 @@ func (c *checker) parentKey(o object) *yaml.Node {
 // lookupKey follows a dotted path such as applications.web.ports.http (with
 // [i] list indexes) from root and returns the key node of its last segment,
 // or nil when the path ends at a list item, cannot be followed, or does not
-// lead to want.
+// lead to want. A key may itself contain dots (a build argument named
+// `A.B`), so a segment that names no key is tried joined with the next.
 func (c *checker) lookupKey(root *yaml.Node, path string, want *yaml.Node) *yaml.Node {
 	if root == nil || path == "" {
 		return nil
 	}
-	cur := resolve(root)
-	var last *yaml.Node
-	for seg := range strings.SplitSeq(path, ".") {
+	return c.followKeys(resolve(root), strings.Split(path, "."), want, 0)
+}
+
+func (c *checker) followKeys(cur *yaml.Node, segs []string, want *yaml.Node, depth int) *yaml.Node {
+	if depth > MaxDepth {
+		return nil
+	}
+	for j := 1; j <= len(segs); j++ {
+		seg := strings.Join(segs[:j], ".")
 		name, idx, _ := strings.Cut(seg, "[")
 		k, v := c.mappingLookup(cur, name, 0)
 		if k == nil {
-			return nil
-		}
-		last, cur = k, resolve(v)
-		for idx != "" {
-			num, rest, ok := strings.Cut(idx, "]")
-			i, err := strconv.Atoi(num)
-			if !ok || err != nil || cur == nil || cur.Kind != yaml.SequenceNode || i < 0 || i >= len(cur.Content) {
+			if idx != "" {
 				return nil
 			}
-			last, cur = nil, resolve(cur.Content[i])
+			continue
+		}
+		last, next := k, resolve(v)
+		for idx != "" && next != nil {
+			num, rest, ok := strings.Cut(idx, "]")
+			i, err := strconv.Atoi(num)
+			if !ok || err != nil || next.Kind != yaml.SequenceNode || i < 0 || i >= len(next.Content) {
+				next = nil
+				break
+			}
+			last, next = nil, resolve(next.Content[i])
 			idx = strings.TrimPrefix(rest, "[")
 		}
+		if next == nil {
+			continue
+		}
+		if j == len(segs) {
+			if next == want {
+				return last
+			}
+			continue
+		}
+		if k := c.followKeys(next, segs[j:], want, depth+1); k != nil {
+			return k
+		}
 	}
-	if cur != want {
-		return nil
-	}
-	return last
+	return nil
 }
 
 // mappingLookup finds key in mapping m the way entries does: the first

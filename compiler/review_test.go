@@ -254,6 +254,19 @@ applications:
       LIST:
         - a
 `, want: []want{errAt("applications.web.environment.LIST", 6, 7)}},
+		{name: "a build argument whose name has a dot: at its name", cite: "applications.*.build.arguments Map of build-argument names to string, number, or boolean scalars (DESIGN.md: a field's block value is reported where the field is named)",
+			src: `
+name: x
+applications:
+  web:
+    build:
+      context: .
+      arguments:
+        "A.B":
+          x: 1
+        C.D.E:
+          - x
+`, want: []want{errAt("applications.web.build.arguments.A.B", 7, 9), errAt("applications.web.build.arguments.C.D.E", 9, 9)}},
 		{name: "a flow value keeps its own position", cite: "applications.*.environment: Null, lists, and objects are invalid values.",
 			src: `
 name: x
