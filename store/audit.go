@@ -80,10 +80,12 @@ type AuditQuery struct {
 
 // projectWide selects the records of a project rather than one of its
 // environments; projectsOf, completed with an environment id condition,
-// selects the names of those environments' projects.
+// selects the names of those environments' projects. visibleScope is the
+// AuditQuery.All / EnvironmentIDs condition on parameters $1 and $2.
 const (
-	projectWide = `environment_id IS NULL AND environment = '' AND project <> ''`
-	projectsOf  = `SELECT p.name FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id`
+	projectWide  = `environment_id IS NULL AND environment = '' AND project <> ''`
+	projectsOf   = `SELECT p.name FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id`
+	visibleScope = `($1 OR environment_id = ANY($2) OR (` + projectWide + ` AND project IN (` + projectsOf + ` = ANY($2))))`
 )
 
 // AuditEvents returns one page of the records q selects, newest first, and
@@ -98,7 +100,7 @@ func (db *DB) AuditEvents(ctx context.Context, q AuditQuery) ([]AuditRecord, boo
 	rows, _ := db.Pool.Query(ctx, `
 		SELECT id, at, actor_id, actor, action, project, environment_id, environment, target, detail, request_id
 		FROM audit_events
-		WHERE ($1 OR environment_id = ANY($2) OR (`+projectWide+` AND project IN (`+projectsOf+` = ANY($2))))
+		WHERE `+visibleScope+`
 		  AND ($3 = 0 OR environment_id = $3 OR (`+projectWide+` AND project IN (`+projectsOf+` = $3)))
 		  AND ($4 = '' OR action = $4)
 		ORDER BY at DESC, id DESC
@@ -126,9 +128,7 @@ func (db *DB) AuditActions(ctx context.Context, q AuditQuery) ([]string, error) 
 		q.EnvironmentIDs = []int64{}
 	}
 	rows, _ := db.Pool.Query(ctx, `
-		SELECT DISTINCT action FROM audit_events
-		WHERE ($1 OR environment_id = ANY($2) OR (`+projectWide+` AND project IN (`+projectsOf+` = ANY($2))))
-		ORDER BY action`,
+		SELECT DISTINCT action FROM audit_events WHERE `+visibleScope+` ORDER BY action`,
 		q.All, q.EnvironmentIDs)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {

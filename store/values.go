@@ -461,7 +461,8 @@ func (v *Vault) openValues(ctx context.Context, envID int64, names []string) (ma
 type ResolvedHost struct {
 	Name string
 	// Missing names the values the expression needs that are not set and
-	// have no default; Name is then incomplete.
+	// have no default; Name is then empty, since a partial expansion could
+	// carry the values that are set.
 	Missing []string
 	// NotAHostname is true when the values expand to something that is not
 	// a lowercase DNS name; Name is then empty, because the values were
@@ -470,8 +471,8 @@ type ResolvedHost struct {
 }
 
 // hostnamePattern is a lowercase DNS name of at least two labels, each of 1
-// to 63 letters, digits and inner hyphens, optionally under a wildcard.
-var hostnamePattern = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+// to 63 letters, digits and inner hyphens (route domains take no wildcard).
+var hostnamePattern = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // isHostname reports whether s is a lowercase DNS name of at most 253
 // characters with at least two labels.
