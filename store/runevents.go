@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Channels on which appended events are announced. A notification's payload
+// is only "<id>:<seq>" (the run or environment id and the new sequence
+// number): NOTIFY serialises committing transactions, so it stays tiny, and
+// listeners read the events themselves from the tables.
+const (
+	RunEventsChannel         = "run_events"
+	EnvironmentEventsChannel = "environment_events"
+)
+
+// RunEvent is one stored change of a run: its per-run sequence number, the
+// checkpoint position it concerns (nil for a run-level change) and its JSON
+// payload as written by the runs package.
+type RunEvent struct {
+	RunID      int64
+	Seq        int64
+	At         time.Time
+	Checkpoint *int
+	Payload    json.RawMessage
+}
+
+// EnvironmentEvent is one stored change that the environment page shows: a
+// run started or finished, a service's state changed.
+type EnvironmentEvent struct {
+	EnvironmentID int64
+	Seq           int64
+	At            time.Time
+	RunID         *int64
+	Payload       json.RawMessage
+}
+
+// appendRunEvent appends payload as the next event of the run inside tx and
+// announces it. The UPDATE takes the run's row lock, so concurrent appends to
+// one run are serialised and sequence numbers have no gaps: a rolled-back
+// transaction takes its number with it. It returns the new sequence number.
+func appendRunEvent(ctx context.Context, tx pgx.Tx, runID int64, checkpoint *int, payload any) (int64, error) {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return 0, fmt.Errorf("store: encode run event: %w", err)
+	}
+	var seq int64
+	err = tx.QueryRow(ctx, `
+		WITH s AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1 RETURNING id, last_seq),
+		     i AS (INSERT INTO run_events (run_id, seq, checkpoint, payload)
+		           SELECT id, last_seq, $2, $3 FROM s RETURNING run_id, seq)
+		SELECT i.seq FROM i, LATERAL (SELECT pg_notify($4, i.run_id::text || ':' || i.seq::text)) n`,
+		runID, checkpoint, data, RunEventsChannel).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("store: append run event: %w", err)
+	}
+	return seq, nil
+}
+
+// appendEnvironmentEvent appends payload as the next event of the
+// environment inside tx and announces it, like appendRunEvent.
+func appendEnvironmentEvent(ctx context.Context, tx pgx.Tx, environmentID int64, runID *int64, payload any) (int64, error) {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return 0, fmt.Errorf("store: encode environment event: %w", err)
+	}
+	var seq int64
+	err = tx.QueryRow(ctx, `
+		WITH s AS (UPDATE environments SET last_event_seq = last_event_seq + 1 WHERE id = $1 RETURNING id, last_event_seq),
+		     i AS (INSERT INTO environment_events (environment_id, seq, run_id, payload)
+		           SELECT id, last_event_seq, $2, $3 FROM s RETURNING environment_id, seq)
+		SELECT i.seq FROM i, LATERAL (SELECT pg_notify($4, i.environment_id::text || ':' || i.seq::text)) n`,
+		environmentID, runID, data, EnvironmentEventsChannel).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("store: append environment event: %w", err)
+	}
+	return seq, nil
+}
+
+// AppendRunEvent appends payload as the next event of the run in a
+// transaction of its own, for changes that touch nothing else (and for the
+// stream benchmark). Changes to a run's state append their event inside
+// their own transaction instead.
+func (db *DB) AppendRunEvent(ctx context.Context, runID int64, checkpoint *int, payload any) (int64, error) {
+	var seq int64
+	err := db.InTx(ctx, func(tx pgx.Tx) (err error) {
+		seq, err = appendRunEvent(ctx, tx, runID, checkpoint, payload)
+		return err
+	})
+	return seq, err
+}
+
+// RunEventsAfter returns up to limit events of the run with a sequence number
+// above after, in order.
+func (db *DB) RunEventsAfter(ctx context.Context, runID, after int64, limit int) ([]RunEvent, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT run_id, seq, at, checkpoint, payload FROM run_events
+		WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, runID, after, limit)
+	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunEvent, error) {
+		var e RunEvent
+		err := row.Scan(&e.RunID, &e.Seq, &e.At, &e.Checkpoint, &e.Payload)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: run events: %w", err)
+	}
+	return evs, nil
+}
+
+// EnvironmentEventsAfter returns up to limit events of the environment with a
+// sequence number above after, in order.
+func (db *DB) EnvironmentEventsAfter(ctx context.Context, environmentID, after int64, limit int) ([]EnvironmentEvent, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT environment_id, seq, at, run_id, payload FROM environment_events
+		WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, environmentID, after, limit)
+	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EnvironmentEvent, error) {
+		var e EnvironmentEvent
+		err := row.Scan(&e.EnvironmentID, &e.Seq, &e.At, &e.RunID, &e.Payload)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: environment events: %w", err)
+	}
+	return evs, nil
+}
