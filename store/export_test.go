@@ -1,6 +1,5 @@
 package store
 
-
 // SealForTest and OpenForTest expose the keyring's sealing to the tamper tests of the
 // external test package only (this file is compiled into tests alone).
 func (k *Keyring) SealForTest(id string, envID int64, name string, version int, plaintext []byte) (nonce, ciphertext []byte, err error) {
@@ -11,4 +10,3 @@ func (k *Keyring) SealForTest(id string, envID int64, name string, version int, 
 func (k *Keyring) OpenForTest(id string, envID int64, name string, version int, nonce, ciphertext []byte) ([]byte, error) {
 	return k.open(id, envID, name, version, nonce, ciphertext)
 }
-
