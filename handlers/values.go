@@ -127,15 +127,14 @@ func (h *Values) SetValue(w http.ResponseWriter, r *http.Request) error {
 		}
 		return Render(w, r, http.StatusUnprocessableEntity, views.Values(m))
 	}
-	switch {
-	case name == "":
-		return rerender("Enter the name of the value, like APP_DOMAIN.", "")
-	case !store.ValidValueName(name):
-		return rerender("Use capital letters, digits and underscores, not starting with a digit, like APP_DOMAIN.", "")
-	case !hasValue:
+	if p := store.ValueNameProblem(name); p != "" {
+		return rerender(p, "")
+	}
+	if !hasValue {
 		return rerender("", "The form sent no value field.")
-	case len(values[0]) > store.MaxValueBytes:
-		return rerender("", fmt.Sprintf("A value may be at most %d KiB.", store.MaxValueBytes>>10))
+	}
+	if p := store.ValueProblem(values[0]); p != "" {
+		return rerender("", p)
 	}
 	version, err := vault.SetValue(ctx, ActorOf(r), env, name, values[0])
 	if err != nil {
@@ -202,12 +201,12 @@ func (h *Values) ImportValues(w http.ResponseWriter, r *http.Request) error {
 	}
 	switch {
 	case len(changed) > 0:
-		fmt.Fprintf(&msg, "Imported: %s.", strings.Join(changed, ", "))
+		fmt.Fprintf(&msg, "Imported: %s.", firstNames(changed))
 	default:
 		msg.WriteString("Imported: nothing changed.")
 	}
 	if len(res.Unchanged) > 0 {
-		fmt.Fprintf(&msg, " Unchanged: %s.", strings.Join(res.Unchanged, ", "))
+		fmt.Fprintf(&msg, " Unchanged: %s.", firstNames(res.Unchanged))
 	}
 	kind := "success"
 	if len(res.Skipped) > 0 {
@@ -216,10 +215,21 @@ func (h *Values) ImportValues(w http.ResponseWriter, r *http.Request) error {
 		if len(res.Skipped) == 1 {
 			noun = "name"
 		}
-		fmt.Fprintf(&msg, " Skipped %d %s the manifest does not reference: %s.", len(res.Skipped), noun, strings.Join(res.Skipped, ", "))
+		fmt.Fprintf(&msg, " Skipped %d %s the manifest does not reference: %s.", len(res.Skipped), noun, firstNames(res.Skipped))
 	}
 	h.Flash(ctx, kind, msg.String())
 	return SeeOther(w, r, h.path(env))
+}
+
+// firstNames lists up to 20 names and counts the rest, so that the message
+// of an import of thousands of lines stays readable (and small enough to
+// keep in the session).
+func firstNames(names []string) string {
+	const shown = 20
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
 }
 
 // ShowDeleteValuePage asks for confirmation before deleting one value.

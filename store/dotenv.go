@@ -130,6 +130,9 @@ func (p *dotenvParser) entry() (DotenvEntry, error) {
 		p.pos++
 	}
 	name := p.src[from:p.pos]
+	if len(name) > MaxValueNameLength {
+		return DotenvEntry{}, p.errorf(start, "the name has %d characters; a name may be at most %d", len(name), MaxValueNameLength)
+	}
 	p.skipSpaces()
 	if p.eof() || p.peek() != '=' {
 		return DotenvEntry{}, p.errorf(start, "expected NAME=value, with a name of letters, digits and underscores")
@@ -150,6 +153,9 @@ func (p *dotenvParser) entry() (DotenvEntry, error) {
 	}
 	if err != nil {
 		return DotenvEntry{}, err
+	}
+	if strings.IndexByte(value, 0) >= 0 {
+		return DotenvEntry{}, p.errorf(start, "the value of %s contains a NUL byte, which cannot become an environment variable at deploy time", name)
 	}
 	return DotenvEntry{Name: name, Value: value, Line: start}, nil
 }

@@ -505,7 +505,7 @@ func (v *Vault) RotateKey(ctx context.Context, a Actor, newID string, progress f
 			sealed := false
 			err := v.db.InTx(ctx, func(tx pgx.Tx) error {
 				sealed = false
-				cur, err := lockSlot(ctx, tx, s.env, s.name)
+				cur, err := lockExisting(ctx, tx, s.env, s.name)
 				if err != nil || !cur.set() || *cur.keyID == newID {
 					// A write that ran meanwhile already used the new key.
 					return err

@@ -58,11 +58,19 @@ func Migrations() ([]Migration, error) {
 // Migrate applies every migration not yet recorded in schema_migrations, each
 // in its own transaction, holding an advisory lock for the whole run. It
 // returns the names of the migrations it applied.
+//
+// A migration numbered below the newest applied one is refused before
+// anything is applied: a fresh database would apply it in order and an
+// existing one after its successors, so the two would end up different.
 func (db *DB) Migrate(ctx context.Context) ([]string, error) {
 	all, err := Migrations()
 	if err != nil {
 		return nil, err
 	}
+	return db.migrate(ctx, all)
+}
+
+func (db *DB) migrate(ctx context.Context, all []Migration) ([]string, error) {
 	conn, err := db.Pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("store: migrate: %w", err)
@@ -84,8 +92,13 @@ func (db *DB) Migrate(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("store: migrate: read applied versions: %w", err)
 	}
 	applied := make(map[int]bool, len(done))
+	newest := 0
 	for _, v := range done {
 		applied[int(v)] = true
+		newest = max(newest, int(v))
+	}
+	if err := checkOrder(all, applied, newest); err != nil {
+		return nil, err
 	}
 	var names []string
 	for _, m := range all {
@@ -105,4 +118,23 @@ func (db *DB) Migrate(ctx context.Context) ([]string, error) {
 		names = append(names, m.Name)
 	}
 	return names, nil
+}
+
+// checkOrder refuses a pending migration numbered below the newest applied
+// one, naming both.
+func checkOrder(all []Migration, applied map[int]bool, newest int) error {
+	newestName := fmt.Sprintf("%03d", newest)
+	for _, m := range all {
+		if m.Version == newest {
+			newestName = m.Name
+		}
+	}
+	for _, m := range all {
+		if !applied[m.Version] && m.Version < newest {
+			return fmt.Errorf("store: migration %s is numbered below %s, which this database has already applied; "+
+				"it would run out of order here and in order on a fresh database. Give it a number above %d; nothing was applied",
+				m.Name, newestName, newest)
+		}
+	}
+	return nil
 }

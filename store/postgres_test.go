@@ -199,3 +199,39 @@ func TestMigrateTwiceAtOnceAppliesEachMigrationOnce(t *testing.T) {
 		t.Errorf("schema_migrations has %d rows, want %d", n, len(all))
 	}
 }
+
+// TestMigrationNumberedBelowTheNewestAppliedIsRefused: a migration added
+// with a number below one already applied (003 while 006 has run) would run
+// after its successors here but before them on a fresh database; start-up
+// and `studio migrate` refuse it, name it, and apply nothing.
+func TestMigrationNumberedBelowTheNewestAppliedIsRefused(t *testing.T) {
+	db := storetest.NewDB(t)
+	ctx := context.Background()
+	all, err := store.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := store.Migration{Version: 3, Name: "003_late.sql", SQL: `CREATE TABLE late (id int)`}
+	next := store.Migration{Version: 999, Name: "999_next.sql", SQL: `CREATE TABLE next (id int)`}
+	withLate := append([]store.Migration{late}, append(all, next)...)
+	applied, err := db.MigrateWith(ctx, withLate)
+	if err == nil {
+		t.Fatalf("migrate with 003 after %s applied = %v, want an error", all[len(all)-1].Name, applied)
+	}
+	for _, want := range []string{"003_late.sql", all[len(all)-1].Name} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	var tables int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE tablename IN ('late', 'next')`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 || len(applied) != 0 {
+		t.Errorf("%d of the new tables exist and %v was applied, want nothing applied", tables, applied)
+	}
+	// In order, the same new migration applies.
+	if applied, err := db.MigrateWith(ctx, append(all, next)); err != nil || len(applied) != 1 {
+		t.Errorf("migrate with only 999 pending = %v, %v; want it applied", applied, err)
+	}
+}

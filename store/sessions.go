@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -11,6 +12,10 @@ import (
 
 // SessionStore keeps scs sessions in PostgreSQL, so that every replica sees
 // every session and a restart signs nobody out. It implements scs.CtxStore.
+//
+// Sessions are stored under the SHA-256 of their token, never the token:
+// a dump of the database or a read of the table yields no cookie that signs
+// anyone in. The token has 256 random bits, so an unsalted hash is enough.
 type SessionStore struct {
 	db *DB
 }
@@ -18,10 +23,16 @@ type SessionStore struct {
 // Sessions returns the session store on db.
 func (db *DB) Sessions() *SessionStore { return &SessionStore{db: db} }
 
+// sessionKey is what a session is stored under: the SHA-256 of its token.
+func sessionKey(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:]
+}
+
 // FindCtx returns the data of an unexpired session.
 func (s *SessionStore) FindCtx(ctx context.Context, token string) ([]byte, bool, error) {
 	var data []byte
-	err := s.db.Pool.QueryRow(ctx, `SELECT data FROM sessions WHERE token = $1 AND expiry > now()`, token).Scan(&data)
+	err := s.db.Pool.QueryRow(ctx, `SELECT data FROM sessions WHERE token_hash = $1 AND expiry > now()`, sessionKey(token)).Scan(&data)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -34,9 +45,9 @@ func (s *SessionStore) FindCtx(ctx context.Context, token string) ([]byte, bool,
 // CommitCtx saves a session's data until expiry.
 func (s *SessionStore) CommitCtx(ctx context.Context, token string, data []byte, expiry time.Time) error {
 	_, err := s.db.Pool.Exec(ctx, `
-		INSERT INTO sessions (token, data, expiry) VALUES ($1, $2, $3)
-		ON CONFLICT (token) DO UPDATE SET data = EXCLUDED.data, expiry = EXCLUDED.expiry`,
-		token, data, expiry.UTC())
+		INSERT INTO sessions (token_hash, data, expiry) VALUES ($1, $2, $3)
+		ON CONFLICT (token_hash) DO UPDATE SET data = EXCLUDED.data, expiry = EXCLUDED.expiry`,
+		sessionKey(token), data, expiry.UTC())
 	if err != nil {
 		return fmt.Errorf("store: commit session: %w", err)
 	}
@@ -45,7 +56,7 @@ func (s *SessionStore) CommitCtx(ctx context.Context, token string, data []byte,
 
 // DeleteCtx ends a session.
 func (s *SessionStore) DeleteCtx(ctx context.Context, token string) error {
-	if _, err := s.db.Pool.Exec(ctx, `DELETE FROM sessions WHERE token = $1`, token); err != nil {
+	if _, err := s.db.Pool.Exec(ctx, `DELETE FROM sessions WHERE token_hash = $1`, sessionKey(token)); err != nil {
 		return fmt.Errorf("store: delete session: %w", err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,10 +19,44 @@ import (
 // MaxValueBytes caps one value.
 const MaxValueBytes = 64 << 10
 
+// MaxValueNameLength caps a value's name. PostgreSQL's btree index cannot
+// hold a key much over 2,700 bytes, and no environment variable needs more.
+const MaxValueNameLength = 255
+
 var valueName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 
 // ValidValueName reports whether name may name a value.
-func ValidValueName(name string) bool { return valueName.MatchString(name) }
+func ValidValueName(name string) bool {
+	return len(name) <= MaxValueNameLength && valueName.MatchString(name)
+}
+
+// ValueNameProblem says in one sentence what is wrong with name, or returns
+// "" when it is a valid value name. It never quotes the name, which may be
+// long or a value pasted into the wrong field.
+func ValueNameProblem(name string) string {
+	switch {
+	case name == "":
+		return "Enter the name of the value, like APP_DOMAIN."
+	case len(name) > MaxValueNameLength:
+		return fmt.Sprintf("A name may be at most %d characters; this one has %d.", MaxValueNameLength, len(name))
+	case !valueName.MatchString(name):
+		return "Use capital letters, digits and underscores, not starting with a digit, like APP_DOMAIN."
+	}
+	return ""
+}
+
+// ValueProblem says in one sentence what makes value unusable, or returns
+// "". A NUL byte cannot be passed to a process as part of an environment
+// variable; every other byte, control characters and newlines included, can.
+func ValueProblem(value string) string {
+	switch {
+	case len(value) > MaxValueBytes:
+		return fmt.Sprintf("A value may be at most %d KiB.", MaxValueBytes>>10)
+	case strings.IndexByte(value, 0) >= 0:
+		return "The value contains a NUL byte, which cannot become an environment variable at deploy time. Remove it and save again."
+	}
+	return ""
+}
 
 // Vault keeps an environment's values encrypted at rest. It is the only
 // code that seals or opens them: pages see names, versions, who and when;
@@ -177,6 +212,7 @@ func activeKey(ctx context.Context, tx pgx.Tx) (string, error) {
 
 // slot is one environment_values row, locked for update.
 type slot struct {
+	name       string
 	exists     bool
 	version    int
 	keyID      *string
@@ -184,12 +220,53 @@ type slot struct {
 	ciphertext []byte
 }
 
+// lockSlot locks the row of name, which need not exist yet.
 func lockSlot(ctx context.Context, tx pgx.Tx, envID int64, name string) (slot, error) {
-	var s slot
+	slots, err := lockSlots(ctx, tx, envID, []string{name})
+	if err != nil {
+		return slot{}, err
+	}
+	return slots[name], nil
+}
+
+// lockSlots locks the rows of names in two round trips, whether or not they
+// exist yet. A name without a row first gets an empty one at version 0: two
+// writers of a new name otherwise both see no row, both compute version 1,
+// and the later upsert rolls the earlier one back. With the row in place the
+// second writer waits on the first one's lock and reads its version.
+// Rows are created and locked in name order, so that two writers of
+// overlapping sets cannot deadlock.
+func lockSlots(ctx context.Context, tx pgx.Tx, envID int64, names []string) (map[string]slot, error) {
+	sorted := slices.Sorted(slices.Values(names))
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO environment_values (environment_id, name, version)
+		SELECT $1, n, 0 FROM unnest($2::text[]) AS n ORDER BY n
+		ON CONFLICT (environment_id, name) DO NOTHING`, envID, sorted); err != nil {
+		return nil, err
+	}
+	rows, _ := tx.Query(ctx, `SELECT name, version, key_id, nonce, ciphertext FROM environment_values
+		WHERE environment_id = $1 AND name = ANY($2) ORDER BY name FOR UPDATE`, envID, sorted)
+	out := make(map[string]slot, len(names))
+	_, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
+		s := slot{exists: true}
+		err := row.Scan(&s.name, &s.version, &s.keyID, &s.nonce, &s.ciphertext)
+		out[s.name] = s
+		return struct{}{}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// lockExisting locks the row of name if there is one, creating none: for
+// changes that only ever touch a stored value (delete, prune, rotation).
+func lockExisting(ctx context.Context, tx pgx.Tx, envID int64, name string) (slot, error) {
+	s := slot{name: name}
 	err := tx.QueryRow(ctx, `SELECT version, key_id, nonce, ciphertext FROM environment_values
 		WHERE environment_id = $1 AND name = $2 FOR UPDATE`, envID, name).Scan(&s.version, &s.keyID, &s.nonce, &s.ciphertext)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return slot{}, nil
+		return s, nil
 	}
 	if err != nil {
 		return slot{}, err
@@ -201,9 +278,10 @@ func lockSlot(ctx context.Context, tx pgx.Tx, envID int64, name string) (slot, e
 func (s slot) set() bool { return s.exists && s.ciphertext != nil }
 
 // write seals value as the slot's next version and returns that version.
+// The slot's row must exist and be locked (lockSlots).
 func (v *Vault) write(ctx context.Context, tx pgx.Tx, a Actor, keyID string, envID int64, name, value string, s slot) (int, error) {
-	if len(value) > MaxValueBytes {
-		return 0, Errorf(Invalid, "The value of %s is larger than %d KiB.", name, MaxValueBytes>>10)
+	if p := ValueProblem(value); p != "" {
+		return 0, Errorf(Invalid, "%s: %s", name, p)
 	}
 	version := s.version + 1
 	nonce, ct, err := v.keys.seal(keyID, envID, name, version, []byte(value))
@@ -211,10 +289,8 @@ func (v *Vault) write(ctx context.Context, tx pgx.Tx, a Actor, keyID string, env
 		return 0, err
 	}
 	_, err = tx.Exec(ctx, `
-		INSERT INTO environment_values (environment_id, name, version, key_id, nonce, ciphertext, updated_by, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, now())
-		ON CONFLICT (environment_id, name) DO UPDATE SET version = EXCLUDED.version, key_id = EXCLUDED.key_id,
-			nonce = EXCLUDED.nonce, ciphertext = EXCLUDED.ciphertext, updated_by = EXCLUDED.updated_by, updated_at = now()`,
+		UPDATE environment_values SET version = $3, key_id = $4, nonce = $5, ciphertext = $6, updated_by = $7, updated_at = now()
+		WHERE environment_id = $1 AND name = $2`,
 		envID, name, version, keyID, nonce, ct, a.userID())
 	if err != nil {
 		return 0, err
@@ -231,8 +307,11 @@ func envEvent(a Actor, action string, env *Environment) AuditEvent {
 // SetValue stores value as the next version of name in env (an empty
 // string is a real value) and records value.set with the name and version.
 func (v *Vault) SetValue(ctx context.Context, a Actor, env *Environment, name, value string) (int, error) {
-	if !ValidValueName(name) {
-		return 0, Errorf(Invalid, "Use capital letters, digits and underscores, not starting with a digit, like APP_DOMAIN.")
+	if p := ValueNameProblem(name); p != "" {
+		return 0, Errorf(Invalid, "%s", p)
+	}
+	if p := ValueProblem(value); p != "" {
+		return 0, Errorf(Invalid, "%s", p)
 	}
 	var version int
 	err := v.db.InTx(ctx, func(tx pgx.Tx) error {
@@ -263,7 +342,7 @@ func (v *Vault) SetValue(ctx context.Context, a Actor, env *Environment, name, v
 func (v *Vault) DeleteValue(ctx context.Context, a Actor, env *Environment, name string) (int, error) {
 	var version int
 	err := v.db.InTx(ctx, func(tx pgx.Tx) error {
-		s, err := lockSlot(ctx, tx, env.ID, name)
+		s, err := lockExisting(ctx, tx, env.ID, name)
 		if err != nil {
 			return err
 		}
@@ -304,7 +383,7 @@ func (v *Vault) PruneValues(ctx context.Context, a Actor, env *Environment, c co
 			if References(c, n) || slices.Contains(pruned, n) {
 				continue
 			}
-			s, err := lockSlot(ctx, tx, env.ID, n)
+			s, err := lockExisting(ctx, tx, env.ID, n)
 			if err != nil {
 				return err
 			}
@@ -360,6 +439,9 @@ func (v *Vault) ImportValues(ctx context.Context, a Actor, env *Environment, c c
 		if seen[en.Name] {
 			return ImportResult{}, Errorf(Invalid, "%s appears more than once.", en.Name)
 		}
+		if p := ValueProblem(en.Value); p != "" {
+			return ImportResult{}, Errorf(Invalid, "Line %d, %s: %s", en.Line, en.Name, p)
+		}
 		seen[en.Name] = true
 		if References(c, en.Name) {
 			keep = append(keep, en)
@@ -374,11 +456,17 @@ func (v *Vault) ImportValues(ctx context.Context, a Actor, env *Environment, c c
 		if err != nil {
 			return err
 		}
+		names := make([]string, len(keep))
+		for i, en := range keep {
+			names[i] = en.Name
+		}
+		slots, err := lockSlots(ctx, tx, env.ID, names)
+		if err != nil {
+			return err
+		}
+		var w batchWrite
 		for _, en := range keep {
-			s, err := lockSlot(ctx, tx, env.ID, en.Name)
-			if err != nil {
-				return err
-			}
+			s := slots[en.Name]
 			if s.set() {
 				old, err := v.keys.open(*s.keyID, env.ID, en.Name, s.version, s.nonce, s.ciphertext)
 				if err != nil {
@@ -391,11 +479,16 @@ func (v *Vault) ImportValues(ctx context.Context, a Actor, env *Environment, c c
 					continue
 				}
 			}
-			version, err := v.write(ctx, tx, a, keyID, env.ID, en.Name, en.Value, s)
+			version := s.version + 1
+			nonce, ct, err := v.keys.seal(keyID, env.ID, en.Name, version, []byte(en.Value))
 			if err != nil {
 				return err
 			}
+			w.add(en.Name, version, nonce, ct)
 			res.Changed = append(res.Changed, NameVersion{Name: en.Name, Version: version})
+		}
+		if err := w.exec(ctx, tx, env.ID, keyID, a.userID()); err != nil {
+			return err
 		}
 		changed := make([]map[string]any, 0, len(res.Changed))
 		for _, nv := range res.Changed {
@@ -410,6 +503,36 @@ func (v *Vault) ImportValues(ctx context.Context, a Actor, env *Environment, c c
 		return ImportResult{}, fmt.Errorf("store: import values: %w", err)
 	}
 	return res, nil
+}
+
+// batchWrite collects new versions of several values, to be stored in one
+// statement: an import of thousands of lines costs a few round trips, not
+// one per line.
+type batchWrite struct {
+	names       []string
+	versions    []int32
+	nonces, cts [][]byte
+}
+
+func (b *batchWrite) add(name string, version int, nonce, ciphertext []byte) {
+	b.names = append(b.names, name)
+	b.versions = append(b.versions, int32(version))
+	b.nonces = append(b.nonces, nonce)
+	b.cts = append(b.cts, ciphertext)
+}
+
+// exec stores the collected versions; their rows must exist and be locked.
+func (b *batchWrite) exec(ctx context.Context, tx pgx.Tx, envID int64, keyID string, by *int64) error {
+	if len(b.names) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `
+		UPDATE environment_values v SET version = n.version, key_id = $2, nonce = n.nonce, ciphertext = n.ciphertext,
+			updated_by = $3, updated_at = now()
+		FROM unnest($4::text[], $5::int[], $6::bytea[], $7::bytea[]) AS n (name, version, nonce, ciphertext)
+		WHERE v.environment_id = $1 AND v.name = n.name`,
+		envID, keyID, by, b.names, b.versions, b.nonces, b.cts)
+	return err
 }
 
 func nonNil(s []string) []string {

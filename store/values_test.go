@@ -28,6 +28,10 @@ type valuesFixture struct {
 }
 
 func newValuesFixture(t *testing.T, keys ...string) *valuesFixture {
+	return newValuesFixtureTB(t, keys...)
+}
+
+func newValuesFixtureTB(t testing.TB, keys ...string) *valuesFixture {
 	t.Helper()
 	ctx := context.Background()
 	db := storetest.NewDB(t)
