@@ -107,8 +107,8 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		return err
 	}
 	hosts := map[string]store.ResolvedHost{}
-	if h.Vault != nil {
-		if hosts, err = h.Vault.ResolveHostnames(ctx, env.ID, shown.Def); err != nil {
+	if h.Vault != nil && shown.Deployed {
+		if hosts, err = h.Vault.ResolveActiveHostnames(ctx, env.ID); err != nil {
 			// The page still helps without resolved hostnames.
 			h.Logger.Error("resolve hostnames", "request_id", RequestID(ctx), "environment", env.ID, "err", err)
 			hosts = map[string]store.ResolvedHost{}
@@ -127,13 +127,24 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		Values:          valuesSummary(store.ValueStates(shown.Contract, stored)),
 	}
 	if def := shown.Def; def != nil {
+		// Names only: the expansion of a revision that is not active here
+		// is never computed (see store.Vault.ResolveActiveHostnames).
+		set := make(map[string]string, len(stored))
+		for _, s := range stored {
+			set[s.Name] = ""
+		}
 		host := func(expr string) views.HostView {
 			hv := views.HostView{Expression: expr, Resolved: expr}
+			if !strings.Contains(expr, "${") {
+				return hv
+			}
 			if rh, ok := hosts[expr]; ok {
 				hv.Resolved, hv.Missing, hv.NotAHostname = rh.Name, rh.Missing, rh.NotAHostname
-			} else if strings.Contains(expr, "${") {
-				_, hv.Missing = compiler.ExpandValues(expr, nil)
+				return hv
 			}
+			hv.Resolved = ""
+			_, hv.Missing = compiler.ExpandValues(expr, set)
+			hv.NotDeployed = len(hv.Missing) == 0
 			return hv
 		}
 		for _, name := range slices.Sorted(maps.Keys(def.Applications)) {

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -603,15 +604,42 @@ func isHostname(s string) bool { return len(s) <= 253 && hostnamePattern.MatchSt
 
 var valueRef = regexp.MustCompile(`\$\{([A-Z_][A-Z0-9_]*)(?::-[^}]*)?\}`)
 
-// ResolveHostnames expands the hostname expressions of def (route domains,
-// route aliases, bucket route domains) with the environment's values,
-// keyed by expression. Hostnames are public even when the values that
-// supply them are secret, so the Studio may show them; only values these
-// expressions reference are decrypted, and nothing but the expanded
-// hostnames is returned. A manifest can name any value in a domain, so an
-// expansion that is not a DNS name (a password put in a domain by mistake
-// or on purpose) is withheld.
-func (v *Vault) ResolveHostnames(ctx context.Context, envID int64, def *compiler.Definition) (map[string]ResolvedHost, error) {
+// ResolveActiveHostnames expands the hostname expressions (route domains,
+// route aliases, bucket route domains) of the revision active in the
+// environment with the environment's values, keyed by expression. It reads
+// that revision's stored definition itself: by design, no caller can ask it
+// to expand the expressions of any other revision.
+//
+// Why only the active revision: anyone who may add a revision to a project
+// (an admin of any of its environments) writes its expressions, so a
+// revision could put any value of any environment into a hostname
+// (`aliases: ["${SESSION_SECRET}.x.example"]`) and every viewer would read
+// it. The active revision is the one this environment's own deployers chose
+// to deploy, and once deployed its hostnames are public anyway. Before the
+// first deploy it returns an empty map, and pages show the expressions.
+//
+// Only the values these expressions reference are decrypted, and nothing
+// but the expanded hostnames is returned. An expansion that is not a DNS
+// name (a password put in a domain) is still withheld.
+func (v *Vault) ResolveActiveHostnames(ctx context.Context, envID int64) (map[string]ResolvedHost, error) {
+	var raw []byte
+	err := v.db.Pool.QueryRow(ctx, `
+		SELECT r.definition FROM environments e JOIN revisions r ON r.id = e.active_revision_id
+		WHERE e.id = $1`, envID).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return map[string]ResolvedHost{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: active definition: %w", err)
+	}
+	var def compiler.Definition
+	if err := json.Unmarshal(raw, &def); err != nil {
+		return nil, fmt.Errorf("store: decode active definition: %w", err)
+	}
+	return v.resolveHostnames(ctx, envID, &def)
+}
+
+func (v *Vault) resolveHostnames(ctx context.Context, envID int64, def *compiler.Definition) (map[string]ResolvedHost, error) {
 	var exprs []string
 	if def != nil {
 		for _, app := range def.Applications {

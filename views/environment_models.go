@@ -51,6 +51,10 @@ type HostView struct {
 	// NotAHostname is true when the values expand to something that is not
 	// a hostname; Resolved is then empty and nothing of it is shown.
 	NotAHostname bool
+	// NotDeployed is true when the values it uses are set but the revision
+	// shown is not the one active in the environment, so the hostname is
+	// not resolved: only a deployed revision's hostnames are shown.
+	NotDeployed bool
 }
 
 // ServiceView is a database or bucket with its settings as label/value pairs.

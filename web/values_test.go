@@ -304,8 +304,9 @@ func TestPrunePageShowsThePendingFlash(t *testing.T) {
 	}
 }
 
-// A revision can name any value in a route domain. The environment page
-// shows a resolved domain only when it is a hostname; a secret placed there,
+// A revision can name any value in a route domain. Even for the revision
+// deployed in the environment, the environment page shows a resolved
+// domain only when it is a hostname; a secret placed there,
 // by mistake or by someone who may add revisions but not read values, is
 // withheld.
 func TestSecretPutInARouteDomainIsNotShown(t *testing.T) {
@@ -323,6 +324,8 @@ func TestSecretPutInARouteDomainIsNotShown(t *testing.T) {
 	if resp, body := s.PostForm(t, admin, "/projects/team-wiki/revisions", url.Values{"manifest": {manifest}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("add revision = %d, want 303:\n%s", resp.StatusCode, body)
 	}
+	// Deployed: only an active revision's hostnames are ever resolved.
+	s.ActivateRevision(t, env, 2)
 	eve := s.SignInAs(t, "eve@example.com", "Eve")
 	status, page := s.Get(t, eve, envPath)
 	if status != http.StatusOK {

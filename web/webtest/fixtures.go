@@ -78,3 +78,15 @@ func (s *Server) UserID(tb testing.TB, email string) int64 {
 	}
 	return id
 }
+
+// ActivateRevision makes revision number of env's project the one active in
+// env, as a finished deploy does, straight in the database.
+func (s *Server) ActivateRevision(tb testing.TB, env *store.Environment, number int) {
+	tb.Helper()
+	tag, err := s.DB.Pool.Exec(context.Background(), `
+		UPDATE environments SET active_revision_id = (SELECT id FROM revisions WHERE project_id = $2 AND number = $3)
+		WHERE id = $1`, env.ID, env.ProjectID, number)
+	if err != nil || tag.RowsAffected() != 1 {
+		tb.Fatalf("activate revision %d in %s/%s: %v", number, env.Project, env.Name, err)
+	}
+}
