@@ -63,8 +63,8 @@ const (
 	sessionSignedIn  = "signed_in_at_ms"
 	sessionFlash     = "flash"
 	sessionFlashKind = "flash_kind"
-	// SessionAfterLogin holds the path an anonymous visitor asked for.
-	SessionAfterLogin = "after_login"
+	// sessionAfterLogin holds the path an anonymous visitor asked for.
+	sessionAfterLogin = "after_login"
 )
 
 // SessionUserID returns the user id and sign-in time (Unix milliseconds) kept in

@@ -2,7 +2,9 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -21,11 +23,43 @@ type Login struct {
 	LocalEnabled bool
 	// OIDCEnabled shows the identity provider's button.
 	OIDCEnabled bool
+	// Failures limits failed sign-ins per client address (local links and
+	// OIDC callbacks alike).
+	Failures *SignInLimiter
 }
 
 // NewLogin returns the sign-in handlers.
-func NewLogin(b *Base, localEnabled, oidcEnabled bool) *Login {
-	return &Login{Base: b, LocalEnabled: localEnabled, OIDCEnabled: oidcEnabled}
+func NewLogin(b *Base, localEnabled, oidcEnabled bool, failures *SignInLimiter) *Login {
+	return &Login{Base: b, LocalEnabled: localEnabled, OIDCEnabled: oidcEnabled, Failures: failures}
+}
+
+// The query parameters of the sign-in page. An anonymous visitor is sent to
+// it with the page they asked for in next, rather than having it kept in a
+// session: a session is created only once a sign-in is under way.
+const (
+	loginNext    = "next"
+	loginExpired = "expired"
+)
+
+// LoginURL is the sign-in page that returns to next afterwards; expired says
+// the visitor's form was refused because they were not signed in.
+func LoginURL(next string, expired bool) string {
+	q := url.Values{}
+	if safeNext(next) && next != "/" {
+		q.Set(loginNext, next)
+	}
+	if expired {
+		q.Set(loginExpired, "1")
+	}
+	if len(q) == 0 {
+		return "/login"
+	}
+	return "/login?" + q.Encode()
+}
+
+// safeNext reports whether next is a path on this site (not //host or /\host).
+func safeNext(next string) bool {
+	return strings.HasPrefix(next, "/") && !strings.HasPrefix(next, "//") && !strings.HasPrefix(next, "/\\") && len(next) <= 2048
 }
 
 // ShowLoginPage renders the sign-in page.
@@ -33,11 +67,19 @@ func (h *Login) ShowLoginPage(w http.ResponseWriter, r *http.Request) error {
 	if CurrentUser(r.Context()) != nil {
 		return SeeOther(w, r, "/")
 	}
-	return Render(w, r, http.StatusOK, views.Login(views.LoginPage{
+	m := views.LoginPage{
 		Chrome:       h.Chrome(r, "Sign in", ""),
 		OIDCEnabled:  h.OIDCEnabled,
 		LocalEnabled: h.LocalEnabled,
-	}))
+		OIDCStart:    "/login/oidc",
+	}
+	if next := r.URL.Query().Get(loginNext); safeNext(next) && next != "/" {
+		m.OIDCStart += "?" + url.Values{loginNext: {next}}.Encode()
+	}
+	if r.URL.Query().Get(loginExpired) != "" {
+		m.Notice = "You are not signed in (or your session has expired), so nothing was changed. Sign in and try again."
+	}
+	return Render(w, r, http.StatusOK, views.Login(m))
 }
 
 // SignInLocal consumes a one-time link and signs in the local administrator.
@@ -46,11 +88,11 @@ func (h *Login) SignInLocal(w http.ResponseWriter, r *http.Request) error {
 	if !h.LocalEnabled {
 		return store.Errorf(store.NotFound, "Local sign-in is turned off on this installation.")
 	}
+	if blocked, err := h.refuseIfLimited(w, r); blocked {
+		return err
+	}
 	if err := h.DB.UseLoginToken(ctx, r.URL.Query().Get("token")); err != nil {
-		if aerr := h.DB.Audit(ctx, store.AuditEvent{Action: "sign-in.failed", Target: "local", RequestID: RequestID(ctx),
-			Detail: map[string]any{"reason": store.ErrorMessage(err)}}); aerr != nil {
-			h.Logger.Error("audit failed sign-in", "request_id", RequestID(ctx), "err", aerr)
-		}
+		h.recordFailure(r, "local", map[string]any{"method": "local", "reason": store.ErrorMessage(err)})
 		return h.renderFailure(w, r, http.StatusUnauthorized, store.ErrorMessage(err))
 	}
 	u, err := h.DB.UpsertSignIn(ctx, store.LocalIssuer, LocalAdmin.Subject, LocalAdmin.Email, LocalAdmin.Name, true)
@@ -61,6 +103,29 @@ func (h *Login) SignInLocal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return SeeOther(w, r, h.AfterSignIn(ctx))
+}
+
+// refuseIfLimited answers 429 with Retry-After when the client's address has
+// used up its failed sign-ins; blocked says whether it did.
+func (h *Login) refuseIfLimited(w http.ResponseWriter, r *http.Request) (blocked bool, err error) {
+	wait, ok := h.Failures.Allow(ClientAddr(r))
+	if ok {
+		return false, nil
+	}
+	secs := tooManyAttempts(w, wait)
+	return true, h.renderFailure(w, r, http.StatusTooManyRequests, fmt.Sprintf(
+		"Too many failed sign-ins came from your address, so sign-in is paused for it. Try again in %d seconds.", secs))
+}
+
+// recordFailure counts a failed sign-in against the client's address and
+// audits it (repeated failures from one address share one record).
+func (h *Login) recordFailure(r *http.Request, target string, detail map[string]any) {
+	ctx := r.Context()
+	addr := ClientAddr(r)
+	h.Failures.Take(addr)
+	if err := h.DB.RecordFailedSignIn(ctx, addr, target, detail, RequestID(ctx)); err != nil {
+		h.Logger.Error("audit failed sign-in", "request_id", RequestID(ctx), "err", err)
+	}
 }
 
 // renderFailure shows the sign-in page with a sentence saying why signing
@@ -106,8 +171,8 @@ func (h *Login) SignOut(w http.ResponseWriter, r *http.Request) error {
 // AfterSignIn returns where to go after signing in: the page an anonymous
 // visitor asked for (remembered by web's sign-in redirect) or the home page.
 func (b *Base) AfterSignIn(ctx context.Context) string {
-	next := b.Sessions.PopString(ctx, SessionAfterLogin)
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	next := b.Sessions.PopString(ctx, sessionAfterLogin)
+	if !safeNext(next) {
 		return "/"
 	}
 	return next

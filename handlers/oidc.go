@@ -53,6 +53,9 @@ type OIDC struct {
 	*Base
 	login *Login
 	cfg   OIDCConfig
+	// Starts limits sign-ins started per client address: each one keeps a
+	// short-lived session until it completes or expires.
+	Starts *SignInLimiter
 
 	mu       sync.Mutex
 	provider *oidc.Provider
@@ -61,11 +64,11 @@ type OIDC struct {
 // NewOIDC returns the OpenID sign-in handlers. Provider discovery happens at
 // the first sign-in and is retried until it succeeds, so a provider that is
 // briefly down when the Studio starts does not stop it.
-func NewOIDC(b *Base, login *Login, cfg OIDCConfig) *OIDC {
+func NewOIDC(b *Base, login *Login, cfg OIDCConfig, starts *SignInLimiter) *OIDC {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	return &OIDC{Base: b, login: login, cfg: cfg}
+	return &OIDC{Base: b, login: login, cfg: cfg, Starts: starts}
 }
 
 // signInError is a failed sign-in: what the person reads, the status, a
@@ -121,7 +124,21 @@ func (h *OIDC) StartSignIn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return h.fail(w, r, failSignIn(http.StatusServiceUnavailable, "provider_unreachable", errProviderUnreachable, err))
 	}
+	if wait, ok := h.Starts.Allow(ClientAddr(r)); !ok {
+		secs := tooManyAttempts(w, wait)
+		return h.login.renderFailure(w, r, http.StatusTooManyRequests, fmt.Sprintf(
+			"Too many sign-ins were started from your address. Try again in %d seconds.", secs))
+	}
+	h.Starts.Take(ClientAddr(r))
 	state, nonce, verifier := randomToken(), randomToken(), oauth2.GenerateVerifier()
+	if CurrentUser(ctx) == nil {
+		// A visitor's session exists only for this sign-in: it ends with
+		// the flow, so abandoned sign-ins do not pile up in the database.
+		h.Sessions.SetDeadline(ctx, time.Now().Add(OIDCFlowTTL))
+	}
+	if next := r.URL.Query().Get(loginNext); safeNext(next) {
+		h.Sessions.Put(ctx, sessionAfterLogin, next)
+	}
 	h.Sessions.Put(ctx, sessionOIDCState, state)
 	h.Sessions.Put(ctx, sessionOIDCNonce, nonce)
 	h.Sessions.Put(ctx, sessionOIDCVerifier, verifier)
@@ -135,6 +152,9 @@ func (h *OIDC) StartSignIn(w http.ResponseWriter, r *http.Request) error {
 // PKCE verifier, verifies the ID token (signature, issuer, audience, expiry)
 // and its nonce, records the user and starts the session.
 func (h *OIDC) Callback(w http.ResponseWriter, r *http.Request) error {
+	if blocked, err := h.login.refuseIfLimited(w, r); blocked {
+		return err
+	}
 	u, err := h.callback(r)
 	if err != nil {
 		var se *signInError
@@ -286,10 +306,7 @@ func (h *OIDC) fail(w http.ResponseWriter, r *http.Request, e *signInError) erro
 		attrs = append(attrs, "err", e.err.Error())
 	}
 	h.Logger.Warn("sign-in failed", attrs...)
-	if err := h.DB.Audit(ctx, store.AuditEvent{Action: "sign-in.failed", Target: h.cfg.Issuer, RequestID: RequestID(ctx),
-		Detail: map[string]any{"method": "oidc", "reason": e.reason}}); err != nil {
-		h.Logger.Error("audit failed sign-in", "request_id", RequestID(ctx), "err", err)
-	}
+	h.login.recordFailure(r, h.cfg.Issuer, map[string]any{"method": "oidc", "reason": e.reason})
 	return h.login.renderFailure(w, r, e.status, e.message)
 }
 

@@ -136,3 +136,37 @@ func (db *DB) AuditActions(ctx context.Context, q AuditQuery) ([]string, error) 
 	}
 	return out, nil
 }
+
+// FailedSignInWindow is how long repeated failed sign-ins from one address
+// add to the same audit record instead of writing new ones.
+const FailedSignInWindow = time.Hour
+
+// RecordFailedSignIn audits a failed sign-in from addr. Repeated failures
+// from one address within FailedSignInWindow of the first are one record
+// whose detail counts them (count, last_at, last reason), so that a flood of
+// bad links or callbacks grows a counter, not the table.
+func (db *DB) RecordFailedSignIn(ctx context.Context, addr, target string, detail map[string]any, requestID string) error {
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	return db.InTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			UPDATE audit_events SET detail = detail || jsonb_build_object(
+				'count', COALESCE((detail->>'count')::int, 1) + 1, 'last_at', now(), 'last_reason', $4::jsonb->'reason')
+			WHERE id = (SELECT id FROM audit_events
+			            WHERE action = 'sign-in.failed' AND detail->>'address' = $1 AND target = $2 AND at > now() - make_interval(secs => $3)
+			            ORDER BY id DESC LIMIT 1 FOR UPDATE)`,
+			addr, target, FailedSignInWindow.Seconds(), detail)
+		if err != nil {
+			return fmt.Errorf("store: record failed sign-in: %w", err)
+		}
+		if tag.RowsAffected() > 0 {
+			return nil
+		}
+		d := map[string]any{"address": addr, "count": 1}
+		for k, v := range detail {
+			d[k] = v
+		}
+		return audit(ctx, tx, AuditEvent{Action: "sign-in.failed", Target: target, Detail: d, RequestID: requestID})
+	})
+}

@@ -35,7 +35,7 @@ func TestAValueCannotBeReadThroughAHostname(t *testing.T) {
 				}
 			}
 			if deployed {
-				s.ActivateRevision(t, prod, 1)
+				s.ActivateRevision(t, "team-wiki", "production", 1)
 			}
 			mallory := s.SignInAs(t, "mallory@example.com", "Mallory")
 			attack := strings.Replace(exampleManifest(t, "production"), `domain: "${APP_DOMAIN}"`,

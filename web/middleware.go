@@ -1,14 +1,15 @@
 package web
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/skali-dev/studio/handlers"
@@ -146,22 +147,57 @@ func securityHeaders(https bool, formActions string) func(http.Handler) http.Han
 	}
 }
 
-// limitBody caps every request body: a declared length over the limit is
-// refused at once, and a body that grows past it fails while it is read (the
-// handler's error then maps to 413 as well).
+// limitBody caps every request body. A declared length over the limit is
+// refused at once. A body without a declared length (chunked) is read here,
+// up to the limit, before any handler sees it: form parsing turns a read
+// error into "the field is empty", so a handler would otherwise answer an
+// over-long chunked body with a misleading complaint about its content.
 func (a *app) limitBody(limit int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength > limit {
-				a.renderError(w, r, http.StatusRequestEntityTooLarge, "")
+				a.renderTooLarge(w, r)
 				return
 			}
-			if r.Body != nil {
-				r.Body = http.MaxBytesReader(w, r.Body, limit)
+			if r.Body == nil || r.Body == http.NoBody {
+				next.ServeHTTP(w, r)
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			if r.ContentLength < 0 {
+				body, err := io.ReadAll(r.Body)
+				if isTooLarge(err) {
+					a.renderTooLarge(w, r)
+					return
+				}
+				if err != nil {
+					a.renderError(w, r, http.StatusBadRequest, "The request body could not be read. Send it again.")
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				r.ContentLength = int64(len(body))
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// renderTooLarge answers 413 naming the limits.
+func (a *app) renderTooLarge(w http.ResponseWriter, r *http.Request) {
+	a.renderError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+		"The request is larger than the %s the Studio accepts, so nothing was changed. Manifests may be at most 1 MiB and a pasted .env file 1 MiB.",
+		byteSize(a.deps.MaxBodyBytes)))
+}
+
+// byteSize writes n in the largest binary unit that divides it.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // authenticate loads the signed-in user from the session. A session past
@@ -202,12 +238,11 @@ func (a *app) requireUser(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			a.base.Flash(r.Context(), "error", "Your session has expired, so nothing was changed. Sign in and try again.")
-		}
-		target := "/login"
-		if r.Method == http.MethodGet && r.URL.Path != "/" && !strings.HasPrefix(r.URL.Path, "//") {
-			a.sessions.Put(r.Context(), handlers.SessionAfterLogin, r.URL.Path)
+		// Nothing is kept in a session for a visitor: the page to return to
+		// travels in the sign-in URL, so anonymous requests write nothing.
+		target := handlers.LoginURL("", true)
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			target = handlers.LoginURL(r.URL.Path, false)
 		}
 		http.Redirect(w, r, target, http.StatusSeeOther)
 	})

@@ -44,8 +44,13 @@ func TestProjectsEnvironmentsAndValuesAsAdmin(t *testing.T) {
 		t.Fatalf("set value: %d\n%s", resp.StatusCode, body)
 	}
 	status, page = s.Get(t, c, "/projects/team-wiki/environments/production")
+	if status != 200 || strings.Contains(page, "wiki.example.com") || !strings.Contains(page, "values set · shown after deploy") {
+		t.Fatalf("before a deploy the environment page must show the domain's expression, not its value: %d\n%s", status, page)
+	}
+	s.ActivateRevision(t, "team-wiki", "production", 1)
+	status, page = s.Get(t, c, "/projects/team-wiki/environments/production")
 	if status != 200 || !strings.Contains(page, "wiki.example.com") {
-		t.Fatalf("environment page does not resolve the domain: %d\n%s", status, page)
+		t.Fatalf("environment page does not resolve the domain of the deployed revision: %d\n%s", status, page)
 	}
 	status, page = s.Get(t, c, "/projects/team-wiki/environments/production/values")
 	if status != 200 || !strings.Contains(page, "required · set") || !strings.Contains(page, "required · missing") {

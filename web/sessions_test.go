@@ -27,8 +27,12 @@ func TestSignInRenewsTheSessionToken(t *testing.T) {
 		t.Run(method, func(t *testing.T) {
 			s := webtest.Start(t)
 			c := s.NewClient()
-			// An anonymous visit to a protected page creates a session.
-			s.Follow(t, c, s.URL+"/audit")
+			// Starting an OIDC sign-in creates a session (an anonymous
+			// visit to a page does not); the local link is then used in
+			// the same browser.
+			if resp, err := c.Get(s.URL + "/login/oidc"); err != nil || resp.StatusCode != http.StatusSeeOther {
+				t.Fatalf("start OIDC sign-in: %v %v", resp, err)
+			}
 			before := sessionCookie(t, s, c)
 			if before == nil {
 				t.Fatal("no session cookie before sign-in")

@@ -61,6 +61,7 @@ func TestBrowserCreatesProjectEnvironmentAndImportsValues(t *testing.T) {
 		t.Errorf("value field = %q, want an empty password field", inputType)
 	}
 	b.Screenshot("values")
+	s.ActivateRevision(t, "team-wiki", "production", 1) // hostnames show once deployed
 	b.Do(
 		chromedp.Navigate(s.URL+envPath),
 		chromedp.WaitVisible(chromedp.CSS("#applications")),

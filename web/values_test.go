@@ -162,6 +162,7 @@ func TestValueFormsReRenderWithErrors(t *testing.T) {
 // and the audit table. Failure messages name values by number only.
 func TestNoPlaintextLeaks(t *testing.T) {
 	s, env := wikiServer(t)
+	s.ActivateRevision(t, "team-wiki", "production", 1) // its hostnames are shown, and searched
 	s.AddMember(t, env, "viewer@example.com", store.RoleViewer)
 	admin := s.SignInLocal(t)
 	viewer := s.SignInAs(t, "viewer@example.com", "Vera Viewer")
@@ -325,7 +326,7 @@ func TestSecretPutInARouteDomainIsNotShown(t *testing.T) {
 		t.Fatalf("add revision = %d, want 303:\n%s", resp.StatusCode, body)
 	}
 	// Deployed: only an active revision's hostnames are ever resolved.
-	s.ActivateRevision(t, env, 2)
+	s.ActivateRevision(t, "team-wiki", "production", 2)
 	eve := s.SignInAs(t, "eve@example.com", "Eve")
 	status, page := s.Get(t, eve, envPath)
 	if status != http.StatusOK {

@@ -44,6 +44,16 @@ type Deps struct {
 	MaxBodyBytes int64
 	// Vault keeps values encrypted; without it values cannot be changed.
 	Vault *store.Vault
+	// SignInFailures limits failed sign-ins per client address (a burst,
+	// then one more per interval); SignInStarts limits OIDC sign-ins
+	// started per address. Zero values take the defaults below.
+	SignInFailures, SignInStarts RateLimit
+}
+
+// RateLimit is a token bucket: Burst attempts at once, then one per Every.
+type RateLimit struct {
+	Burst int
+	Every time.Duration
 }
 
 // Defaults for Deps fields left zero.
@@ -51,6 +61,13 @@ const (
 	DefaultSessionIdleTimeout = 12 * time.Hour
 	DefaultSessionLifetime    = 7 * 24 * time.Hour
 	DefaultMaxBodyBytes       = 4 << 20
+)
+
+// Default limits per client address: 20 failed sign-ins, then one every
+// 15 seconds; 30 OIDC sign-ins started, then one every 10 seconds.
+var (
+	DefaultSignInFailures = RateLimit{Burst: 20, Every: 15 * time.Second}
+	DefaultSignInStarts   = RateLimit{Burst: 30, Every: 10 * time.Second}
 )
 
 type app struct {
@@ -73,6 +90,12 @@ func New(d Deps) http.Handler {
 	}
 	if d.MaxBodyBytes == 0 {
 		d.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if d.SignInFailures.Burst == 0 {
+		d.SignInFailures = DefaultSignInFailures
+	}
+	if d.SignInStarts.Burst == 0 {
+		d.SignInStarts = DefaultSignInStarts
 	}
 	https := strings.HasPrefix(d.PublicURL, "https://")
 
@@ -105,14 +128,15 @@ func (a *app) routes(https bool) http.Handler {
 	health := handlers.NewHealth(a.base)
 	home := handlers.NewHome(a.base)
 	validate := handlers.NewValidate(a.base)
-	login := handlers.NewLogin(a.base, a.deps.LocalLogin, a.deps.OIDCIssuer != "")
+	failures := handlers.NewSignInLimiter(a.deps.SignInFailures.Burst, a.deps.SignInFailures.Every)
+	login := handlers.NewLogin(a.base, a.deps.LocalLogin, a.deps.OIDCIssuer != "", failures)
 	oidcLogin := handlers.NewOIDC(a.base, login, handlers.OIDCConfig{
 		Issuer:       a.deps.OIDCIssuer,
 		ClientID:     a.deps.OIDCClientID,
 		ClientSecret: a.deps.OIDCClientSecret,
 		RedirectURL:  strings.TrimRight(a.deps.PublicURL, "/") + "/login/oidc/callback",
 		Admins:       a.deps.Admins,
-	})
+	}, handlers.NewSignInLimiter(a.deps.SignInStarts.Burst, a.deps.SignInStarts.Every))
 
 	cop := http.NewCrossOriginProtection()
 	if u, err := url.Parse(a.deps.PublicURL); err == nil && u.Host != "" {
@@ -200,7 +224,7 @@ func (a *app) handle(fn handlers.Func) http.HandlerFunc {
 			return
 		}
 		if isTooLarge(err) {
-			a.renderError(w, r, http.StatusRequestEntityTooLarge, "")
+			a.renderTooLarge(w, r)
 			return
 		}
 		switch store.ErrorCode(err) {

@@ -79,14 +79,15 @@ func (s *Server) UserID(tb testing.TB, email string) int64 {
 	return id
 }
 
-// ActivateRevision makes revision number of env's project the one active in
-// env, as a finished deploy does, straight in the database.
-func (s *Server) ActivateRevision(tb testing.TB, env *store.Environment, number int) {
+// ActivateRevision makes revision number of the project the one active in
+// its environment env, as a finished deploy does, straight in the database.
+func (s *Server) ActivateRevision(tb testing.TB, project, env string, number int) {
 	tb.Helper()
 	tag, err := s.DB.Pool.Exec(context.Background(), `
-		UPDATE environments SET active_revision_id = (SELECT id FROM revisions WHERE project_id = $2 AND number = $3)
-		WHERE id = $1`, env.ID, env.ProjectID, number)
+		UPDATE environments e SET active_revision_id = r.id
+		FROM projects p, revisions r
+		WHERE p.id = e.project_id AND r.project_id = p.id AND p.name = $1 AND e.name = $2 AND r.number = $3`, project, env, number)
 	if err != nil || tag.RowsAffected() != 1 {
-		tb.Fatalf("activate revision %d in %s/%s: %v", number, env.Project, env.Name, err)
+		tb.Fatalf("activate revision %d in %s/%s: %v", number, project, env, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
@@ -51,6 +52,10 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		OIDCIssuer:       idp.URL,
 		OIDCClientID:     OIDCClientID,
 		OIDCClientSecret: OIDCClientSecret,
+		// Every test client comes from 127.0.0.1: tests that are not about
+		// rate limits must not run into them (WithSignInLimit sets them).
+		SignInFailures: web.RateLimit{Burst: 100000, Every: time.Millisecond},
+		SignInStarts:   web.RateLimit{Burst: 100000, Every: time.Millisecond},
 	}
 	srv := newServer(func(base string) http.Handler {
 		deps.PublicURL = base
@@ -61,6 +66,12 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	})
 	tb.Cleanup(srv.Close)
 	return &Server{httptestServer: srv, URL: srv.URL, DB: db, Logs: logs, OIDC: idp}
+}
+
+// WithSignInLimit limits failed sign-ins per client address to burst, then
+// one per every.
+func WithSignInLimit(burst int, every time.Duration) Option {
+	return func(d *web.Deps) { d.SignInFailures = web.RateLimit{Burst: burst, Every: every} }
 }
 
 // NewClient returns a client with its own cookie jar that does not follow
