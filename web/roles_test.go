@@ -28,16 +28,18 @@ const (
 	envAdmin = "admin of production"
 	// otherEnv is an admin of staging, another environment of the same
 	// project: their role must not carry over to production.
-	otherEnv     = "admin of staging"
+	otherEnv = "admin of staging"
+	// otherProject is an admin of an environment of another project.
+	otherProject = "admin of another project"
 	installAdmin = "installation admin"
 )
 
-var allRoles = []string{anonymous, outsider, viewer, deployer, envAdmin, otherEnv, installAdmin}
+var allRoles = []string{anonymous, outsider, viewer, deployer, envAdmin, otherEnv, otherProject, installAdmin}
 
 // Who may call a route: the sets a row's allow field names.
 var (
 	everyone = allRoles
-	signedIn = []string{outsider, viewer, deployer, envAdmin, otherEnv, installAdmin}
+	signedIn = []string{outsider, viewer, deployer, envAdmin, otherEnv, otherProject, installAdmin}
 	// projectMembers hold any role on any environment of hello-world.
 	projectMembers = []string{viewer, deployer, envAdmin, otherEnv, installAdmin}
 	// projectAdmins are admins of at least one environment of hello-world.
@@ -46,7 +48,9 @@ var (
 	prodDeployers = []string{deployer, envAdmin, installAdmin}
 	prodAdmins    = []string{envAdmin, installAdmin}
 	// anyEnvAdmin are admins of some environment (the audit log).
-	anyEnvAdmin   = []string{envAdmin, otherEnv, installAdmin}
+	anyEnvAdmin   = []string{envAdmin, otherEnv, otherProject, installAdmin}
+	// otherProjectAdmins administer the environment of the other project.
+	otherProjectAdmins = []string{otherProject, installAdmin}
 	installAdmins = []string{installAdmin}
 )
 
@@ -57,7 +61,8 @@ type routeCase struct {
 	// route registered with Handle, which answers every method).
 	method, pattern string
 	// path is the request path; {target} is replaced by the id of a viewer
-	// of production kept for member routes, {static} by the stylesheet.
+	// of production kept for member routes, {stager} by the id of a viewer
+	// of staging only, {static} by the stylesheet.
 	path string
 	form url.Values
 	// allow lists the roles that may make the request. Anonymous callers not
@@ -68,6 +73,10 @@ type routeCase struct {
 	ok []int
 	// toLogin says an allowed call answers 303 to /login (sign-out does).
 	toLogin bool
+	// status, when set, is the one status an allowed call must answer
+	// (404 for a member or value of another environment named through
+	// production's URL).
+	status int
 	// prepare runs before each call (to restore what an allowed call changed).
 	prepare func(t *testing.T, f *roleFixture)
 }
@@ -130,6 +139,28 @@ var routeTable = []routeCase{
 		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/delete", allow: prodAdmins, ok: []int{http.StatusNotFound}},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/values/{name}/delete",
 		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/delete", allow: prodAdmins, ok: []int{http.StatusNotFound}},
+
+	// Ids and names of another environment through production's URLs
+	// (IDOR): a member of staging only, a value stored in staging only.
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/members/{user}/role",
+		path: "/projects/hello-world/environments/production/members/{stager}/role", form: url.Values{"role": {"admin"}},
+		allow: prodAdmins, status: http.StatusNotFound},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/members/{user}/remove",
+		path: "/projects/hello-world/environments/production/members/{stager}/remove", allow: prodAdmins, status: http.StatusNotFound},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/values/{name}/delete",
+		path: "/projects/hello-world/environments/production/values/STAGING_ONLY/delete", allow: prodAdmins, status: http.StatusNotFound},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/values/{name}/delete",
+		path: "/projects/hello-world/environments/production/values/STAGING_ONLY/delete", allow: prodAdmins, status: http.StatusNotFound},
+
+	// Another project: its admin may, production's people may not.
+	{method: "GET", pattern: "/projects/{project}", path: "/projects/other-shop", allow: otherProjectAdmins},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}", path: "/projects/other-shop/environments/production", allow: otherProjectAdmins},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/values", path: "/projects/other-shop/environments/production/values", allow: otherProjectAdmins},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/values", path: "/projects/other-shop/environments/production/values",
+		form: url.Values{"name": {"APP_DOMAIN"}, "value": {"other.example.test"}}, allow: otherProjectAdmins},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/members", path: "/projects/other-shop/environments/production/members", allow: otherProjectAdmins},
+	{method: "POST", pattern: "/projects/{project}/revisions", path: "/projects/other-shop/revisions",
+		form: url.Values{"manifest": {strings.Replace(webtest.MinimalManifest, "hello-world", "other-shop", 1) + "\ndescription: changed\n"}}, allow: otherProjectAdmins},
 }
 
 // Keep the deployer set referenced until deploy routes land.
@@ -141,7 +172,14 @@ type roleFixture struct {
 	prod   *store.Environment
 	emails map[string]string
 	target int64
+	// stager is a viewer of staging only.
+	stager int64
 }
+
+// hostSecret is production's SECRET_TOKEN. A revision added by the admin
+// of staging puts it into an alias (the hostname attack); no answer of any
+// route to anyone may contain it.
+const hostSecret = "5e884898da28047151d0e56f8dc62927"
 
 func newRoleFixture(t *testing.T) *roleFixture {
 	t.Helper()
@@ -152,17 +190,60 @@ func newRoleFixture(t *testing.T) *roleFixture {
 		deployer:     "deployer@example.test",
 		envAdmin:     "admin@example.test",
 		otherEnv:     "stager@example.test",
+		otherProject: "shopkeeper@example.test",
 		installAdmin: "root@example.test",
 	}}
 	f.prod = s.CreateEnvironment(t, "", "production")
 	staging := s.CreateEnvironment(t, "", "staging")
+	otherShop := s.CreateEnvironment(t, strings.Replace(webtest.MinimalManifest, "hello-world", "other-shop", 1), "production")
 	s.AddMember(t, f.prod, f.emails[viewer], store.RoleViewer)
 	s.AddMember(t, f.prod, f.emails[deployer], store.RoleDeployer)
 	s.AddMember(t, f.prod, f.emails[envAdmin], store.RoleAdmin)
 	s.AddMember(t, staging, f.emails[otherEnv], store.RoleAdmin)
+	s.AddMember(t, otherShop, f.emails[otherProject], store.RoleAdmin)
+	s.AddMember(t, staging, "stagemember@example.test", store.RoleViewer)
 	f.ensureTarget(t)
 	f.target = s.UserID(t, "target@example.test")
+	f.stager = s.UserID(t, "stagemember@example.test")
+
+	root := f.client(t, installAdmin)
+	for _, set := range []struct{ env, name, value string }{
+		{"production", "SECRET_TOKEN", hostSecret},
+		{"production", "APP_DOMAIN", "shop.example.test"},
+		{"staging", "STAGING_ONLY", "staging-value"},
+	} {
+		if resp, body := s.PostForm(t, root, "/projects/hello-world/environments/"+set.env+"/values",
+			url.Values{"name": {set.name}, "value": {set.value}}); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("set %s in %s = %d:\n%s", set.name, set.env, resp.StatusCode, body)
+		}
+	}
+	attack := webtest.MinimalManifest + "        aliases: [\"${SECRET_TOKEN}.x.example\"]\n"
+	if resp, body := s.PostForm(t, f.client(t, otherEnv), "/projects/hello-world/revisions", url.Values{"manifest": {attack}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("staging admin adds the attacking revision = %d:\n%s", resp.StatusCode, body)
+	}
 	return f
+}
+
+// digest summarises everything a refused request must leave alone (a failed
+// sign-in is recorded on purpose, so its audit record is left out).
+func (f *roleFixture) digest(t *testing.T) string {
+	t.Helper()
+	var d string
+	err := f.s.DB.Pool.QueryRow(t.Context(), `
+		SELECT md5(string_agg(x, '|' ORDER BY x)) FROM (
+			SELECT 'p' || row(p.*)::text AS x FROM projects p
+			UNION ALL SELECT 'r' || row(r.id, r.project_id, r.number, r.hash, r.source)::text FROM revisions r
+			UNION ALL SELECT 'e' || row(e.*)::text FROM environments e
+			UNION ALL SELECT 'm' || row(m.*)::text FROM memberships m
+			UNION ALL SELECT 'u' || row(u.*)::text FROM users u
+			UNION ALL SELECT 'v' || row(v.environment_id, v.name, v.version, v.ciphertext, v.updated_at)::text FROM environment_values v
+			UNION ALL SELECT 'a' || row(a.*)::text FROM audit_events a WHERE a.action <> 'sign-in.failed'
+			UNION ALL SELECT 'i' || row(i.*)::text FROM installation_settings i
+		) t`).Scan(&d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // client returns a fresh client signed in as role (anonymous: none).
@@ -220,7 +301,14 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 		t.Errorf("route %s has no row in routeTable (web/roles_test.go): add one saying who may call it", m)
 	}
 
-	replacer := strings.NewReplacer("{target}", fmt.Sprint(f.target), "{static}", static.Path("css/app.css"))
+	// The digest does see a change.
+	d0 := f.digest(t)
+	if resp, _ := f.s.PostForm(t, f.client(t, installAdmin), "/projects/hello-world/environments/production/values",
+		url.Values{"name": {"DIGEST_CHECK"}, "value": {"x"}}); resp.StatusCode != http.StatusSeeOther || f.digest(t) == d0 {
+		t.Fatalf("setting a value = %d and left the digest as it was: the digest sees nothing", resp.StatusCode)
+	}
+
+	replacer := strings.NewReplacer("{target}", fmt.Sprint(f.target), "{stager}", fmt.Sprint(f.stager), "{static}", static.Path("css/app.css"))
 	for _, rc := range routeTable {
 		if !registered[rc.method+" "+rc.pattern] {
 			t.Logf("routeTable row %s %s matches no registered route (not added yet?)", rc.method, rc.pattern)
@@ -237,6 +325,7 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 					method = "GET"
 				}
 				path := replacer.Replace(rc.path)
+				before := f.digest(t)
 				var resp *http.Response
 				var body string
 				if method == "POST" {
@@ -246,7 +335,18 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 				}
 				location := resp.Header.Get("Location")
 				allowed := slices.Contains(rc.allow, role)
+				if strings.Contains(body, hostSecret) {
+					t.Errorf("%s %s as %s shows production's SECRET_TOKEN", method, rc.path, role)
+				}
+				refused := !allowed || resp.StatusCode >= 400
+				if after := f.digest(t); refused && after != before {
+					t.Errorf("%s %s as %s was refused (%d) but changed what is stored", method, rc.path, role, resp.StatusCode)
+				}
 				switch {
+				case allowed && rc.status != 0:
+					if resp.StatusCode != rc.status {
+						t.Errorf("%s %s as %s = %d, want %d", method, rc.path, role, resp.StatusCode, rc.status)
+					}
 				case allowed:
 					ok := resp.StatusCode >= 200 && resp.StatusCode < 300 ||
 						resp.StatusCode == http.StatusSeeOther && !toSignIn(location) ||
