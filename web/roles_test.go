@@ -48,10 +48,10 @@ var (
 	prodDeployers = []string{deployer, envAdmin, installAdmin}
 	prodAdmins    = []string{envAdmin, installAdmin}
 	// anyEnvAdmin are admins of some environment (the audit log).
-	anyEnvAdmin   = []string{envAdmin, otherEnv, otherProject, installAdmin}
+	anyEnvAdmin = []string{envAdmin, otherEnv, otherProject, installAdmin}
 	// otherProjectAdmins administer the environment of the other project.
 	otherProjectAdmins = []string{otherProject, installAdmin}
-	installAdmins = []string{installAdmin}
+	installAdmins      = []string{installAdmin}
 )
 
 // routeCase is one row of the role table: a route as registered in
