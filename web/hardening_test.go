@@ -201,3 +201,41 @@ func TestSessionTokensAreStoredHashed(t *testing.T) {
 		t.Errorf("the real cookie = %d, want 200", status)
 	}
 }
+
+// TestLongNamesAndNulBytesAreClearErrors: a 2,800- or 100,000-character
+// name and a value with a NUL byte get a message next to their field (not a
+// 500), in the form and in an import; nothing is stored and the name is not
+// logged.
+func TestLongNamesAndNulBytesAreClearErrors(t *testing.T) {
+	s, _ := wikiServer(t)
+	c := s.SignInLocal(t)
+	for _, n := range []int{2800, 100000} {
+		name := strings.Repeat("Q", n)
+		resp, body := s.PostForm(t, c, envPath+"/values", url.Values{"name": {name}, "value": {"x"}})
+		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "at most 255 characters") {
+			t.Errorf("set a %d-character name = %d, want 422 saying the limit", n, resp.StatusCode)
+		}
+		resp, body = s.PostForm(t, c, envPath+"/values/import", url.Values{"dotenv": {"APP_DOMAIN=wiki.example.com\n" + name + "=x\n"}})
+		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "Line 2") || !strings.Contains(body, "at most 255") {
+			t.Errorf("import a %d-character name = %d, want 422 naming line 2 and the limit", n, resp.StatusCode)
+		}
+	}
+	resp, body := s.PostForm(t, c, envPath+"/values", url.Values{"name": {"SESSION_SECRET"}, "value": {"a\x00b"}})
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "NUL byte") {
+		t.Errorf("set a value with a NUL byte = %d, want 422 saying NUL byte", resp.StatusCode)
+	}
+	resp, body = s.PostForm(t, c, envPath+"/values/import", url.Values{"dotenv": {"APP_DOMAIN=wiki.example.com\nSESSION_SECRET=\"a\x00b\"\n"}})
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "Line 2") || !strings.Contains(body, "NUL byte") {
+		t.Errorf("import a value with a NUL byte = %d, want 422 naming line 2", resp.StatusCode)
+	}
+	resp, _ = s.PostForm(t, c, envPath+"/values", url.Values{"name": {"SESSION_SECRET"}, "value": {"two\nlines\twith \x07 bell"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("a multi-line value with control characters = %d, want 303", resp.StatusCode)
+	}
+	if got := countRows(t, s, `SELECT count(*) FROM environment_values WHERE ciphertext IS NOT NULL`); got != 1 {
+		t.Errorf("%d values stored, want only SESSION_SECRET", got)
+	}
+	if strings.Contains(s.Logs.String(), strings.Repeat("Q", 256)) {
+		t.Error("a rejected name reached the logs")
+	}
+}
