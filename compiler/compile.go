@@ -116,7 +116,7 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 	if n := o.get("name"); n == nil {
 		c.missing(o, "name", "the stable project key, such as `name: my-project`")
 	} else if s, ok := c.str(n, keyPath("name")); ok {
-		if !isKey(s) {
+		if !IsKey(s) {
 			c.errorf(n, keyPath("name"), "project name `"+s+"` "+keyRule)
 		}
 		def.Name = s
@@ -196,7 +196,7 @@ func (c *checker) serviceMap(o object, name string, declared map[string]bool) ([
 func (c *checker) keyedEntries(fs []field, path pathT, what string) []field {
 	kept := fs[:0]
 	for _, f := range fs {
-		if !isKey(f.key.Value) {
+		if !IsKey(f.key.Value) {
 			c.errorf(f.key, join(path, f.key.Value), what+" `"+f.key.Value+"` "+keyRule)
 			continue
 		}

@@ -31,7 +31,7 @@ func scanValueRefs(s string, refs []valueRef) ([]valueRef, string) {
 		body := s[:end]
 		s = s[end+1:]
 		name, def, hasDefault := strings.Cut(body, ":-")
-		if !isValueName(name) {
+		if !IsValueName(name) {
 			if hasDefault || !strings.ContainsAny(name, ":-=?+") {
 				return refs, "has a malformed value reference: names inside ${...} must match ^[A-Z_][A-Z0-9_]*$"
 			}
@@ -186,6 +186,25 @@ func (x *expressionIndex) contract() ValueContract {
 // default; those references expand to the empty string. Malformed references
 // are left as written.
 func ExpandValues(expr string, values map[string]string) (string, []string) {
+	return expandValues(expr, values, nil)
+}
+
+// ValueRefs returns the names of the values expr references with ${NAME}
+// or ${NAME:-default}, in order of first appearance and without repeats;
+// malformed references are not names.
+func ValueRefs(expr string) []string {
+	var names []string
+	expandValues(expr, nil, func(name string) {
+		if !contains(names, name) {
+			names = append(names, name)
+		}
+	})
+	return names
+}
+
+// expandValues implements ExpandValues, calling ref (when not nil) with the
+// name of each well-formed reference.
+func expandValues(expr string, values map[string]string, ref func(name string)) (string, []string) {
 	var b strings.Builder
 	var missing []string
 	s := expr
@@ -202,10 +221,13 @@ func ExpandValues(expr string, values map[string]string) (string, []string) {
 		}
 		body := s[i+2 : i+end]
 		name, def, hasDefault := strings.Cut(body, ":-")
-		if !isValueName(name) {
+		if !IsValueName(name) {
 			b.WriteString(s[:i+end+1])
 			s = s[i+end+1:]
 			continue
+		}
+		if ref != nil {
+			ref(name)
 		}
 		b.WriteString(s[:i])
 		v, ok := values[name]

@@ -330,10 +330,11 @@ func (c *checker) cpu(n *yaml.Node, path pathT) (MilliCPU, bool) {
 	return v, true
 }
 
-// isKey reports whether s matches ^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$, the
-// shape of service, port, route, volume and command keys and of the project
-// name. Hand-written because it runs for every key.
-func isKey(s string) bool {
+// IsKey reports whether s matches ^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$, the
+// shape of service, port, route, volume and command keys, of the project
+// name, and of the Studio's environment names. Hand-written because it runs
+// for every key.
+func IsKey(s string) bool {
 	if len(s) == 0 || len(s) > 63 || s[0] < 'a' || s[0] > 'z' {
 		return false
 	}
@@ -346,7 +347,7 @@ func isKey(s string) bool {
 	return s[len(s)-1] != '-'
 }
 
-// keyRule is the message for a key that fails isKey.
+// keyRule is the message for a key that fails IsKey.
 const keyRule = "must start with a lowercase letter, contain only lowercase letters, digits and hyphens, not end with a hyphen, and be at most 63 characters"
 
 // isEnvName reports whether s matches ^[A-Za-z_][A-Za-z0-9_]*$.
@@ -364,8 +365,9 @@ func isEnvName(s string) bool {
 	return true
 }
 
-// isValueName reports whether s matches ^[A-Z_][A-Z0-9_]*$.
-func isValueName(s string) bool {
+// IsValueName reports whether s matches ^[A-Z_][A-Z0-9_]*$, the shape of a
+// value's name in ${NAME} (and so of every value the Studio stores).
+func IsValueName(s string) bool {
 	if s == "" {
 		return false
 	}

@@ -12,8 +12,11 @@ import (
 	"github.com/skali-dev/studio/views"
 )
 
-// LocalAdmin is the identity of the built-in local administrator.
-var LocalAdmin = struct{ Subject, Name, Email string }{Subject: "admin", Name: "Local administrator", Email: ""}
+// The identity of the built-in local administrator (issuer store.LocalIssuer).
+const (
+	localAdminSubject = "admin"
+	localAdminName    = "Local administrator"
+)
 
 // Login signs people in and out: the sign-in page, the local one-time link
 // and sign-out. OIDC sign-in lives in oidc.go.
@@ -95,7 +98,7 @@ func (h *Login) SignInLocal(w http.ResponseWriter, r *http.Request) error {
 		h.recordFailure(r, "local", map[string]any{"method": "local", "reason": store.ErrorMessage(err)})
 		return h.renderFailure(w, r, http.StatusUnauthorized, store.ErrorMessage(err))
 	}
-	u, err := h.DB.UpsertSignIn(ctx, store.LocalIssuer, LocalAdmin.Subject, LocalAdmin.Email, LocalAdmin.Name, true)
+	u, err := h.DB.UpsertSignIn(ctx, store.LocalIssuer, localAdminSubject, "", localAdminName, true)
 	if err != nil {
 		return err
 	}

@@ -28,8 +28,8 @@ func (db *DB) Audit(ctx context.Context, e AuditEvent) error {
 	return audit(ctx, db.Pool, e)
 }
 
-// AuditTx records an event inside tx, so the change and its record commit together.
-func AuditTx(ctx context.Context, tx pgx.Tx, e AuditEvent) error {
+// auditTx records an event inside tx, so the change and its record commit together.
+func auditTx(ctx context.Context, tx pgx.Tx, e AuditEvent) error {
 	return audit(ctx, tx, e)
 }
 

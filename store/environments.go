@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/skali-dev/studio/compiler"
 )
 
 // Environment is one deployment target of a project (production, staging ...).
@@ -23,12 +23,9 @@ type Environment struct {
 	CreatedAt        time.Time
 }
 
-// environmentName is the rule for environment names (the manifest's rule for
-// stable keys).
-var environmentName = regexp.MustCompile(`^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
-
-// ValidEnvironmentName reports whether name may name an environment.
-func ValidEnvironmentName(name string) bool { return environmentName.MatchString(name) }
+// ValidEnvironmentName reports whether name may name an environment: the
+// manifest's rule for stable keys.
+func ValidEnvironmentName(name string) bool { return compiler.IsKey(name) }
 
 const environmentColumns = `e.id, e.project_id, p.name, e.name, e.state, e.active_revision_id, e.created_at`
 
@@ -64,8 +61,7 @@ func (db *DB) CreateEnvironment(ctx context.Context, a Actor, projectID int64, n
 		var id int64
 		err := tx.QueryRow(ctx, `INSERT INTO environments (project_id, name, created_by) VALUES ($1, $2, $3) RETURNING id`,
 			projectID, name, a.userID()).Scan(&id)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		if isUniqueViolation(err) {
 			return Errorf(Conflict, "This project already has an environment named %q.", name)
 		}
 		if err != nil {
@@ -76,7 +72,7 @@ func (db *DB) CreateEnvironment(ctx context.Context, a Actor, projectID int64, n
 		}
 		e := a.event("environment.created")
 		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, env.Name
-		return AuditTx(ctx, tx, e)
+		return auditTx(ctx, tx, e)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: create environment: %w", err)

@@ -50,6 +50,13 @@ func ErrorCode(err error) Code {
 	return Internal
 }
 
+// isUniqueViolation reports whether err is PostgreSQL refusing a row that
+// would repeat a unique key (unique_violation).
+func isUniqueViolation(err error) bool {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pe.Code == "23505"
+}
+
 // unstorableText reports whether err is PostgreSQL refusing text for its
 // bytes: character_not_in_repertoire or untranslatable_character.
 func unstorableText(err error) bool {

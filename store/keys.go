@@ -557,7 +557,7 @@ func (v *Vault) RotateKey(ctx context.Context, a Actor, newID string, progress f
 		e := a.event("values.key-rotated")
 		e.Target = newID
 		e.Detail = map[string]any{"active": newID, "retired": nonNil(retired), "reencrypted": res.Reencrypted}
-		return AuditTx(ctx, tx, e)
+		return auditTx(ctx, tx, e)
 	})
 	if err != nil {
 		return res, fmt.Errorf("store: rotate: retire old keys: %w", err)

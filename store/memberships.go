@@ -74,32 +74,30 @@ type Member struct {
 	UserID int64
 	Email  string
 	Name   string
-	Role   Role
+	// Subject identifies the member at their identity provider.
+	Subject string
+	Role    Role
 	// Pending is true for someone added by email who has not signed in yet.
 	Pending    bool
 	LastSignIn *time.Time
 	AddedAt    time.Time
 }
 
-// DisplayName is the member's name, else their email.
-func (m Member) DisplayName() string {
-	if m.Name != "" {
-		return m.Name
-	}
-	return m.Email
-}
+// DisplayName is the member's name, else their email, else their subject
+// (the same rule as User.DisplayName).
+func (m Member) DisplayName() string { return displayName(m.Name, m.Email, m.Subject) }
 
 // Members lists the members of the environment: admins first, then by name.
 func (db *DB) Members(ctx context.Context, environmentID int64) ([]Member, error) {
 	rows, _ := db.Pool.Query(ctx, `
-		SELECT u.id, u.email, u.name, m.role, u.issuer = '', u.last_sign_in_at, m.created_at
+		SELECT u.id, u.email, u.name, u.subject, m.role, u.issuer = '', u.last_sign_in_at, m.created_at
 		FROM memberships m JOIN users u ON u.id = m.user_id
 		WHERE m.environment_id = $1
 		ORDER BY CASE m.role WHEN 'admin' THEN 0 WHEN 'deployer' THEN 1 ELSE 2 END, lower(coalesce(nullif(u.name, ''), u.email))`,
 		environmentID)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Member, error) {
 		var m Member
-		err := row.Scan(&m.UserID, &m.Email, &m.Name, &m.Role, &m.Pending, &m.LastSignIn, &m.AddedAt)
+		err := row.Scan(&m.UserID, &m.Email, &m.Name, &m.Subject, &m.Role, &m.Pending, &m.LastSignIn, &m.AddedAt)
 		return m, err
 	})
 	if err != nil {
@@ -169,7 +167,7 @@ func (db *DB) AddMember(ctx context.Context, a Actor, env *Environment, email st
 		e := a.event("member.added")
 		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, m.Email
 		e.Detail = map[string]any{"role": string(role), "pending": pending}
-		return AuditTx(ctx, tx, e)
+		return auditTx(ctx, tx, e)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: add member: %w", err)
@@ -180,7 +178,7 @@ func (db *DB) AddMember(ctx context.Context, a Actor, env *Environment, email st
 func memberTx(ctx context.Context, tx pgx.Tx, environmentID, userID int64) (*Member, error) {
 	var m Member
 	err := tx.QueryRow(ctx, `
-		SELECT u.id, u.email, u.name, m.role, u.issuer = '', u.last_sign_in_at, m.created_at
+		SELECT u.id, u.email, u.name, u.subject, m.role, u.issuer = '', u.last_sign_in_at, m.created_at
 		FROM memberships m JOIN users u ON u.id = m.user_id
 		WHERE m.environment_id = $1 AND m.user_id = $2`, environmentID, userID).
 		Scan(&m.UserID, &m.Email, &m.Name, &m.Role, &m.Pending, &m.LastSignIn, &m.AddedAt)
@@ -221,7 +219,7 @@ func (db *DB) ChangeMemberRole(ctx context.Context, a Actor, env *Environment, u
 		e := a.event("member.changed")
 		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, m.Email
 		e.Detail = map[string]any{"from": string(from), "to": string(role)}
-		return AuditTx(ctx, tx, e)
+		return auditTx(ctx, tx, e)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: change member role: %w", err)
@@ -271,7 +269,7 @@ func (db *DB) RemoveMember(ctx context.Context, a Actor, env *Environment, userI
 		e := a.event("member.removed")
 		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, m.Email
 		e.Detail = map[string]any{"role": string(m.Role)}
-		return AuditTx(ctx, tx, e)
+		return auditTx(ctx, tx, e)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: remove member: %w", err)

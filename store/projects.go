@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Project is a deployable project: a name matching its manifest's name and
@@ -62,8 +61,7 @@ func (db *DB) CreateProject(ctx context.Context, a Actor, nr NewRevision) (*Proj
 			INSERT INTO projects (name, description, created_by) VALUES ($1, $2, $3)
 			RETURNING id, name, description, created_at`, nr.Name, nr.Description, a.userID()).
 			Scan(&p.ID, &p.Name, &p.Description, &p.CreatedAt)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		if isUniqueViolation(err) {
 			return Errorf(Conflict, "A project named %q already exists. Open it and add this manifest as a new revision.", nr.Name)
 		}
 		if err != nil {
@@ -75,7 +73,7 @@ func (db *DB) CreateProject(ctx context.Context, a Actor, nr NewRevision) (*Proj
 		e := a.event("project.created")
 		e.Project, e.Target = p.Name, p.Name
 		e.Detail = map[string]any{"revision": 1, "hash": nr.Hash}
-		return AuditTx(ctx, tx, e)
+		return auditTx(ctx, tx, e)
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: create project: %w", err)
@@ -118,7 +116,7 @@ func (db *DB) AddRevision(ctx context.Context, a Actor, projectID int64, nr NewR
 		e := a.event("revision.added")
 		e.Project, e.Target = name, fmt.Sprintf("revision %d", rev.Number)
 		e.Detail = map[string]any{"revision": rev.Number, "hash": nr.Hash}
-		return AuditTx(ctx, tx, e)
+		return auditTx(ctx, tx, e)
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("store: add revision: %w", err)
@@ -137,9 +135,7 @@ func insertRevision(ctx context.Context, tx pgx.Tx, a Actor, projectID int64, nu
 	return scanRevision(tx.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE id = $1`, id))
 }
 
-const revisionColumns = `r.id, r.project_id, r.number, r.source, r.hash, r.summary,
-	COALESCE((SELECT CASE WHEN u.name <> '' THEN u.name WHEN u.email <> '' THEN u.email ELSE u.subject END FROM users u WHERE u.id = r.created_by), ''),
-	r.created_at`
+var revisionColumns = `r.id, r.project_id, r.number, r.source, r.hash, r.summary, ` + displayNameOf("r.created_by") + `, r.created_at`
 
 func scanRevision(row pgx.Row) (*Revision, error) {
 	var r Revision

@@ -27,14 +27,25 @@ type User struct {
 
 // DisplayName is the name to show for the user: the name, else the email,
 // else the subject.
-func (u *User) DisplayName() string {
+func (u *User) DisplayName() string { return displayName(u.Name, u.Email, u.Subject) }
+
+// displayName is the one rule for showing a person: the name, else the
+// email, else the subject. displayNameOf is the same rule in SQL.
+func displayName(name, email, subject string) string {
 	switch {
-	case u.Name != "":
-		return u.Name
-	case u.Email != "":
-		return u.Email
+	case name != "":
+		return name
+	case email != "":
+		return email
 	}
-	return u.Subject
+	return subject
+}
+
+// displayNameOf is a SQL expression for the display name of the user whose
+// id is in column, or ” when there is none (the user was deleted).
+func displayNameOf(column string) string {
+	return `COALESCE((SELECT CASE WHEN u.name <> '' THEN u.name WHEN u.email <> '' THEN u.email ELSE u.subject END
+		FROM users u WHERE u.id = ` + column + `), '')`
 }
 
 const userColumns = `id, issuer, subject, email, name, is_admin, created_at, last_sign_in_at`

@@ -24,11 +24,9 @@ const MaxValueBytes = 64 << 10
 // hold a key much over 2,700 bytes, and no environment variable needs more.
 const MaxValueNameLength = 255
 
-var valueName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
-
 // ValidValueName reports whether name may name a value.
 func ValidValueName(name string) bool {
-	return len(name) <= MaxValueNameLength && valueName.MatchString(name)
+	return len(name) <= MaxValueNameLength && compiler.IsValueName(name)
 }
 
 // ValueNameProblem says in one sentence what is wrong with name, or returns
@@ -40,7 +38,7 @@ func ValueNameProblem(name string) string {
 		return "Enter the name of the value, like APP_DOMAIN."
 	case len(name) > MaxValueNameLength:
 		return fmt.Sprintf("A name may be at most %d characters; this one has %d.", MaxValueNameLength, len(name))
-	case !valueName.MatchString(name):
+	case !compiler.IsValueName(name):
 		return "Use capital letters, digits and underscores, not starting with a digit, like APP_DOMAIN."
 	}
 	return ""
@@ -82,7 +80,7 @@ type StoredValue struct {
 func (db *DB) StoredValues(ctx context.Context, envID int64) ([]StoredValue, error) {
 	rows, _ := db.Pool.Query(ctx, `
 		SELECT v.name, v.version,
-		       COALESCE((SELECT CASE WHEN u.name <> '' THEN u.name WHEN u.email <> '' THEN u.email ELSE u.subject END FROM users u WHERE u.id = v.updated_by), ''),
+		       `+displayNameOf("v.updated_by")+`,
 		       v.updated_at
 		FROM environment_values v
 		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL
@@ -330,7 +328,7 @@ func (v *Vault) SetValue(ctx context.Context, a Actor, env *Environment, name, v
 		e := envEvent(a, "value.set", env)
 		e.Target = name
 		e.Detail = map[string]any{"name": name, "version": version}
-		return AuditTx(ctx, tx, e)
+		return auditTx(ctx, tx, e)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: set value %s: %w", name, err)
@@ -357,7 +355,7 @@ func (v *Vault) DeleteValue(ctx context.Context, a Actor, env *Environment, name
 		e := envEvent(a, "value.deleted", env)
 		e.Target = name
 		e.Detail = map[string]any{"name": name, "version": version}
-		return AuditTx(ctx, tx, e)
+		return auditTx(ctx, tx, e)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: delete value %s: %w", name, err)
@@ -403,7 +401,7 @@ func (v *Vault) PruneValues(ctx context.Context, a Actor, env *Environment, c co
 		e := envEvent(a, "values.pruned", env)
 		e.Target = fmt.Sprintf("%d values", len(pruned))
 		e.Detail = map[string]any{"values": detail}
-		return AuditTx(ctx, tx, e)
+		return auditTx(ctx, tx, e)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: prune values: %w", err)
@@ -498,7 +496,7 @@ func (v *Vault) ImportValues(ctx context.Context, a Actor, env *Environment, c c
 		e := envEvent(a, "values.imported", env)
 		e.Target = fmt.Sprintf("%d changed", len(res.Changed))
 		e.Detail = map[string]any{"changed": changed, "unchanged": nonNil(res.Unchanged), "skipped": nonNil(res.Skipped)}
-		return AuditTx(ctx, tx, e)
+		return auditTx(ctx, tx, e)
 	})
 	if err != nil {
 		return ImportResult{}, fmt.Errorf("store: import values: %w", err)
@@ -602,8 +600,6 @@ var hostnamePattern = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.
 // characters with at least two labels.
 func isHostname(s string) bool { return len(s) <= 253 && hostnamePattern.MatchString(s) }
 
-var valueRef = regexp.MustCompile(`\$\{([A-Z_][A-Z0-9_]*)(?::-[^}]*)?\}`)
-
 // ResolveActiveHostnames expands the hostname expressions (route domains,
 // route aliases, bucket route domains) of the revision active in the
 // environment with the environment's values, keyed by expression. It reads
@@ -656,9 +652,9 @@ func (v *Vault) resolveHostnames(ctx context.Context, envID int64, def *compiler
 	}
 	var names []string
 	for _, e := range exprs {
-		for _, m := range valueRef.FindAllStringSubmatch(e, -1) {
-			if !slices.Contains(names, m[1]) {
-				names = append(names, m[1])
+		for _, n := range compiler.ValueRefs(e) {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
 			}
 		}
 	}

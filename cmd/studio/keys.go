@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/store/pgserver"
 )
 
 const keysUsage = `usage: studio keys generate | studio keys rotate [flags]
@@ -86,7 +87,7 @@ func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var db *store.DB
 	if cfg.DatabaseURL == "" {
 		// Talk to the private server of a running Studio, or start it.
-		if url, err := store.RunningPostgresURL(cfg.DataDir); err == nil {
+		if url, err := pgserver.RunningURL(cfg.DataDir); err == nil {
 			if db, err = store.Open(ctx, url); err != nil {
 				return err
 			}

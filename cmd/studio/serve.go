@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/store/pgserver"
 	"github.com/skali-dev/studio/web"
 )
 
@@ -27,7 +28,7 @@ func newLogger(format string, w io.Writer) *slog.Logger {
 // server behind it.
 type database struct {
 	*store.DB
-	pg *store.Postgres
+	pg *pgserver.Server
 }
 
 func (d *database) Close() {
@@ -43,7 +44,7 @@ func openDatabase(ctx context.Context, cfg *Config, logger *slog.Logger) (*datab
 	d := &database{}
 	url := cfg.DatabaseURL
 	if url == "" {
-		pg, err := store.StartPostgres(ctx, store.PostgresOptions{Dir: cfg.DataDir, Logger: logger})
+		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: cfg.DataDir, Logger: logger})
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +183,7 @@ func runLoginLink(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	url := cfg.DatabaseURL
 	if url == "" {
 		var err error
-		if url, err = store.RunningPostgresURL(cfg.DataDir); err != nil {
+		if url, err = pgserver.RunningURL(cfg.DataDir); err != nil {
 			return err
 		}
 	}

@@ -20,12 +20,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/store/pgserver"
 )
 
 var (
 	once     sync.Once
 	setupErr error
-	server   *store.Postgres
+	server   *pgserver.Server
 	dataDir  string
 	admin    *pgxpool.Pool
 	baseURL  *url.URL
@@ -67,7 +68,7 @@ func setup() error {
 			return err
 		}
 		dataDir = dir
-		server, err = store.StartPostgres(ctx, store.PostgresOptions{
+		server, err = pgserver.Start(ctx, pgserver.Options{
 			Dir:       dir,
 			Ephemeral: true,
 			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -152,7 +153,7 @@ func NewDB(tb testing.TB) *store.DB {
 
 // Server returns the private server of this test package, or nil when the
 // tests use DATABASE_URL. Tests that stop and restart the database use it.
-func Server() *store.Postgres {
+func Server() *pgserver.Server {
 	return server
 }
 

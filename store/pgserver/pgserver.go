@@ -1,4 +1,7 @@
-package store
+// Package pgserver runs the private PostgreSQL server of the embedded
+// default: initdb on first use, postgres on a loopback port with a generated
+// password, supervised and restarted if it dies, stopped with the Studio.
+package pgserver
 
 import (
 	"bytes"
@@ -26,8 +29,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// PostgresOptions configures a private PostgreSQL server.
-type PostgresOptions struct {
+// Options configures a private PostgreSQL server.
+type Options struct {
 	// Dir is the Studio's data directory; the cluster lives in Dir/postgres.
 	Dir string
 	// Logger receives start, stop and restart messages (never the password).
@@ -36,14 +39,14 @@ type PostgresOptions struct {
 	Ephemeral bool
 }
 
-// Postgres is a private PostgreSQL server started from the initdb and
+// Server is a private PostgreSQL server started from the initdb and
 // postgres binaries on the machine. It listens on a free loopback port with a
 // generated password, restarts itself when its process dies unexpectedly, and
 // stops when Stop is called or when the Studio process dies (the kernel sends
 // it SIGINT through the parent-death signal, so even kill -9 of the Studio
 // leaves no server behind for long).
-type Postgres struct {
-	opts     PostgresOptions
+type Server struct {
+	opts     Options
 	log      *slog.Logger
 	binDir   string
 	dataDir  string
@@ -61,23 +64,23 @@ type Postgres struct {
 
 const postgresUser = "studio"
 
-// StartPostgres initialises the cluster in opts.Dir on first use, clears what
+// Start initialises the cluster in opts.Dir on first use, clears what
 // a killed earlier run left behind, starts the server and waits until it
 // accepts connections.
-func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error) {
+func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("store: data directory: %w", err)
+		return nil, fmt.Errorf("pgserver: data directory: %w", err)
 	}
-	p := &Postgres{opts: opts, log: opts.Logger, dataDir: filepath.Join(dir, "postgres"), done: make(chan struct{})}
+	p := &Server{opts: opts, log: opts.Logger, dataDir: filepath.Join(dir, "postgres"), done: make(chan struct{})}
 	if p.binDir, err = findPostgresBinaries(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("store: create data directory: %w", err)
+		return nil, fmt.Errorf("pgserver: create data directory: %w", err)
 	}
 	if os.Geteuid() == 0 {
 		if p.cred, err = postgresCredential(dir); err != nil {
@@ -88,7 +91,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 		return nil, err
 	}
 	if p.logFile, err = os.OpenFile(filepath.Join(dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
-		return nil, fmt.Errorf("store: open postgres log: %w", err)
+		return nil, fmt.Errorf("pgserver: open postgres log: %w", err)
 	}
 	if _, err := os.Stat(filepath.Join(p.dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
 		if err := p.initdb(); err != nil {
@@ -117,10 +120,10 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 }
 
 // URL is the connection string of the studio database on this server.
-func (p *Postgres) URL() string { return p.DatabaseURL("studio") }
+func (p *Server) URL() string { return p.DatabaseURL("studio") }
 
 // DatabaseURL is the connection string of the named database on this server.
-func (p *Postgres) DatabaseURL(name string) string {
+func (p *Server) DatabaseURL(name string) string {
 	u := url.URL{
 		Scheme:   "postgres",
 		User:     url.UserPassword(postgresUser, p.password),
@@ -132,7 +135,7 @@ func (p *Postgres) DatabaseURL(name string) string {
 }
 
 // Stop shuts the server down (fast shutdown) and waits for it to exit.
-func (p *Postgres) Stop() {
+func (p *Server) Stop() {
 	p.mu.Lock()
 	if p.stopping {
 		p.mu.Unlock()
@@ -165,7 +168,7 @@ func (p *Postgres) Stop() {
 // supervise restarts the server when it exits without Stop having been
 // called, so that a crashed or externally stopped database comes back and
 // /readyz turns green again.
-func (p *Postgres) supervise() {
+func (p *Server) supervise() {
 	backoff := restartDelay
 	for {
 		p.mu.Lock()
@@ -216,7 +219,7 @@ func closedChan() chan struct{} {
 	return c
 }
 
-func (p *Postgres) start() error {
+func (p *Server) start() error {
 	args := []string{
 		"-D", p.dataDir,
 		"-p", strconv.Itoa(p.port),
@@ -255,7 +258,7 @@ func (p *Postgres) start() error {
 		close(exited)
 	}()
 	if err := <-startErr; err != nil {
-		return fmt.Errorf("store: start postgres: %w", err)
+		return fmt.Errorf("pgserver: start postgres: %w", err)
 	}
 	p.mu.Lock()
 	p.cmd, p.exited = cmd, exited
@@ -264,7 +267,7 @@ func (p *Postgres) start() error {
 	return nil
 }
 
-func (p *Postgres) waitReady(ctx context.Context, limit time.Duration) error {
+func (p *Server) waitReady(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	url := p.DatabaseURL("postgres")
 	for {
@@ -273,7 +276,7 @@ func (p *Postgres) waitReady(ctx context.Context, limit time.Duration) error {
 		p.mu.Unlock()
 		select {
 		case <-exited:
-			return fmt.Errorf("store: postgres exited during start-up: %s", p.logTail())
+			return fmt.Errorf("pgserver: postgres exited during start-up: %s", p.logTail())
 		default:
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -284,7 +287,7 @@ func (p *Postgres) waitReady(ctx context.Context, limit time.Duration) error {
 			return p.ensureDatabase(ctx, conn, "studio")
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("store: postgres did not accept connections within %s: %w", limit, err)
+			return fmt.Errorf("pgserver: postgres did not accept connections within %s: %w", limit, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -294,34 +297,34 @@ func (p *Postgres) waitReady(ctx context.Context, limit time.Duration) error {
 	}
 }
 
-func (p *Postgres) ensureDatabase(ctx context.Context, conn *pgx.Conn, name string) error {
+func (p *Server) ensureDatabase(ctx context.Context, conn *pgx.Conn, name string) error {
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return fmt.Errorf("store: look up database: %w", err)
+		return fmt.Errorf("pgserver: look up database: %w", err)
 	}
 	if exists {
 		return nil
 	}
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return fmt.Errorf("store: create database: %w", err)
+		return fmt.Errorf("pgserver: create database: %w", err)
 	}
 	return nil
 }
 
-func (p *Postgres) initdb() error {
+func (p *Server) initdb() error {
 	// initdb writes into a sibling directory that is renamed into place once
 	// it has finished, so an interrupted first start never leaves a
 	// half-made cluster behind that a later start would try to use.
 	initDir := p.dataDir + ".init"
 	if err := os.RemoveAll(initDir); err != nil {
-		return fmt.Errorf("store: clear %s: %w", initDir, err)
+		return fmt.Errorf("pgserver: clear %s: %w", initDir, err)
 	}
 	if err := os.MkdirAll(initDir, 0o700); err != nil {
-		return fmt.Errorf("store: create postgres directory: %w", err)
+		return fmt.Errorf("pgserver: create postgres directory: %w", err)
 	}
 	pwfile := filepath.Join(filepath.Dir(p.dataDir), "postgres.pwfile")
 	if err := os.WriteFile(pwfile, []byte(p.password+"\n"), 0o600); err != nil {
-		return fmt.Errorf("store: write password file: %w", err)
+		return fmt.Errorf("pgserver: write password file: %w", err)
 	}
 	defer os.Remove(pwfile)
 	if err := p.chown(initDir); err != nil {
@@ -339,13 +342,13 @@ func (p *Postgres) initdb() error {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		os.RemoveAll(initDir)
-		return fmt.Errorf("store: initdb failed: %w: %s", err, lastLines(out.String(), 5))
+		return fmt.Errorf("pgserver: initdb failed: %w: %s", err, lastLines(out.String(), 5))
 	}
 	if err := os.RemoveAll(p.dataDir); err != nil {
-		return fmt.Errorf("store: clear %s: %w", p.dataDir, err)
+		return fmt.Errorf("pgserver: clear %s: %w", p.dataDir, err)
 	}
 	if err := os.Rename(initDir, p.dataDir); err != nil {
-		return fmt.Errorf("store: move new cluster into place: %w", err)
+		return fmt.Errorf("pgserver: move new cluster into place: %w", err)
 	}
 	p.log.Info("created private PostgreSQL cluster", "data", p.dataDir)
 	return nil
@@ -354,13 +357,13 @@ func (p *Postgres) initdb() error {
 // clearStale makes sure no server from an earlier, killed run still holds
 // the data directory: an orphaned postgres is shut down, a lock file whose
 // process is gone or is not postgres is removed.
-func (p *Postgres) clearStale() error {
+func (p *Server) clearStale() error {
 	lock := filepath.Join(p.dataDir, "postmaster.pid")
 	data, err := os.ReadFile(lock)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	} else if err != nil {
-		return fmt.Errorf("store: read postmaster.pid: %w", err)
+		return fmt.Errorf("pgserver: read postmaster.pid: %w", err)
 	}
 	first, _, _ := strings.Cut(string(data), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(first))
@@ -379,7 +382,7 @@ func (p *Postgres) clearStale() error {
 			_ = syscall.Kill(pid, syscall.SIGQUIT)
 		}
 		if time.Now().After(deadline.Add(10 * time.Second)) {
-			return fmt.Errorf("store: an earlier postgres (pid %d) on %s does not stop; stop it and try again", pid, p.dataDir)
+			return fmt.Errorf("pgserver: an earlier postgres (pid %d) on %s does not stop; stop it and try again", pid, p.dataDir)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -402,17 +405,17 @@ func isPostgresProcess(pid int) bool {
 	return filepath.Base(name) == "postgres" || strings.HasPrefix(string(cmdline), "postgres:")
 }
 
-func (p *Postgres) chown(path string) error {
+func (p *Server) chown(path string) error {
 	if p.cred == nil {
 		return nil
 	}
 	if err := os.Chown(path, int(p.cred.Uid), int(p.cred.Gid)); err != nil {
-		return fmt.Errorf("store: hand %s to the postgres user: %w", path, err)
+		return fmt.Errorf("pgserver: hand %s to the postgres user: %w", path, err)
 	}
 	return nil
 }
 
-func (p *Postgres) logTail() string {
+func (p *Server) logTail() string {
 	data, err := os.ReadFile(p.logFile.Name())
 	if err != nil {
 		return "(no log)"
@@ -440,7 +443,7 @@ func postgresCredential(dir string) (*syscall.Credential, error) {
 	gid, _ := strconv.Atoi(u.Gid)
 	// The postgres user must be able to reach its data directory.
 	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("store: data directory permissions: %w", err)
+		return nil, fmt.Errorf("pgserver: data directory permissions: %w", err)
 	}
 	for d := filepath.Dir(dir); d != "/"; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
@@ -483,7 +486,7 @@ func versionOf(path string) int {
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("store: find a free port: %w", err)
+		return 0, fmt.Errorf("pgserver: find a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
@@ -497,7 +500,7 @@ func loadOrCreateSecret(path string) (string, error) {
 		return strings.TrimSpace(string(data)), nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("store: read %s: %w", path, err)
+		return "", fmt.Errorf("pgserver: read %s: %w", path, err)
 	}
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
@@ -505,15 +508,15 @@ func loadOrCreateSecret(path string) (string, error) {
 	}
 	secret := hex.EncodeToString(b)
 	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("store: write %s: %w", path, err)
+		return "", fmt.Errorf("pgserver: write %s: %w", path, err)
 	}
 	return secret, nil
 }
 
-// RunningPostgresURL returns the connection string of the private server
+// RunningURL returns the connection string of the private server
 // that a running Studio started in dir, for commands such as login-link that
 // talk to a running installation. It fails when no server is running there.
-func RunningPostgresURL(dir string) (string, error) {
+func RunningURL(dir string) (string, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
@@ -524,7 +527,7 @@ func RunningPostgresURL(dir string) (string, error) {
 	}
 	lines := strings.Split(string(data), "\n")
 	if len(lines) < 4 {
-		return "", fmt.Errorf("store: %s/postgres/postmaster.pid is incomplete; try again in a moment", dir)
+		return "", fmt.Errorf("pgserver: %s/postgres/postmaster.pid is incomplete; try again in a moment", dir)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(lines[0]))
 	port, err := strconv.Atoi(strings.TrimSpace(lines[3]))
@@ -533,8 +536,8 @@ func RunningPostgresURL(dir string) (string, error) {
 	}
 	password, err := os.ReadFile(filepath.Join(dir, "postgres.password"))
 	if err != nil {
-		return "", fmt.Errorf("store: read the private database password: %w", err)
+		return "", fmt.Errorf("pgserver: read the private database password: %w", err)
 	}
-	p := &Postgres{port: port, password: strings.TrimSpace(string(password))}
+	p := &Server{port: port, password: strings.TrimSpace(string(password))}
 	return p.URL(), nil
 }

@@ -1,4 +1,4 @@
-package store_test
+package pgserver_test
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/store"
-	"github.com/skali-dev/studio/store/storetest"
+	"github.com/skali-dev/studio/store/pgserver"
 )
 
 func TestMain(m *testing.M) {
@@ -21,13 +21,13 @@ func TestMain(m *testing.M) {
 		runChildPostgres(dir)
 		return
 	}
-	storetest.Main(m)
+	os.Exit(m.Run())
 }
 
 // runChildPostgres is the body of a child process that starts a private
 // server, prints its URL and then waits to be killed.
 func runChildPostgres(dir string) {
-	pg, err := store.StartPostgres(context.Background(), store.PostgresOptions{Dir: dir, Ephemeral: true})
+	pg, err := pgserver.Start(context.Background(), pgserver.Options{Dir: dir, Ephemeral: true})
 	if err != nil {
 		println("child:", err.Error())
 		os.Exit(3)
@@ -80,7 +80,7 @@ func TestPrivatePostgresKeepsDataAcrossKillAndRestart(t *testing.T) {
 	_ = child.Wait()
 
 	// Second run on the same directory starts despite what the first left.
-	pg, err := store.StartPostgres(ctx, store.PostgresOptions{Dir: dir, Ephemeral: true, Logger: quiet()})
+	pg, err := pgserver.Start(ctx, pgserver.Options{Dir: dir, Ephemeral: true, Logger: quiet()})
 	if err != nil {
 		t.Fatalf("second start after kill -9: %v", err)
 	}
@@ -117,7 +117,7 @@ func TestPrivatePostgresComesBackAfterItsProcessDies(t *testing.T) {
 func comesBackAfter(t *testing.T, sig syscall.Signal) {
 	dir := reachableDir(t)
 	ctx := context.Background()
-	pg, err := store.StartPostgres(ctx, store.PostgresOptions{Dir: dir, Ephemeral: true, Logger: quiet()})
+	pg, err := pgserver.Start(ctx, pgserver.Options{Dir: dir, Ephemeral: true, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,82 +156,3 @@ func comesBackAfter(t *testing.T, sig syscall.Signal) {
 	t.Fatal("the database did not come back within 30s")
 }
 
-func TestMigrateTwiceAtOnceAppliesEachMigrationOnce(t *testing.T) {
-	url := storetest.NewURL(t)
-	ctx := context.Background()
-	db, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	// storetest already migrated this database; dropping the record makes
-	// both replicas believe the work is still to do.
-	if _, err := db.Pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
-		t.Fatal(err)
-	}
-	errs := make(chan error, 2)
-	for range 2 {
-		go func() {
-			other, err := store.Open(ctx, url)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer other.Close()
-			_, err = other.Migrate(ctx)
-			errs <- err
-		}()
-	}
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatalf("concurrent migrate: %v", err)
-		}
-	}
-	all, err := store.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != len(all) {
-		t.Errorf("schema_migrations has %d rows, want %d", n, len(all))
-	}
-}
-
-// TestMigrationNumberedBelowTheNewestAppliedIsRefused: a migration added
-// with a number below one already applied (003 while 006 has run) would run
-// after its successors here but before them on a fresh database; start-up
-// and `studio migrate` refuse it, name it, and apply nothing.
-func TestMigrationNumberedBelowTheNewestAppliedIsRefused(t *testing.T) {
-	db := storetest.NewDB(t)
-	ctx := context.Background()
-	all, err := store.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	late := store.Migration{Version: 3, Name: "003_late.sql", SQL: `CREATE TABLE late (id int)`}
-	next := store.Migration{Version: 999, Name: "999_next.sql", SQL: `CREATE TABLE next (id int)`}
-	withLate := append([]store.Migration{late}, append(all, next)...)
-	applied, err := db.MigrateWith(ctx, withLate)
-	if err == nil {
-		t.Fatalf("migrate with 003 after %s applied = %v, want an error", all[len(all)-1].Name, applied)
-	}
-	for _, want := range []string{"003_late.sql", all[len(all)-1].Name} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not name %s", err, want)
-		}
-	}
-	var tables int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE tablename IN ('late', 'next')`).Scan(&tables); err != nil {
-		t.Fatal(err)
-	}
-	if tables != 0 || len(applied) != 0 {
-		t.Errorf("%d of the new tables exist and %v was applied, want nothing applied", tables, applied)
-	}
-	// In order, the same new migration applies.
-	if applied, err := db.MigrateWith(ctx, append(all, next)); err != nil || len(applied) != 1 {
-		t.Errorf("migrate with only 999 pending = %v, %v; want it applied", applied, err)
-	}
-}
