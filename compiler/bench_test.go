@@ -62,13 +62,13 @@ func BenchmarkCompile(b *testing.B) {
 	for _, name := range []string{"production", "50-applications"} {
 		src := benchInputs(b)[name]
 		b.Run(name, func(b *testing.B) {
-			if r := compiler.Compile("skali.yaml", src); !r.Valid() {
+			if r := compiler.Compile(src); !r.Valid() {
 				b.Fatalf("benchmark input invalid: %v", r.Diagnostics)
 			}
 			b.ReportAllocs()
 			b.SetBytes(int64(len(src)))
 			for b.Loop() {
-				compiler.Compile("skali.yaml", src)
+				compiler.Compile(src)
 			}
 		})
 	}
@@ -101,7 +101,21 @@ func BenchmarkCompileLargeMappings(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(src)))
 			for b.Loop() {
-				compiler.Compile("skali.yaml", src)
+				compiler.Compile(src)
+			}
+		})
+	}
+}
+
+// BenchmarkCanonical measures the canonical encoding (encoding/json) that
+// every compile hashes; compare it with BenchmarkCompile.
+func BenchmarkCanonical(b *testing.B) {
+	for _, name := range []string{"production", "50-applications"} {
+		def := compiler.Compile(benchInputs(b)[name]).Definition
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				def.Canonical()
 			}
 		})
 	}

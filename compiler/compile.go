@@ -52,12 +52,10 @@ func (r *Result) filter(s Severity) []Diagnostic {
 	return out
 }
 
-// Compile parses and checks one manifest. filename is used only to tell
-// manifest kinds apart (both skali.yaml and skali.yml are skali manifests;
-// other names are compiled as skali manifests too); messages never need it
-// because diagnostics carry their own positions.
-func Compile(filename string, src []byte) (res *Result) {
-	_ = filename
+// Compile parses and checks one skali.yaml manifest. It takes no file name:
+// diagnostics carry their own positions, and the caller that reads files
+// names them in its output.
+func Compile(src []byte) (res *Result) {
 	res = &Result{Kind: KindSkali}
 	c := &checker{exprs: newExpressionIndex()}
 	defer func() {

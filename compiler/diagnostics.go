@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Severity says whether a diagnostic blocks compilation.
@@ -137,3 +139,34 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// checker walks one manifest's node tree and collects diagnostics.
+type checker struct {
+	diags []Diagnostic
+	exprs *expressionIndex
+	// root is the document's root mapping, used to find the key that names
+	// an object when a diagnostic must point at it (see missing).
+	root *yaml.Node
+	// keyIndex caches key positions of large mappings for mappingLookup.
+	keyIndex map[*yaml.Node]map[string]int
+}
+
+func (c *checker) add(sev Severity, n *yaml.Node, path pathT, msg string) {
+	line, col := 1, 1
+	if n != nil {
+		line, col = n.Line, n.Column
+		// A block mapping or list starts on the line after its key, at its
+		// first entry; a problem with the field as a whole belongs on the
+		// line that names it (`build:`), as a missing key does (see missing).
+		if (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) && n.Style&yaml.FlowStyle == 0 {
+			if k := c.lookupKey(c.root, path.String(), n); k != nil {
+				line, col = k.Line, k.Column
+			}
+		}
+	}
+	c.diags = append(c.diags, Diagnostic{Severity: sev, Path: path.String(), Line: line, Column: col, Message: msg})
+}
+
+func (c *checker) errorf(n *yaml.Node, path pathT, msg string) { c.add(SeverityError, n, path, msg) }
+
+func (c *checker) warnf(n *yaml.Node, path pathT, msg string) { c.add(SeverityWarning, n, path, msg) }

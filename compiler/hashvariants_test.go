@@ -149,7 +149,7 @@ func TestHashIgnoresFormatting(t *testing.T) {
 				}
 			})
 			for what, v := range variants {
-				res := compiler.Compile("skali.yaml", v)
+				res := compiler.Compile(v)
 				if !res.Valid() {
 					t.Errorf("%s: invalid:\n%s\n%s", what, messages(res), v)
 					continue
@@ -264,7 +264,7 @@ func TestHashChangesWithEveryDeployedScalar(t *testing.T) {
 					if _, err := strconv.ParseFloat(alt, 64); err == nil || alt == "true" || alt == "false" {
 						ls[li].node.Style = 0
 					}
-					res := compiler.Compile("skali.yaml", encodeNode(t, d))
+					res := compiler.Compile(encodeNode(t, d))
 					if !res.Valid() {
 						continue
 					}

@@ -37,7 +37,7 @@ func runRules(t *testing.T, cases []ruleCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := compiler.Compile("skali.yaml", []byte(dedent(tc.src)))
+			res := compiler.Compile([]byte(dedent(tc.src)))
 			var got []want
 			for _, d := range res.Diagnostics {
 				got = append(got, want{d.Severity, d.Path, d.Line, d.Column})

@@ -37,7 +37,7 @@ func TestBadInputIsBounded(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := compiler.Compile("skali.yaml", []byte(tc.src))
+			res := compiler.Compile([]byte(tc.src))
 			errs := res.Errors()
 			if len(errs) == 0 {
 				t.Fatalf("got no error, want one")
@@ -61,7 +61,7 @@ func FuzzCompile(f *testing.F) {
 	f.Add([]byte(hashBase))
 	f.Add([]byte("name: x\na: &a [*a]\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
-		res := compiler.Compile("skali.yaml", src)
+		res := compiler.Compile(src)
 		if res.Valid() != (res.Definition != nil) {
 			t.Fatalf("validity %v but definition %v", res.Valid(), res.Definition != nil)
 		}
@@ -71,7 +71,7 @@ func FuzzCompile(f *testing.F) {
 			}
 		}
 		if res.Valid() {
-			again := compiler.Compile("skali.yml", src)
+			again := compiler.Compile(src)
 			if again.Hash != res.Hash {
 				t.Fatalf("hash not deterministic")
 			}
@@ -109,7 +109,7 @@ func largeMappings(n int) []byte {
 // Every problem of a large file is reported. How the cost grows with the
 // size is measured by BenchmarkCompileLargeMappings, not timed here.
 func TestLargeMappingsReportEveryProblem(t *testing.T) {
-	res := compiler.Compile("skali.yaml", largeMappings(3000))
+	res := compiler.Compile(largeMappings(3000))
 	if res.Valid() || len(res.Errors()) < 6000 {
 		t.Errorf("got %d errors, want at least 6000 (one per route, one per application)", len(res.Errors()))
 	}

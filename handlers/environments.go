@@ -73,7 +73,7 @@ func (b *Base) shownRevision(ctx context.Context, env *store.Environment) (shown
 		return shownRevision{}, err
 	}
 	s := shownRevision{Revision: latest}
-	latestRes := compiler.Compile("skali.yaml", []byte(latest.Source))
+	latestRes := compiler.Compile([]byte(latest.Source))
 	contracts := []compiler.ValueContract{latestRes.Values}
 	s.Def = latestRes.Definition
 	if env.ActiveRevisionID != nil {
@@ -81,7 +81,7 @@ func (b *Base) shownRevision(ctx context.Context, env *store.Environment) (shown
 		if err != nil {
 			return shownRevision{}, err
 		}
-		res := compiler.Compile("skali.yaml", []byte(active.Source))
+		res := compiler.Compile([]byte(active.Source))
 		s.Revision, s.Deployed, s.Def = active, true, res.Definition
 		contracts = append(contracts, res.Values)
 	}

@@ -232,7 +232,7 @@ func compilePostedManifest(r *http.Request, form *views.ManifestForm) (res *comp
 		form.Error = store.ErrorMessage(err)
 		return nil, http.StatusBadRequest
 	}
-	res = compiler.Compile("skali.yaml", []byte(src))
+	res = compiler.Compile([]byte(src))
 	if !res.Valid() {
 		report := views.NewManifestReport([]byte(src), res)
 		form.Report = &report
@@ -282,7 +282,7 @@ func DefinitionOf(rev *store.Revision) *compiler.Definition {
 	if rev == nil {
 		return nil
 	}
-	return compiler.Compile("skali.yaml", []byte(rev.Source)).Definition
+	return compiler.Compile([]byte(rev.Source)).Definition
 }
 
 func warningNote(res *compiler.Result) string {

@@ -40,7 +40,7 @@ func (h *Validate) Validate(w http.ResponseWriter, r *http.Request) error {
 	// compiled and shown with the LF a file on disk would have.
 	text := strings.ReplaceAll(r.PostForm.Get("manifest"), "\r\n", "\n")
 	src := []byte(text)
-	res := compiler.Compile("skali.yaml", src)
+	res := compiler.Compile(src)
 	report := views.NewManifestReport(src, res)
 	status := http.StatusOK
 	if !report.Valid {

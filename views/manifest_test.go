@@ -70,7 +70,7 @@ applications:
 
 func TestNewManifestReportInvalid(t *testing.T) {
 	src := []byte(invalidSrc)
-	r := views.NewManifestReport(src, compiler.Compile("skali.yaml", src))
+	r := views.NewManifestReport(src, compiler.Compile(src))
 	if r.Valid || r.Summary != nil {
 		t.Fatalf("Valid=%v Summary=%v, want an invalid report without summary", r.Valid, r.Summary)
 	}
@@ -110,7 +110,7 @@ func TestNewManifestReportInvalid(t *testing.T) {
 
 func TestManifestReportViewInvalid(t *testing.T) {
 	src := []byte(invalidSrc)
-	r := views.NewManifestReport(src, compiler.Compile("skali.yaml", src))
+	r := views.NewManifestReport(src, compiler.Compile(src))
 	html := render(t, views.ManifestReportView(r))
 
 	verdict := element(t, html, "section", `class="verdict verdict-invalid"`)
@@ -170,7 +170,7 @@ buckets:
     quotas: {storage: 5GB}
     route: {domain: files.example.com}
 `)
-	res := compiler.Compile("skali.yaml", src)
+	res := compiler.Compile(src)
 	if !res.Valid() {
 		t.Fatalf("fixture invalid: %v", res.Diagnostics)
 	}
@@ -203,7 +203,7 @@ buckets:
 
 func TestApplicationSummaryOfABuild(t *testing.T) {
 	src := []byte("name: x\napplications:\n  web:\n    build: {context: ./web, target: runtime, arguments: {NPM_TOKEN: tok-123}}\n")
-	res := compiler.Compile("skali.yaml", src)
+	res := compiler.Compile(src)
 	r := views.NewManifestReport(src, res)
 	if r.Summary == nil {
 		t.Fatalf("fixture invalid: %v", res.Diagnostics)

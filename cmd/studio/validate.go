@@ -63,7 +63,7 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			status = 2
 			continue
 		}
-		res := compiler.Compile(name, src)
+		res := compiler.Compile(src)
 		rep := validateReport{File: name, Kind: res.Kind, Valid: res.Valid(), Hash: res.Hash, Diagnostics: res.Diagnostics, Values: res.Values}
 		if rep.Diagnostics == nil {
 			rep.Diagnostics = []compiler.Diagnostic{}

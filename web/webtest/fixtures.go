@@ -34,7 +34,7 @@ func (s *Server) CreateEnvironment(tb testing.TB, manifest, env string) *store.E
 	if manifest == "" {
 		manifest = MinimalManifest
 	}
-	res := compiler.Compile("skali.yaml", []byte(manifest))
+	res := compiler.Compile([]byte(manifest))
 	if !res.Valid() {
 		tb.Fatalf("fixture manifest is invalid: %v", res.Errors())
 	}
