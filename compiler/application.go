@@ -837,9 +837,13 @@ func (c *checker) deployment(n *yaml.Node, p pathT, hasVolumes bool) Deployment 
 			s, okS = c.intRange(ms, ro.at("maxSurge"), 0, 1<<31-1, "maxSurge is a nonnegative integer")
 		}
 		if okU && okS && u == 0 && s == 0 {
-			at, atPath := ms, ro.at("maxSurge")
+			// The reference states this rule in maxUnavailable's entry
+			// ("Cannot be zero together with maxSurge"), so it is reported
+			// there; only when maxUnavailable is left at its default does
+			// the written maxSurge: 0 carry it.
+			at, atPath := mu, ro.at("maxUnavailable")
 			if at == nil {
-				at, atPath = mu, ro.at("maxUnavailable")
+				at, atPath = ms, ro.at("maxSurge")
 			}
 			c.errorf(at, atPath, "maxUnavailable and maxSurge cannot both be zero; a rolling update must be allowed to replace replicas")
 		}

@@ -544,6 +544,18 @@ applications:
     deployment:
       rollout: {strategy: rolling, maxSurge: 0}
 `, want: []want{errAt("applications.a.deployment.rollout.maxSurge", 6, 46)}},
+		{name: "both zero is reported at maxUnavailable", cite: "applications.*.deployment.rollout.maxUnavailable ... Cannot be zero together with maxSurge.",
+			src: `
+name: x
+applications:
+  a:
+    image: nginx
+    deployment:
+      rollout:
+        strategy: rolling
+        maxSurge: 0
+        maxUnavailable: 0
+`, want: []want{errAt("applications.a.deployment.rollout.maxUnavailable", 9, 25)}},
 		{name: "strategy enum", cite: "strategy: blue-green # blue-green | rolling | recreate",
 			src: `
 name: x
