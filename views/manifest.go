@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/compiler/recipe"
+	"github.com/skali-dev/studio/compiler/release"
 )
 
 // The manifest partials show what the compiler said about a pasted
@@ -36,8 +38,19 @@ type ManifestReport struct {
 	Valid       bool
 	Diagnostics DiagnosticList
 	Source      ManifestSource
-	// Summary is nil unless the manifest is valid.
+	// Summary is nil unless the manifest is a valid skali.yaml.
 	Summary *DefinitionSummary
+	// Kind is the document's kind as `studio validate` names it
+	// ("skali", "release", ...), and KindLabel how people read it.
+	Kind      string
+	KindLabel string
+	// The summary of a valid document of another kind; at most one is set.
+	Release *release.ManifestSummary
+	Secrets *SecretSchemaSummary
+	Recipe  *recipe.Summary
+	Plan    *recipe.PlanSummary
+	// NotChecked lists the rules that need more than the document.
+	NotChecked []NotCheckedItem
 }
 
 // Diagnostic is one compiler diagnostic ready to display.
