@@ -355,6 +355,12 @@ var composeOptions = []string{"project"}
 // optional profiles and options. Runtimes other than compose are accepted
 // by name; their options are checked for shape only, because only the
 // runtime knows its vocabulary.
+//
+// The reference asks a release migrating from runtime: to raise
+// min_manager_version to 0.3.0, yet its own complete example ("what the
+// manager actually accepts") declares runtimes with "0.0.0"; so runtimes
+// under a lower floor is accepted without a diagnostic, unlike a migrate
+// list, tasks and owner, whose floors the reference says are refused.
 func (m *manifestChecker) runtimes(key, n *yaml.Node) {
 	fs, ok := m.entries(key, n, "runtimes")
 	if !ok {

@@ -164,6 +164,10 @@ func TestManifestRules(t *testing.T) {
 			src: base + "images: {}\nimages: {}\n", want: []want{errAt("images", 8, 1)}},
 		{name: "bundle is not checked, not refused", cite: "bundle: What the release says about its own packaging",
 			src: base + "bundle: {anything: 1}\n"},
+		{name: "runtimes under a 0.0.0 floor is accepted, as in the reference example", cite: "min_manager_version: \"0.0.0\" in the complete example, which declares runtimes",
+			src: base + "compatibility: {min_manager_version: \"0.0.0\"}\n"},
+		{name: "parameter names may use underscores, as the reference example does", cite: "parameters: http_port: ... log_level:",
+			src: base + "parameters:\n  http_port: {type: port, default: 18080}\n  web.ui: {type: string}\n", want: []want{errAt("parameters.web.ui", 9, 3)}},
 	})
 }
 
