@@ -170,6 +170,11 @@ var (
 //   - a top-level api_version (selfhost/v1alpha1, or any other: skali.yaml
 //     has none) is a release document; it is a secret schema when its
 //     top-level secrets is a list and it has no metadata, kind or runtimes;
+//   - without api_version, top-level fields only a release manifest has
+//     (metadata, runtimes, images, operations, ...) and none of skali.yaml's
+//     (name, applications, databases, buckets) make a release manifest, and
+//     a top-level list of secrets a secret schema, so the missing
+//     api_version is reported by the right checker;
 //   - a TOML table header [[components]] is a plan and [metadata] (or
 //     another recipe table) a recipe, whichever comes first;
 //   - otherwise the file name decides: *.toml is a recipe (a plan when the
@@ -206,7 +211,7 @@ func Detect(filename string, src []byte) Kind {
 func detectContent(s string) Kind {
 	lines := strings.Split(s, "\n")
 	api := false
-	secretsList, manifestKeys := false, false
+	secretsList, manifestKeys, skaliKeys := false, false, false
 	for i, l := range lines {
 		l = strings.TrimRight(l, "\r")
 		if m := tomlHeaderLine.FindStringSubmatch(l); m != nil {
@@ -225,7 +230,10 @@ func detectContent(s string) Kind {
 			continue
 		}
 		switch m[1] {
-		case "metadata", "kind", "runtimes", "runtime", "images", "operations":
+		case "name", "applications", "databases", "buckets":
+			skaliKeys = true
+		case "metadata", "kind", "runtimes", "runtime", "images", "operations", "providers", "requirements",
+			"parameters", "configuration", "tasks", "compatibility", "retention", "extensions":
 			manifestKeys = true
 		case "secrets":
 			rest := strings.TrimSpace(m[2])
@@ -248,6 +256,12 @@ func detectContent(s string) Kind {
 		return ReleaseSecrets
 	case api:
 		return Release
+	case skaliKeys:
+		return ""
+	case manifestKeys:
+		return Release
+	case secretsList:
+		return ReleaseSecrets
 	}
 	return ""
 }

@@ -43,6 +43,9 @@ func TestDetect(t *testing.T) {
 		{"other api_version is still a release", "", "api_version: selfhost/v2\nmetadata: {}\n", kinds.Release},
 		{"a manifest whose secrets block is a mapping", "", "api_version: selfhost/v1alpha1\nsecrets:\n  source: /x\n", kinds.Release},
 		{"inline secrets list", "", "api_version: selfhost/v1alpha1\nsecrets: [{name: a}]\n", kinds.ReleaseSecrets},
+		{"release fields without api_version", "release.yaml", "metadata: {name: x}\nruntimes: {}\n", kinds.Release},
+		{"secrets list without api_version", "", "secrets:\n  - name: a\n", kinds.ReleaseSecrets},
+		{"skali fields win over release-looking ones", "", "name: x\nimages: {}\n", kinds.Skali},
 	}
 	for _, tc := range cases {
 		if got := kinds.Detect(tc.file, []byte(tc.src)); got != tc.want {

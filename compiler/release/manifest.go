@@ -174,11 +174,11 @@ func (m *manifestChecker) check(root *yaml.Node) {
 	if n := o.get("providers"); n != nil {
 		m.providers(o.keyOf("providers"), n)
 	}
-	if n := o.get("runtimes"); n == nil {
+	if n := o.get("runtimes"); n == nil && !hasKey(fs, "runtime") {
 		// Reference: the manager "will not install a release whose runtime
 		// declaration it cannot read".
 		m.missing(o, "runtimes", "which runtimes this release supports, such as `runtimes: {compose: {files: [compose.yaml]}}`")
-	} else {
+	} else if n != nil {
 		m.runtimes(o.keyOf("runtimes"), n)
 	}
 	if n := o.get("requirements"); n != nil {
@@ -529,4 +529,13 @@ func (m *manifestChecker) requirements(key, n *yaml.Node) {
 			}
 		}
 	}
+}
+
+func hasKey(fs []field, k string) bool {
+	for _, f := range fs {
+		if f.key.Value == k {
+			return true
+		}
+	}
+	return false
 }
