@@ -76,6 +76,10 @@ func (c *checker) table(v *value, path string, known []string, hint string) (tab
 		msg := "unknown key `" + k + "`"
 		if s := compiler.Closest(k, known); s != "" {
 			msg += "; did you mean `" + s + "`?"
+		} else if owner, ok := ownerTable(hint, k); ok {
+			// The mistake TOML stays quiet about: a key written after a
+			// sub-table's header belongs to that sub-table.
+			msg += "; `" + k + "` belongs to " + owner + ", but keys after a `[" + hint + "]` header belong to that table: move it above the header"
 		} else if len(known) > 0 {
 			msg += "; allowed keys are " + compiler.QuoteList(known)
 		}
@@ -231,4 +235,29 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// ownerTable finds the nearest enclosing table of header whose schema has
+// key k, and names it as a header ("[lifecycle.run]", or "the top level").
+func ownerTable(header, k string) (string, bool) {
+	if header == "" {
+		return "", false
+	}
+	for h := header; ; {
+		i := strings.LastIndexByte(h, '.')
+		if i < 0 {
+			h = ""
+		} else {
+			h = h[:i]
+		}
+		if contains(tableKeys[h], k) {
+			if h == "" {
+				return "the top level", true
+			}
+			return "`[" + h + "]`", true
+		}
+		if h == "" {
+			return "", false
+		}
+	}
 }

@@ -94,6 +94,30 @@ var (
 	constraintRE = regexp.MustCompile(`^\s*((>=|<=|!=|==|>|<|=|~>|~|\^)?\s*v?(\*|x|[0-9]+)(\.(\*|x|[0-9]+)){0,2}(-[0-9A-Za-z.-]+)?\s*(,|\|\||\s)\s*)*((>=|<=|!=|==|>|<|=|~>|~|\^)?\s*v?(\*|x|[0-9]+)(\.(\*|x|[0-9]+)){0,2}(-[0-9A-Za-z.-]+)?)\s*$`)
 )
 
+// tableKeys are the keys of each table of the recipe schema, by header.
+var tableKeys = map[string][]string{
+	"metadata":                          {"name", "version", "description", "publisher", "type"},
+	"lifecycle":                         {"install", "run", "reload", "shutdown"},
+	"lifecycle.install":                 {"script", "require_privilege"},
+	"lifecycle.shutdown":                {"script"},
+	"lifecycle.run":                     {"type", "restart_policy", "max_retries", "exec", "security", "container", "state", "health"},
+	"lifecycle.run.state":               {"version"},
+	"lifecycle.run.exec":                {"command", "args", "working_dir", "env"},
+	"lifecycle.run.security":            {"user", "no_new_privileges", "capabilities"},
+	"lifecycle.run.container.resources": {"memory_mb", "memory_swap", "cpu_shares", "cpu_quota", "cpu_period", "pids_limit"},
+	"lifecycle.run.health":              {"check", "exec", "interval", "timeout", "failure_threshold"},
+	"lifecycle.reload":                  {"signal", "script", "grace"},
+	"resources":                         {"open_files", "memory_limit", "cpu_quota"},
+	"":                                  recipeKeys,
+	"artifacts":                         artifactKeys,
+	"artifacts.delta":                   {"server", "sha256", "format"},
+	"datasets":                          datasetKeys,
+	"dependencies":                      {"name", "version", "type"},
+	"lifecycle.run.container":           containerKeys,
+	"lifecycle.run.container.mounts":    {"source", "target", "type", "read_only"},
+	"lifecycle.run.container.ports":     {"host_ip", "host_port", "container_port", "protocol"},
+}
+
 var recipeKeys = []string{"metadata", "artifacts", "lifecycle", "datasets", "resources", "dependencies"}
 
 // CheckRecipe checks a recipe.
@@ -123,7 +147,7 @@ type recipeChecker struct {
 }
 
 func (r *recipeChecker) check(root *value) {
-	t, _ := r.table(root, "", recipeKeys, "")
+	t, _ := r.table(root, "", tableKeys[""], "")
 	if v := t.get("metadata"); v == nil {
 		r.errorAt(pos{1, 1}, "metadata", "missing required table `[metadata]` with the recipe's name and version")
 	} else {
@@ -166,7 +190,7 @@ func (r *recipeChecker) check(root *value) {
 }
 
 func (r *recipeChecker) metadata(v *value) {
-	t, ok := r.table(v, "metadata", []string{"name", "version", "description", "publisher", "type"}, "metadata")
+	t, ok := r.table(v, "metadata", tableKeys["metadata"], "metadata")
 	if !ok {
 		return
 	}
@@ -203,7 +227,7 @@ var artifactKeys = []string{"uri", "sha256", "sig_uri", "cert_uri", "unpack", "g
 var deltaFormats = []string{"bsdiff+zstd"}
 
 func (r *recipeChecker) artifact(v *value, p string) {
-	t, _ := r.table(v, p, artifactKeys, "")
+	t, _ := r.table(v, p, tableKeys["artifacts"], "artifacts")
 	if n := t.get("uri"); n == nil {
 		r.missing(t, "uri", "where to download the artifact from")
 	} else {
@@ -232,7 +256,7 @@ func (r *recipeChecker) artifact(v *value, p string) {
 	}
 	if n := t.get("delta"); n != nil {
 		dp := t.at("delta")
-		d, ok := r.table(n, dp, []string{"server", "sha256", "format"}, "")
+		d, ok := r.table(n, dp, tableKeys["artifacts.delta"], "artifacts.delta")
 		if !ok {
 			return
 		}
@@ -267,12 +291,12 @@ func (r *recipeChecker) sha256(v *value, p string) {
 }
 
 func (r *recipeChecker) lifecycle(v *value) {
-	t, ok := r.table(v, "lifecycle", []string{"install", "run", "reload", "shutdown"}, "lifecycle")
+	t, ok := r.table(v, "lifecycle", tableKeys["lifecycle"], "lifecycle")
 	if !ok {
 		return
 	}
 	if n := t.get("install"); n != nil {
-		if it, ok := r.table(n, t.at("install"), []string{"script", "require_privilege"}, "lifecycle.install"); ok {
+		if it, ok := r.table(n, t.at("install"), tableKeys["lifecycle.install"], "lifecycle.install"); ok {
 			if s := it.get("script"); s != nil {
 				r.nonEmpty(s, it.at("script"))
 			}
@@ -288,7 +312,7 @@ func (r *recipeChecker) lifecycle(v *value) {
 		r.reload(n, t.at("reload"))
 	}
 	if n := t.get("shutdown"); n != nil {
-		if st, ok := r.table(n, t.at("shutdown"), []string{"script"}, "lifecycle.shutdown"); ok {
+		if st, ok := r.table(n, t.at("shutdown"), tableKeys["lifecycle.shutdown"], "lifecycle.shutdown"); ok {
 			if s := st.get("script"); s != nil {
 				r.nonEmpty(s, st.at("script"))
 			}
@@ -302,7 +326,7 @@ var (
 )
 
 func (r *recipeChecker) run(v *value, p string) {
-	t, ok := r.table(v, p, []string{"type", "restart_policy", "max_retries", "exec", "security", "container", "state", "health"}, "lifecycle.run")
+	t, ok := r.table(v, p, tableKeys["lifecycle.run"], "lifecycle.run")
 	if !ok {
 		return
 	}
@@ -350,7 +374,7 @@ func (r *recipeChecker) run(v *value, p string) {
 		}
 	}
 	if n := t.get("state"); n != nil {
-		if st, ok := r.table(n, t.at("state"), []string{"version"}, "lifecycle.run.state"); ok {
+		if st, ok := r.table(n, t.at("state"), tableKeys["lifecycle.run.state"], "lifecycle.run.state"); ok {
 			if x := st.get("version"); x != nil {
 				r.integer(x, st.at("version"), 0, 1<<31-1)
 			}
@@ -362,7 +386,7 @@ func (r *recipeChecker) run(v *value, p string) {
 }
 
 func (r *recipeChecker) exec(v *value, p string) {
-	t, ok := r.table(v, p, []string{"command", "args", "working_dir", "env"}, "lifecycle.run.exec")
+	t, ok := r.table(v, p, tableKeys["lifecycle.run.exec"], "lifecycle.run.exec")
 	if !ok {
 		return
 	}
@@ -383,7 +407,7 @@ func (r *recipeChecker) exec(v *value, p string) {
 }
 
 func (r *recipeChecker) security(v *value, p string) {
-	t, ok := r.table(v, p, []string{"user", "no_new_privileges", "capabilities"}, "lifecycle.run.security")
+	t, ok := r.table(v, p, tableKeys["lifecycle.run.security"], "lifecycle.run.security")
 	if !ok {
 		return
 	}
@@ -409,7 +433,7 @@ var (
 )
 
 func (r *recipeChecker) container(v *value, p string) {
-	t, ok := r.table(v, p, containerKeys, "lifecycle.run.container")
+	t, ok := r.table(v, p, tableKeys["lifecycle.run.container"], "lifecycle.run.container")
 	if !ok {
 		return
 	}
@@ -468,7 +492,7 @@ func (r *recipeChecker) container(v *value, p string) {
 }
 
 func (r *recipeChecker) mount(v *value, p string) {
-	t, _ := r.table(v, p, []string{"source", "target", "type", "read_only"}, "")
+	t, _ := r.table(v, p, tableKeys["lifecycle.run.container.mounts"], "lifecycle.run.container.mounts")
 	typ := ""
 	if n := t.get("type"); n != nil {
 		typ, _ = r.enum(n, t.at("type"), mountTypes)
@@ -491,7 +515,7 @@ func (r *recipeChecker) mount(v *value, p string) {
 }
 
 func (r *recipeChecker) port(v *value, p string) {
-	t, _ := r.table(v, p, []string{"host_ip", "host_port", "container_port", "protocol"}, "")
+	t, _ := r.table(v, p, tableKeys["lifecycle.run.container.ports"], "lifecycle.run.container.ports")
 	if n := t.get("container_port"); n == nil {
 		r.missing(t, "container_port", "the port inside the container")
 	} else {
@@ -514,7 +538,7 @@ func (r *recipeChecker) port(v *value, p string) {
 // unlimited) and needs memory_mb; cpu_period defaults to 100000 µs and
 // needs cpu_quota. A recipe breaking either rule is refused."
 func (r *recipeChecker) containerResources(v *value, p string) {
-	t, ok := r.table(v, p, []string{"memory_mb", "memory_swap", "cpu_shares", "cpu_quota", "cpu_period", "pids_limit"}, "lifecycle.run.container.resources")
+	t, ok := r.table(v, p, tableKeys["lifecycle.run.container.resources"], "lifecycle.run.container.resources")
 	if !ok {
 		return
 	}
@@ -549,7 +573,7 @@ func (r *recipeChecker) containerResources(v *value, p string) {
 }
 
 func (r *recipeChecker) health(v *value, p string) {
-	t, ok := r.table(v, p, []string{"check", "exec", "interval", "timeout", "failure_threshold"}, "lifecycle.run.health")
+	t, ok := r.table(v, p, tableKeys["lifecycle.run.health"], "lifecycle.run.health")
 	if !ok {
 		return
 	}
@@ -595,7 +619,7 @@ func (r *recipeChecker) health(v *value, p string) {
 var datasetKeys = []string{"name", "manifest", "sig_uri", "cert_uri", "refresh", "max_age", "keep", "required", "headers"}
 
 func (r *recipeChecker) dataset(v *value, p string, names map[string]bool) {
-	t, _ := r.table(v, p, datasetKeys, "")
+	t, _ := r.table(v, p, tableKeys["datasets"], "datasets")
 	if n := t.get("name"); n == nil {
 		r.missing(t, "name", "it becomes a directory and KEYSTONE_DATASET_<NAME>")
 	} else if s, ok := r.nonEmpty(n, t.at("name")); ok {
@@ -645,7 +669,7 @@ func (r *recipeChecker) dataset(v *value, p string, names map[string]bool) {
 var signals = []string{"SIGHUP", "SIGUSR1", "SIGUSR2"}
 
 func (r *recipeChecker) reload(v *value, p string) {
-	t, ok := r.table(v, p, []string{"signal", "script", "grace"}, "lifecycle.reload")
+	t, ok := r.table(v, p, tableKeys["lifecycle.reload"], "lifecycle.reload")
 	if !ok {
 		return
 	}
@@ -667,7 +691,7 @@ func (r *recipeChecker) reload(v *value, p string) {
 }
 
 func (r *recipeChecker) resources(v *value) {
-	t, ok := r.table(v, "resources", []string{"open_files", "memory_limit", "cpu_quota"}, "resources")
+	t, ok := r.table(v, "resources", tableKeys["resources"], "resources")
 	if !ok {
 		return
 	}
@@ -687,7 +711,7 @@ func (r *recipeChecker) resources(v *value) {
 var dependencyTypes = []string{"hard", "soft", "ordering"}
 
 func (r *recipeChecker) dependency(v *value, p string) {
-	t, _ := r.table(v, p, []string{"name", "version", "type"}, "")
+	t, _ := r.table(v, p, tableKeys["dependencies"], "dependencies")
 	if n := t.get("name"); n == nil {
 		r.missing(t, "name", "another recipe's metadata.name")
 	} else if s, ok := r.nonEmpty(n, t.at("name")); ok {
