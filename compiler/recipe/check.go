@@ -74,12 +74,12 @@ func (c *checker) table(v *value, path string, known []string, hint string) (tab
 			continue
 		}
 		msg := "unknown key `" + k + "`"
-		if s := compiler.Closest(k, known); s != "" {
-			msg += "; did you mean `" + s + "`?"
-		} else if owner, ok := ownerTable(hint, k); ok {
+		if owner, ok := ownerTable(hint, k); ok {
 			// The mistake TOML stays quiet about: a key written after a
 			// sub-table's header belongs to that sub-table.
 			msg += "; `" + k + "` belongs to " + owner + ", but keys after a `[" + hint + "]` header belong to that table: move it above the header"
+		} else if s := compiler.Closest(k, known); s != "" {
+			msg += "; did you mean `" + s + "`?"
 		} else if len(known) > 0 {
 			msg += "; allowed keys are " + compiler.QuoteList(known)
 		}

@@ -151,7 +151,7 @@ func TestRecipeRules(t *testing.T) {
 			src:  head + "[lifecycle.run]\ntype = \"container\"\n[lifecycle.run.container]\nimage = \"i\"\n[lifecycle.run.container.resources]\nmemory_mb = 512\nmemory_swap = 256\n",
 			want: []want{errAt("lifecycle.run.container.resources.memory_swap", 10, 15)}},
 		{name: "a key after a sub-table header", cite: "which mistakes the parser stays quiet about",
-			src: head + "[lifecycle.run]\ntype = \"container\"\n[lifecycle.run.container]\nimage = \"i\"\nrestart_policy = \"never\"\n",
+			src:  head + "[lifecycle.run]\ntype = \"container\"\n[lifecycle.run.container]\nimage = \"i\"\nrestart_policy = \"never\"\n",
 			want: []want{errAt("lifecycle.run.container.restart_policy", 8, 1)}, contains: "belongs to `[lifecycle.run]`"},
 		{name: "dependency type", cite: "type string hard hard, soft, ordering",
 			src: head + "[[dependencies]]\nname = \"y\"\ntype = \"weak\"\n", want: []want{errAt("dependencies[0].type", 6, 8)}},
