@@ -120,7 +120,7 @@ func TestManifestRules(t *testing.T) {
 			want: []want{errAt("configuration[0].template", 8, 5), errAt("configuration[0].mode", 9, 11)}},
 		{name: "required with default", cite: "required: true and a default is refused.",
 			src:  base + "parameters:\n  admin_email:\n    type: string\n    required: true\n    default: ops@example\n",
-			want: []want{errAt("parameters.admin_email.default", 11, 5)}},
+			want: []want{errAt("parameters.admin_email.required", 10, 15)}},
 		{name: "enum values and default", cite: "for an enum — the values it accepts",
 			src:  base + "parameters:\n  log_level:\n    type: enum\n    values: [debug, info]\n    default: trace\n  mode:\n    type: enum\n",
 			want: []want{errAt("parameters.log_level.default", 11, 14), errAt("parameters.mode.values", 12, 3)}},

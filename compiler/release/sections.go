@@ -79,8 +79,10 @@ func (m *manifestChecker) parametersBlock(key, n *yaml.Node) {
 		sum.Required = required
 		if v := o.get("default"); v != nil {
 			if required {
-				// Reference: "required: true and a default is refused."
-				m.errorf(o.keyOf("default"), o.at("default"), "a required parameter cannot have a default: `required: true` says the operator must choose, the default says they need not; drop one")
+				// Reference, in required's own section: "required: true
+				// and a default is refused." A rule stated in one field's
+				// entry is reported at that field.
+				m.errorf(o.get("required"), o.at("required"), "`required: true` and a `default` contradict each other: required says the operator must choose, the default says they need not; drop one")
 			}
 			sum.Default = m.parameterDefault(v, o.at("default"), typ, values)
 		}
