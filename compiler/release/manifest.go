@@ -126,6 +126,9 @@ func CheckManifest(src []byte) (res *ManifestResult) {
 type manifestChecker struct {
 	*checker
 	res *ManifestResult
+	// producesSchema is true when compatibility declares
+	// database_schema_produces.
+	producesSchema bool
 }
 
 func (m *manifestChecker) check(root *yaml.Node) {

@@ -276,20 +276,36 @@ func (m *manifestChecker) operations(key, n *yaml.Node) {
 				m.errorf(where(f.key, v), p, "list at least one step")
 			}
 			for i, it := range v.Content {
-				m.step(nil, it, index(p, i))
+				if m.step(nil, it, index(p, i)) == "runtime-service" {
+					m.undeclaredSchema(f.key, p)
+				}
 			}
 			continue
 		}
-		m.step(f.key, v, p)
+		if m.step(f.key, v, p) == "runtime-service" && name == "migrate" {
+			m.undeclaredSchema(f.key, p)
+		}
 	}
+}
+
+// undeclaredSchema warns, once, about a runtime-service migration without
+// compatibility.database_schema_produces. Reference: "A container cannot
+// report the schema it leaves ... without it they skip their schema
+// checks, and release verify warns."
+func (m *manifestChecker) undeclaredSchema(key *yaml.Node, p string) {
+	if m.producesSchema {
+		return
+	}
+	m.producesSchema = true
+	m.warnf(key, p, "a runtime-service migration cannot report the schema it leaves the database at; declare `compatibility.database_schema_produces`, or rollback, update and the unattended gate skip their schema checks (`release verify` warns too)")
 }
 
 // step checks one operation step: a hook runs a command from the release
 // on the host, a runtime-service runs a service of the release.
-func (m *manifestChecker) step(key, n *yaml.Node, p string) {
+func (m *manifestChecker) step(key, n *yaml.Node, p string) string {
 	o, ok := m.object(key, n, p, []string{"kind", "command", "service", "timeout"})
 	if !ok {
-		return
+		return ""
 	}
 	kind := ""
 	if v := o.get("kind"); v == nil {
@@ -320,6 +336,7 @@ func (m *manifestChecker) step(key, n *yaml.Node, p string) {
 	if v := o.get("timeout"); v != nil {
 		m.duration(v, o.at("timeout"))
 	}
+	return kind
 }
 
 // command checks an argv list; a first element that is a relative path
@@ -525,6 +542,7 @@ func (m *manifestChecker) compatibility(key, n *yaml.Node) {
 		m.boolean(v, o.at("rollback_safe"))
 	}
 	schema := map[string]int64{}
+	m.producesSchema = o.get("database_schema_produces") != nil
 	for _, k := range []string{"database_schema_min", "database_schema_max", "database_schema_produces"} {
 		if v := o.get(k); v != nil {
 			if x, ok := m.integer(v, o.at(k), 0, 1<<53); ok {
