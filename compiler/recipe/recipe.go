@@ -649,8 +649,18 @@ func (r *recipeChecker) dataset(v *value, p string, names map[string]bool) {
 			r.errorAt(n.pos, t.at("refresh"), "`refresh` must be at least 1m; a dataset is not a poll loop")
 		}
 	}
+	refresh := 24 * time.Hour
+	if n := t.get("refresh"); n != nil && n.kind == kindString {
+		if d, err := time.ParseDuration(n.str); err == nil && d > 0 {
+			refresh = d
+		}
+	}
 	if n := t.get("max_age"); n != nil {
-		r.duration(n, t.at("max_age"))
+		// "Past this the dataset reports stale": shorter than refresh, it
+		// would report stale between two looks.
+		if d, ok := r.duration(n, t.at("max_age")); ok && d < refresh {
+			r.warnAt(n.pos, t.at("max_age"), "`max_age` ("+d.String()+") is shorter than `refresh` ("+refresh.String()+"), so the dataset reports stale between two looks")
+		}
 	}
 	if n := t.get("keep"); n != nil {
 		// "Minimum 2: below that there is no rollback target"
@@ -768,8 +778,23 @@ func CheckPlan(src []byte) (res *Result) {
 			c.missing(ct, "recipe", "a path to a TOML file, or \"name:version\" from the store")
 		} else if s, ok := c.nonEmpty(n, ct.at("recipe")); ok {
 			comp.Recipe = s
+			if !validRecipeRef(s) {
+				c.errorAt(n.pos, ct.at("recipe"), "recipe `"+s+"` must be a path to a TOML file (ending in .toml) or \"name:version\" from the store, such as \"com.example.api:1.4.2\"")
+			}
 		}
 		res.Plan.Components = append(res.Plan.Components, comp)
 	}
 	return res
+}
+
+// validRecipeRef accepts the two spellings of a plan's recipe: "path to a
+// TOML file, or "name:version" from the store". A path is recognised by
+// its .toml extension; a store reference is a recipe name, a colon and a
+// semantic version.
+func validRecipeRef(s string) bool {
+	if strings.HasSuffix(strings.ToLower(s), ".toml") {
+		return true
+	}
+	name, ver, ok := strings.Cut(s, ":")
+	return ok && nameRE.MatchString(name) && semverRE.MatchString(ver)
 }
