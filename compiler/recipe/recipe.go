@@ -25,6 +25,14 @@
 //     warning, since the agent falls back to the whole download.
 //   - [lifecycle.run.health] needs check or exec: a health table that
 //     checks nothing is a mistake.
+//   - A plan's recipe is "a path to a TOML file, or "name:version" from the
+//     store": a path is recognised by its .toml extension, a store
+//     reference by a recipe name, a colon and a semantic version.
+//   - Dataset names are unique in a recipe (each becomes a directory and a
+//     variable), and a max_age shorter than refresh is a warning: the
+//     dataset would report stale between two looks.
+//   - memory_swap below memory_mb is refused: it is "MB of memory plus
+//     swap", so it cannot be less than the memory alone (-1 is unlimited).
 package recipe
 
 import (
