@@ -402,9 +402,9 @@ func markSegments(text string, notes []Diagnostic) []SourceSegment {
 	return segs
 }
 
-// tokenEnd returns the end of the YAML token starting at start: a quoted
-// string to its closing quote, a plain key or scalar up to ": ", a flow
-// separator, a comment or the end of the line.
+// tokenEnd returns the end of the YAML or TOML token starting at start: a
+// quoted string to its closing quote, a plain key or scalar up to ": " or
+// " =", a flow separator, a comment or the end of the line.
 func tokenEnd(r []rune, start int) int {
 	if q := r[start]; q == '"' || q == '\'' {
 		for i := start + 1; i < len(r); i++ {
@@ -428,6 +428,10 @@ func tokenEnd(r []rune, start int) int {
 			break
 		}
 		if c == ':' && (end+1 == len(r) || r[end+1] == ' ') {
+			break
+		}
+		// A TOML key ends where its `=` starts.
+		if c == '=' || c == ' ' && end+1 < len(r) && r[end+1] == '=' {
 			break
 		}
 		if c == '#' && end > start && r[end-1] == ' ' {
