@@ -51,8 +51,18 @@ type ManifestResult struct {
 	Summary ManifestSummary
 	// minManager is the declared compatibility.min_manager_version.
 	minManager version
-	// minManagerOK is true when that version was declared and readable.
+	// minManagerOK is false when the declared version is unreadable.
 	minManagerOK bool
+	// minManagerDeclared is true when the manifest declares one.
+	minManagerDeclared bool
+}
+
+// declaredManager says what the manifest declares, for messages.
+func (r *ManifestResult) declaredManager() string {
+	if !r.minManagerDeclared {
+		return "declares none (so 0.0.0)"
+	}
+	return "declares \"" + r.minManager.String() + "\""
 }
 
 // MinManagerVersion returns the declared compatibility.min_manager_version,
@@ -241,7 +251,7 @@ func (m *manifestChecker) needs(at *yaml.Node, path, feature string, v version) 
 	if !m.res.minManagerOK || !m.res.minManager.less(v) {
 		return
 	}
-	m.errorf(at, path, feature+" needs `compatibility.min_manager_version: \""+v.String()+"\"` or later; this manifest declares \""+m.res.minManager.String()+"\", so an older manager would refuse it as malformed instead of asking for an upgrade")
+	m.errorf(at, path, feature+" needs `compatibility.min_manager_version: \""+v.String()+"\"` or later; this manifest "+m.res.declaredManager()+", so an older manager would refuse it as malformed instead of asking for an upgrade")
 }
 
 func (m *manifestChecker) metadata(key, n *yaml.Node) {

@@ -198,7 +198,7 @@ func (c *checker) owner(v *yaml.Node, p string) (string, bool) {
 // notes about owner with that verdict.
 func CheckOwnerVersion(schema *SecretsResult, manifest *ManifestResult) {
 	have, ok := manifest.MinManagerVersion()
-	if !ok {
+	if !ok || have == "" {
 		return
 	}
 	v, _ := parseVersion(have)
@@ -215,7 +215,7 @@ func CheckOwnerVersion(schema *SecretsResult, manifest *ManifestResult) {
 	for _, o := range schema.owners {
 		schema.Diagnostics = append(schema.Diagnostics, compiler.Diagnostic{
 			Severity: compiler.SeverityError, Path: o.path, Line: o.node.Line, Column: o.node.Column,
-			Message: "`owner` needs the manifest to declare `compatibility.min_manager_version: \"" + ownerVersion.String() + "\"` or later; it declares \"" + have + "\", so an older manager would call owner an unknown field instead of saying it is too old",
+			Message: "`owner` needs the manifest to declare `compatibility.min_manager_version: \"" + ownerVersion.String() + "\"` or later; it " + manifest.declaredManager() + ", so an older manager would call owner an unknown field instead of saying it is too old",
 		})
 	}
 	schema.Diagnostics = compiler.SortDiagnostics(schema.Diagnostics)

@@ -527,6 +527,7 @@ func (m *manifestChecker) compatibility(key, n *yaml.Node) {
 		return
 	}
 	if v := o.get("min_manager_version"); v != nil {
+		m.res.minManagerDeclared = true
 		if s, ok := m.nonEmpty(v, o.at("min_manager_version")); ok {
 			if ver, ok := parseVersion(s); ok {
 				m.res.minManager = ver
