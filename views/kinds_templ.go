@@ -1046,7 +1046,7 @@ func NotCheckedView(items []NotCheckedItem) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 108, "<section class=\"card diagnostics-card not-checked-card\" aria-labelledby=\"not-checked-title\"><div class=\"card-header\"><div><h2 id=\"not-checked-title\">Not checked</h2><p class=\"subtle\">These rules need the bundle's other files; <code>morzer release verify</code> checks them.</p></div><div class=\"chips\"><span class=\"badge badge-plain\" data-count=\"not-checked\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 108, "<section class=\"card diagnostics-card not-checked-card\" aria-labelledby=\"not-checked-title\"><div class=\"card-header\"><div><h2 id=\"not-checked-title\">Not checked</h2><p class=\"subtle\">These rules need more than this document: the bundle's other files, which <code>morzer release verify</code> checks, or the manifest a secret schema belongs to.</p></div><div class=\"chips\"><span class=\"badge badge-plain\" data-count=\"not-checked\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
