@@ -161,7 +161,7 @@ func (c *checker) integer(v *value, path string, lo, hi int64) (int64, bool) {
 		return 0, false
 	}
 	if v.num < lo || v.num > hi {
-		c.errorAt(v.pos, path, "must be between "+strconv.FormatInt(lo, 10)+" and "+strconv.FormatInt(hi, 10)+", got "+strconv.FormatInt(v.num, 10))
+		c.errorAt(v.pos, path, rangeMessage(lo, hi, v.num))
 		return v.num, false
 	}
 	return v.num, true
@@ -260,4 +260,16 @@ func ownerTable(header, k string) (string, bool) {
 			return "", false
 		}
 	}
+}
+
+// rangeMessage says which integers a field accepts.
+func rangeMessage(lo, hi, got int64) string {
+	g := ", got " + strconv.FormatInt(got, 10)
+	switch {
+	case hi >= 1<<53 && lo == 0:
+		return "must not be negative" + g
+	case hi >= 1<<53:
+		return "must be at least " + strconv.FormatInt(lo, 10) + g
+	}
+	return "must be between " + strconv.FormatInt(lo, 10) + " and " + strconv.FormatInt(hi, 10) + g
 }

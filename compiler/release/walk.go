@@ -292,7 +292,7 @@ func (c *checker) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool)
 		return 0, false
 	}
 	if v < lo || v > hi {
-		c.errorf(n, path, "must be between "+strconv.FormatInt(lo, 10)+" and "+strconv.FormatInt(hi, 10)+", got "+strconv.FormatInt(v, 10))
+		c.errorf(n, path, rangeMessage(lo, hi, v))
 		return v, false
 	}
 	return v, true
@@ -368,3 +368,15 @@ func contains(list []string, s string) bool {
 func quoteList(words []string) string { return compiler.QuoteList(words) }
 
 func closest(word string, candidates []string) string { return compiler.Closest(word, candidates) }
+
+// rangeMessage says which integers a field accepts.
+func rangeMessage(lo, hi, got int64) string {
+	g := ", got " + strconv.FormatInt(got, 10)
+	switch {
+	case hi >= 1<<53 && lo == 0:
+		return "must not be negative" + g
+	case hi >= 1<<53:
+		return "must be at least " + strconv.FormatInt(lo, 10) + g
+	}
+	return "must be between " + strconv.FormatInt(lo, 10) + " and " + strconv.FormatInt(hi, 10) + g
+}
