@@ -389,7 +389,10 @@ func (m *manifestChecker) runtimes(key, n *yaml.Node) {
 		if !identRE.MatchString(name) {
 			m.errorf(f.key, p, "runtime `"+name+"` must be a lower-case identifier, such as `compose`")
 		}
-		fields, _ := m.entries(f.key, f.val, p)
+		fields, ok := m.entries(f.key, f.val, p)
+		if !ok {
+			continue
+		}
 		o := object{node: resolve(f.val), key: f.key, path: p}
 		for _, g := range fields {
 			switch g.key.Value {
@@ -400,9 +403,6 @@ func (m *manifestChecker) runtimes(key, n *yaml.Node) {
 			default:
 				m.unknownField(g.key, join(p, g.key.Value), []string{"files", "profiles", "options"})
 			}
-		}
-		if o.node == nil || o.node.Kind != yaml.MappingNode {
-			continue
 		}
 		if v := o.get("files"); v == nil {
 			m.missing(o, "files", "the runtime's files in the release, such as `[compose/compose.yaml]`")
