@@ -185,11 +185,12 @@ func (d *document) run(p *unstable.Parser) (err error) {
 			if d.cur == nil {
 				continue
 			}
-			v := d.convert(e.Value(), 1, d.firstKeyPos(e))
+			parts := d.keyParts(e.Key())
+			v := d.convert(e.Value(), 1, d.firstKeyPos(e), joinKey(d.curPath, joinParts(parts)))
 			if v == nil {
 				continue
 			}
-			d.assign(d.cur, d.curPath, d.keyParts(e.Key()), v)
+			d.assign(d.cur, d.curPath, parts, v)
 		}
 	}
 	return p.Error()
@@ -277,7 +278,7 @@ func (d *document) counted(at pos) bool {
 }
 
 // convert turns a parsed value into the tree, with its position.
-func (d *document) convert(n *unstable.Node, depth int, near pos) *value {
+func (d *document) convert(n *unstable.Node, depth int, near pos, path string) *value {
 	at := d.nodePos(n)
 	if at.line == 0 {
 		// Arrays carry no position of their own.
@@ -297,7 +298,7 @@ func (d *document) convert(n *unstable.Node, depth int, near pos) *value {
 		s := strings.ReplaceAll(string(n.Data), "_", "")
 		x, err := strconv.ParseInt(s, 0, 64)
 		if err != nil {
-			d.c.errorAt(at, "", "integer `"+string(n.Data)+"` is out of range")
+			d.c.errorAt(at, path, "integer `"+string(n.Data)+"` is out of range")
 		}
 		v.num = x
 	case unstable.Float:
@@ -309,7 +310,7 @@ func (d *document) convert(n *unstable.Node, depth int, near pos) *value {
 		v.kind = kindArray
 		it := n.Children()
 		for it.Next() {
-			x := d.convert(it.Node(), depth+1, at)
+			x := d.convert(it.Node(), depth+1, at, path+"["+strconv.Itoa(len(v.items))+"]")
 			if x == nil {
 				return nil
 			}
@@ -323,16 +324,17 @@ func (d *document) convert(n *unstable.Node, depth int, near pos) *value {
 		it := n.Children()
 		for it.Next() {
 			kv := it.Node()
-			x := d.convert(kv.Value(), depth+1, at)
+			parts := d.keyParts(kv.Key())
+			x := d.convert(kv.Value(), depth+1, at, joinKey(path, joinParts(parts)))
 			if x == nil {
 				return nil
 			}
-			if !d.assignInline(v, d.keyParts(kv.Key()), x, depth) {
+			if !d.assignInline(v, path, parts, x, depth) {
 				return nil
 			}
 		}
 	default:
-		d.c.errorAt(at, "", "unsupported TOML value")
+		d.c.errorAt(at, path, "unsupported TOML value")
 		return nil
 	}
 	return v
@@ -340,14 +342,15 @@ func (d *document) convert(n *unstable.Node, depth int, near pos) *value {
 
 // assignInline sets a key of an inline table being built; dotted keys
 // create nested tables that are closed with it.
-func (d *document) assignInline(t *value, parts []keyPart, x *value, depth int) bool {
-	if d.tooDeep(parts[0].pos, depth+len(parts)) {
+func (d *document) assignInline(t *value, path string, parts []keyPart, x *value, depth int) bool {
+	if len(parts) == 0 || d.tooDeep(parts[0].pos, depth+len(parts)) {
 		return false
 	}
 	for i, p := range parts {
+		path = joinKey(path, p.name)
 		if i == len(parts)-1 {
 			if prev := t.get(p.name); prev != nil {
-				d.c.errorAt(p.pos, "", "duplicate key `"+p.name+"`; it is already defined at line "+strconv.Itoa(prev.keyPos.line))
+				d.c.errorAt(p.pos, path, "duplicate key `"+p.name+"`; it is already defined at line "+strconv.Itoa(prev.keyPos.line))
 				return true
 			}
 			name(x, p.pos)
@@ -359,7 +362,7 @@ func (d *document) assignInline(t *value, parts []keyPart, x *value, depth int) 
 			child = &value{kind: kindTable, origin: originInline, pos: p.pos, keyPos: p.pos}
 			t.set(p.name, child)
 		} else if child.kind != kindTable {
-			d.c.errorAt(p.pos, "", "key `"+p.name+"` is already defined as "+child.kindName()+" at line "+strconv.Itoa(child.keyPos.line))
+			d.c.errorAt(p.pos, path, "key `"+p.name+"` is already defined as "+child.kindName()+" at line "+strconv.Itoa(child.keyPos.line))
 			return true
 		}
 		t = child
@@ -482,4 +485,12 @@ func name(x *value, at pos) {
 	if x.kind == kindArray && len(x.items) == 0 || x.pos.line == 0 {
 		x.pos = at
 	}
+}
+
+func joinParts(parts []keyPart) string {
+	names := make([]string, len(parts))
+	for i, p := range parts {
+		names[i] = p.name
+	}
+	return strings.Join(names, ".")
 }
