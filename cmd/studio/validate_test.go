@@ -196,3 +196,26 @@ func TestValidateKinds(t *testing.T) {
 		t.Errorf("--kind without a value: got exit %d, want 2", code)
 	}
 }
+
+// TestValidateReferenceReleaseExamples: the complete example of the release
+// manifest reference and its secret schema validate, as their kinds.
+func TestValidateReferenceReleaseExamples(t *testing.T) {
+	manifest := filepath.Join("..", "..", "compiler", "release", "testdata", "manifest.yaml")
+	schema := filepath.Join("..", "..", "compiler", "release", "testdata", "secrets.schema.yaml")
+	var out, errOut bytes.Buffer
+	if code := runValidate([]string{"--json", manifest, schema}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("got exit %d, want 0\n%s%s", code, out.String(), errOut.String())
+	}
+	var got []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got[0]["kind"] != "release" || got[1]["kind"] != "release-secrets" {
+		t.Errorf("kinds: got %v and %v", got[0]["kind"], got[1]["kind"])
+	}
+	for _, obj := range got {
+		if d := obj["diagnostics"].([]any); len(d) != 0 {
+			t.Errorf("%s: got diagnostics %v, want none", obj["file"], d)
+		}
+	}
+}
