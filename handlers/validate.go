@@ -4,12 +4,14 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/compiler/kinds"
 	"github.com/skali-dev/studio/views"
 )
 
-// Validate is the public manifest validator: paste a skali.yaml, see every
-// diagnostic at its line and, for a valid manifest, what it compiles to.
+// Validate is the public manifest validator: paste a skali.yaml, a release
+// manifest or secret schema, or an edge recipe or plan, see the kind it was
+// recognised as, every diagnostic at its line and, for a valid document, a
+// summary that fits its kind.
 // Nothing is stored and no sign-in is needed.
 type Validate struct {
 	*Base
@@ -40,15 +42,28 @@ func (h *Validate) Validate(w http.ResponseWriter, r *http.Request) error {
 	// compiled and shown with the LF a file on disk would have.
 	text := strings.ReplaceAll(r.PostForm.Get("manifest"), "\r\n", "\n")
 	src := []byte(text)
-	res := compiler.Compile(src)
-	report := views.NewManifestReport(src, res)
+	// The kind is detected from the text and the picked file's name, unless
+	// the form chose one; an unknown choice is detection too.
+	opts := kinds.Options{InsecureSkipVerify: r.PostForm.Get("insecure_skip_verify") == "1"}
+	if k, ok := kinds.Parse(r.PostForm.Get("kind")); ok {
+		opts.Kind = k
+	}
+	fileName := r.PostForm.Get("filename")
+	if len(fileName) > 255 {
+		fileName = ""
+	}
+	res := kinds.Validate(fileName, src, opts)
+	report := views.NewKindReport(src, res)
 	status := http.StatusOK
 	if !report.Valid {
 		status = http.StatusUnprocessableEntity
 	}
 	return Render(w, r, status, views.Validate(views.ValidatePage{
-		Chrome:   h.Chrome(r, "Validate a manifest", "validate"),
-		Manifest: text,
-		Report:   &report,
+		Chrome:             h.Chrome(r, "Validate a manifest", "validate"),
+		Manifest:           text,
+		Kind:               string(opts.Kind),
+		FileName:           fileName,
+		InsecureSkipVerify: opts.InsecureSkipVerify,
+		Report:             &report,
 	}))
 }

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/compiler/recipe"
+	"github.com/skali-dev/studio/compiler/release"
 )
 
 // The manifest partials show what the compiler said about a pasted
@@ -36,8 +38,19 @@ type ManifestReport struct {
 	Valid       bool
 	Diagnostics DiagnosticList
 	Source      ManifestSource
-	// Summary is nil unless the manifest is valid.
+	// Summary is nil unless the manifest is a valid skali.yaml.
 	Summary *DefinitionSummary
+	// Kind is the document's kind as `studio validate` names it
+	// ("skali", "release", ...), and KindLabel how people read it.
+	Kind      string
+	KindLabel string
+	// The summary of a valid document of another kind; at most one is set.
+	Release *release.ManifestSummary
+	Secrets *SecretSchemaSummary
+	Recipe  *recipe.Summary
+	Plan    *recipe.PlanSummary
+	// NotChecked lists the rules that need more than the document.
+	NotChecked []NotCheckedItem
 }
 
 // Diagnostic is one compiler diagnostic ready to display.
@@ -389,9 +402,9 @@ func markSegments(text string, notes []Diagnostic) []SourceSegment {
 	return segs
 }
 
-// tokenEnd returns the end of the YAML token starting at start: a quoted
-// string to its closing quote, a plain key or scalar up to ": ", a flow
-// separator, a comment or the end of the line.
+// tokenEnd returns the end of the YAML or TOML token starting at start: a
+// quoted string to its closing quote, a plain key or scalar up to ": " or
+// " =", a flow separator, a comment or the end of the line.
 func tokenEnd(r []rune, start int) int {
 	if q := r[start]; q == '"' || q == '\'' {
 		for i := start + 1; i < len(r); i++ {
@@ -415,6 +428,10 @@ func tokenEnd(r []rune, start int) int {
 			break
 		}
 		if c == ':' && (end+1 == len(r) || r[end+1] == ' ') {
+			break
+		}
+		// A TOML key ends where its `=` starts.
+		if c == '=' || c == ' ' && end+1 < len(r) && r[end+1] == '=' {
 			break
 		}
 		if c == '#' && end > start && r[end-1] == ' ' {

@@ -248,3 +248,12 @@ func plural(n int, word string) string {
 	}
 	return strconv.Itoa(n) + " " + word + "s"
 }
+
+// TestMarkSegmentsTOML: a TOML key is underlined up to its `=`.
+func TestMarkSegmentsTOML(t *testing.T) {
+	src := views.NewManifestSource([]byte(`memory_limit = "1G"`+"\n"), []compiler.Diagnostic{{Severity: compiler.SeverityError, Line: 1, Column: 1}})
+	segs := src.Lines[0].Segments
+	if len(segs) == 0 || segs[0].Text != "memory_limit" || segs[0].Mark != views.SeverityError {
+		t.Errorf("got %+v, want memory_limit marked", segs)
+	}
+}

@@ -14,6 +14,13 @@ type ValidatePage struct {
 	Chrome Chrome
 	// Manifest is the text to show in the form, as it was pasted.
 	Manifest string
+	// Kind is the kind chosen in the form; "" detects it.
+	Kind string
+	// FileName is the name of the picked file, which helps detection.
+	FileName string
+	// InsecureSkipVerify is true when the form says the edge agent runs
+	// with --insecure-skip-verify.
+	InsecureSkipVerify bool
 	// Report is nil until a manifest has been submitted.
 	Report *ManifestReport
 }
@@ -50,25 +57,94 @@ func Validate(m ValidatePage) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page validate-page\"><div class=\"page-header\"><div><h1>Validate a manifest</h1><p>Paste a <code>skali.yaml</code> or pick the file to check it against the v0.1.3 reference. Nothing is stored.</p></div></div><form class=\"card validate-form\" method=\"post\" action=\"/validate#report\"><div class=\"card-body form\"><div class=\"field\"><div class=\"field-head\"><label for=\"manifest\">skali.yaml</label> <label class=\"file-pick\"><span class=\"sr-only\">Pick a manifest file</span> <input type=\"file\" data-fill=\"manifest\" accept=\".yaml,.yml,text/yaml,application/yaml,text/plain\"></label></div><textarea class=\"textarea manifest-input\" id=\"manifest\" name=\"manifest\" rows=\"18\" spellcheck=\"false\" autocapitalize=\"off\" autocomplete=\"off\" placeholder=\"name: my-project&#10;applications:&#10;  web:&#10;    image: nginx:1.27\" aria-describedby=\"manifest-hint\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page validate-page\"><div class=\"page-header\"><div><h1>Validate a manifest</h1><p>Paste a <code>skali.yaml</code>, a release <code>manifest.yaml</code> or its secret schema, or an edge recipe or plan (<code>.toml</code>), or pick the file. The Studio tells which it is and checks it against its own reference. Nothing is stored.</p></div></div><form class=\"card validate-form\" method=\"post\" action=\"/validate#report\"><div class=\"card-body form\"><div class=\"field\"><div class=\"field-head\"><label for=\"manifest\">Manifest</label> <label class=\"file-pick\"><span class=\"sr-only\">Pick a manifest file</span> <input type=\"file\" data-fill=\"manifest\" data-fill-name=\"filename\" accept=\".yaml,.yml,.toml,text/yaml,application/yaml,application/toml,text/plain\"></label> <input type=\"hidden\" id=\"filename\" name=\"filename\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var3 string
-			templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(m.Manifest)
+			templ_7745c5c3_Var3, templ_7745c5c3_Err = templruntime.NewAttributeExpression(m.FileName).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 44, Col: 19}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 40, Col: 76}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var3)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "</textarea> <span class=\"hint\" id=\"manifest-hint\">Up to 1 MiB. The file picker fills the text area; you can also paste.</span></div><div class=\"actions\"><button class=\"button button-primary\" type=\"submit\">Validate</button></div></div></form>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "\"></div><textarea class=\"textarea manifest-input\" id=\"manifest\" name=\"manifest\" rows=\"18\" spellcheck=\"false\" autocapitalize=\"off\" autocomplete=\"off\" placeholder=\"name: my-project&#10;applications:&#10;  web:&#10;    image: nginx:1.27\" aria-describedby=\"manifest-hint\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var4 string
+			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(m.Manifest)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 52, Col: 19}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</textarea> <span class=\"hint\" id=\"manifest-hint\">Up to 1 MiB. The file picker fills the text area and tells the kind by the file's name too; you can also paste.</span></div><div class=\"form-row\"><div class=\"field\"><label for=\"kind\">Kind</label> <select class=\"select\" id=\"kind\" name=\"kind\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			for _, o := range KindOptions(m.Kind) {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<option value=\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var5 string
+				templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(o.Value).Resolve(ctx)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 60, Col: 32}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				if o.Selected {
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, " selected")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, ">")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var6 string
+				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(o.Label)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 60, Col: 69}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</option>")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</select></div><div class=\"field\"><label class=\"check-label\"><input type=\"checkbox\" name=\"insecure_skip_verify\" value=\"1\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if m.InsecureSkipVerify {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, " checked")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "> The edge agent runs with <code>--insecure-skip-verify</code></label> <span class=\"hint\">Recipes only: artifacts may then omit <code>sha256</code>.</span></div></div><div class=\"actions\"><button class=\"button button-primary\" type=\"submit\">Validate</button></div></div></form>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if m.Report != nil {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "<div id=\"report\" class=\"report-anchor\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<div id=\"report\" class=\"report-anchor\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -76,12 +152,12 @@ func Validate(m ValidatePage) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "</div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -95,3 +95,37 @@ func TestBrowserValidateShowsTheSummary(t *testing.T) {
 	}
 	b.Screenshot("validate-valid")
 }
+
+// TestBrowserValidateReleaseManifest: a pasted release manifest is
+// recognised, and the page says so above the verdict.
+func TestBrowserValidateReleaseManifest(t *testing.T) {
+	s := webtest.Start(t)
+	b := browsertest.New(t)
+	manifest := readFile(t, "..", "compiler", "release", "testdata", "manifest.yaml")
+	b.Do(
+		chromedp.Navigate(s.URL+"/validate"),
+		chromedp.WaitVisible(chromedp.CSS("#manifest")),
+		chromedp.SetValue(chromedp.CSS("#manifest"), manifest),
+		chromedp.Click(chromedp.CSS("button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS(".verdict")),
+	)
+	if got := b.Text(".verdict-kind"); got != "Release manifest (selfhost/v1alpha1)" {
+		t.Errorf("kind = %q, want the release manifest", got)
+	}
+	if got := b.Text(".verdict h2"); got != "Valid release manifest" {
+		t.Errorf("verdict = %q", got)
+	}
+	b.Screenshot("validate-release")
+	broken := strings.Replace(manifest, `mode: "0640"`, "mode: 0640", 1)
+	b.Do(
+		chromedp.Navigate(s.URL+"/validate"),
+		chromedp.WaitVisible(chromedp.CSS("#manifest")),
+		chromedp.SetValue(chromedp.CSS("#manifest"), broken),
+		chromedp.Click(chromedp.CSS("button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS(".verdict-invalid")),
+	)
+	if got := b.Text(".diagnostics li"); !strings.Contains(got, "configuration[0].mode") {
+		t.Errorf("first diagnostic = %q, want the unquoted mode", got)
+	}
+	b.Screenshot("validate-release-invalid")
+}

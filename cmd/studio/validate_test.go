@@ -137,3 +137,85 @@ func TestValidateJSON(t *testing.T) {
 		t.Errorf("first diagnostic: got %v", d0)
 	}
 }
+
+// TestValidateKinds: "studio validate --json reports it in kind (skali,
+// release, release-secrets, recipe, plan), and --kind forces one"; other
+// kinds omit hash and values.
+func TestValidateKinds(t *testing.T) {
+	release := writeFile(t, "manifest.yaml", "api_version: selfhost/v1alpha1\nmetadata: {name: demo, version: 1.0.0}\nruntimes: {compose: {files: [compose.yaml]}}\n")
+	schema := writeFile(t, "secrets.schema.yaml", "api_version: selfhost/v1alpha1\nsecrets:\n  - {name: k, owner: \"65532\"}\n")
+	recipe := writeFile(t, "api.toml", "[metadata]\nname = \"api\"\nversion = \"1.0.0\"\n[[artifacts]]\nuri = \"https://x/a\"\n")
+	plan := writeFile(t, "plan.toml", "[[components]]\nname = \"api\"\nrecipe = \"api.toml\"\n")
+	var out, errOut bytes.Buffer
+	code := runValidate([]string{"--json", release, schema, recipe, plan}, nil, &out, &errOut)
+	if code != 1 {
+		t.Fatalf("got exit %d, want 1 (stderr %q)", code, errOut.String())
+	}
+	var got []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("output is not a JSON array: %v\n%s", err, out.String())
+	}
+	wantKinds := []string{"release", "release-secrets", "recipe", "plan"}
+	wantValid := []bool{true, false, false, true}
+	for i, obj := range got {
+		if obj["kind"] != wantKinds[i] || obj["valid"] != wantValid[i] {
+			t.Errorf("%s: got kind %v valid %v, want %s %v", obj["file"], obj["kind"], obj["valid"], wantKinds[i], wantValid[i])
+		}
+		if _, ok := obj["hash"]; ok {
+			t.Errorf("%s: has a hash", obj["file"])
+		}
+		if _, ok := obj["values"]; ok {
+			t.Errorf("%s: has values", obj["file"])
+		}
+	}
+	if nc, _ := got[0]["not_checked"].([]any); len(nc) != 1 {
+		t.Errorf("release not_checked: got %v, want the compose file", got[0]["not_checked"])
+	}
+	// The schema's owner needs 0.6.0 and the manifest declares nothing.
+	d := got[1]["diagnostics"].([]any)[0].(map[string]any)
+	if d["path"] != "secrets[0].owner" || d["line"] != float64(3) {
+		t.Errorf("owner diagnostic: got %v", d)
+	}
+	d = got[2]["diagnostics"].([]any)[0].(map[string]any)
+	if d["path"] != "artifacts[0].sha256" || d["line"] != float64(4) || d["column"] != float64(3) {
+		t.Errorf("sha256 diagnostic: got %v", d)
+	}
+
+	out.Reset()
+	if code := runValidate([]string{"--json", "--insecure-skip-verify", "--kind=recipe", recipe}, nil, &out, &errOut); code != 0 {
+		t.Errorf("--insecure-skip-verify: got exit %d, want 0\n%s", code, out.String())
+	}
+	out.Reset()
+	if code := runValidate([]string{"--kind", "plan", recipe}, nil, &out, &errOut); code != 1 {
+		t.Errorf("--kind plan on a recipe: got exit %d, want 1", code)
+	}
+	if code := runValidate([]string{"--kind", "helm", recipe}, nil, &out, &errOut); code != 2 {
+		t.Errorf("unknown kind: got exit %d, want 2", code)
+	}
+	if code := runValidate([]string{recipe, "--kind"}, nil, &out, &errOut); code != 2 {
+		t.Errorf("--kind without a value: got exit %d, want 2", code)
+	}
+}
+
+// TestValidateReferenceReleaseExamples: the complete example of the release
+// manifest reference and its secret schema validate, as their kinds.
+func TestValidateReferenceReleaseExamples(t *testing.T) {
+	manifest := filepath.Join("..", "..", "compiler", "release", "testdata", "manifest.yaml")
+	schema := filepath.Join("..", "..", "compiler", "release", "testdata", "secrets.schema.yaml")
+	var out, errOut bytes.Buffer
+	if code := runValidate([]string{"--json", manifest, schema}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("got exit %d, want 0\n%s%s", code, out.String(), errOut.String())
+	}
+	var got []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got[0]["kind"] != "release" || got[1]["kind"] != "release-secrets" {
+		t.Errorf("kinds: got %v and %v", got[0]["kind"], got[1]["kind"])
+	}
+	for _, obj := range got {
+		if d := obj["diagnostics"].([]any); len(d) != 0 {
+			t.Errorf("%s: got diagnostics %v, want none", obj["file"], d)
+		}
+	}
+}

@@ -38,6 +38,9 @@
       var file = input.files && input.files[0];
       if (!target || !file) return;
       file.text().then(function (text) { target.value = text; });
+      // The file's name helps the Studio tell the manifest's kind.
+      var name = document.getElementById(input.getAttribute("data-fill-name") || "");
+      if (name) name.value = file.name;
     });
   });
 })();
