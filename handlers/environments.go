@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -72,18 +73,15 @@ func (b *Base) shownRevision(ctx context.Context, env *store.Environment) (shown
 	if err != nil {
 		return shownRevision{}, err
 	}
-	s := shownRevision{Revision: latest}
-	latestRes := compiler.Compile("skali.yaml", []byte(latest.Source))
-	contracts := []compiler.ValueContract{latestRes.Values}
-	s.Def = latestRes.Definition
+	s := shownRevision{Revision: latest, Def: latest.Definition}
+	contracts := []compiler.ValueContract{runs.ContractOf(latest.Definition)}
 	if env.ActiveRevisionID != nil {
 		active, err := b.DB.RevisionByID(ctx, *env.ActiveRevisionID)
 		if err != nil {
 			return shownRevision{}, err
 		}
-		res := compiler.Compile("skali.yaml", []byte(active.Source))
-		s.Revision, s.Deployed, s.Def = active, true, res.Definition
-		contracts = append(contracts, res.Values)
+		s.Revision, s.Deployed, s.Def = active, true, active.Definition
+		contracts = append(contracts, runs.ContractOf(active.Definition))
 	}
 	s.Contract = store.UnionContract(contracts...)
 	return s, nil

@@ -2,12 +2,15 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/skali-dev/studio/compiler"
 )
 
 // Project is a deployable project: a name matching its manifest's name and
@@ -31,6 +34,10 @@ type Revision struct {
 	Summary   string
 	CreatedBy string
 	CreatedAt time.Time
+	// Definition is the compiled definition stored with the revision (its
+	// canonical JSON decoded); pages and runs read it, never a recompile
+	// of Source, so a later compiler cannot change what was deployed.
+	Definition *compiler.Definition
 }
 
 // NewRevision is a compiled manifest to store. The caller compiles; the
@@ -139,16 +146,20 @@ func insertRevision(ctx context.Context, tx pgx.Tx, a Actor, projectID int64, nu
 
 const revisionColumns = `r.id, r.project_id, r.number, r.source, r.hash, r.summary,
 	COALESCE((SELECT CASE WHEN u.name <> '' THEN u.name WHEN u.email <> '' THEN u.email ELSE u.subject END FROM users u WHERE u.id = r.created_by), ''),
-	r.created_at`
+	r.created_at, r.definition`
 
 func scanRevision(row pgx.Row) (*Revision, error) {
 	var r Revision
-	err := row.Scan(&r.ID, &r.ProjectID, &r.Number, &r.Source, &r.Hash, &r.Summary, &r.CreatedBy, &r.CreatedAt)
+	var def []byte
+	err := row.Scan(&r.ID, &r.ProjectID, &r.Number, &r.Source, &r.Hash, &r.Summary, &r.CreatedBy, &r.CreatedAt, &def)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, Errorf(NotFound, "No such revision.")
 	}
 	if err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal(def, &r.Definition); err != nil {
+		return nil, fmt.Errorf("store: revision %d: decode definition: %w", r.ID, err)
 	}
 	return &r, nil
 }
