@@ -262,3 +262,15 @@ func (db *DB) ProjectRole(ctx context.Context, u *User, projectID int64) (Role, 
 	}
 	return best, nil
 }
+
+// RevisionByNumber returns the project's revision with that number.
+func (db *DB) RevisionByNumber(ctx context.Context, projectID int64, number int) (*Revision, error) {
+	r, err := scanRevision(db.Pool.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE project_id = $1 AND number = $2`, projectID, number))
+	if err != nil {
+		if ErrorCode(err) == NotFound {
+			return nil, Errorf(NotFound, "This project has no revision %d.", number)
+		}
+		return nil, fmt.Errorf("store: revision by number: %w", err)
+	}
+	return r, nil
+}
