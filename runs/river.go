@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 )
 
 // RunArgs is the River job that executes one run.
@@ -59,18 +57,6 @@ type reconcileWorker struct {
 
 func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs]) error {
 	return w.service.Reconcile(ctx)
-}
-
-// MigrateRiver applies River's own migrations (its job tables) to the database.
-func MigrateRiver(ctx context.Context, pool *pgxpool.Pool) error {
-	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
-	if err != nil {
-		return fmt.Errorf("runs: river migrations: %w", err)
-	}
-	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("runs: river migrations: %w", err)
-	}
-	return nil
 }
 
 // RiverOptions tune the River client.
