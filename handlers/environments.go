@@ -124,6 +124,30 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		CanManageValues: role.Includes(store.RoleAdmin),
 		Values:          valuesSummary(store.ValueStates(shown.Contract, stored)),
 	}
+	m.CanDeploy = role.Includes(store.RoleDeployer)
+	certs, err := h.DB.Certificates(ctx, env.ID)
+	if err != nil {
+		return err
+	}
+	byDomain := map[string]store.Certificate{}
+	for _, c := range certs {
+		byDomain[c.Domain] = c
+	}
+	latestRuns, err := h.DB.Runs(ctx, env.ID, 5)
+	if err != nil {
+		return err
+	}
+	now := h.DB.Now()
+	for i := range latestRuns {
+		m.LatestRuns = append(m.LatestRuns, runView(env, &latestRuns[i], now, false))
+	}
+	if conv, err := h.DB.ConvergingRevision(ctx, env.ID); err != nil {
+		return err
+	} else if conv != nil {
+		if rev, err := h.DB.RevisionByID(ctx, *conv); err == nil {
+			m.Converging = rev.Number
+		}
+	}
 	if def := shown.Def; def != nil {
 		host := func(expr string) views.HostView {
 			hv := views.HostView{Expression: expr, Resolved: expr}
@@ -132,7 +156,21 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 			} else if strings.Contains(expr, "${") {
 				_, hv.Missing = compiler.ExpandValues(expr, nil)
 			}
+			if c, ok := byDomain[hv.Resolved]; ok && hv.Resolved != "" {
+				hv.State, hv.Badge = serviceState(c)
+			}
 			return hv
+		}
+		for _, hx := range runs.HostnameExpressions(def) {
+			if hx.TLS == "disabled" {
+				continue
+			}
+			hv := host(hx.Expression)
+			if hv.State == "" {
+				continue
+			}
+			m.Services = append(m.Services, views.ServiceStateView{Domain: hv.Resolved, Route: hx.Route, State: hv.State, Badge: hv.Badge,
+				Pending: hv.State != "issued"})
 		}
 		for _, name := range slices.Sorted(maps.Keys(def.Applications)) {
 			m.Applications = append(m.Applications, applicationView(name, def.Applications[name], host))
@@ -254,4 +292,18 @@ func humanDuration(d time.Duration) string {
 		return fmt.Sprintf("%dh", d/time.Hour)
 	}
 	return d.String()
+}
+
+// serviceState is how the environment page reads a hostname's certificate.
+func serviceState(c store.Certificate) (state, badge string) {
+	switch c.State {
+	case store.CertIssued:
+		return "issued", "badge-ok"
+	case store.CertFailed:
+		if c.NextRetryAt != nil {
+			return runs.RetryText(*c.NextRetryAt), "badge-danger"
+		}
+		return "cert failed", "badge-danger"
+	}
+	return "DNS pending", "badge-warn"
 }

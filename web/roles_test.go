@@ -130,10 +130,19 @@ var routeTable = []routeCase{
 		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/delete", allow: prodAdmins, ok: []int{http.StatusNotFound}},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/values/{name}/delete",
 		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/delete", allow: prodAdmins, ok: []int{http.StatusNotFound}},
-}
 
-// Keep the deployer set referenced until deploy routes land.
-var _ = prodDeployers
+	// Deploys, runs, Check now, the edge.
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/deploys/new", path: "/projects/hello-world/environments/production/deploys/new", allow: prodViewers},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/deploys", path: "/projects/hello-world/environments/production/deploys",
+		form: url.Values{"revision": {"1"}}, allow: prodDeployers, ok: []int{http.StatusUnprocessableEntity, http.StatusConflict}},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs", path: "/projects/hello-world/environments/production/runs", allow: prodViewers},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs/{run}", path: "/projects/hello-world/environments/production/runs/{run}", allow: prodViewers},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/runs/{run}/cancel", path: "/projects/hello-world/environments/production/runs/{run}/cancel",
+		allow: prodDeployers, ok: []int{http.StatusConflict}},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/probe", path: "/projects/hello-world/environments/production/probe", allow: prodDeployers},
+	{method: "GET", pattern: "/.well-known/skali-edge", path: "/.well-known/skali-edge?nonce=abc", allow: everyone},
+	{method: "GET", pattern: "/.well-known/acme-challenge/*", path: "/.well-known/acme-challenge/token123", allow: everyone},
+}
 
 // roleFixture is a Studio with one person per role.
 type roleFixture struct {
@@ -141,11 +150,12 @@ type roleFixture struct {
 	prod   *store.Environment
 	emails map[string]string
 	target int64
+	run    int64
 }
 
 func newRoleFixture(t *testing.T) *roleFixture {
 	t.Helper()
-	s := webtest.Start(t, webtest.WithAdmins("root@example.test"), webtest.WithValueKeys())
+	s := webtest.Start(t, webtest.WithAdmins("root@example.test"), webtest.WithValueKeys(), webtest.WithDeploys(&webtest.Deploys{}))
 	f := &roleFixture{s: s, emails: map[string]string{
 		outsider:     "outsider@example.test",
 		viewer:       "viewer@example.test",
@@ -162,6 +172,12 @@ func newRoleFixture(t *testing.T) *roleFixture {
 	s.AddMember(t, staging, f.emails[otherEnv], store.RoleAdmin)
 	f.ensureTarget(t)
 	f.target = s.UserID(t, "target@example.test")
+	run, err := s.DB.CreateRun(t.Context(), store.Actor{}, f.prod, store.NewRun{EnvironmentID: f.prod.ID, Kind: "reconcile",
+		Checkpoints: []store.NewCheckpoint{{Kind: "probe", Name: "Domain arrived · shop.example.test"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.run = run.ID
 	return f
 }
 
@@ -220,7 +236,7 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 		t.Errorf("route %s has no row in routeTable (web/roles_test.go): add one saying who may call it", m)
 	}
 
-	replacer := strings.NewReplacer("{target}", fmt.Sprint(f.target), "{static}", static.Path("css/app.css"))
+	replacer := strings.NewReplacer("{target}", fmt.Sprint(f.target), "{run}", fmt.Sprint(f.run), "{static}", static.Path("css/app.css"))
 	for _, rc := range routeTable {
 		if !registered[rc.method+" "+rc.pattern] {
 			t.Logf("routeTable row %s %s matches no registered route (not added yet?)", rc.method, rc.pattern)
