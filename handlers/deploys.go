@@ -70,7 +70,7 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 		return views.DeployPlanPage{}, err
 	}
 	m := views.DeployPlanPage{
-		Chrome: h.Chrome(r, "Deploy · "+env.Project+" / "+env.Name, "projects"),
+		Chrome:  h.Chrome(r, "Deploy · "+env.Project+" / "+env.Name, "projects"),
 		Project: env.Project, Env: env.Name,
 		Revision: dp.To.Number, RevisionHash: dp.To.Hash, Latest: dp.Latest,
 		FirstDeploy: dp.FirstDeploy, Rollback: dp.Rollback, Redeploy: dp.Redeploy,

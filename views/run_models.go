@@ -142,7 +142,7 @@ type PlanFieldView struct {
 // PlanHostView is one hostname of the plan.
 type PlanHostView struct {
 	Route, Expression, Resolved, Note string
-	TLS                                string
+	TLS                               string
 }
 
 func hasPending(svcs []ServiceStateView) bool {

@@ -78,4 +78,3 @@ func WithDeploys(d *Deploys) Option {
 		deps.Edge = id.Handler()
 	}
 }
-
