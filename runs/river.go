@@ -141,3 +141,12 @@ func (s *Service) enqueue() func(ctx context.Context, tx pgx.Tx, runID int64) (i
 		return res.Job.ID, nil
 	}
 }
+
+// StopAndCancelRiver stops at once, cancelling running jobs: what a
+// process that dies in the middle of a step leaves behind (tests).
+func (s *Service) StopAndCancelRiver(ctx context.Context) error {
+	if s.river == nil {
+		return nil
+	}
+	return s.river.StopAndCancel(ctx)
+}
