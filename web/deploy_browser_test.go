@@ -59,7 +59,9 @@ func TestBrowserDeploysWithADomainPointingElsewhere(t *testing.T) {
 	}
 	// The domain arrives, but validation fails: Check now shows the retry time.
 	dns.Set("wiki.test", "127.0.0.1")
-	d.Faults.Set(func(f *runs.Faults) { f.Issuance = map[string]string{"wiki.test": "403 urn:ietf:params:acme:error:unauthorized"} })
+	d.Faults.Set(func(f *runs.Faults) {
+		f.Issuance = map[string]string{"wiki.test": "403 urn:ietf:params:acme:error:unauthorized"}
+	})
 	b.Do(chromedp.Click(chromedp.CSS(`#tls form button`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
 	for range 100 {
 		b.Do(chromedp.Navigate(s.URL+envPath), chromedp.WaitVisible(chromedp.CSS("#tls")))
