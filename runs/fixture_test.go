@@ -70,7 +70,7 @@ const (
 )
 
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	db       *store.DB
 	vault    *store.Vault
@@ -88,7 +88,7 @@ var start = time.Date(2026, 3, 2, 13, 0, 0, 0, time.UTC)
 // newFixture starts a database, the Studio's edge on 127.0.0.1 and another
 // installation's edge on 127.0.0.3 (same port), and an environment named
 // production of a project compiled from manifest, with values set.
-func newFixture(t *testing.T, manifest string, values map[string]string) *fixture {
+func newFixture(t testing.TB, manifest string, values map[string]string) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{t: t, ctx: ctx, clock: &clock{t: start}, resolver: &resolver{hosts: map[string][]string{}}, faults: &runs.Faults{}}
@@ -137,7 +137,7 @@ func newFixture(t *testing.T, manifest string, values map[string]string) *fixtur
 	return f
 }
 
-func serve(t *testing.T, l net.Listener, h http.Handler) {
+func serve(t testing.TB, l net.Listener, h http.Handler) {
 	srv := &http.Server{Handler: h}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })

@@ -71,7 +71,7 @@ func startRiver(t *testing.T, svc *runs.Service) {
 
 // waitFinished polls until every run is finished; it asserts nothing
 // about time.
-func waitFinished(t *testing.T, db *store.DB, ids []int64) {
+func waitFinished(t testing.TB, db *store.DB, ids []int64) {
 	t.Helper()
 	for range 2000 {
 		var n int

@@ -56,6 +56,8 @@ type runContext struct {
 	det RunDetail
 	env *store.Environment
 	def *compiler.Definition
+	// detDirty: det changed and is not stored yet.
+	detDirty bool
 }
 
 // Execute works on the run until it finishes or has to wait.
@@ -82,8 +84,11 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if run.Status != store.RunRunning {
-		if _, err := r.DB.ApplyRunChange(ctx, store.RunChange{RunID: runID, Status: store.RunRunning}); err != nil {
+	// cancel is the run's cancel request as of its latest change: every
+	// change returns it, so checking it costs no query.
+	cancel := run.CancelRequested
+	if run.Status != store.RunRunning && !cancel {
+		if cancel, _, err = r.DB.ApplyRunChangeCancel(ctx, store.RunChange{RunID: runID, Status: store.RunRunning}); err != nil {
 			return Result{}, err
 		}
 	}
@@ -93,9 +98,7 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 		}
 		// A safe point: between checkpoints (a release command that runs
 		// is never stopped halfway; it is inside one step).
-		if cur, err := r.DB.RunByID(ctx, runID); err != nil {
-			return Result{}, err
-		} else if cur.CancelRequested {
+		if cancel {
 			return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled before %s.", cp.Name), nil)
 		}
 		if cp.Kind == KindRelease && cp.Status == store.CheckpointRunning {
@@ -104,13 +107,14 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 			res := stepResult{status: store.CheckpointFailed, detail: DecodeCheckpointDetail(cp.Detail),
 				reason: "The Studio stopped while the release command of " + DecodeCheckpointDetail(cp.Detail).Application + " ran; it is not run again by itself. Deploy again."}
 			res.detail.Error = res.reason
-			if err := r.record(ctx, rc, cp, res); err != nil {
+			if _, err := r.record(ctx, rc, cp, res); err != nil {
 				return Result{}, err
 			}
 			return r.finish(ctx, rc, store.RunFailed, res.reason, &res)
 		}
 		if cp.Status == store.CheckpointPending || cp.Kind == KindRelease {
-			if ok, err := r.DB.ApplyRunChange(ctx, store.RunChange{RunID: runID, Checkpoint: &store.CheckpointChange{
+			var ok bool
+			if cancel, ok, err = r.DB.ApplyRunChangeCancel(ctx, store.RunChange{RunID: runID, Checkpoint: &store.CheckpointChange{
 				Position: cp.Position, Status: store.CheckpointRunning, From: []string{store.CheckpointPending}}}); err != nil {
 				return Result{}, err
 			} else if !ok {
@@ -122,7 +126,7 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 			return Result{}, err
 		}
 		if res.status == store.CheckpointWaiting {
-			if _, err := r.DB.ApplyRunChange(ctx, store.RunChange{RunID: runID, Status: store.RunWaiting,
+			if _, err := r.DB.ApplyRunChange(ctx, store.RunChange{RunID: runID, Status: store.RunWaiting, Detail: rc.dirtyDetail(),
 				Checkpoint: &store.CheckpointChange{Position: cp.Position, Status: store.CheckpointWaiting, Warning: res.warning, Detail: res.detail,
 					From: []string{store.CheckpointRunning, store.CheckpointWaiting}},
 				Certificate: res.cert, ServiceState: res.service}); err != nil {
@@ -130,7 +134,7 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 			}
 			return Result{WaitUntil: res.until}, nil
 		}
-		if err := r.record(ctx, rc, cp, res); err != nil {
+		if cancel, err = r.record(ctx, rc, cp, res); err != nil {
 			return Result{}, err
 		}
 		if res.status == store.CheckpointFailed {
@@ -140,19 +144,30 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 	return r.finish(ctx, rc, "", "", nil)
 }
 
-// record stores a finished checkpoint.
-func (r *Runner) record(ctx context.Context, rc *runContext, cp store.Checkpoint, res stepResult) error {
-	ok, err := r.DB.ApplyRunChange(ctx, store.RunChange{RunID: rc.run.ID,
+// record stores a finished checkpoint and reports whether the run has
+// been asked to cancel.
+func (r *Runner) record(ctx context.Context, rc *runContext, cp store.Checkpoint, res stepResult) (bool, error) {
+	cancel, ok, err := r.DB.ApplyRunChangeCancel(ctx, store.RunChange{RunID: rc.run.ID, Detail: rc.dirtyDetail(),
 		Checkpoint: &store.CheckpointChange{Position: cp.Position, Status: res.status, Warning: res.warning, Detail: res.detail,
 			From: []string{store.CheckpointRunning, store.CheckpointWaiting}},
 		Certificate: res.cert, ServiceState: res.service, Activate: res.activate})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !ok {
-		return ErrTakenOver
+		return false, ErrTakenOver
 	}
-	return nil
+	return cancel, nil
+}
+
+// dirtyDetail returns the run's detail when a step changed it (the TLS
+// deadline), so it is stored with the step's own change.
+func (rc *runContext) dirtyDetail() any {
+	if !rc.detDirty {
+		return nil
+	}
+	rc.detDirty = false
+	return rc.det
 }
 
 // finish ends the run: status "" means it went through every checkpoint.

@@ -24,9 +24,7 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 		if rc.det.Deadline == nil {
 			dl := now.Add(rolloutTimeout(rc))
 			rc.det.Deadline = &dl
-			if _, err := r.DB.ApplyRunChange(ctx, store.RunChange{RunID: rc.run.ID, Detail: rc.det}); err != nil {
-				return stepResult{}, err
-			}
+			rc.detDirty = true
 		}
 		td.Deadline = rc.det.Deadline
 	}

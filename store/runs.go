@@ -290,63 +290,75 @@ type CheckpointChange struct {
 // ApplyRunChange applies c and appends its run event (and, when the run
 // starts or finishes or a service's state changes, its environment event)
 // in one transaction. It reports false, changing nothing, when the
-// checkpoint is no longer in one of c.Checkpoint.From.
+// checkpoint is no longer in one of c.Checkpoint.From, and whether the run
+// was asked to cancel (so executors need no query of their own for it).
 func (db *DB) ApplyRunChange(ctx context.Context, c RunChange) (applied bool, err error) {
+	_, applied, err = db.applyRunChange(ctx, c)
+	return applied, err
+}
+
+// ApplyRunChangeCancel is ApplyRunChange that also reports whether the run
+// has been asked to cancel.
+func (db *DB) ApplyRunChangeCancel(ctx context.Context, c RunChange) (cancel, applied bool, err error) {
+	return db.applyRunChange(ctx, c)
+}
+
+func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied bool, err error) {
 	now := db.Now()
+	var cpDetail, runDetail []byte
+	position := 0
+	var cpStatus, cpWarning string
+	var from []string
+	if cc := c.Checkpoint; cc != nil {
+		position, cpStatus, cpWarning, from = cc.Position, cc.Status, cc.Warning, cc.From
+		if cc.Detail != nil {
+			if cpDetail, err = json.Marshal(cc.Detail); err != nil {
+				return false, false, err
+			}
+		}
+	}
+	if c.Detail != nil {
+		if runDetail, err = json.Marshal(c.Detail); err != nil {
+			return false, false, err
+		}
+	}
 	err = db.InTx(ctx, func(tx pgx.Tx) error {
-		var pos *int
-		var cpPayload map[string]any
-		if cc := c.Checkpoint; cc != nil {
-			var detail []byte
-			if cc.Detail != nil {
-				if detail, err = json.Marshal(cc.Detail); err != nil {
-					return err
-				}
-			}
-			var kind, name string
-			err := tx.QueryRow(ctx, `
-				UPDATE run_checkpoints SET status = $3, warning = $4, detail = COALESCE($5::jsonb, detail),
-				       started_at = CASE WHEN started_at IS NULL AND $3 <> 'pending' THEN $6 ELSE started_at END,
-				       finished_at = CASE WHEN $3 IN ('succeeded', 'failed', 'skipped') THEN $6 END
-				WHERE run_id = $1 AND position = $2 AND ($7::text[] IS NULL OR status = ANY($7))
-				RETURNING kind, name`,
-				c.RunID, cc.Position, cc.Status, cc.Warning, detail, now, cc.From).Scan(&kind, &name)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errNotApplied
-			}
-			if err != nil {
-				return err
-			}
-			p := cc.Position
-			pos = &p
-			cpPayload = map[string]any{"position": p, "kind": kind, "name": name, "status": cc.Status, "warning": cc.Warning}
-		}
-		var detail []byte
-		if c.Detail != nil {
-			if detail, err = json.Marshal(c.Detail); err != nil {
-				return err
-			}
-		}
+		// One statement changes the checkpoint (when it still has a status
+		// of From) and the run, and returns what the events need.
 		var envID int64
 		var kind, status, reason, summary string
+		var cpKind, cpName *string
 		var wasStarted, wasFinished bool
 		err := tx.QueryRow(ctx, `
+			WITH cp AS (
+			    UPDATE run_checkpoints SET status = $6, warning = $7, detail = COALESCE($8::jsonb, detail),
+			           started_at = CASE WHEN started_at IS NULL AND $6 <> 'pending' THEN $5 ELSE started_at END,
+			           finished_at = CASE WHEN $6 IN ('succeeded', 'failed', 'skipped') THEN $5 END
+			    WHERE $2 > 0 AND run_id = $1 AND position = $2 AND ($9::text[] IS NULL OR status = ANY($9))
+			    RETURNING kind, name)
 			UPDATE runs r SET
-			    status = CASE WHEN $2 = '' THEN status ELSE $2 END,
-			    reason = CASE WHEN $2 = '' THEN reason ELSE $3 END,
-			    detail = COALESCE($4::jsonb, detail),
-			    started_at = CASE WHEN started_at IS NULL AND $2 IN ('running', 'waiting', 'succeeded', 'succeeded-with-warnings', 'failed') THEN $5 ELSE started_at END,
-			    finished_at = CASE WHEN $2 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN $5 ELSE finished_at END
+			    status = CASE WHEN $3 = '' THEN r.status ELSE $3 END,
+			    reason = CASE WHEN $3 = '' THEN r.reason ELSE $4 END,
+			    detail = COALESCE($10::jsonb, r.detail),
+			    started_at = CASE WHEN r.started_at IS NULL AND $3 IN ('running', 'waiting', 'succeeded', 'succeeded-with-warnings', 'failed') THEN $5 ELSE r.started_at END,
+			    finished_at = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN $5 ELSE r.finished_at END
 			FROM (SELECT started_at IS NOT NULL AS started, finished_at IS NOT NULL AS finished FROM runs WHERE id = $1) old
-			WHERE r.id = $1
-			RETURNING r.environment_id, r.kind, r.status, r.reason, COALESCE(r.detail->>'summary', ''), old.started, old.finished`,
-			c.RunID, c.Status, c.Reason, detail, now).Scan(&envID, &kind, &status, &reason, &summary, &wasStarted, &wasFinished)
+			WHERE r.id = $1 AND ($2 = 0 OR EXISTS (SELECT 1 FROM cp))
+			RETURNING r.environment_id, r.kind, r.status, r.reason, COALESCE(r.detail->>'summary', ''), r.cancel_requested,
+			    old.started, old.finished, (SELECT kind FROM cp), (SELECT name FROM cp)`,
+			c.RunID, position, c.Status, c.Reason, now, cpStatus, cpWarning, cpDetail, from, runDetail).
+			Scan(&envID, &kind, &status, &reason, &summary, &cancel, &wasStarted, &wasFinished, &cpKind, &cpName)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errNotApplied
+		}
 		if err != nil {
 			return err
 		}
 		payload := runPayload(status, reason, summary)
-		if cpPayload != nil {
-			payload["checkpoint"] = cpPayload
+		var pos *int
+		if c.Checkpoint != nil && cpKind != nil {
+			pos = &position
+			payload["checkpoint"] = map[string]any{"position": position, "kind": *cpKind, "name": *cpName, "status": cpStatus, "warning": cpWarning}
 		}
 		if _, err := appendRunEvent(ctx, tx, c.RunID, pos, payload); err != nil {
 			return err
@@ -387,12 +399,12 @@ func (db *DB) ApplyRunChange(ctx context.Context, c RunChange) (applied bool, er
 		return nil
 	})
 	if errors.Is(err, errNotApplied) {
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("store: run %d change: %w", c.RunID, err)
+		return false, false, fmt.Errorf("store: run %d change: %w", c.RunID, err)
 	}
-	return true, nil
+	return cancel, true, nil
 }
 
 var errNotApplied = errors.New("store: change not applied")
