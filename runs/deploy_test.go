@@ -206,6 +206,15 @@ func TestRenamedRouteKeepsServingTheOldCertificate(t *testing.T) {
 	if s := runs.DecodeRunDetail(f.run(run.ID).Detail).Summary; !strings.Contains(s, "issued for wiki.test") {
 		t.Fatalf("summary:\n%s", s)
 	}
+	// Renamed again: the reconciler stops probing docs.test, which nothing uses.
+	f.setValue("APP_DOMAIN", "notes.test")
+	f.execute(f.deploy(runs.DeployRequest{Redeploy: true}).ID)
+	if _, err := f.db.CertificateFor(f.ctx, f.env.ID, "docs.test"); store.ErrorCode(err) != store.NotFound {
+		t.Fatalf("docs.test is still tracked: %v", err)
+	}
+	if c := f.certificate("wiki.test"); c.State != store.CertIssued {
+		t.Fatalf("the issued certificate of wiki.test was dropped: %s", c.State)
+	}
 }
 
 func TestIssuanceBackoffDoublesToThirtyTwoHours(t *testing.T) {

@@ -32,6 +32,10 @@ type Result struct {
 	WaitUntil time.Time
 }
 
+// yieldAfter is how long one execution works before it lets its job be
+// taken again (a snooze of a second): far below the rescue time.
+const yieldAfter = time.Minute
+
 // ErrTakenOver means another executor changed the run while this one
 // worked on it; this one stops.
 var ErrTakenOver = errors.New("runs: the run was changed by another executor")
@@ -46,8 +50,9 @@ type stepResult struct {
 	cert    *store.Certificate
 	service string
 	// converge keeps a failed first deploy converging.
-	converge bool
-	activate *int64
+	converge      bool
+	activate      *int64
+	activeDomains []string
 }
 
 // runContext is what the steps of one Execute share.
@@ -92,9 +97,15 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 			return Result{}, err
 		}
 	}
+	began := time.Now()
 	for _, cp := range cps {
 		if store.CheckpointDone(cp.Status) {
 			continue
+		}
+		// A long run gives its job back now and then, so River never
+		// takes a live execution for the job of a killed process.
+		if time.Since(began) > yieldAfter {
+			return Result{WaitUntil: r.Now()}, nil
 		}
 		// A safe point: between checkpoints (a release command that runs
 		// is never stopped halfway; it is inside one step).
@@ -150,7 +161,7 @@ func (r *Runner) record(ctx context.Context, rc *runContext, cp store.Checkpoint
 	cancel, ok, err := r.DB.ApplyRunChangeCancel(ctx, store.RunChange{RunID: rc.run.ID, Detail: rc.dirtyDetail(),
 		Checkpoint: &store.CheckpointChange{Position: cp.Position, Status: res.status, Warning: res.warning, Detail: res.detail,
 			From: []string{store.CheckpointRunning, store.CheckpointWaiting}},
-		Certificate: res.cert, ServiceState: res.service, Activate: res.activate})
+		Certificate: res.cert, ServiceState: res.service, Activate: res.activate, ActiveDomains: res.activeDomains})
 	if err != nil {
 		return false, err
 	}
@@ -374,6 +385,16 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 	case KindActivate:
 		res := ok()
 		res.activate = rc.run.RevisionID
+		res.activeDomains = []string{}
+		cps, err := r.DB.Checkpoints(ctx, rc.run.ID)
+		if err != nil {
+			return stepResult{}, err
+		}
+		for _, c := range cps {
+			if t := DecodeCheckpointDetail(c.Detail).TLS; t != nil && t.Domain != "" {
+				res.activeDomains = append(res.activeDomains, t.Domain)
+			}
+		}
 		res.detail.Revision = rc.run.Revision
 		return res, nil
 	case KindProbe:

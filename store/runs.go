@@ -267,8 +267,11 @@ type RunChange struct {
 	// ServiceState, with Certificate, is announced as the domain's new state
 	// on the environment page ("DNS pending", "issued", "cert failed · ...").
 	ServiceState string
-	// Activate sets the environment's active revision.
-	Activate *int64
+	// Activate sets the environment's active revision; the deferred and
+	// failed certificates of domains other than ActiveDomains are dropped
+	// then (the reconciler stops probing hostnames nothing uses).
+	Activate      *int64
+	ActiveDomains []string
 	// Converging sets (or with ClearConverging clears) the revision a failed
 	// first deploy keeps converging to.
 	Converging      *int64
@@ -389,6 +392,12 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 		if c.Activate != nil {
 			if _, err := tx.Exec(ctx, `UPDATE environments SET active_revision_id = $2, converging_revision_id = NULL WHERE id = $1`, envID, *c.Activate); err != nil {
 				return err
+			}
+			if c.ActiveDomains != nil {
+				if _, err := tx.Exec(ctx, `DELETE FROM certificates WHERE environment_id = $1 AND state <> 'issued' AND NOT (domain = ANY($2))`,
+					envID, c.ActiveDomains); err != nil {
+					return err
+				}
 			}
 		}
 		if c.Converging != nil || c.ClearConverging {
