@@ -28,12 +28,15 @@ func (ReconcileArgs) Kind() string { return "studio_reconcile" }
 
 type runWorker struct {
 	river.WorkerDefaults[RunArgs]
-	runner *Runner
+	runner  *Runner
+	timeout time.Duration
 }
 
-// Timeout lets a run's job take as long as its steps do: release commands
-// and rollouts carry their own timeouts.
-func (w *runWorker) Timeout(*river.Job[RunArgs]) time.Duration { return -1 }
+// Timeout is the rescue time: River rescues a job only once it has been
+// running longer than its timeout, which is how the run of a killed
+// process resumes. A live execution yields its job well before (see
+// Runner.YieldAfter); a release command outlives a cancelled context.
+func (w *runWorker) Timeout(*river.Job[RunArgs]) time.Duration { return w.timeout }
 
 func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 	res, err := w.runner.Execute(ctx, job.Args.RunID)
@@ -68,7 +71,9 @@ type RiverOptions struct {
 	ReconcileInterval time.Duration
 	// RescueAfter is how long a job may look running before another
 	// process takes it over, which is how a run of a killed process
-	// resumes (default 15m).
+	// resumes (default 15m). Keep it above the longest release command
+	// and rollout timeout: a single step that runs longer may be resumed
+	// while it still runs.
 	RescueAfter time.Duration
 	// PollInterval is how often idle processes look for jobs besides
 	// LISTEN/NOTIFY (River's default when zero).
@@ -88,14 +93,18 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 		o.RescueAfter = 15 * time.Minute
 	}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &runWorker{runner: s.Runner})
+	s.Runner.YieldAfter = min(time.Minute, o.RescueAfter/2)
+	river.AddWorker(workers, &runWorker{runner: s.Runner, timeout: o.RescueAfter})
 	river.AddWorker(workers, &reconcileWorker{service: s})
 	cfg := &river.Config{
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}},
 		Workers:              workers,
 		RescueStuckJobsAfter: o.RescueAfter,
-		Logger:               s.Logger,
-		FetchPollInterval:    o.PollInterval,
+		// Steps carry their own timeouts (release command, rollout), and a
+		// long execution yields its job every minute.
+		JobTimeout:        -1,
+		Logger:            s.Logger,
+		FetchPollInterval: o.PollInterval,
 	}
 	if o.PollInterval > 0 {
 		cfg.FetchCooldown = min(o.PollInterval, 100*time.Millisecond)

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,10 @@ type Runner struct {
 	// replace it.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// YieldAfter is how long one execution works before it gives its job
+	// back (default a minute), so River never takes a live execution for
+	// the job of a killed process.
+	YieldAfter time.Duration
 }
 
 // Result is where Execute left a run: finished, or waiting until a time.
@@ -31,10 +36,6 @@ type Result struct {
 	Finished  bool
 	WaitUntil time.Time
 }
-
-// yieldAfter is how long one execution works before it lets its job be
-// taken again (a snooze of a second): far below the rescue time.
-const yieldAfter = time.Minute
 
 // ErrTakenOver means another executor changed the run while this one
 // worked on it; this one stops.
@@ -104,7 +105,7 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 		}
 		// A long run gives its job back now and then, so River never
 		// takes a live execution for the job of a killed process.
-		if time.Since(began) > yieldAfter {
+		if time.Since(began) > cmp.Or(r.YieldAfter, time.Minute) {
 			return Result{WaitUntil: r.Now()}, nil
 		}
 		// A safe point: between checkpoints (a release command that runs
