@@ -150,3 +150,41 @@ func TestDeferredDomainShowsDNSPendingAndCheckNow(t *testing.T) {
 	}
 	assertAudit(t, s, "domains.checked", "production", "wiki.test")
 }
+
+func TestDestructiveDeployAsksForTheEnvironmentsName(t *testing.T) {
+	dns := &webtest.Resolver{}
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))
+	c := s.SignInLocal(t)
+	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
+	const envPath = "/projects/team-wiki/environments/production"
+	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "x"} {
+		s.PostForm(t, c, envPath+"/values", url.Values{"name": {name}, "value": {value}})
+	}
+	dns.Set("wiki.test", "127.0.0.1")
+	resp, _ := s.PostForm(t, c, envPath+"/deploys", url.Values{})
+	waitForRun(t, s, c, resp.Header.Get("Location"))
+
+	// Revision 2 drops the bucket: the plan says so and asks for the name.
+	src := exampleManifest(t, "production")
+	i := strings.Index(src, "\nbuckets:")
+	next := strings.NewReplacer(`      S3_ENDPOINT: "{{buckets.attachments.endpoint}}"`+"\n", "",
+		`      S3_BUCKET: "{{buckets.attachments.name}}"`+"\n", "", `      S3_REGION: "{{buckets.attachments.region}}"`+"\n", "",
+		`      S3_ACCESS_KEY: "{{buckets.attachments.access_key}}"`+"\n", "", `      S3_SECRET_KEY: "{{buckets.attachments.secret_key}}"`+"\n", "").Replace(src[:i+1])
+	if resp, body := s.PostForm(t, c, "/projects/team-wiki/revisions", url.Values{"manifest": {next}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("add revision: %d\n%s", resp.StatusCode, pageMain(body))
+	}
+	status, page := s.Get(t, c, envPath+"/deploys/new?revision=2")
+	if status != 200 || !strings.Contains(page, "Removing bucket attachments destroys its data.") || !strings.Contains(page, `name="confirm"`) {
+		t.Fatalf("plan: %d\n%s", status, pageMain(page))
+	}
+	resp, body := s.PostForm(t, c, envPath+"/deploys", url.Values{"revision": {"2"}, "confirm": {"prod"}})
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `<p class="field-error">This deploy destroys data. Type the environment&#39;s name, production, to confirm.</p>`) {
+		t.Fatalf("wrong confirmation: %d\n%s", resp.StatusCode, pageMain(body))
+	}
+	resp, _ = s.PostForm(t, c, envPath+"/deploys", url.Values{"revision": {"2"}, "confirm": {"production"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("confirmed deploy: %d", resp.StatusCode)
+	}
+	waitForRun(t, s, c, resp.Header.Get("Location"))
+	assertAudit(t, s, "deploy.started", "run 2", `"confirmation": true`)
+}
