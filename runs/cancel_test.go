@@ -81,3 +81,23 @@ func TestCancelBeforeTheRunStarts(t *testing.T) {
 		}
 	}
 }
+
+func TestCancelAWaitingRun(t *testing.T) {
+	f := newFixture(t, wiki("100h"), wikiValues)
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = map[string]string{"wiki.test": "403"} })
+	run := f.deploy(runs.DeployRequest{})
+	if res := f.execute(run.ID); res.Finished {
+		t.Fatal("the run does not wait")
+	}
+	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	got := f.run(run.ID)
+	cp, _ := f.checkpoint(run.ID, runs.KindIssueTLS)
+	if got.Status != store.RunCancelled || cp.Status != store.CheckpointSkipped || cp.Warning != "cancelled while waiting" {
+		t.Fatalf("run %s %q, checkpoint %s %q", got.Status, got.Reason, cp.Status, cp.Warning)
+	}
+}

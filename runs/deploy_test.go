@@ -463,3 +463,30 @@ func TestMissingValuesRefuseTheDeploy(t *testing.T) {
 		t.Fatalf("deploy without SESSION_SECRET: %v", err)
 	}
 }
+
+func TestADomainHereThatCannotBeIssuedFailsAtTheRolloutDeadline(t *testing.T) {
+	f := newFixture(t, wiki("10m"), wikiValues)
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	f.faults.Set(func(fs *runs.Faults) { fs.RateLimit = map[string]string{"wiki.test": "3h"} })
+	f.execute(f.deploy(runs.DeployRequest{}).ID)
+	// A redeploy inside the CA's window cannot bypass it: it waits for the
+	// rollout deadline and fails there with the issuance reason.
+	f.clock.Set(start.Add(5 * time.Minute))
+	run := f.deploy(runs.DeployRequest{})
+	res := f.execute(run.ID)
+	if res.Finished || !res.WaitUntil.Equal(start.Add(15*time.Minute)) {
+		t.Fatalf("the run waits until %v, want the deadline %v", res.WaitUntil, start.Add(15*time.Minute))
+	}
+	f.clock.Set(res.WaitUntil)
+	if res := f.execute(run.ID); !res.Finished {
+		t.Fatal("the run waits past its deadline")
+	}
+	got := f.run(run.ID)
+	if got.Status != store.RunFailed || !strings.Contains(got.Reason, "failed at the rollout deadline: urn:ietf:params:acme:error:rateLimited") {
+		t.Fatalf("run %s %q", got.Status, got.Reason)
+	}
+	if c := f.certificate("wiki.test"); c.Attempts != 1 {
+		t.Fatalf("%d attempts inside the rate-limit window", c.Attempts)
+	}
+}

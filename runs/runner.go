@@ -111,6 +111,14 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 		// A safe point: between checkpoints (a release command that runs
 		// is never stopped halfway; it is inside one step).
 		if cancel {
+			if cp.Status == store.CheckpointWaiting {
+				// A wait is a safe point too: the checkpoint ends there.
+				d := DecodeCheckpointDetail(cp.Detail)
+				if _, err := r.record(ctx, rc, cp, stepResult{status: store.CheckpointSkipped, warning: "cancelled while waiting", detail: d}); err != nil {
+					return Result{}, err
+				}
+				return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled while %s waited.", cp.Name), nil)
+			}
 			return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled before %s.", cp.Name), nil)
 		}
 		if cp.Kind == KindRelease && cp.Status == store.CheckpointRunning {
