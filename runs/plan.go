@@ -321,7 +321,7 @@ func flatten(prefix string, v reflect.Value, out map[string]string) {
 	switch {
 	case v.Type() == durationType:
 		if d := time.Duration(v.Int()); d != 0 {
-			out[prefix] = d.String()
+			out[prefix] = DurationText(d)
 		}
 		return
 	case v.Kind() != reflect.Struct && v.Type().Implements(stringerType) && v.Kind() == reflect.Int64:
@@ -366,4 +366,21 @@ func flatten(prefix string, v reflect.Value, out map[string]string) {
 	case reflect.Bool:
 		out[prefix] = strconv.FormatBool(v.Bool())
 	}
+}
+
+// DurationText writes a duration the way a manifest does: 5m, 36h, 1d, 90s.
+func DurationText(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return d.String()
+	case d%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
 }

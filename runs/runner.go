@@ -366,7 +366,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		cancel()
 		if err != nil {
 			if timedOut {
-				return fail(fmt.Sprintf("The release command of %s timed out after %s.", d.Application, rcmd.Timeout)), nil
+				return fail(fmt.Sprintf("The release command of %s timed out after %s.", d.Application, DurationText(rcmd.Timeout))), nil
 			}
 			return fail(fmt.Sprintf("The release command of %s failed: %s", d.Application, err)), nil
 		}
@@ -384,7 +384,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		cancel()
 		if err != nil {
 			if timedOut {
-				return fail(fmt.Sprintf("%s did not become ready within its rollout timeout of %s; the previous revision stays active.", d.Application, a.Deployment.Rollout.Timeout)), nil
+				return fail(fmt.Sprintf("%s did not become ready within its rollout timeout of %s; the previous revision stays active.", d.Application, DurationText(a.Deployment.Rollout.Timeout))), nil
 			}
 			return r.platformFailure(ctx, err, func(s string) stepResult {
 				return fail(fmt.Sprintf("Rollout of %s failed: %s; the previous revision stays active.", d.Application, s))

@@ -81,3 +81,39 @@ func TestBrowserDeploysWithADomainPointingElsewhere(t *testing.T) {
 	b.Do(chromedp.EmulateViewport(390, 844))
 	b.Screenshot("runs-phone")
 }
+
+// TestBrowserShowsADestructivePlan plans a revision that removes a bucket
+// and changes the application, and types the confirmation.
+func TestBrowserShowsADestructivePlan(t *testing.T) {
+	dns := &webtest.Resolver{}
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))
+	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
+	admin := s.SignInLocal(t)
+	const envPath = "/projects/team-wiki/environments/production"
+	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "x"} {
+		s.PostForm(t, admin, envPath+"/values", url.Values{"name": {name}, "value": {value}})
+	}
+	dns.Set("wiki.test", "127.0.0.1")
+	resp, _ := s.PostForm(t, admin, envPath+"/deploys", url.Values{})
+	waitForRun(t, s, admin, resp.Header.Get("Location"))
+	src := exampleManifest(t, "production")
+	src = src[:strings.Index(src, "\nbuckets:")+1]
+	for _, k := range []string{"endpoint", "name", "region", "access_key", "secret_key"} {
+		src = strings.Replace(src, `"{{buckets.attachments.`+k+`}}"`, `"x"`, 1)
+	}
+	src = strings.Replace(strings.Replace(src, "min: 2", "min: 3", 1), "timeout: 5m", "timeout: 15m", 1)
+	if resp, body := s.PostForm(t, admin, "/projects/team-wiki/revisions", url.Values{"manifest": {src}}); resp.StatusCode != 303 {
+		t.Fatalf("add revision: %d\n%s", resp.StatusCode, pageMain(body))
+	}
+	b := browsertest.New(t)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(s.URL+envPath+"/deploys/new"), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+	if got := b.Text(".plan-destructive"); !strings.Contains(got, "Removing bucket attachments destroys its data.") {
+		t.Errorf("destructive callout = %q", got)
+	}
+	b.Screenshot("deploy-plan-destructive")
+	b.Do(chromedp.EmulateViewport(390, 844))
+	b.Screenshot("deploy-plan-destructive-phone")
+	b.Do(chromedp.SendKeys(chromedp.CSS("#confirm"), "production"), chromedp.Click(chromedp.CSS("#deploy-form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status[data-run-status="succeeded"]`)))
+}
