@@ -113,6 +113,14 @@ func TestTwoRiverClientsExecuteEveryRunExactlyOnce(t *testing.T) {
 		envs = append(envs, env)
 	}
 	waitFinished(t, f.db, ids)
+	// Both processes took part.
+	var workers int
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT count(DISTINCT attempted_by[1]) FROM river_job WHERE kind = 'studio_run'`).Scan(&workers); err != nil {
+		t.Fatal(err)
+	}
+	if workers != 2 {
+		t.Errorf("%d clients executed runs, want both", workers)
+	}
 	for i, id := range ids {
 		run := f.run(id)
 		if run.Status != store.RunSucceeded {
