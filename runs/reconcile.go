@@ -30,6 +30,12 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if !busy && c.State == store.CertFailed {
+			// A deploy waiting on this certificate retries it itself.
+			if busy, err = s.DB.HasUnfinishedDeploy(ctx, c.EnvironmentID); err != nil {
+				return err
+			}
+		}
 		if busy {
 			continue
 		}

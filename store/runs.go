@@ -476,3 +476,14 @@ func (db *DB) UnfinishedReconcile(ctx context.Context, envID int64, domain strin
 	}
 	return ok, nil
 }
+
+// HasUnfinishedDeploy reports whether a deploy of the environment is still
+// unfinished (it then looks after its certificates itself).
+func (db *DB) HasUnfinishedDeploy(ctx context.Context, envID int64) (bool, error) {
+	var ok bool
+	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE environment_id = $1 AND kind = 'deploy' AND finished_at IS NULL)`, envID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("store: unfinished deploy: %w", err)
+	}
+	return ok, nil
+}
