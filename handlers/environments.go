@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -72,18 +73,15 @@ func (b *Base) shownRevision(ctx context.Context, env *store.Environment) (shown
 	if err != nil {
 		return shownRevision{}, err
 	}
-	s := shownRevision{Revision: latest}
-	latestRes := compiler.Compile([]byte(latest.Source))
-	contracts := []compiler.ValueContract{latestRes.Values}
-	s.Def = latestRes.Definition
+	s := shownRevision{Revision: latest, Def: latest.Definition}
+	contracts := []compiler.ValueContract{runs.ContractOf(latest.Definition)}
 	if env.ActiveRevisionID != nil {
 		active, err := b.DB.RevisionByID(ctx, *env.ActiveRevisionID)
 		if err != nil {
 			return shownRevision{}, err
 		}
-		res := compiler.Compile([]byte(active.Source))
-		s.Revision, s.Deployed, s.Def = active, true, res.Definition
-		contracts = append(contracts, res.Values)
+		s.Revision, s.Deployed, s.Def = active, true, active.Definition
+		contracts = append(contracts, runs.ContractOf(active.Definition))
 	}
 	s.Contract = store.UnionContract(contracts...)
 	return s, nil
@@ -126,6 +124,30 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		CanManageValues: role.Includes(store.RoleAdmin),
 		Values:          valuesSummary(store.ValueStates(shown.Contract, stored)),
 	}
+	m.CanDeploy = role.Includes(store.RoleDeployer)
+	certs, err := h.DB.Certificates(ctx, env.ID)
+	if err != nil {
+		return err
+	}
+	byDomain := map[string]store.Certificate{}
+	for _, c := range certs {
+		byDomain[c.Domain] = c
+	}
+	latestRuns, err := h.DB.Runs(ctx, env.ID, 5)
+	if err != nil {
+		return err
+	}
+	now := h.DB.Now()
+	for i := range latestRuns {
+		m.LatestRuns = append(m.LatestRuns, runView(env, &latestRuns[i], now, false))
+	}
+	if conv, err := h.DB.ConvergingRevision(ctx, env.ID); err != nil {
+		return err
+	} else if conv != nil {
+		if rev, err := h.DB.RevisionByID(ctx, *conv); err == nil {
+			m.Converging = rev.Number
+		}
+	}
 	if def := shown.Def; def != nil {
 		// Names only: the expansion of a revision that is not active here
 		// is never computed (see store.Vault.ResolveActiveHostnames).
@@ -135,17 +157,31 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		}
 		host := func(expr string) views.HostView {
 			hv := views.HostView{Expression: expr, Resolved: expr}
-			if !strings.Contains(expr, "${") {
-				return hv
-			}
-			if rh, ok := hosts[expr]; ok {
+			if strings.Contains(expr, "${") {
+				rh, ok := hosts[expr]
+				if !ok {
+					hv.Resolved = ""
+					_, hv.Missing = compiler.ExpandValues(expr, set)
+					hv.NotDeployed = len(hv.Missing) == 0
+					return hv
+				}
 				hv.Resolved, hv.Missing, hv.NotAHostname = rh.Name, rh.Missing, rh.NotAHostname
-				return hv
 			}
-			hv.Resolved = ""
-			_, hv.Missing = compiler.ExpandValues(expr, set)
-			hv.NotDeployed = len(hv.Missing) == 0
+			if c, ok := byDomain[hv.Resolved]; ok && hv.Resolved != "" {
+				hv.State, hv.Badge = serviceState(c)
+			}
 			return hv
+		}
+		for _, hx := range runs.HostnameExpressions(def) {
+			if hx.TLS == "disabled" {
+				continue
+			}
+			hv := host(hx.Expression)
+			if hv.State == "" {
+				continue
+			}
+			m.Services = append(m.Services, views.ServiceStateView{Domain: hv.Resolved, Route: hx.Route, State: hv.State, Badge: hv.Badge,
+				Pending: hv.State != "issued"})
 		}
 		for _, name := range slices.Sorted(maps.Keys(def.Applications)) {
 			m.Applications = append(m.Applications, applicationView(name, def.Applications[name], host))
@@ -267,4 +303,18 @@ func humanDuration(d time.Duration) string {
 		return fmt.Sprintf("%dh", d/time.Hour)
 	}
 	return d.String()
+}
+
+// serviceState is how the environment page reads a hostname's certificate.
+func serviceState(c store.Certificate) (state, badge string) {
+	switch c.State {
+	case store.CertIssued:
+		return "issued", "badge-ok"
+	case store.CertFailed:
+		if c.NextRetryAt != nil {
+			return runs.RetryText(*c.NextRetryAt), "badge-danger"
+		}
+		return "cert failed", "badge-danger"
+	}
+	return "DNS pending", "badge-warn"
 }

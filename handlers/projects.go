@@ -275,14 +275,14 @@ func manifestFromRequest(r *http.Request) (string, error) {
 	return src, nil
 }
 
-// DefinitionOf compiles a stored revision again to get its typed definition
-// (compiling is deterministic and fast); nil when rev is nil or no longer
-// compiles.
+// DefinitionOf returns the compiled definition stored with a revision; nil
+// when rev is nil. It never recompiles the source: what a revision deploys
+// was fixed when it was added.
 func DefinitionOf(rev *store.Revision) *compiler.Definition {
 	if rev == nil {
 		return nil
 	}
-	return compiler.Compile([]byte(rev.Source)).Definition
+	return rev.Definition
 }
 
 func warningNote(res *compiler.Result) string {

@@ -1,8 +1,9 @@
-// Package runs will hold everything that happens over time: planning a
-// deploy from two compiled definitions, executing runs checkpoint by
-// checkpoint through a Platform, certificate retry backoff, DNS probing,
-// the reconciler, backup schedules and snapshots, and the event hub that
-// fans run events out to websocket subscribers across replicas through
-// PostgreSQL LISTEN/NOTIFY. See DESIGN.md, "The platform". It is empty
-// until the deploy-runs issue lands.
+// Package runs holds everything that happens over time: planning a deploy
+// from two stored definitions (PlanDeploy), executing runs checkpoint by
+// checkpoint through a Platform (Runner), the local platform with real DNS,
+// edge probes and X.509 issuance (Local), cert-manager's retry backoff, the
+// reconciler that re-probes deferred and failed domains, and the River
+// client that executes runs as jobs on the Studio's PostgreSQL (Service).
+// The event hub that fans run events out to websockets lives beside it.
+// See DESIGN.md, "The platform".
 package runs

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/skali-dev/studio/migrations"
 )
@@ -116,6 +118,19 @@ func (db *DB) migrate(ctx context.Context, all []Migration) ([]string, error) {
 			return names, fmt.Errorf("store: migration %s: %w", m.Name, err)
 		}
 		names = append(names, m.Name)
+	}
+	// River keeps the jobs that execute runs in this database; its own
+	// migrations go with ours, under the same lock.
+	rm, err := rivermigrate.New(riverpgxv5.New(db.Pool), nil)
+	if err != nil {
+		return names, fmt.Errorf("store: river migrations: %w", err)
+	}
+	res, err := rm.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	if err != nil {
+		return names, fmt.Errorf("store: river migrations: %w", err)
+	}
+	for _, v := range res.Versions {
+		names = append(names, fmt.Sprintf("river %d_%s", v.Version, v.Name))
 	}
 	return names, nil
 }

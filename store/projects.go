@@ -2,11 +2,14 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/skali-dev/studio/compiler"
 )
 
 // Project is a deployable project: a name matching its manifest's name and
@@ -30,6 +33,10 @@ type Revision struct {
 	Summary   string
 	CreatedBy string
 	CreatedAt time.Time
+	// Definition is the compiled definition stored with the revision (its
+	// canonical JSON decoded); pages and runs read it, never a recompile
+	// of Source, so a later compiler cannot change what was deployed.
+	Definition *compiler.Definition
 }
 
 // NewRevision is a compiled manifest to store. The caller compiles; the
@@ -135,16 +142,20 @@ func insertRevision(ctx context.Context, tx pgx.Tx, a Actor, projectID int64, nu
 	return scanRevision(tx.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE id = $1`, id))
 }
 
-var revisionColumns = `r.id, r.project_id, r.number, r.source, r.hash, r.summary, ` + displayNameOf("r.created_by") + `, r.created_at`
+var revisionColumns = `r.id, r.project_id, r.number, r.source, r.hash, r.summary, ` + displayNameOf("r.created_by") + `, r.created_at, r.definition`
 
 func scanRevision(row pgx.Row) (*Revision, error) {
 	var r Revision
-	err := row.Scan(&r.ID, &r.ProjectID, &r.Number, &r.Source, &r.Hash, &r.Summary, &r.CreatedBy, &r.CreatedAt)
+	var def []byte
+	err := row.Scan(&r.ID, &r.ProjectID, &r.Number, &r.Source, &r.Hash, &r.Summary, &r.CreatedBy, &r.CreatedAt, &def)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, Errorf(NotFound, "No such revision.")
 	}
 	if err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal(def, &r.Definition); err != nil {
+		return nil, fmt.Errorf("store: revision %d: decode definition: %w", r.ID, err)
 	}
 	return &r, nil
 }
@@ -246,4 +257,16 @@ func (db *DB) ProjectRole(ctx context.Context, u *User, projectID int64) (Role, 
 		}
 	}
 	return best, nil
+}
+
+// RevisionByNumber returns the project's revision with that number.
+func (db *DB) RevisionByNumber(ctx context.Context, projectID int64, number int) (*Revision, error) {
+	r, err := scanRevision(db.Pool.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE project_id = $1 AND number = $2`, projectID, number))
+	if err != nil {
+		if ErrorCode(err) == NotFound {
+			return nil, Errorf(NotFound, "This project has no revision %d.", number)
+		}
+		return nil, fmt.Errorf("store: revision by number: %w", err)
+	}
+	return r, nil
 }

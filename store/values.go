@@ -635,6 +635,16 @@ func (v *Vault) ResolveActiveHostnames(ctx context.Context, envID int64) (map[st
 	return v.resolveHostnames(ctx, envID, &def)
 }
 
+// ResolvePlannedHostnames expands the hostname expressions of def, a
+// revision about to be deployed to the environment, for the deploy plan and
+// the deploy run. Unlike ResolveActiveHostnames it takes any definition, so
+// its result may be shown only to the environment's deployers and admins:
+// the people who may deploy that revision and so publish those hostnames
+// anyway (the plan flags a hostname built from a value used elsewhere).
+func (v *Vault) ResolvePlannedHostnames(ctx context.Context, envID int64, def *compiler.Definition) (map[string]ResolvedHost, error) {
+	return v.resolveHostnames(ctx, envID, def)
+}
+
 func (v *Vault) resolveHostnames(ctx context.Context, envID int64, def *compiler.Definition) (map[string]ResolvedHost, error) {
 	var exprs []string
 	if def != nil {

@@ -13,6 +13,10 @@ type Chrome struct {
 	Nav   string
 	User  *UserChip
 	Flash *Flash
+	// Refresh, when positive, reloads the page after this many seconds
+	// (an unfinished run's page until live updates land; CSP forbids
+	// inline script).
+	Refresh int
 }
 
 // UserChip is the signed-in user as the top bar shows them.

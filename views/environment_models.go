@@ -18,6 +18,14 @@ type EnvironmentPage struct {
 	Values       ValuesSummary
 	// CanManageValues: environment admins.
 	CanManageValues bool
+	// CanDeploy: deployers and admins (deploy, check now).
+	CanDeploy bool
+	// Services are the hostnames with a TLS state.
+	Services []ServiceStateView
+	// LatestRuns are the newest runs.
+	LatestRuns []RunView
+	// Converging is the revision a failed first deploy still converges to.
+	Converging int
 }
 
 // ApplicationView is one application as the environment page shows it.
@@ -55,6 +63,9 @@ type HostView struct {
 	// shown is not the one active in the environment, so the hostname is
 	// not resolved: only a deployed revision's hostnames are shown.
 	NotDeployed bool
+	// State is the hostname's TLS state (issued, DNS pending, cert failed ·
+	// retry at ...); empty before its first deploy. Badge is its colour.
+	State, Badge string
 }
 
 // ServiceView is a database or bucket with its settings as label/value pairs.

@@ -161,10 +161,19 @@ var routeTable = []routeCase{
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/members", path: "/projects/other-shop/environments/production/members", allow: otherProjectAdmins},
 	{method: "POST", pattern: "/projects/{project}/revisions", path: "/projects/other-shop/revisions",
 		form: url.Values{"manifest": {strings.Replace(webtest.MinimalManifest, "hello-world", "other-shop", 1) + "\ndescription: changed\n"}}, allow: otherProjectAdmins},
-}
 
-// Keep the deployer set referenced until deploy routes land.
-var _ = prodDeployers
+	// Deploys, runs, Check now, the edge.
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/deploys/new", path: "/projects/hello-world/environments/production/deploys/new", allow: prodViewers},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/deploys", path: "/projects/hello-world/environments/production/deploys",
+		form: url.Values{"revision": {"1"}}, allow: prodDeployers, ok: []int{http.StatusUnprocessableEntity, http.StatusConflict}},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs", path: "/projects/hello-world/environments/production/runs", allow: prodViewers},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs/{run}", path: "/projects/hello-world/environments/production/runs/{run}", allow: prodViewers},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/runs/{run}/cancel", path: "/projects/hello-world/environments/production/runs/{run}/cancel",
+		allow: prodDeployers, ok: []int{http.StatusConflict}},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/probe", path: "/projects/hello-world/environments/production/probe", allow: prodDeployers},
+	{method: "GET", pattern: "/.well-known/skali-edge", path: "/.well-known/skali-edge?nonce=abc", allow: everyone},
+	{method: "GET", pattern: "/.well-known/acme-challenge/*", path: "/.well-known/acme-challenge/token123", allow: everyone},
+}
 
 // roleFixture is a Studio with one person per role.
 type roleFixture struct {
@@ -174,6 +183,7 @@ type roleFixture struct {
 	target int64
 	// stager is a viewer of staging only.
 	stager int64
+	run    int64
 }
 
 // hostSecret is production's SECRET_TOKEN. A revision added by the admin
@@ -183,7 +193,7 @@ const hostSecret = "5e884898da28047151d0e56f8dc62927"
 
 func newRoleFixture(t *testing.T) *roleFixture {
 	t.Helper()
-	s := webtest.Start(t, webtest.WithAdmins("root@example.test"), webtest.WithValueKeys())
+	s := webtest.Start(t, webtest.WithAdmins("root@example.test"), webtest.WithValueKeys(), webtest.WithDeploys(&webtest.Deploys{}))
 	f := &roleFixture{s: s, emails: map[string]string{
 		outsider:     "outsider@example.test",
 		viewer:       "viewer@example.test",
@@ -221,6 +231,12 @@ func newRoleFixture(t *testing.T) *roleFixture {
 	if resp, body := s.PostForm(t, f.client(t, otherEnv), "/projects/hello-world/revisions", url.Values{"manifest": {attack}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("staging admin adds the attacking revision = %d:\n%s", resp.StatusCode, body)
 	}
+	run, err := s.DB.CreateRun(t.Context(), store.Actor{}, f.prod, store.NewRun{EnvironmentID: f.prod.ID, Kind: "reconcile",
+		Checkpoints: []store.NewCheckpoint{{Kind: "probe", Name: "Domain arrived · shop.example.test"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.run = run.ID
 	return f
 }
 
@@ -308,7 +324,7 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 		t.Fatalf("setting a value = %d and left the digest as it was: the digest sees nothing", resp.StatusCode)
 	}
 
-	replacer := strings.NewReplacer("{target}", fmt.Sprint(f.target), "{stager}", fmt.Sprint(f.stager), "{static}", static.Path("css/app.css"))
+	replacer := strings.NewReplacer("{target}", fmt.Sprint(f.target), "{stager}", fmt.Sprint(f.stager), "{run}", fmt.Sprint(f.run), "{static}", static.Path("css/app.css"))
 	for _, rc := range routeTable {
 		if !registered[rc.method+" "+rc.pattern] {
 			t.Logf("routeTable row %s %s matches no registered route (not added yet?)", rc.method, rc.pattern)

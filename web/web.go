@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/skali-dev/studio/handlers"
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/static"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -44,6 +45,12 @@ type Deps struct {
 	MaxBodyBytes int64
 	// Vault keeps values encrypted; without it values cannot be changed.
 	Vault *store.Vault
+	// Runs plans, starts and cancels deploys and checks domains; without
+	// it those pages answer that deploys are not available.
+	Runs *runs.Service
+	// Edge answers /.well-known/skali-edge and ACME HTTP-01 challenges for
+	// the local platform; nil serves neither.
+	Edge http.Handler
 	// SignInFailures limits failed sign-ins per client address (a burst,
 	// then one more per interval); SignInStarts limits OIDC sign-ins
 	// started per address. Zero values take the defaults below.
@@ -156,6 +163,12 @@ func (a *app) routes(https bool) http.Handler {
 	r.Get("/healthz", health.Live)
 	r.Get("/readyz", health.Ready)
 	r.Handle(static.Prefix+"*", http.StripPrefix(static.Prefix, static.Handler()))
+	// The local platform's edge identity and ACME challenges: public, no
+	// session, never redirected.
+	if a.deps.Edge != nil {
+		r.Get(runs.EdgePath, a.deps.Edge.ServeHTTP)
+		r.Get(runs.ChallengePrefix+"*", a.deps.Edge.ServeHTTP)
+	}
 
 	r.Group(func(r chi.Router) {
 		r.Use(cop.Handler, a.sessions.LoadAndSave, markSession, a.authenticate)
@@ -210,6 +223,16 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/environments/{env}/values/prune", a.handle(values.PruneValues))
 			r.Get("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.ShowDeleteValuePage))
 			r.Post("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.DeleteValue))
+
+			// Deploys, runs, Check now.
+			deploys := handlers.NewDeploys(a.base, a.deps.Runs)
+			runPages := handlers.NewRuns(a.base, a.deps.Runs)
+			r.Get("/projects/{project}/environments/{env}/deploys/new", a.handle(deploys.ShowDeployPlanPage))
+			r.Post("/projects/{project}/environments/{env}/deploys", a.handle(deploys.StartDeploy))
+			r.Get("/projects/{project}/environments/{env}/runs", a.handle(runPages.ShowRunsPage))
+			r.Get("/projects/{project}/environments/{env}/runs/{run}", a.handle(runPages.ShowRunPage))
+			r.Post("/projects/{project}/environments/{env}/runs/{run}/cancel", a.handle(runPages.CancelRun))
+			r.Post("/projects/{project}/environments/{env}/probe", a.handle(runPages.CheckNow))
 		})
 	})
 	return r

@@ -26,6 +26,12 @@ type Config struct {
 	SessionIdleTimeout time.Duration
 	SessionLifetime    time.Duration
 	LogFormat          string
+	LocalStepDelay     time.Duration
+	DNSServer          string
+	EdgePort           int
+	ReconcileInterval  time.Duration
+	LocalFaults        string
+	RunRescueAfter     time.Duration
 }
 
 type setting struct {
@@ -49,6 +55,12 @@ func (c *Config) settings() []setting {
 		{"session-idle-timeout", "STUDIO_SESSION_IDLE_TIMEOUT", "sign out after this long without a request", &c.SessionIdleTimeout, "12h"},
 		{"session-lifetime", "STUDIO_SESSION_LIFETIME", "sign out this long after sign-in, however active", &c.SessionLifetime, "168h"},
 		{"log-format", "STUDIO_LOG_FORMAT", "log format: text or json", &c.LogFormat, "text"},
+		{"local-step-delay", "STUDIO_LOCAL_STEP_DELAY", "how long each simulated step of the local platform takes", &c.LocalStepDelay, "1s"},
+		{"dns-server", "STUDIO_DNS_SERVER", "host:port of the DNS server that resolves route domains (default: the system resolver)", &c.DNSServer, ""},
+		{"edge-port", "STUDIO_EDGE_PORT", "port on which probes and ACME challenges reach a domain's addresses", &c.EdgePort, "80"},
+		{"reconcile-interval", "STUDIO_RECONCILE_INTERVAL", "how often deferred and failed domains are probed again", &c.ReconcileInterval, "1m"},
+		{"local-faults", "STUDIO_LOCAL_FAULTS", "JSON file of faults the local platform injects (demos)", &c.LocalFaults, ""},
+		{"run-rescue-after", "STUDIO_RUN_RESCUE_AFTER", "how long a run may look running before another process resumes it (a killed process)", &c.RunRescueAfter, "15m"},
 	}
 }
 
@@ -78,6 +90,12 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 				return fmt.Errorf("%s=%q is not true or false", s.env, def)
 			}
 			fs.BoolVar(t, s.flag, b, usage)
+		case *int:
+			n, err := strconv.Atoi(def)
+			if err != nil {
+				return fmt.Errorf("%s=%q is not a number", s.env, def)
+			}
+			fs.IntVar(t, s.flag, n, usage)
 		case *time.Duration:
 			d, err := time.ParseDuration(def)
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/pgserver"
 	"github.com/skali-dev/studio/web"
@@ -95,6 +96,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
+	vault := store.NewVault(db.DB, keys)
+	var faults *runs.Faults
+	if cfg.LocalFaults != "" {
+		if faults, err = runs.LoadFaults(cfg.LocalFaults); err != nil {
+			return err
+		}
+	}
+	local, identity, err := runs.NewLocal(ctx, db.DB, vault, runs.LocalOptions{
+		StepDelay: cfg.LocalStepDelay, Resolver: runs.NewResolver(cfg.DNSServer), EdgePort: cfg.EdgePort, Faults: faults})
+	if err != nil {
+		return err
+	}
+	runService := runs.NewService(db.DB, vault, local, time.Now, logger)
+	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter}); err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = runService.StopRiver(stopCtx)
+	}()
 	handler := web.New(web.Deps{
 		DB:                 db.DB,
 		Logger:             logger,
@@ -102,7 +124,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		SessionIdleTimeout: cfg.SessionIdleTimeout,
 		SessionLifetime:    cfg.SessionLifetime,
 		LocalLogin:         localLogin,
-		Vault:              store.NewVault(db.DB, keys),
+		Vault:              vault,
+		Runs:               runService,
+		Edge:               identity.Handler(),
 		OIDCIssuer:         cfg.OIDCIssuer,
 		OIDCClientID:       cfg.OIDCClientID,
 		OIDCClientSecret:   cfg.OIDCClientSecret,

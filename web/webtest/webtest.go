@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
 	"github.com/skali-dev/studio/web"
@@ -65,6 +66,16 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		return web.New(deps)
 	})
 	tb.Cleanup(srv.Close)
+	if deps.Runs != nil {
+		if err := deps.Runs.StartRiver(context.Background(), runs.RiverOptions{PollInterval: 50 * time.Millisecond, ReconcileInterval: -1}); err != nil {
+			tb.Fatalf("webtest: river: %v", err)
+		}
+		tb.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = deps.Runs.StopRiver(ctx)
+		})
+	}
 	return &Server{httptestServer: srv, URL: srv.URL, DB: db, Logs: logs, OIDC: idp}
 }
 

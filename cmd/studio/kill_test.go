@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/store/storetest"
+)
+
+// TestMain runs `studio` itself when the test starts this binary as a
+// Studio process (STUDIO_TEST_MAIN=1), so a test can kill one with SIGKILL.
+func TestMain(m *testing.M) {
+	if os.Getenv("STUDIO_TEST_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	storetest.Main(m)
+}
+
+const killManifest = `name: killed
+applications:
+  api:
+    image: ghcr.io/acme/api:1
+    environment:
+      DATABASE_URL: "{{databases.data.url}}"
+      TOKEN: "${API_TOKEN}"
+    deployment:
+      releaseCommand:
+        command: ["/api", "migrate"]
+databases:
+  data:
+    engine: postgres
+    version: 17
+`
+
+// studioProcess is `studio serve` in a process of its own.
+type studioProcess struct {
+	cmd  *exec.Cmd
+	addr string
+	link string
+}
+
+func startStudio(t *testing.T, dbURL, key string) *studioProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--public-url", "http://127.0.0.1",
+		"--local-step-delay", "700ms", "--run-rescue-after", "1s", "--reconcile-interval", "1h", "--data-dir", t.TempDir())
+	cmd.Env = append(os.Environ(), "STUDIO_TEST_MAIN=1", "DATABASE_URL="+dbURL, "STUDIO_SECRET_KEY="+key)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	p := &studioProcess{cmd: cmd}
+	lines := bufio.NewScanner(out)
+	for (p.addr == "" || p.link == "") && lines.Scan() {
+		if rest, ok := strings.CutPrefix(lines.Text(), "Skali Studio is serving on "); ok {
+			p.addr = rest
+		}
+		if rest, ok := strings.CutPrefix(lines.Text(), "Sign in: "); ok {
+			p.link = strings.TrimPrefix(rest, "http://127.0.0.1")
+		}
+	}
+	go io.Copy(io.Discard, out)
+	if p.addr == "" || p.link == "" {
+		t.Fatal("the Studio printed no address or sign-in link")
+	}
+	return p
+}
+
+// TestAKilledProcessesRunResumesAfterARestart starts a deploy on one Studio
+// process, kills it with SIGKILL in the middle of a step, and starts the
+// Studio again: the run resumes from its last recorded checkpoint, with
+// no finished step done again and its events numbered without gaps.
+func TestAKilledProcessesRunResumesAfterARestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Studio processes")
+	}
+	ctx := context.Background()
+	dbURL := storetest.NewURL(t)
+	key := store.GenerateKey()
+	db, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	keys, err := store.OpenKeyring(ctx, db, store.KeyringOptions{SecretKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := compiler.Compile("skali.yaml", []byte(killManifest))
+	p, _, err := db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: "killed", Source: killManifest, Canonical: res.Definition.Canonical(), Hash: res.Hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.NewVault(db, keys).SetValue(ctx, store.Actor{}, env, "API_TOKEN", "t0ken"); err != nil {
+		t.Fatal(err)
+	}
+
+	first := startStudio(t, dbURL, key)
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, err := c.Get(first.addr + first.link); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	req, _ := http.NewRequest(http.MethodPost, first.addr+"/projects/killed/environments/production/deploys", strings.NewReader(url.Values{"revision": {"1"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("deploy: %d", resp.StatusCode)
+	}
+	var runID int64
+	if err := db.Pool.QueryRow(ctx, `SELECT id FROM runs`).Scan(&runID); err != nil {
+		t.Fatal(err)
+	}
+	// Kill the process while it provisions the database (checkpoint 2).
+	waitFor(t, func() bool {
+		var status string
+		db.Pool.QueryRow(ctx, `SELECT status FROM run_checkpoints WHERE run_id = $1 AND position = 2`, runID).Scan(&status)
+		return status == store.CheckpointRunning
+	})
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	first.cmd.Wait()
+	var status string
+	db.Pool.QueryRow(ctx, `SELECT status FROM run_checkpoints WHERE run_id = $1 AND position = 2`, runID).Scan(&status)
+	if status != store.CheckpointRunning {
+		t.Fatalf("checkpoint 2 is %s after the kill", status)
+	}
+
+	startStudio(t, dbURL, key)
+	waitFor(t, func() bool {
+		var finished bool
+		db.Pool.QueryRow(ctx, `SELECT finished_at IS NOT NULL FROM runs WHERE id = $1`, runID).Scan(&finished)
+		return finished
+	})
+	run, err := db.RunByID(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != store.RunSucceeded {
+		t.Fatalf("resumed run: %s %s", run.Status, run.Reason)
+	}
+	evs, err := db.RunEventsAfter(ctx, runID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[int]int{}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i+1, e.Seq)
+		}
+		if e.Checkpoint != nil {
+			per[*e.Checkpoint]++
+		}
+	}
+	if per[1] != 2 {
+		t.Fatalf("check values has %d events, want 2: it was done again", per[1])
+	}
+	cps, _ := db.Checkpoints(ctx, runID)
+	for _, cp := range cps {
+		if cp.Status != store.CheckpointSucceeded {
+			t.Fatalf("%s is %s", cp.Name, cp.Status)
+		}
+	}
+}
+
+// waitFor polls cond until it holds; it asserts nothing about time, but
+// gives up after two minutes so a broken resume fails instead of hanging.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("gave up waiting")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

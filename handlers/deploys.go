@@ -1,0 +1,154 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
+)
+
+// Deploys shows deploy plans and starts deploys.
+type Deploys struct {
+	*Base
+	Runs *runs.Service
+}
+
+// NewDeploys returns the deploy handlers; svc nil means deploys are off.
+func NewDeploys(b *Base, svc *runs.Service) *Deploys { return &Deploys{Base: b, Runs: svc} }
+
+func (h *Deploys) service() (*runs.Service, error) {
+	if h.Runs == nil {
+		return nil, store.Errorf(store.Conflict, "Deploys are not available: this Studio has no value-encryption key configured.")
+	}
+	return h.Runs, nil
+}
+
+// parseRevision reads the optional revision number (0: latest).
+func parseRevision(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, store.Errorf(store.Invalid, "revision must be a revision number such as 3.")
+	}
+	return n, nil
+}
+
+// ShowDeployPlanPage renders the plan of deploying ?revision=N (default
+// latest) against the environment's active revision. Any role may read it;
+// resolved hostnames are shown to deployers and admins only.
+func (h *Deploys) ShowDeployPlanPage(w http.ResponseWriter, r *http.Request) error {
+	rev, err := parseRevision(r.URL.Query().Get("revision"))
+	if err != nil {
+		return err
+	}
+	env, role, err := h.Environment(r, store.RoleViewer)
+	if err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	m, err := h.planPage(r, svc, env, role, rev)
+	if err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.DeployPlan(m))
+}
+
+func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Environment, role store.Role, rev int) (views.DeployPlanPage, error) {
+	ctx := r.Context()
+	dp, err := svc.PlanDeploy(ctx, env, rev)
+	if err != nil {
+		return views.DeployPlanPage{}, err
+	}
+	m := views.DeployPlanPage{
+		Chrome:  h.Chrome(r, "Deploy · "+env.Project+" / "+env.Name, "projects"),
+		Project: env.Project, Env: env.Name,
+		Revision: dp.To.Number, RevisionHash: dp.To.Hash, Latest: dp.Latest,
+		FirstDeploy: dp.FirstDeploy, Rollback: dp.Rollback, Redeploy: dp.Redeploy,
+		Missing: dp.MissingValues, Orphaned: dp.OrphanedValues, Destructive: dp.Destructive, Refused: dp.Refused,
+		ShowHostnames: role.Includes(store.RoleDeployer),
+		CanDeploy:     role.Includes(store.RoleDeployer),
+		CanStart:      dp.CanStart(),
+	}
+	if dp.From != nil {
+		m.FromRevision = dp.From.Number
+	}
+	for n := dp.Latest; n >= 1; n-- {
+		m.Revisions = append(m.Revisions, n)
+	}
+	for _, c := range dp.Changes {
+		cv := views.PlanChangeView{Kind: c.Kind, Name: c.Name, Action: c.Action}
+		for _, f := range c.Fields {
+			cv.Fields = append(cv.Fields, views.PlanFieldView{Field: f.Field, Old: f.Old, New: f.New})
+		}
+		m.Changes = append(m.Changes, cv)
+	}
+	flagged := map[string]string{}
+	for _, s := range dp.SharedHostnameValues {
+		m.Shared = append(m.Shared, fmt.Sprintf("%s builds the hostname %s, and the active revision also uses it in %s. Hostnames are public: the value should not be a secret.",
+			s.Name, s.Hostname, strings.Join(s.Elsewhere, ", ")))
+		flagged[s.Hostname] = s.Name + " is also used outside hostnames"
+	}
+	for _, hx := range dp.Hostnames {
+		hv := views.PlanHostView{Route: hx.Route, Expression: hx.Expression, TLS: hx.TLS, Note: flagged[hx.Expression]}
+		// Viewers never get resolved hostnames into their page's model: the
+		// plan's revision is not active here (store.Vault.ResolvePlannedHostnames).
+		if rh, ok := dp.Resolved[hx.Expression]; ok && m.ShowHostnames {
+			hv.Resolved = rh.Name
+			if len(rh.Missing) > 0 && hv.Note == "" {
+				hv.Note = "needs " + strings.Join(rh.Missing, ", ")
+			}
+		}
+		m.Hostnames = append(m.Hostnames, hv)
+	}
+	return m, nil
+}
+
+// StartDeploy starts a deploy (deployers and admins): fields revision,
+// confirm and redeploy. A refused deploy re-renders the plan with the
+// reason next to the field it concerns.
+func (h *Deploys) StartDeploy(w http.ResponseWriter, r *http.Request) error {
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	rev, err := parseRevision(r.PostForm.Get("revision"))
+	if err != nil {
+		return err
+	}
+	env, role, err := h.Environment(r, store.RoleDeployer)
+	if err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	req := runs.DeployRequest{Revision: rev, Confirm: strings.TrimSpace(r.PostForm.Get("confirm")), Redeploy: r.PostForm.Get("redeploy") == "1"}
+	run, err := svc.StartDeploy(r.Context(), ActorOf(r), env, req)
+	var refusal *runs.DeployRefusal
+	if errors.As(err, &refusal) {
+		m, perr := h.planPage(r, svc, env, role, rev)
+		if perr != nil {
+			return perr
+		}
+		m.Error, m.ErrorField, m.Confirm, m.RedeployChecked = refusal.Message, refusal.Field, req.Confirm, req.Redeploy
+		return Render(w, r, http.StatusUnprocessableEntity, views.DeployPlan(m))
+	}
+	if err != nil {
+		return err
+	}
+	return SeeOther(w, r, runURL(env, run.ID))
+}
+
+func runURL(env *store.Environment, id int64) string {
+	return fmt.Sprintf("/projects/%s/environments/%s/runs/%d", env.Project, env.Name, id)
+}

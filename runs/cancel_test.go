@@ -1,0 +1,103 @@
+package runs_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/store"
+)
+
+// holdingRelease holds a release command until told to go on.
+type holdingRelease struct {
+	runs.Platform
+	started chan struct{}
+	proceed chan struct{}
+}
+
+func (h *holdingRelease) Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand) error {
+	close(h.started)
+	<-h.proceed
+	return h.Platform.Release(ctx, envID, app, cmd)
+}
+
+func TestCancelLetsARunningReleaseCommandFinishThenStops(t *testing.T) {
+	f := newFixture(t, wiki("10m"), wikiValues)
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	hold := &holdingRelease{Platform: f.local, started: make(chan struct{}), proceed: make(chan struct{})}
+	svc := runs.NewService(f.db, f.vault, hold, f.clock.Now, nil)
+	run, err := svc.StartDeploy(f.ctx, store.Actor{}, f.reloadEnv(), runs.DeployRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := svc.Runner.Execute(context.Background(), run.ID)
+		done <- err
+	}()
+	<-hold.started
+	if _, err := svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(hold.proceed)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := f.run(run.ID)
+	if got.Status != store.RunCancelled || got.Reason != "Cancelled before Issue TLS certificate · web / public." {
+		t.Fatalf("run %s %q", got.Status, got.Reason)
+	}
+	if cp, _ := f.checkpoint(run.ID, runs.KindRelease); cp.Status != store.CheckpointSucceeded {
+		t.Fatalf("the release command was stopped: %s", cp.Status)
+	}
+	if f.reloadEnv().ActiveRevisionID != nil {
+		t.Fatal("a cancelled run activated its revision")
+	}
+	var n int
+	f.db.Pool.QueryRow(f.ctx, `SELECT count(*) FROM audit_events WHERE action = 'run.cancel_requested'`).Scan(&n)
+	if n != 1 {
+		t.Fatalf("%d cancel audit records", n)
+	}
+	if _, err := svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); store.ErrorCode(err) != store.Conflict {
+		t.Fatalf("cancelling a finished run: %v", err)
+	}
+}
+
+func TestCancelBeforeTheRunStarts(t *testing.T) {
+	f := newFixture(t, wiki("10m"), wikiValues)
+	run := f.deploy(runs.DeployRequest{})
+	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	if got := f.run(run.ID); got.Status != store.RunCancelled {
+		t.Fatalf("run %s", got.Status)
+	}
+	for _, cp := range f.checkpoints(run.ID) {
+		if cp.Status != store.CheckpointPending {
+			t.Fatalf("%s ran: %s", cp.Name, cp.Status)
+		}
+	}
+}
+
+func TestCancelAWaitingRun(t *testing.T) {
+	f := newFixture(t, wiki("100h"), wikiValues)
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = map[string]string{"wiki.test": "403"} })
+	run := f.deploy(runs.DeployRequest{})
+	if res := f.execute(run.ID); res.Finished {
+		t.Fatal("the run does not wait")
+	}
+	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	got := f.run(run.ID)
+	cp, _ := f.checkpoint(run.ID, runs.KindIssueTLS)
+	if got.Status != store.RunCancelled || cp.Status != store.CheckpointSkipped || cp.Warning != "cancelled while waiting" {
+		t.Fatalf("run %s %q, checkpoint %s %q", got.Status, got.Reason, cp.Status, cp.Warning)
+	}
+}

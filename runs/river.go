@@ -1,0 +1,161 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// RunArgs is the River job that executes one run.
+type RunArgs struct {
+	RunID int64 `json:"run_id"`
+}
+
+// Kind implements river.JobArgs.
+func (RunArgs) Kind() string { return "studio_run" }
+
+// ReconcileArgs is the periodic River job that re-probes deferred and
+// failed domains.
+type ReconcileArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ReconcileArgs) Kind() string { return "studio_reconcile" }
+
+type runWorker struct {
+	river.WorkerDefaults[RunArgs]
+	runner  *Runner
+	timeout time.Duration
+}
+
+// Timeout is the rescue time: River rescues a job only once it has been
+// running longer than its timeout, which is how the run of a killed
+// process resumes. A live execution yields its job well before (see
+// Runner.YieldAfter); a release command outlives a cancelled context.
+func (w *runWorker) Timeout(*river.Job[RunArgs]) time.Duration { return w.timeout }
+
+func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
+	res, err := w.runner.Execute(ctx, job.Args.RunID)
+	if errors.Is(err, ErrTakenOver) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !res.Finished {
+		// Wait in the database, not in a goroutine.
+		return river.JobSnooze(max(time.Until(res.WaitUntil), time.Second))
+	}
+	return nil
+}
+
+type reconcileWorker struct {
+	river.WorkerDefaults[ReconcileArgs]
+	service *Service
+}
+
+func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs]) error {
+	return w.service.Reconcile(ctx)
+}
+
+// RiverOptions tune the River client.
+type RiverOptions struct {
+	// Workers is how many runs one process executes at once (default 20).
+	Workers int
+	// ReconcileInterval is how often deferred and failed domains are
+	// re-probed (default 1m; negative turns the reconciler off).
+	ReconcileInterval time.Duration
+	// RescueAfter is how long a job may look running before another
+	// process takes it over, which is how a run of a killed process
+	// resumes (default 15m). Keep it above the longest release command
+	// and rollout timeout: a single step that runs longer may be resumed
+	// while it still runs.
+	RescueAfter time.Duration
+	// PollInterval is how often idle processes look for jobs besides
+	// LISTEN/NOTIFY (River's default when zero).
+	PollInterval time.Duration
+}
+
+// StartRiver starts the River client that executes runs and reconciles:
+// every Studio process runs one, River hands each job to exactly one.
+func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
+	if o.Workers <= 0 {
+		o.Workers = 20
+	}
+	if o.ReconcileInterval == 0 {
+		o.ReconcileInterval = time.Minute
+	}
+	if o.RescueAfter <= 0 {
+		o.RescueAfter = 15 * time.Minute
+	}
+	workers := river.NewWorkers()
+	s.Runner.YieldAfter = min(time.Minute, o.RescueAfter/2)
+	river.AddWorker(workers, &runWorker{runner: s.Runner, timeout: o.RescueAfter})
+	river.AddWorker(workers, &reconcileWorker{service: s})
+	cfg := &river.Config{
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}},
+		Workers:              workers,
+		RescueStuckJobsAfter: o.RescueAfter,
+		// Steps carry their own timeouts (release command, rollout), and a
+		// long execution yields its job every minute.
+		JobTimeout:        -1,
+		Logger:            s.Logger,
+		FetchPollInterval: o.PollInterval,
+	}
+	if o.PollInterval > 0 {
+		cfg.FetchCooldown = min(o.PollInterval, 100*time.Millisecond)
+	}
+	if o.ReconcileInterval > 0 {
+		cfg.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(o.ReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil }, nil)}
+	}
+	client, err := river.NewClient(riverpgxv5.New(s.DB.Pool), cfg)
+	if err != nil {
+		return fmt.Errorf("runs: river: %w", err)
+	}
+	if err := client.Start(ctx); err != nil {
+		return fmt.Errorf("runs: river: %w", err)
+	}
+	s.river = client
+	return nil
+}
+
+// StopRiver stops taking jobs and waits for the running ones to finish;
+// when ctx ends first, it cancels them (they resume elsewhere).
+func (s *Service) StopRiver(ctx context.Context) error {
+	if s.river == nil {
+		return nil
+	}
+	if err := s.river.Stop(ctx); err != nil {
+		return s.river.StopAndCancel(context.Background())
+	}
+	return nil
+}
+
+// enqueue returns the function that inserts a run's job inside the run's
+// own transaction, or nil without a River client.
+func (s *Service) enqueue() func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) {
+	if s.river == nil {
+		return nil
+	}
+	return func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) {
+		res, err := s.river.InsertTx(ctx, tx, RunArgs{RunID: runID}, &river.InsertOpts{MaxAttempts: 100})
+		if err != nil {
+			return 0, err
+		}
+		return res.Job.ID, nil
+	}
+}
+
+// StopAndCancelRiver stops at once, cancelling running jobs: what a
+// process that dies in the middle of a step leaves behind (tests).
+func (s *Service) StopAndCancelRiver(ctx context.Context) error {
+	if s.river == nil {
+		return nil
+	}
+	return s.river.StopAndCancel(ctx)
+}

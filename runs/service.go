@@ -1,0 +1,268 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/store"
+)
+
+// Service plans and starts deploys, cancels runs, and reconciles deferred
+// and failed certificates. With a River client (see StartRiver) runs are
+// executed as River jobs; without one (tests) nothing executes them until
+// Runner.Execute is called.
+type Service struct {
+	DB       *store.DB
+	Vault    *store.Vault
+	Platform Platform
+	Runner   *Runner
+	Now      func() time.Time
+	Logger   *slog.Logger
+	river    *river.Client[pgx.Tx]
+}
+
+// NewService returns a service on db whose runs use platform.
+func NewService(db *store.DB, vault *store.Vault, platform Platform, now func() time.Time, logger *slog.Logger) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Service{DB: db, Vault: vault, Platform: platform, Now: now, Logger: logger,
+		Runner: &Runner{DB: db, Vault: vault, Platform: platform, Now: now, Logger: logger}}
+}
+
+// DeployPlan is a plan with the revisions it compares.
+type DeployPlan struct {
+	*Plan
+	To   *store.Revision
+	From *store.Revision
+	// Hostnames are the new revision's hostnames resolved with the
+	// environment's values, by expression.
+	Hostnames []HostnameExpression
+	Resolved  map[string]store.ResolvedHost
+	// Latest is the project's newest revision number.
+	Latest int
+}
+
+// PlanDeploy plans a deploy of revision number (0: the latest) to env.
+func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number int) (*DeployPlan, error) {
+	latest, err := s.DB.LatestRevision(ctx, env.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	to := latest
+	if number > 0 && number != latest.Number {
+		if to, err = s.DB.RevisionByNumber(ctx, env.ProjectID, number); err != nil {
+			return nil, err
+		}
+	}
+	dp := &DeployPlan{To: to, Latest: latest.Number}
+	in := PlanInput{To: to.Definition, ToRevision: to.Number, BucketBytes: map[string]int64{}}
+	if env.ActiveRevisionID != nil {
+		if dp.From, err = s.DB.RevisionByID(ctx, *env.ActiveRevisionID); err != nil {
+			return nil, err
+		}
+		in.From, in.FromRevision = dp.From.Definition, dp.From.Number
+		for name := range dp.From.Definition.Buckets {
+			in.BucketBytes[name] = s.Platform.BucketBytes(ctx, env.ID, name)
+		}
+	}
+	stored, err := s.DB.StoredValues(ctx, env.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range stored {
+		in.StoredValues = append(in.StoredValues, v.Name)
+	}
+	dp.Plan = PlanDeploy(in)
+	dp.Hostnames = HostnameExpressions(to.Definition)
+	dp.Resolved = map[string]store.ResolvedHost{}
+	if s.Vault != nil {
+		if dp.Resolved, err = s.Vault.ResolvePlannedHostnames(ctx, env.ID, to.Definition); err != nil {
+			return nil, err
+		}
+	}
+	for _, h := range dp.Hostnames {
+		if rh := dp.Resolved[h.Expression]; rh.NotAHostname {
+			dp.Refused = append(dp.Refused, fmt.Sprintf("The values of %s (%s) do not make a hostname.", h.Route, h.Expression))
+		}
+	}
+	return dp, nil
+}
+
+// DeployRequest is what a person asks to deploy.
+type DeployRequest struct {
+	// Revision is the revision number; 0 means the latest.
+	Revision int
+	// Confirm is the environment's name typed to confirm a destructive deploy.
+	Confirm string
+	// Redeploy confirms deploying the active revision again.
+	Redeploy bool
+}
+
+// DeployRefusal is a deploy that cannot start as asked, with the form
+// field it concerns ("confirm", "redeploy", "revision" or "").
+type DeployRefusal struct {
+	Field   string
+	Message string
+}
+
+func (e *DeployRefusal) Error() string { return e.Message }
+
+// StartDeploy plans the deploy, checks it may start, and creates its run
+// and job in one transaction.
+func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Environment, req DeployRequest) (*store.Run, error) {
+	if env.State != "active" {
+		return nil, &DeployRefusal{Message: fmt.Sprintf("The environment is %s; deploys wait until it is active again.", env.State)}
+	}
+	dp, err := s.PlanDeploy(ctx, env, req.Revision)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(dp.MissingValues) > 0:
+		return nil, &DeployRefusal{Message: fmt.Sprintf("Required values are missing: %s. Set them on the values page first.", joinNames(dp.MissingValues))}
+	case len(dp.Refused) > 0:
+		return nil, &DeployRefusal{Message: "This deploy is refused: " + dp.Refused[0]}
+	case dp.Redeploy && !req.Redeploy:
+		return nil, &DeployRefusal{Field: "redeploy", Message: fmt.Sprintf("Revision %d is already active. Tick redeploy to deploy it again.", dp.To.Number)}
+	case dp.NeedsConfirmation() && req.Confirm != env.Name:
+		return nil, &DeployRefusal{Field: "confirm", Message: fmt.Sprintf("This deploy destroys data. Type the environment's name, %s, to confirm.", env.Name)}
+	}
+	nr := store.NewRun{
+		EnvironmentID:   env.ID,
+		Kind:            "deploy",
+		RevisionID:      &dp.To.ID,
+		Checkpoints:     DeployCheckpoints(dp.To, dp.Resolved),
+		Detail:          RunDetail{Confirmed: dp.NeedsConfirmation(), Redeploy: dp.Redeploy},
+		ExclusiveDeploy: true,
+		AuditAction:     "deploy.started",
+		AuditDetail: map[string]any{"revision": dp.To.Number, "confirmation": dp.NeedsConfirmation() && req.Confirm == env.Name,
+			"redeploy": dp.Redeploy, "rollback": dp.Rollback},
+		Enqueue: s.enqueue(),
+	}
+	if dp.From != nil {
+		nr.FromRevisionID = &dp.From.ID
+		nr.AuditDetail["from_revision"] = dp.From.Number
+	}
+	return s.DB.CreateRun(ctx, a, env, nr)
+}
+
+func joinNames(names []string) string {
+	out := ""
+	for i, n := range names {
+		if i > 0 {
+			out += ", "
+		}
+		out += n
+	}
+	return out
+}
+
+// DeployCheckpoints lists a deploy's checkpoints in order: check values;
+// provision each database and bucket; build or import each application;
+// each release command; a certificate for every route with tls, every
+// alias and every bucket route; roll out each application; activate.
+func DeployCheckpoints(rev *store.Revision, hosts map[string]store.ResolvedHost) []store.NewCheckpoint {
+	def := rev.Definition
+	cps := []store.NewCheckpoint{{Kind: KindCheckValues, Name: "Check values"}}
+	for _, n := range slices.Sorted(maps.Keys(def.Databases)) {
+		cps = append(cps, store.NewCheckpoint{Kind: KindProvisionDatabase, Name: "Provision database " + n, Detail: CheckpointDetail{Service: n}})
+	}
+	for _, n := range slices.Sorted(maps.Keys(def.Buckets)) {
+		cps = append(cps, store.NewCheckpoint{Kind: KindProvisionBucket, Name: "Provision bucket " + n, Detail: CheckpointDetail{Service: n}})
+	}
+	apps := slices.Sorted(maps.Keys(def.Applications))
+	for _, n := range apps {
+		a := def.Applications[n]
+		if a.Image != "" {
+			cps = append(cps, store.NewCheckpoint{Kind: KindImport, Name: "Import " + n, Detail: CheckpointDetail{Application: n, Source: a.Image}})
+		} else {
+			cps = append(cps, store.NewCheckpoint{Kind: KindBuild, Name: "Build " + n, Detail: CheckpointDetail{Application: n, Source: a.Build.Context}})
+		}
+	}
+	for _, n := range apps {
+		a := def.Applications[n]
+		if rc := a.Deployment.ReleaseCommand; rc != nil {
+			cps = append(cps, store.NewCheckpoint{Kind: KindRelease, Name: "Release command " + n, Detail: CheckpointDetail{
+				Application: n, Command: rc.Command, Timeout: DurationText(rc.Timeout), WaitedFor: referencedServices(a)}})
+		}
+	}
+	for _, h := range HostnameExpressions(def) {
+		if h.TLS == "disabled" {
+			continue
+		}
+		domain := hosts[h.Expression].Name
+		route := h.Route
+		if h.Alias {
+			route = h.Application + " / " + routeName(h.Route) + " alias " + domain
+		}
+		cps = append(cps, store.NewCheckpoint{Kind: KindIssueTLS, Name: "Issue TLS certificate · " + route, Detail: CheckpointDetail{
+			Application: h.Application, TLS: &TLSDetail{Route: route, Expression: h.Expression, Domain: domain, Policy: h.TLS}}})
+	}
+	for _, n := range apps {
+		a := def.Applications[n]
+		cps = append(cps, store.NewCheckpoint{Kind: KindRollout, Name: fmt.Sprintf("Roll out %s (%s)", n, a.Deployment.Rollout.Strategy), Detail: CheckpointDetail{
+			Application: n, Strategy: a.Deployment.Rollout.Strategy, Timeout: DurationText(a.Deployment.Rollout.Timeout)}})
+	}
+	cps = append(cps, store.NewCheckpoint{Kind: KindActivate, Name: fmt.Sprintf("Activate revision %d", rev.Number), Detail: CheckpointDetail{Revision: rev.Number}})
+	return cps
+}
+
+// routeName is the route of "app / route alias host".
+func routeName(route string) string {
+	var app, rest string
+	if _, err := fmt.Sscanf(route, "%s / %s", &app, &rest); err != nil {
+		return route
+	}
+	return rest
+}
+
+// referencedServices names the databases and buckets an application's
+// environment references, which its release command waits for.
+func referencedServices(a *compiler.Application) []string {
+	var out []string
+	for _, v := range a.Environment {
+		if m := serviceReference.FindStringSubmatch(v); m != nil {
+			name := m[1][:len(m[1])-1] + " " + m[2]
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+var serviceReference = regexp.MustCompile(`^\{\{(databases|buckets)\.([^.}]+)\.`)
+
+// Cancel asks a run to stop at its next safe point and wakes its job.
+func (s *Service) Cancel(ctx context.Context, a store.Actor, env *store.Environment, runID int64) (*store.Run, error) {
+	run, err := s.DB.RequestCancel(ctx, a, env, runID)
+	if err != nil {
+		return nil, err
+	}
+	s.wake(ctx, run)
+	return run, nil
+}
+
+// wake makes a waiting run's job run now, so it notices a change.
+func (s *Service) wake(ctx context.Context, run *store.Run) {
+	if s.river == nil || run.JobID == nil || run.Status == store.RunRunning {
+		return
+	}
+	if _, err := s.river.JobRetry(ctx, *run.JobID); err != nil {
+		s.Logger.Warn("wake run", "run", run.ID, "err", err)
+	}
+}

@@ -1,0 +1,140 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Certificate states.
+const (
+	CertDeferred = "deferred"
+	CertIssued   = "issued"
+	CertFailed   = "failed"
+)
+
+// Certificate is the TLS state of one hostname of an environment: deferred
+// while its DNS points elsewhere, issued, or failed with cert-manager's
+// backoff. The certificate on hand (serial, validity) stays after a later
+// failure.
+type Certificate struct {
+	EnvironmentID    int64
+	Domain           string
+	Route            string
+	State            string
+	Attempts         int
+	Failures         int
+	LastFailureAt    *time.Time
+	Reason           string
+	NextRetryAt      *time.Time
+	RateLimitedUntil *time.Time
+	BypassedFailures int
+	Serial           string
+	NotBefore        *time.Time
+	NotAfter         *time.Time
+	CertificatePEM   string
+	ProbedAt         *time.Time
+	UpdatedAt        time.Time
+}
+
+// Usable reports whether the certificate on hand is valid at now.
+func (c *Certificate) Usable(now time.Time) bool {
+	return c != nil && c.Serial != "" && c.NotAfter != nil && now.Before(*c.NotAfter)
+}
+
+const certificateColumns = `environment_id, domain, route, state, attempts, failures, last_failure_at, reason, next_retry_at,
+	rate_limited_until, bypassed_failures, serial, not_before, not_after, certificate_pem, probed_at, updated_at`
+
+func scanCertificate(row pgx.Row) (*Certificate, error) {
+	var c Certificate
+	err := row.Scan(&c.EnvironmentID, &c.Domain, &c.Route, &c.State, &c.Attempts, &c.Failures, &c.LastFailureAt, &c.Reason, &c.NextRetryAt,
+		&c.RateLimitedUntil, &c.BypassedFailures, &c.Serial, &c.NotBefore, &c.NotAfter, &c.CertificatePEM, &c.ProbedAt, &c.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, Errorf(NotFound, "No certificate for this domain.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func upsertCertificate(ctx context.Context, tx pgx.Tx, c *Certificate, now time.Time) error {
+	_, err := tx.Exec(ctx, `
+		INSERT INTO certificates (`+certificateColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+		ON CONFLICT (environment_id, domain) DO UPDATE SET
+		    route = EXCLUDED.route, state = EXCLUDED.state, attempts = EXCLUDED.attempts, failures = EXCLUDED.failures,
+		    last_failure_at = EXCLUDED.last_failure_at, reason = EXCLUDED.reason, next_retry_at = EXCLUDED.next_retry_at,
+		    rate_limited_until = EXCLUDED.rate_limited_until, bypassed_failures = EXCLUDED.bypassed_failures,
+		    serial = EXCLUDED.serial, not_before = EXCLUDED.not_before, not_after = EXCLUDED.not_after,
+		    certificate_pem = EXCLUDED.certificate_pem, probed_at = EXCLUDED.probed_at, updated_at = EXCLUDED.updated_at`,
+		c.EnvironmentID, c.Domain, c.Route, c.State, c.Attempts, c.Failures, c.LastFailureAt, c.Reason, c.NextRetryAt,
+		c.RateLimitedUntil, c.BypassedFailures, c.Serial, c.NotBefore, c.NotAfter, c.CertificatePEM, c.ProbedAt, now)
+	if err != nil {
+		return fmt.Errorf("store: save certificate: %w", err)
+	}
+	return nil
+}
+
+// CertificateFor returns the certificate state of the environment's domain.
+func (db *DB) CertificateFor(ctx context.Context, envID int64, domain string) (*Certificate, error) {
+	c, err := scanCertificate(db.Pool.QueryRow(ctx, `SELECT `+certificateColumns+` FROM certificates WHERE environment_id = $1 AND domain = $2`, envID, domain))
+	if err != nil && ErrorCode(err) != NotFound {
+		return nil, fmt.Errorf("store: certificate: %w", err)
+	}
+	return c, err
+}
+
+// IssuedForRoute returns a usable certificate the route holds for a domain
+// other than domain (the route was renamed), or nil.
+func (db *DB) IssuedForRoute(ctx context.Context, envID int64, route, domain string) (*Certificate, error) {
+	c, err := scanCertificate(db.Pool.QueryRow(ctx, `
+		SELECT `+certificateColumns+` FROM certificates
+		WHERE environment_id = $1 AND route = $2 AND domain <> $3 AND serial <> '' AND not_after > $4
+		ORDER BY updated_at DESC LIMIT 1`, envID, route, domain, db.Now()))
+	if ErrorCode(err) == NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: certificate for route: %w", err)
+	}
+	return c, nil
+}
+
+// Certificates returns the environment's certificates by domain.
+func (db *DB) Certificates(ctx context.Context, envID int64) ([]Certificate, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT `+certificateColumns+` FROM certificates WHERE environment_id = $1 ORDER BY domain`, envID)
+	return collectCertificates(rows)
+}
+
+// UnissuedCertificates returns every deferred or failed certificate of
+// every environment: what the reconciler re-probes.
+func (db *DB) UnissuedCertificates(ctx context.Context) ([]Certificate, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT `+certificateColumns+` FROM certificates WHERE state <> 'issued' ORDER BY environment_id, domain`)
+	return collectCertificates(rows)
+}
+
+func collectCertificates(rows pgx.Rows) ([]Certificate, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Certificate, error) {
+		c, err := scanCertificate(row)
+		if err != nil {
+			return Certificate{}, err
+		}
+		return *c, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: certificates: %w", err)
+	}
+	return out, nil
+}
+
+// AuditCheckNow records that a person asked to probe domains now.
+func (db *DB) AuditCheckNow(ctx context.Context, a Actor, env *Environment, domains []string) error {
+	e := a.event("domains.checked")
+	e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, env.Name
+	e.Detail = map[string]any{"domains": domains}
+	return db.Audit(ctx, e)
+}

@@ -1,0 +1,489 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Run statuses. A run is pending until an executor takes it, running or
+// waiting (a certificate backoff, a deadline) while it works, and ends in
+// one of the last four.
+const (
+	RunPending               = "pending"
+	RunRunning               = "running"
+	RunWaiting               = "waiting"
+	RunSucceeded             = "succeeded"
+	RunSucceededWithWarnings = "succeeded-with-warnings"
+	RunFailed                = "failed"
+	RunCancelled             = "cancelled"
+)
+
+// Checkpoint statuses.
+const (
+	CheckpointPending   = "pending"
+	CheckpointRunning   = "running"
+	CheckpointWaiting   = "waiting"
+	CheckpointSucceeded = "succeeded"
+	CheckpointFailed    = "failed"
+	CheckpointSkipped   = "skipped"
+)
+
+// RunFinished reports whether status ends a run.
+func RunFinished(status string) bool {
+	switch status {
+	case RunSucceeded, RunSucceededWithWarnings, RunFailed, RunCancelled:
+		return true
+	}
+	return false
+}
+
+// CheckpointDone reports whether a checkpoint with status is finished.
+func CheckpointDone(status string) bool {
+	return status == CheckpointSucceeded || status == CheckpointFailed || status == CheckpointSkipped
+}
+
+// Run is a deploy, reconcile, backup or restore of one environment.
+type Run struct {
+	ID            int64
+	EnvironmentID int64
+	Kind          string
+	Status        string
+	// Reason says why the run failed or was cancelled.
+	Reason          string
+	CancelRequested bool
+	RevisionID      *int64
+	FromRevisionID  *int64
+	// Revision and FromRevision are the revision numbers (0 when none).
+	Revision     int
+	FromRevision int
+	CreatedBy    string
+	CreatedAt    time.Time
+	StartedAt    *time.Time
+	FinishedAt   *time.Time
+	JobID        *int64
+	// Detail is the runs package's JSON (summary, deadline, counts).
+	Detail json.RawMessage
+}
+
+// Checkpoint is one step of a run.
+type Checkpoint struct {
+	RunID      int64
+	Position   int
+	Kind       string
+	Name       string
+	Status     string
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+	Warning    string
+	// Detail is the runs package's typed details as JSON.
+	Detail json.RawMessage
+}
+
+// NewCheckpoint is a checkpoint of a run to create.
+type NewCheckpoint struct {
+	Kind, Name string
+	Detail     any
+}
+
+// NewRun is a run to create with its checkpoints.
+type NewRun struct {
+	EnvironmentID  int64
+	Kind           string
+	RevisionID     *int64
+	FromRevisionID *int64
+	Checkpoints    []NewCheckpoint
+	Detail         any
+	// AuditAction and AuditDetail record who started the run; no record when empty.
+	AuditAction string
+	AuditDetail map[string]any
+	// ExclusiveDeploy refuses the run while another deploy of the
+	// environment is unfinished.
+	ExclusiveDeploy bool
+	// Enqueue inserts the job that executes the run inside the same
+	// transaction and returns its id; nil for a run recorded whole.
+	Enqueue func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error)
+}
+
+// CreateRun stores a run, its checkpoints, its first event and its audit
+// record, and enqueues its job, in one transaction.
+func (db *DB) CreateRun(ctx context.Context, a Actor, env *Environment, nr NewRun) (*Run, error) {
+	var id int64
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM environments WHERE id = $1 FOR UPDATE`, env.ID); err != nil {
+			return err
+		}
+		if nr.ExclusiveDeploy {
+			var other int64
+			err := tx.QueryRow(ctx, `SELECT id FROM runs WHERE environment_id = $1 AND kind = 'deploy' AND finished_at IS NULL ORDER BY id LIMIT 1`, env.ID).Scan(&other)
+			if err == nil {
+				return Errorf(Conflict, "Deploy run %d of %s is still in progress. Wait for it to finish or cancel it first.", other, env.Name)
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		detail, err := json.Marshal(orEmpty(nr.Detail))
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `
+			INSERT INTO runs (environment_id, kind, revision_id, from_revision_id, created_by, created_at, detail)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+			env.ID, nr.Kind, nr.RevisionID, nr.FromRevisionID, a.userID(), db.Now(), detail).Scan(&id); err != nil {
+			return err
+		}
+		rows := make([][]any, len(nr.Checkpoints))
+		for i, c := range nr.Checkpoints {
+			d, err := json.Marshal(orEmpty(c.Detail))
+			if err != nil {
+				return err
+			}
+			rows[i] = []any{id, i + 1, c.Kind, c.Name, d}
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"run_checkpoints"}, []string{"run_id", "position", "kind", "name", "detail"}, pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+		if _, err := appendRunEvent(ctx, tx, id, nil, runPayload(RunPending, "", "")); err != nil {
+			return err
+		}
+		if nr.Enqueue != nil {
+			jobID, err := nr.Enqueue(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE runs SET job_id = $2 WHERE id = $1`, id, jobID); err != nil {
+				return err
+			}
+		}
+		if nr.AuditAction != "" {
+			e := a.event(nr.AuditAction)
+			e.Project, e.Environment, e.EnvironmentID = env.Project, env.Name, &env.ID
+			e.Target = fmt.Sprintf("run %d", id)
+			e.Detail = nr.AuditDetail
+			if err := auditTx(ctx, tx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: create run: %w", err)
+	}
+	return db.RunByID(ctx, id)
+}
+
+func orEmpty(v any) any {
+	if v == nil {
+		return map[string]any{}
+	}
+	return v
+}
+
+// runPayload is the run part of a run event, the shape the live pages read.
+func runPayload(status, reason, summary string) map[string]any {
+	return map[string]any{"run": map[string]any{"status": status, "reason": reason, "summary": summary}}
+}
+
+const runColumns = `r.id, r.environment_id, r.kind, r.status, r.reason, r.cancel_requested, r.revision_id, r.from_revision_id,
+	COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
+	COALESCE((SELECT number FROM revisions WHERE id = r.from_revision_id), 0),
+	COALESCE((SELECT CASE WHEN u.name <> '' THEN u.name WHEN u.email <> '' THEN u.email ELSE u.subject END FROM users u WHERE u.id = r.created_by), ''),
+	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail`
+
+func scanRun(row pgx.Row) (*Run, error) {
+	var r Run
+	err := row.Scan(&r.ID, &r.EnvironmentID, &r.Kind, &r.Status, &r.Reason, &r.CancelRequested, &r.RevisionID, &r.FromRevisionID,
+		&r.Revision, &r.FromRevision, &r.CreatedBy, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.JobID, &r.Detail)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, Errorf(NotFound, "No such run.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// RunByID returns one run.
+func (db *DB) RunByID(ctx context.Context, id int64) (*Run, error) {
+	r, err := scanRun(db.Pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("store: run: %w", err)
+	}
+	return r, nil
+}
+
+// Runs returns the environment's newest runs first, at most limit.
+func (db *DB) Runs(ctx context.Context, envID int64, limit int) ([]Run, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 ORDER BY r.id DESC LIMIT $2`, envID, limit)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
+		r, err := scanRun(row)
+		if err != nil {
+			return Run{}, err
+		}
+		return *r, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: runs: %w", err)
+	}
+	return out, nil
+}
+
+// Checkpoints returns the run's checkpoints in order.
+func (db *DB) Checkpoints(ctx context.Context, runID int64) ([]Checkpoint, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT run_id, position, kind, name, status, started_at, finished_at, warning, detail
+		FROM run_checkpoints WHERE run_id = $1 ORDER BY position`, runID)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Checkpoint, error) {
+		var c Checkpoint
+		err := row.Scan(&c.RunID, &c.Position, &c.Kind, &c.Name, &c.Status, &c.StartedAt, &c.FinishedAt, &c.Warning, &c.Detail)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: checkpoints: %w", err)
+	}
+	return out, nil
+}
+
+// RunChange is one change of a run, applied with its events in one
+// transaction: the run's status, a checkpoint, a certificate, the service
+// state and the environment's active revision, each optional.
+type RunChange struct {
+	RunID int64
+	// Status is the run's new status; "" keeps it. Reason goes with it.
+	Status string
+	Reason string
+	// Detail replaces the run's detail when not nil; its "summary" field is
+	// the run's plain-text summary.
+	Detail any
+	// Checkpoint changes one checkpoint.
+	Checkpoint *CheckpointChange
+	// Certificate is stored (by environment and domain) when not nil.
+	Certificate *Certificate
+	// ServiceState, with Certificate, is announced as the domain's new state
+	// on the environment page ("DNS pending", "issued", "cert failed · ...").
+	ServiceState string
+	// Activate sets the environment's active revision; the deferred and
+	// failed certificates of domains other than ActiveDomains are dropped
+	// then (the reconciler stops probing hostnames nothing uses).
+	Activate      *int64
+	ActiveDomains []string
+	// Converging sets (or with ClearConverging clears) the revision a failed
+	// first deploy keeps converging to.
+	Converging      *int64
+	ClearConverging bool
+}
+
+// CheckpointChange is a checkpoint's new state.
+type CheckpointChange struct {
+	Position int
+	Status   string
+	Warning  string
+	// Detail replaces the checkpoint's detail when not nil.
+	Detail any
+	// From, when set, applies the change only while the checkpoint has one
+	// of these statuses: a resumed run never redoes a recorded step.
+	From []string
+}
+
+// ApplyRunChange applies c and appends its run event (and, when the run
+// starts or finishes or a service's state changes, its environment event)
+// in one transaction. It reports false, changing nothing, when the
+// checkpoint is no longer in one of c.Checkpoint.From, and whether the run
+// was asked to cancel (so executors need no query of their own for it).
+func (db *DB) ApplyRunChange(ctx context.Context, c RunChange) (applied bool, err error) {
+	_, applied, err = db.applyRunChange(ctx, c)
+	return applied, err
+}
+
+// ApplyRunChangeCancel is ApplyRunChange that also reports whether the run
+// has been asked to cancel.
+func (db *DB) ApplyRunChangeCancel(ctx context.Context, c RunChange) (cancel, applied bool, err error) {
+	return db.applyRunChange(ctx, c)
+}
+
+func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied bool, err error) {
+	now := db.Now()
+	var cpDetail, runDetail []byte
+	position := 0
+	var cpStatus, cpWarning string
+	var from []string
+	if cc := c.Checkpoint; cc != nil {
+		position, cpStatus, cpWarning, from = cc.Position, cc.Status, cc.Warning, cc.From
+		if cc.Detail != nil {
+			if cpDetail, err = json.Marshal(cc.Detail); err != nil {
+				return false, false, err
+			}
+		}
+	}
+	if c.Detail != nil {
+		if runDetail, err = json.Marshal(c.Detail); err != nil {
+			return false, false, err
+		}
+	}
+	err = db.InTx(ctx, func(tx pgx.Tx) error {
+		// One statement changes the checkpoint (when it still has a status
+		// of From) and the run, and returns what the events need.
+		var envID int64
+		var kind, status, reason, summary string
+		var cpKind, cpName *string
+		var wasStarted, wasFinished bool
+		err := tx.QueryRow(ctx, `
+			WITH cp AS (
+			    UPDATE run_checkpoints SET status = $6, warning = $7, detail = COALESCE($8::jsonb, detail),
+			           started_at = CASE WHEN started_at IS NULL AND $6 <> 'pending' THEN $5 ELSE started_at END,
+			           finished_at = CASE WHEN $6 IN ('succeeded', 'failed', 'skipped') THEN $5 END
+			    WHERE $2 > 0 AND run_id = $1 AND position = $2 AND ($9::text[] IS NULL OR status = ANY($9))
+			    RETURNING kind, name)
+			UPDATE runs r SET
+			    status = CASE WHEN $3 = '' THEN r.status ELSE $3 END,
+			    reason = CASE WHEN $3 = '' THEN r.reason ELSE $4 END,
+			    detail = COALESCE($10::jsonb, r.detail),
+			    started_at = CASE WHEN r.started_at IS NULL AND $3 IN ('running', 'waiting', 'succeeded', 'succeeded-with-warnings', 'failed') THEN $5 ELSE r.started_at END,
+			    finished_at = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN $5 ELSE r.finished_at END
+			FROM (SELECT started_at IS NOT NULL AS started, finished_at IS NOT NULL AS finished FROM runs WHERE id = $1) old
+			WHERE r.id = $1 AND ($2 = 0 OR EXISTS (SELECT 1 FROM cp))
+			RETURNING r.environment_id, r.kind, r.status, r.reason, COALESCE(r.detail->>'summary', ''), r.cancel_requested,
+			    old.started, old.finished, (SELECT kind FROM cp), (SELECT name FROM cp)`,
+			c.RunID, position, c.Status, c.Reason, now, cpStatus, cpWarning, cpDetail, from, runDetail).
+			Scan(&envID, &kind, &status, &reason, &summary, &cancel, &wasStarted, &wasFinished, &cpKind, &cpName)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errNotApplied
+		}
+		if err != nil {
+			return err
+		}
+		payload := runPayload(status, reason, summary)
+		var pos *int
+		if c.Checkpoint != nil && cpKind != nil {
+			pos = &position
+			payload["checkpoint"] = map[string]any{"position": position, "kind": *cpKind, "name": *cpName, "status": cpStatus, "warning": cpWarning}
+		}
+		if _, err := appendRunEvent(ctx, tx, c.RunID, pos, payload); err != nil {
+			return err
+		}
+		runRef := map[string]any{"id": c.RunID, "kind": kind, "status": status}
+		if !wasStarted && c.Status != "" && c.Status != RunPending && c.Status != RunCancelled {
+			if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "run.started", "run": runRef}); err != nil {
+				return err
+			}
+		}
+		if !wasFinished && RunFinished(c.Status) {
+			if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "run.finished", "run": runRef}); err != nil {
+				return err
+			}
+		}
+		if cert := c.Certificate; cert != nil {
+			cert.EnvironmentID = envID
+			if err := upsertCertificate(ctx, tx, cert, now); err != nil {
+				return err
+			}
+			if c.ServiceState != "" {
+				if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "service.state", "run": runRef,
+					"service": map[string]any{"domain": cert.Domain, "state": c.ServiceState}}); err != nil {
+					return err
+				}
+			}
+		}
+		if c.Activate != nil {
+			if _, err := tx.Exec(ctx, `UPDATE environments SET active_revision_id = $2, converging_revision_id = NULL WHERE id = $1`, envID, *c.Activate); err != nil {
+				return err
+			}
+			if c.ActiveDomains != nil {
+				if _, err := tx.Exec(ctx, `DELETE FROM certificates WHERE environment_id = $1 AND state <> 'issued' AND NOT (domain = ANY($2))`,
+					envID, c.ActiveDomains); err != nil {
+					return err
+				}
+			}
+		}
+		if c.Converging != nil || c.ClearConverging {
+			if _, err := tx.Exec(ctx, `UPDATE environments SET converging_revision_id = $2 WHERE id = $1`, envID, c.Converging); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errNotApplied) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("store: run %d change: %w", c.RunID, err)
+	}
+	return cancel, true, nil
+}
+
+var errNotApplied = errors.New("store: change not applied")
+
+// RequestCancel asks the run to stop at its next safe point, with its audit
+// record. A finished run cannot be cancelled.
+func (db *DB) RequestCancel(ctx context.Context, a Actor, env *Environment, runID int64) (*Run, error) {
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var finished bool
+		err := tx.QueryRow(ctx, `
+			UPDATE runs SET cancel_requested = true WHERE id = $1 AND environment_id = $2
+			RETURNING finished_at IS NOT NULL`, runID, env.ID).Scan(&finished)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Errorf(NotFound, "No such run.")
+		}
+		if err != nil {
+			return err
+		}
+		if finished {
+			return Errorf(Conflict, "Run %d has already finished.", runID)
+		}
+		e := a.event("run.cancel_requested")
+		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, fmt.Sprintf("run %d", runID)
+		return auditTx(ctx, tx, e)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: cancel run: %w", err)
+	}
+	return db.RunByID(ctx, runID)
+}
+
+// ConvergingRevision returns the revision a failed first deploy of the
+// environment still converges to, or nil.
+func (db *DB) ConvergingRevision(ctx context.Context, envID int64) (*int64, error) {
+	var id *int64
+	if err := db.Pool.QueryRow(ctx, `SELECT converging_revision_id FROM environments WHERE id = $1`, envID).Scan(&id); err != nil {
+		return nil, fmt.Errorf("store: converging revision: %w", err)
+	}
+	return id, nil
+}
+
+// UnfinishedRuns returns the ids of runs not finished, oldest first.
+func (db *DB) UnfinishedRuns(ctx context.Context) ([]int64, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT id FROM runs WHERE finished_at IS NULL ORDER BY id`)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("store: unfinished runs: %w", err)
+	}
+	return ids, nil
+}
+
+// UnfinishedReconcile reports whether a reconcile run about domain is
+// still unfinished in the environment.
+func (db *DB) UnfinishedReconcile(ctx context.Context, envID int64, domain string) (bool, error) {
+	var ok bool
+	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE environment_id = $1 AND kind = 'reconcile'
+		AND finished_at IS NULL AND detail->>'domain' = $2)`, envID, domain).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("store: unfinished reconcile: %w", err)
+	}
+	return ok, nil
+}
+
+// HasUnfinishedDeploy reports whether a deploy of the environment is still
+// unfinished (it then looks after its certificates itself).
+func (db *DB) HasUnfinishedDeploy(ctx context.Context, envID int64) (bool, error) {
+	var ok bool
+	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE environment_id = $1 AND kind = 'deploy' AND finished_at IS NULL)`, envID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("store: unfinished deploy: %w", err)
+	}
+	return ok, nil
+}

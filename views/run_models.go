@@ -1,0 +1,155 @@
+package views
+
+// RunView is a run as its header and the runs lists show it.
+type RunView struct {
+	Project, Env string
+	ID           int64
+	// Kind is deploy, reconcile, backup or restore.
+	Kind string
+	// Status is the machine status (data-run-status); StatusText how it reads.
+	Status, StatusText string
+	Reason             string
+	Revision           int
+	FromRevision       int
+	CreatedBy          string
+	Created            string
+	Started            string
+	Duration           string
+	Deferred           int
+	Warnings           int
+	// Subject says what a reconcile run is about (a domain).
+	Subject   string
+	Summary   string
+	Finished  bool
+	CanCancel bool
+	// CancelRequested: the run stops at its next safe point.
+	CancelRequested bool
+}
+
+// CheckpointView is one checkpoint row of a run page.
+type CheckpointView struct {
+	Project, Env string
+	RunID        int64
+	Position     int
+	Kind, Name   string
+	Status       string
+	Warning      string
+	Started      string
+	Duration     string
+	// NotRun is a pending checkpoint of a finished run.
+	NotRun  bool
+	Details []Setting
+	TLS     *TLSView
+	Error   string
+}
+
+// TLSView is an Issue TLS certificate checkpoint's record.
+type TLSView struct {
+	Domain    string
+	Route     string
+	IssuedFor string
+	// State reads like the environment page: issued, DNS pending, cert failed · retry at ...
+	State     string
+	Addresses []AddressView
+	Attempts  []AttemptView
+	// Wait is the current wait: "next retry at 14:03 UTC (in 52 min)".
+	Wait   string
+	Fields []Setting
+}
+
+// AddressView is one resolved address and what it answered.
+type AddressView struct {
+	Address, Answer string
+	Here            bool
+}
+
+// AttemptView is one issuance attempt row.
+type AttemptView struct {
+	Number  int
+	At      string
+	Outcome string
+	Reason  string
+	Wait    string
+}
+
+// RunPage is the model of a run's page.
+type RunPage struct {
+	Chrome      Chrome
+	Run         RunView
+	Checkpoints []CheckpointView
+}
+
+// RunsPage is the model of an environment's runs list.
+type RunsPage struct {
+	Chrome  Chrome
+	Project string
+	Env     string
+	Runs    []RunView
+}
+
+// ServiceStateView is one hostname of the environment with its TLS state.
+type ServiceStateView struct {
+	Domain string
+	Route  string
+	// State is "issued", "DNS pending" or "cert failed · retry at 14:03 UTC".
+	State string
+	// Badge is ok, warn or danger.
+	Badge string
+	// Pending: deferred or failed, so Check now applies.
+	Pending bool
+}
+
+// DeployPlanPage is the model of the deploy plan.
+type DeployPlanPage struct {
+	Chrome       Chrome
+	Project, Env string
+	Revision     int
+	RevisionHash string
+	Latest       int
+	FromRevision int
+	Revisions    []int
+	FirstDeploy  bool
+	Rollback     bool
+	Redeploy     bool
+	Changes      []PlanChangeView
+	Missing      []string
+	Orphaned     []string
+	Destructive  []string
+	Refused      []string
+	Shared       []string
+	// Hostnames are resolved only for deployers and admins.
+	Hostnames     []PlanHostView
+	ShowHostnames bool
+	CanDeploy     bool
+	CanStart      bool
+	// Error and ErrorField come from a refused POST.
+	Error, ErrorField string
+	Confirm           string
+	RedeployChecked   bool
+}
+
+// PlanChangeView is a created, changed or removed service.
+type PlanChangeView struct {
+	Kind, Name, Action string
+	Fields             []PlanFieldView
+}
+
+// PlanFieldView is one changed field.
+type PlanFieldView struct {
+	Field, Old, New string
+}
+
+// PlanHostView is one hostname of the plan.
+type PlanHostView struct {
+	Route, Expression, Resolved, Note string
+	TLS                               string
+}
+
+func hasPending(svcs []ServiceStateView) bool {
+	for _, s := range svcs {
+		if s.Pending {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,80 @@
+package webtest
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/web"
+)
+
+// Resolver is a DNS for tests: domain → addresses, all loopback. A domain
+// pointing here resolves to 127.0.0.1 (where the test Studio listens); one
+// pointing elsewhere to 127.0.0.2, where nothing listens.
+type Resolver struct {
+	mu    sync.Mutex
+	hosts map[string][]string
+}
+
+// Set points domain at addrs.
+func (r *Resolver) Set(domain string, addrs ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hosts == nil {
+		r.hosts = map[string][]string{}
+	}
+	r.hosts[domain] = addrs
+}
+
+// LookupIP implements runs.Resolver.
+func (r *Resolver) LookupIP(ctx context.Context, network, host string) ([]net.IP, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	addrs := r.hosts[host]
+	if len(addrs) == 0 {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	var out []net.IP
+	for _, a := range addrs {
+		out = append(out, net.ParseIP(a))
+	}
+	return out, nil
+}
+
+// Deploys is the local platform of a test Studio, for tests to steer.
+type Deploys struct {
+	// Resolver is the DNS the platform uses (a fresh one when nil).
+	Resolver runs.Resolver
+	Faults   *runs.Faults
+	// Service is set when the Studio is built.
+	Service *runs.Service
+}
+
+// WithDeploys gives the Studio the local platform with no step delay, its
+// edge on the test server's own port, and River executing runs (started
+// and stopped with the test server). It implies WithValueKeys.
+func WithDeploys(d *Deploys) Option {
+	return func(deps *web.Deps) {
+		if deps.Vault == nil {
+			WithValueKeys()(deps)
+		}
+		if d.Resolver == nil {
+			d.Resolver = &Resolver{}
+		}
+		if d.Faults == nil {
+			d.Faults = &runs.Faults{}
+		}
+		u, _ := url.Parse(deps.PublicURL)
+		port, _ := strconv.Atoi(u.Port())
+		local, id, err := runs.NewLocal(context.Background(), deps.DB, deps.Vault, runs.LocalOptions{Resolver: d.Resolver, EdgePort: port, Faults: d.Faults})
+		if err != nil {
+			panic("webtest: local platform: " + err.Error())
+		}
+		d.Service = runs.NewService(deps.DB, deps.Vault, local, deps.DB.Now, deps.Logger)
+		deps.Runs = d.Service
+		deps.Edge = id.Handler()
+	}
+}
