@@ -147,7 +147,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 // newBenchFixture is newFixture for benchmarks.
 func newBenchFixture(b *testing.B, manifest string) *fixture {
 	b.Helper()
-	res := compiler.Compile("skali.yaml", []byte(manifest))
+	res := compiler.Compile([]byte(manifest))
 	if !res.Valid() {
 		b.Fatalf("manifest: %v", res.Errors())
 	}

@@ -118,7 +118,7 @@ func newFixture(t testing.TB, manifest string, values map[string]string) *fixtur
 	}
 	f.svc = runs.NewService(f.db, f.vault, local, f.clock.Now, nil)
 
-	res := compiler.Compile("skali.yaml", []byte(manifest))
+	res := compiler.Compile([]byte(manifest))
 	if !res.Valid() {
 		t.Fatalf("manifest: %v", res.Errors())
 	}
@@ -152,7 +152,7 @@ func (f *fixture) setValue(name, value string) {
 
 func (f *fixture) addRevision(manifest string) {
 	f.t.Helper()
-	res := compiler.Compile("skali.yaml", []byte(manifest))
+	res := compiler.Compile([]byte(manifest))
 	if !res.Valid() {
 		f.t.Fatalf("manifest: %v", res.Errors())
 	}

@@ -10,7 +10,7 @@ import (
 
 func compile(t *testing.T, src string) *compiler.Definition {
 	t.Helper()
-	res := compiler.Compile("skali.yaml", []byte(src))
+	res := compiler.Compile([]byte(src))
 	if !res.Valid() {
 		t.Fatalf("manifest invalid: %v", res.Errors())
 	}
@@ -54,7 +54,7 @@ func TestPlanRefusesWhatNoConfirmationAllows(t *testing.T) {
 			if src == planBase {
 				t.Fatalf("the case changes nothing")
 			}
-			res := compiler.Compile("skali.yaml", []byte(src))
+			res := compiler.Compile([]byte(src))
 			if res.Definition == nil {
 				t.Skipf("the compiler rejects this manifest: %v", res.Errors())
 			}

@@ -101,7 +101,7 @@ func TestAKilledProcessesRunResumesAfterARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := compiler.Compile("skali.yaml", []byte(killManifest))
+	res := compiler.Compile([]byte(killManifest))
 	p, _, err := db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: "killed", Source: killManifest, Canonical: res.Definition.Canonical(), Hash: res.Hash})
 	if err != nil {
 		t.Fatal(err)
