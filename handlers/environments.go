@@ -74,14 +74,14 @@ func (b *Base) shownRevision(ctx context.Context, env *store.Environment) (shown
 		return shownRevision{}, err
 	}
 	s := shownRevision{Revision: latest, Def: latest.Definition}
-	contracts := []compiler.ValueContract{runs.ContractOf(latest.Definition)}
+	contracts := []compiler.ValueContract{latest.Definition.ValueContract()}
 	if env.ActiveRevisionID != nil {
 		active, err := b.DB.RevisionByID(ctx, *env.ActiveRevisionID)
 		if err != nil {
 			return shownRevision{}, err
 		}
 		s.Revision, s.Deployed, s.Def = active, true, active.Definition
-		contracts = append(contracts, runs.ContractOf(active.Definition))
+		contracts = append(contracts, active.Definition.ValueContract())
 	}
 	s.Contract = store.UnionContract(contracts...)
 	return s, nil

@@ -167,7 +167,7 @@ func PlanDeploy(in PlanInput) *Plan {
 		}
 	}
 
-	contract := ContractOf(in.To)
+	contract := in.To.ValueContract()
 	stored := map[string]bool{}
 	for _, n := range in.StoredValues {
 		stored[n] = true
@@ -195,18 +195,18 @@ func sharedHostnameValues(from, to *compiler.Definition) []SharedValue {
 	for _, an := range slices.Sorted(maps.Keys(from.Applications)) {
 		a := from.Applications[an]
 		for _, k := range slices.Sorted(maps.Keys(a.Environment)) {
-			for _, m := range valueReference.FindAllStringSubmatch(a.Environment[k], -1) {
-				elsewhere[m[1]] = append(elsewhere[m[1]], fmt.Sprintf("applications.%s.environment.%s", an, k))
+			for _, n := range compiler.ValueRefs(a.Environment[k]) {
+				elsewhere[n] = append(elsewhere[n], fmt.Sprintf("applications.%s.environment.%s", an, k))
 			}
 		}
 	}
 	var out []SharedValue
 	seen := map[string]bool{}
 	for _, h := range HostnameExpressions(to) {
-		for _, m := range valueReference.FindAllStringSubmatch(h.Expression, -1) {
-			if uses := elsewhere[m[1]]; len(uses) > 0 && !seen[m[1]] {
-				seen[m[1]] = true
-				out = append(out, SharedValue{Name: m[1], Hostname: h.Expression, Elsewhere: uses})
+		for _, n := range compiler.ValueRefs(h.Expression) {
+			if uses := elsewhere[n]; len(uses) > 0 && !seen[n] {
+				seen[n] = true
+				out = append(out, SharedValue{Name: n, Hostname: h.Expression, Elsewhere: uses})
 			}
 		}
 	}

@@ -300,7 +300,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 	}
 	switch cp.Kind {
 	case KindCheckValues:
-		contract := ContractOf(def)
+		contract := def.ValueContract()
 		stored, err := r.DB.StoredValues(ctx, rc.env.ID)
 		if err != nil {
 			return stepResult{}, err
