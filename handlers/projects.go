@@ -115,6 +115,11 @@ func (h *Projects) projectPage(r *http.Request, p *store.Project, role store.Rol
 		}
 		m.Environments = append(m.Environments, row)
 	}
+	names := make([]string, len(envs))
+	for i, e := range envs {
+		names[i] = e.Name
+	}
+	m.Danger = ProjectDangerZone(r, p, names)
 	for i, rev := range revs {
 		m.Revisions = append(m.Revisions, views.RevisionRow{
 			Number: rev.Number, Hash: rev.Hash, CreatedBy: rev.CreatedBy, CreatedAt: rev.CreatedAt,

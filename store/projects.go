@@ -247,3 +247,42 @@ func (db *DB) ProjectRole(ctx context.Context, u *User, projectID int64) (Role, 
 	}
 	return best, nil
 }
+
+// DeleteProject deletes a project that has no environments left, with its
+// revisions, and records the deletion. With environments it refuses with
+// Conflict: each must be deleted on its own, by someone who sees what it
+// holds.
+func (db *DB) DeleteProject(ctx context.Context, a Actor, p *Project) error {
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var revisions int
+		err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM revisions WHERE project_id = p.id) FROM projects p WHERE p.id = $1 FOR UPDATE`, p.ID).Scan(&revisions)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Errorf(NotFound, "There is no project named %q.", p.Name)
+		}
+		if err != nil {
+			return err
+		}
+		var envs []string
+		rows, _ := tx.Query(ctx, `SELECT name FROM environments WHERE project_id = $1 ORDER BY name`, p.ID)
+		if envs, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return err
+		}
+		if len(envs) > 0 {
+			return Errorf(Conflict, "%s still has %d %s (%s). Delete %s first.", p.Name, len(envs),
+				map[bool]string{true: "environment", false: "environments"}[len(envs) == 1], joinAnd(envs),
+				map[bool]string{true: "it", false: "them"}[len(envs) == 1])
+		}
+		e := a.event("project.deleted")
+		e.Project, e.Target = p.Name, p.Name
+		e.Detail = map[string]any{"revisions": revisions}
+		if err := auditTx(ctx, tx, e); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM projects WHERE id = $1`, p.ID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete project: %w", err)
+	}
+	return nil
+}

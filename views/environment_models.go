@@ -18,6 +18,8 @@ type EnvironmentPage struct {
 	Values       ValuesSummary
 	// CanManageValues: environment admins.
 	CanManageValues bool
+	// Danger is the delete-this-environment card, nil for non-admins.
+	Danger *DangerZone
 }
 
 // ApplicationView is one application as the environment page shows it.

@@ -42,6 +42,8 @@ type ProjectPage struct {
 	// NewEnvironmentName and NewEnvironmentError re-show a failed form.
 	NewEnvironmentName  string
 	NewEnvironmentError string
+	// Danger is the delete-this-project card, nil unless an installation admin.
+	Danger *DangerZone
 }
 
 // EnvironmentRow is one environment on the project page.

@@ -140,6 +140,21 @@ var routeTable = []routeCase{
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/values/{name}/delete",
 		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/delete", allow: prodAdmins, ok: []int{http.StatusNotFound}},
 
+	// Revision pages, deletions (a wrong or refused confirmation changes
+	// nothing), the confirmation page of removing a member.
+	{method: "GET", pattern: "/projects/{project}/revisions/{n}", path: "/projects/hello-world/revisions/1", allow: projectMembers},
+	{method: "GET", pattern: "/projects/{project}/delete", path: "/projects/hello-world/delete", allow: installAdmins},
+	{method: "POST", pattern: "/projects/{project}/delete", path: "/projects/hello-world/delete",
+		form: url.Values{"confirm": {"hello-world"}}, allow: installAdmins, status: http.StatusConflict},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/delete", path: "/projects/hello-world/environments/production/delete", allow: prodAdmins},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/delete", path: "/projects/hello-world/environments/production/delete",
+		form: url.Values{"confirm": {"staging"}}, allow: prodAdmins, status: http.StatusUnprocessableEntity},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/members/{user}/remove",
+		path:  "/projects/hello-world/environments/production/members/{target}/remove",
+		allow: prodAdmins, prepare: func(t *testing.T, f *roleFixture) { f.ensureTarget(t) }},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/members/{user}/remove",
+		path: "/projects/hello-world/environments/production/members/{stager}/remove", allow: prodAdmins, status: http.StatusNotFound},
+
 	// Ids and names of another environment through production's URLs
 	// (IDOR): a member of staging only, a value stored in staging only.
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/members/{user}/role",

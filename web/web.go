@@ -210,6 +210,15 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/environments/{env}/values/prune", a.handle(values.PruneValues))
 			r.Get("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.ShowDeleteValuePage))
 			r.Post("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.DeleteValue))
+
+			// Revision pages, deletions with typed confirmation, and the
+			// confirmation page of removing a member.
+			deletions := handlers.NewDeletions(a.base)
+			r.Get("/projects/{project}/delete", a.handle(deletions.ShowDeleteProjectPage))
+			r.Post("/projects/{project}/delete", a.handle(deletions.DeleteProject))
+			r.Get("/projects/{project}/environments/{env}/delete", a.handle(deletions.ShowDeleteEnvironmentPage))
+			r.Post("/projects/{project}/environments/{env}/delete", a.handle(deletions.DeleteEnvironment))
+			r.Get("/projects/{project}/environments/{env}/members/{user}/remove", a.handle(members.ShowRemoveMemberPage))
 		})
 	})
 	return r
