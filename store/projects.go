@@ -2,11 +2,14 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/skali-dev/studio/compiler"
 )
 
 // Project is a deployable project: a name matching its manifest's name and
@@ -285,4 +288,38 @@ func (db *DB) DeleteProject(ctx context.Context, a Actor, p *Project) error {
 		return fmt.Errorf("store: delete project: %w", err)
 	}
 	return nil
+}
+
+// RevisionByNumber returns the project's revision number n, or NotFound.
+func (db *DB) RevisionByNumber(ctx context.Context, projectID int64, n int) (*Revision, error) {
+	r, err := scanRevision(db.Pool.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE project_id = $1 AND number = $2`, projectID, n))
+	if err != nil {
+		if ErrorCode(err) == NotFound {
+			return nil, Errorf(NotFound, "This project has no revision %d.", n)
+		}
+		return nil, fmt.Errorf("store: revision by number: %w", err)
+	}
+	return r, nil
+}
+
+// RevisionDefinitions returns the stored compiled definitions of the
+// revisions with the given ids, by id: what was compiled when each was
+// added, never compiled again.
+func (db *DB) RevisionDefinitions(ctx context.Context, ids []int64) (map[int64]*compiler.Definition, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT id, definition FROM revisions WHERE id = ANY($1)`, ids)
+	out := make(map[int64]*compiler.Definition, len(ids))
+	var id int64
+	var raw []byte
+	_, err := pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
+		var d compiler.Definition
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return fmt.Errorf("revision %d: %w", id, err)
+		}
+		out[id] = &d
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: revision definitions: %w", err)
+	}
+	return out, nil
 }

@@ -63,6 +63,11 @@ type RevisionRow struct {
 	CreatedAt time.Time
 	Summary   string
 	Latest    bool
+	// Changes are the first changes of the compiled definition against
+	// the previous revision (compiler.Compare); More counts the rest.
+	Changes []string
+	More    int
+	First   bool
 }
 
 // ShortHash shortens "sha256:abcdef..." to its first twelve hex digits.
