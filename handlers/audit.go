@@ -85,7 +85,8 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, e := range events {
 		row := views.AuditRow{
-			At:        e.At.UTC().Format("2 Jan 2006 15:04:05"),
+			At:        views.When(e.At),
+			Ago:       views.Ago(e.At),
 			AtISO:     e.At.UTC().Format("2006-01-02T15:04:05Z"),
 			Actor:     e.Actor,
 			Action:    e.Action,

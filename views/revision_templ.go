@@ -554,7 +554,7 @@ func lineDiffView(d LineDiff) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 50, " removed</span></p><div class=\"diff\" data-testid=\"diff\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 50, " removed</span></p><div class=\"diff\" data-testid=\"diff\" tabindex=\"0\" role=\"region\" aria-label=\"Line diff of the source\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
