@@ -93,7 +93,7 @@ func (h *Values) ShowValuesPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if n := r.URL.Query().Get("name"); store.ValidValueName(n) {
-		m.SetName = n
+		m.SetName, m.FocusValue = n, true
 	}
 	return Render(w, r, http.StatusOK, views.Values(m))
 }
@@ -121,10 +121,8 @@ func (h *Values) SetValue(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		// The name is kept as typed, even when invalid: it is no secret.
 		m.SetName, m.SetNameError, m.SetValueError = name, nameErr, valueErr
-		if !store.ValidValueName(name) {
-			m.SetName = ""
-		}
 		return Render(w, r, http.StatusUnprocessableEntity, views.Values(m))
 	}
 	if p := store.ValueNameProblem(name); p != "" {
@@ -136,11 +134,22 @@ func (h *Values) SetValue(w http.ResponseWriter, r *http.Request) error {
 	if p := store.ValueProblem(values[0]); p != "" {
 		return rerender("", p)
 	}
-	version, err := vault.SetValue(ctx, ActorOf(r), env, name, values[0])
+	shown, err := h.shownRevision(ctx, env)
 	if err != nil {
 		return err
 	}
-	shown, err := h.shownRevision(ctx, env)
+	// A name the manifest does not use would be stored only to be
+	// ignored: ask first (the value is never sent back, so it is typed
+	// again with the confirmation).
+	if !store.References(shown.Contract, name) && r.PostForm.Get("confirm_orphan") != "1" {
+		m, err := h.page(r, env, role)
+		if err != nil {
+			return err
+		}
+		m.SetName, m.ConfirmOrphan = name, true
+		return Render(w, r, http.StatusOK, views.Values(m))
+	}
+	version, err := vault.SetValue(ctx, ActorOf(r), env, name, values[0])
 	if err != nil {
 		return err
 	}
@@ -164,16 +173,21 @@ func (h *Values) ImportValues(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var src string
 	rerender := func(msg string) error {
 		m, err := h.page(r, env, role)
 		if err != nil {
 			return err
 		}
 		m.ImportError = msg
+		if dotenvHoldsNoValue(src) {
+			m.ImportText = src
+		}
 		return Render(w, r, http.StatusUnprocessableEntity, views.Values(m))
 	}
-	src := r.FormValue("dotenv")
+	src = r.FormValue("dotenv")
 	if len(src) > MaxDotenvBytes {
+		src = ""
 		return rerender("The file is larger than 1 MiB.")
 	}
 	entries, err := store.ParseDotenv(src)
@@ -333,4 +347,20 @@ func (h *Values) PruneValues(w http.ResponseWriter, r *http.Request) error {
 		h.Flash(ctx, "success", fmt.Sprintf("Pruned %d orphaned %s: %s.", len(pruned), map[bool]string{true: "value", false: "values"}[len(pruned) == 1], strings.Join(pruned, ", ")))
 	}
 	return SeeOther(w, r, h.path(env))
+}
+
+// dotenvHoldsNoValue reports whether a pasted .env text holds no value at
+// all (only blank lines, comments and names with nothing after "="), so
+// that a failed import may show it again: anything else may hold secrets.
+func dotenvHoldsNoValue(src string) bool {
+	for _, line := range strings.Split(src, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if _, after, ok := strings.Cut(line, "="); ok && strings.TrimSpace(after) != "" {
+			return false
+		}
+	}
+	return true
 }

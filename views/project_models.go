@@ -117,3 +117,12 @@ func dashIfEmpty(s string) string {
 	}
 	return s
 }
+
+// describedBy returns the id an input's aria-describedby names: its error
+// when there is one, its hint otherwise.
+func describedBy(failed bool, errorID, hintID string) string {
+	if failed {
+		return errorID
+	}
+	return hintID
+}

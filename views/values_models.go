@@ -19,6 +19,13 @@ type ValuesPage struct {
 	SetNameError  string
 	SetValueError string
 	ImportError   string
+	// ImportText re-shows a failed import only when it holds no value.
+	ImportText string
+	// FocusValue puts the cursor in the value field (after "Replace").
+	FocusValue bool
+	// ConfirmOrphan asks to confirm setting SetName, which the manifest
+	// does not reference.
+	ConfirmOrphan bool
 }
 
 // ValueRow is one value name and its state.

@@ -155,6 +155,12 @@ var routeTable = []routeCase{
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/members/{user}/remove",
 		path: "/projects/hello-world/environments/production/members/{stager}/remove", allow: prodAdmins, status: http.StatusNotFound},
 
+	// Addresses that take posts answer GET with a redirect to their form.
+	{method: "GET", pattern: "/projects", path: "/projects", allow: signedIn},
+	{method: "GET", pattern: "/projects/{project}/revisions", path: "/projects/hello-world/revisions", allow: projectMembers},
+	{method: "GET", pattern: "/projects/{project}/environments", path: "/projects/hello-world/environments", allow: projectMembers},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/values/import", path: "/projects/hello-world/environments/production/values/import", allow: prodViewers},
+
 	// Ids and names of another environment through production's URLs
 	// (IDOR): a member of staging only, a value stored in staging only.
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/members/{user}/role",
@@ -228,7 +234,7 @@ func newRoleFixture(t *testing.T) *roleFixture {
 		{"staging", "STAGING_ONLY", "staging-value"},
 	} {
 		if resp, body := s.PostForm(t, root, "/projects/hello-world/environments/"+set.env+"/values",
-			url.Values{"name": {set.name}, "value": {set.value}}); resp.StatusCode != http.StatusSeeOther {
+			url.Values{"name": {set.name}, "value": {set.value}, "confirm_orphan": {"1"}}); resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("set %s in %s = %d:\n%s", set.name, set.env, resp.StatusCode, body)
 		}
 	}
@@ -319,7 +325,7 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 	// The digest does see a change.
 	d0 := f.digest(t)
 	if resp, _ := f.s.PostForm(t, f.client(t, installAdmin), "/projects/hello-world/environments/production/values",
-		url.Values{"name": {"DIGEST_CHECK"}, "value": {"x"}}); resp.StatusCode != http.StatusSeeOther || f.digest(t) == d0 {
+		url.Values{"name": {"DIGEST_CHECK"}, "value": {"x"}, "confirm_orphan": {"1"}}); resp.StatusCode != http.StatusSeeOther || f.digest(t) == d0 {
 		t.Fatalf("setting a value = %d and left the digest as it was: the digest sees nothing", resp.StatusCode)
 	}
 

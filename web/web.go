@@ -220,6 +220,12 @@ func (a *app) routes(https bool) http.Handler {
 			r.Get("/projects/{project}/environments/{env}/delete", a.handle(deletions.ShowDeleteEnvironmentPage))
 			r.Post("/projects/{project}/environments/{env}/delete", a.handle(deletions.DeleteEnvironment))
 			r.Get("/projects/{project}/environments/{env}/members/{user}/remove", a.handle(members.ShowRemoveMemberPage))
+			// Addresses that take posts answer GET too (after a failed post).
+			forms := handlers.NewFormAddresses(a.base)
+			r.Get("/projects", a.handle(forms.Projects))
+			r.Get("/projects/{project}/revisions", a.handle(forms.Revisions))
+			r.Get("/projects/{project}/environments", a.handle(forms.Environments))
+			r.Get("/projects/{project}/environments/{env}/values/import", a.handle(forms.ValuesImport))
 		})
 	})
 	return r
