@@ -45,6 +45,7 @@ func (h *Members) render(w http.ResponseWriter, r *http.Request, status int, env
 		Project:     env.Project,
 		Environment: env.Name,
 		Form:        form,
+		NoOIDC:      !h.OIDC,
 	}
 	for _, mb := range members {
 		row := views.MemberRow{UserID: mb.UserID, Name: mb.Name, Email: mb.Email, Role: string(mb.Role), Pending: mb.Pending,

@@ -115,7 +115,7 @@ func New(d Deps) http.Handler {
 	sm.Cookie.Persist = false
 
 	a := &app{deps: d, logger: d.Logger, sessions: sm}
-	a.base = &handlers.Base{DB: d.DB, Sessions: sm, Logger: d.Logger}
+	a.base = &handlers.Base{DB: d.DB, Sessions: sm, Logger: d.Logger, OIDC: d.OIDCIssuer != ""}
 	sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
 		a.logger.Error("session", "request_id", handlers.RequestID(r.Context()), "err", err)
 		a.renderError(w, r, http.StatusInternalServerError, "")
