@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -56,8 +57,9 @@ func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) 
 		Revision:  shown.Revision.Number,
 		CanManage: role.Includes(store.RoleAdmin),
 	}
+	uses := compiler.ValueUses(shown.Def)
 	for _, s := range store.ValueStates(shown.Contract, stored) {
-		row := views.ValueRow{Name: s.Name, State: string(s.State)}
+		row := views.ValueRow{Name: s.Name, State: string(s.State), Uses: uses[s.Name]}
 		switch s.State {
 		case store.RequiredSet, store.OptionalSet:
 			row.Badge = "badge-ok"
@@ -78,6 +80,7 @@ func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) 
 		}
 		m.Rows = append(m.Rows, row)
 	}
+	m.Total = len(m.Rows)
 	return m, nil
 }
 
@@ -94,6 +97,18 @@ func (h *Values) ShowValuesPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	if n := r.URL.Query().Get("name"); store.ValidValueName(n) {
 		m.SetName, m.FocusValue = n, true
+	}
+	// The filter works without JavaScript as a GET form; the script
+	// filters the same rows as one types.
+	if f := strings.TrimSpace(r.URL.Query().Get("filter")); f != "" {
+		m.Filter = f
+		kept := m.Rows[:0]
+		for _, row := range m.Rows {
+			if strings.Contains(row.FilterText(), strings.ToLower(f)) {
+				kept = append(kept, row)
+			}
+		}
+		m.Rows = kept
 	}
 	return Render(w, r, http.StatusOK, views.Values(m))
 }

@@ -55,3 +55,27 @@ func TestValueFormsKeepWhatIsNotSecret(t *testing.T) {
 		t.Errorf("?name=SESSION_SECRET: want the name filled in and the cursor in the value field")
 	}
 }
+
+// TestValuesPageShowsUsesAndFilters: each name says where the manifest
+// uses it; the filter works as a GET form; a never-deployed environment
+// wears no green active badge.
+func TestValuesPageShowsUsesAndFilters(t *testing.T) {
+	s, _ := wikiServer(t)
+	c := s.SignInLocal(t)
+	_, page := s.Get(t, c, envPath+"/values")
+	for _, want := range []string{`<code class="value-use">web.routes.public.domain</code>`, `<code class="value-use">web.environment.SESSION_SECRET</code>`, `name="filter"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("values page lacks %q", want)
+		}
+	}
+	_, page = s.Get(t, c, envPath+"/values?filter=routes")
+	if !strings.Contains(page, `data-name="APP_DOMAIN"`) || strings.Contains(page, `data-name="SESSION_SECRET"`) || !strings.Contains(page, "1 of 2") {
+		t.Errorf("?filter=routes: want only APP_DOMAIN, 1 of 2")
+	}
+	for _, path := range []string{envPath, "/projects/team-wiki"} {
+		_, page = s.Get(t, c, path)
+		if strings.Contains(page, `badge-ok">active`) || !strings.Contains(page, "not deployed yet") {
+			t.Errorf("%s: a never-deployed environment is shown as active", path)
+		}
+	}
+}
