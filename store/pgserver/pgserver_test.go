@@ -155,4 +155,3 @@ func comesBackAfter(t *testing.T, sig syscall.Signal) {
 	}
 	t.Fatal("the database did not come back within 30s")
 }
-
