@@ -9,6 +9,8 @@ package views
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
+import "github.com/skali-dev/studio/static"
+
 // ValidatePage is the model of the manifest validator page.
 type ValidatePage struct {
 	Chrome Chrome
@@ -50,25 +52,38 @@ func Validate(m ValidatePage) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page validate-page\"><div class=\"page-header\"><div><h1>Validate a manifest</h1><p>Paste a <code>skali.yaml</code> or pick the file to check it against the v0.1.3 reference. Nothing is stored.</p></div></div><form class=\"card validate-form\" method=\"post\" action=\"/validate#report\"><div class=\"card-body form\"><div class=\"field\"><div class=\"field-head\"><label for=\"manifest\">skali.yaml</label> <label class=\"file-pick\"><span class=\"sr-only\">Pick a manifest file</span> <input type=\"file\" data-fill=\"manifest\" accept=\".yaml,.yml,text/yaml,application/yaml,text/plain\"></label></div><textarea class=\"textarea manifest-input\" id=\"manifest\" name=\"manifest\" rows=\"18\" spellcheck=\"false\" autocapitalize=\"off\" autocomplete=\"off\" placeholder=\"name: my-project&#10;applications:&#10;  web:&#10;    image: nginx:1.27\" aria-describedby=\"manifest-hint\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page validate-page\"><div class=\"page-header\"><div><h1>Validate a manifest</h1><p>Paste a <code>skali.yaml</code> or pick the file to check it against the v0.1.3 reference. Nothing is stored.</p></div></div><form class=\"card validate-form\" method=\"post\" action=\"/validate#report\" enctype=\"multipart/form-data\"><div class=\"card-body form\"><div class=\"field\"><div class=\"field-head\"><label for=\"manifest\">skali.yaml</label> <label class=\"file-pick\"><span class=\"sr-only\">Pick a manifest file</span> <input type=\"file\" name=\"manifest_file\" data-fill=\"manifest\" accept=\".yaml,.yml,text/yaml,application/yaml,text/plain\"></label></div><textarea data-editor class=\"textarea manifest-input\" id=\"manifest\" name=\"manifest\" rows=\"18\" spellcheck=\"false\" autocapitalize=\"off\" autocomplete=\"off\" placeholder=\"name: my-project&#10;applications:&#10;  web:&#10;    image: nginx:1.27\" aria-describedby=\"manifest-hint\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var3 string
 			templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(m.Manifest)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 44, Col: 19}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 47, Col: 19}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "</textarea> <span class=\"hint\" id=\"manifest-hint\">Up to 1 MiB. The file picker fills the text area; you can also paste.</span></div><div class=\"actions\"><button class=\"button button-primary\" type=\"submit\">Validate</button></div></div></form>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "</textarea> <span class=\"hint\" id=\"manifest-hint\">Up to 1 MiB. Paste the text, or pick the file: a picked file is what gets checked.</span></div><div class=\"actions\"><button class=\"button button-primary\" type=\"submit\">Validate</button></div></div></form><script src=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var4 string
+			templ_7745c5c3_Var4, templ_7745c5c3_Err = templruntime.NewAttributeExpression(static.Path("js/manifest.js")).ResolveURL(ctx)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 55, Col: 46}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var4)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "\" defer></script>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if m.Report != nil {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "<div id=\"report\" class=\"report-anchor\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<div id=\"report\" class=\"report-anchor\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -76,12 +91,12 @@ func Validate(m ValidatePage) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "</div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "</div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
