@@ -112,8 +112,9 @@ func ProjectDangerZone(r *http.Request, p *store.Project, environments []string)
 	}
 	z := projectZone(p)
 	if n := len(environments); n > 0 {
-		z.Blocked = fmt.Sprintf("%s has %d %s. Delete %s first, from %s page; then the project can be deleted.", p.Name, n,
-			countWord(n, "environment", "environments"), countWord(n, "it", "each"), countWord(n, "its", "each one's"))
+		z.Blocked = fmt.Sprintf("%s has %d %s (%s). %s; then the project can be deleted.", p.Name, n,
+			countWord(n, "environment", "environments"), strings.Join(environments, ", "),
+			countWord(n, "Delete it first, from the bottom of its page", "Delete them first, each from the bottom of its page"))
 	}
 	return &z
 }
