@@ -77,6 +77,7 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 	pages := []page{
 		{name: "validate", path: "/validate", main: true},
 		{name: "validate-long-line", path: "/validate", fill: map[string]string{"#manifest": longLine}, wait: ".verdict"},
+		{name: "validate-valid", path: "/validate", fill: map[string]string{"#manifest": v1}, wait: ".verdict"},
 		{name: "home", path: "/", main: true},
 		{name: "project", path: "/projects/team-wiki", main: true},
 		{name: "project-new", path: "/projects/new"},
