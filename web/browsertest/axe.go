@@ -111,9 +111,9 @@ func (b *Browser) Overflow() (int, string) {
 }
 
 // ControlsOutOfSight lists the links, buttons and fields of the page's
-// main content that lie beyond the right edge of the viewport, including
-// those in a box that scrolls sideways: an action a person has to find
-// by scrolling a table is an action out of sight.
+// main content that lie beyond the edges of the viewport or of a box that
+// scrolls or clips sideways: an action a person has to find by scrolling a
+// table is an action out of sight.
 func (b *Browser) ControlsOutOfSight() []string {
 	b.tb.Helper()
 	out, err := chromedp.Run(b.Ctx, chromedp.Evaluate[[]string](`(() => {
@@ -122,7 +122,15 @@ func (b *Browser) ControlsOutOfSight() []string {
 		for (const el of document.querySelectorAll("main a[href], main button, main input:not([type=hidden]), main select, main textarea")) {
 			const r = el.getBoundingClientRect();
 			if (r.width === 0 || el.closest(".source, .diff")) continue;
-			if (r.right > w + 1 || r.left < -1) out.push(el.tagName.toLowerCase() + " " + JSON.stringify((el.textContent || el.name || el.id).trim().slice(0, 40)) + " right=" + Math.round(r.right));
+			let hidden = r.right > w + 1 || r.left < -1;
+			// Clipped by a box that scrolls or hides what overflows it.
+			for (let p = el.parentElement; p && !hidden; p = p.parentElement) {
+				const o = getComputedStyle(p).overflowX;
+				if (o === "visible") continue;
+				const pr = p.getBoundingClientRect();
+				hidden = r.right > pr.right + 1 || r.left < pr.left - 1;
+			}
+			if (hidden) out.push(el.tagName.toLowerCase() + " " + JSON.stringify((el.textContent || el.name || el.id).trim().slice(0, 40)) + " right=" + Math.round(r.right));
 		}
 		return out.slice(0, 8);
 	})()`))
