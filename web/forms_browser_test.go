@@ -67,3 +67,31 @@ func TestBrowserFailedPostOpensAtTheError(t *testing.T) {
 		t.Errorf("no message after deleting")
 	}
 }
+
+// TestBrowserKeyboardSeesTheSkipLinkAndFocusRing: the first Tab shows the
+// skip link, and a focused control wears a solid ring.
+func TestBrowserKeyboardSeesTheSkipLinkAndFocusRing(t *testing.T) {
+	s, _ := wikiServer(t)
+	b := browsertest.New(t)
+	b.Do(
+		chromedp.Navigate(s.LocalLoginURL(t)),
+		chromedp.WaitVisible(chromedp.CSS("h1")),
+		chromedp.Navigate(s.URL+envPath+"/values"),
+		chromedp.WaitVisible(chromedp.CSS("main")),
+		chromedp.KeyEvent("\t"),
+	)
+	got := browsertest.Eval[map[string]any](b, `(() => {
+		const el = document.activeElement, cs = getComputedStyle(el), r = el.getBoundingClientRect();
+		return {cls: el.className, top: r.top, outline: cs.outlineStyle, width: parseFloat(cs.outlineWidth)};
+	})()`)
+	if got["cls"] != "skip-link" || got["top"].(float64) < 0 {
+		t.Errorf("first Tab focuses %v at top %v, want the skip link on screen", got["cls"], got["top"])
+	}
+	if got["outline"] != "solid" || got["width"].(float64) < 2 {
+		t.Errorf("focus ring = %v %vpx, want a solid ring of at least 2px", got["outline"], got["width"])
+	}
+	b.Do(chromedp.KeyEvent("\r"))
+	if id := browsertest.Eval[string](b, `document.activeElement.id`); id != "main" {
+		t.Errorf("after the skip link the focus is on %q, want main", id)
+	}
+}
