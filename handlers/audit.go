@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -51,7 +52,25 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 
 	params := r.URL.Query()
 	wantEnv, wantAction := params.Get("environment"), params.Get("action")
-	m := views.AuditPage{Chrome: h.Chrome(r, "Audit log", "audit"), Scope: scope, Filtered: wantEnv != "" || wantAction != ""}
+	m := views.AuditPage{Chrome: h.Chrome(r, "Audit log", "audit"), Scope: scope,
+		Person: strings.TrimSpace(params.Get("person")), From: params.Get("from"), To: params.Get("to"), Text: strings.TrimSpace(params.Get("q"))}
+	m.Filtered = wantEnv != "" || wantAction != "" || m.Person != "" || m.From != "" || m.To != "" || m.Text != ""
+	q.Person, q.Text = m.Person, m.Text
+	// Dates are whole UTC days: from the start of From to the end of To.
+	if m.From != "" {
+		t, err := time.Parse(time.DateOnly, m.From)
+		if err != nil {
+			return store.Errorf(store.Invalid, "The date %q is not a date like 2026-11-30.", m.From)
+		}
+		q.From = t
+	}
+	if m.To != "" {
+		t, err := time.Parse(time.DateOnly, m.To)
+		if err != nil {
+			return store.Errorf(store.Invalid, "The date %q is not a date like 2026-11-30.", m.To)
+		}
+		q.To = t.AddDate(0, 0, 1)
+	}
 	for _, e := range envs {
 		key := e.Project + "/" + e.Name
 		m.Environments = append(m.Environments, views.FilterOption{Value: key, Label: key, Selected: key == wantEnv})
@@ -85,7 +104,8 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, e := range events {
 		row := views.AuditRow{
-			At:        e.At.UTC().Format("2 Jan 2006 15:04:05"),
+			At:        views.When(e.At),
+			Ago:       views.Ago(e.At),
 			AtISO:     e.At.UTC().Format("2006-01-02T15:04:05Z"),
 			Actor:     e.Actor,
 			Action:    e.Action,
@@ -123,6 +143,11 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 		}
 		if wantAction != "" {
 			v.Set("action", wantAction)
+		}
+		for k, val := range map[string]string{"person": m.Person, "from": m.From, "to": m.To, "q": m.Text} {
+			if val != "" {
+				v.Set(k, val)
+			}
 		}
 		if page > 1 {
 			v.Set("page", strconv.Itoa(page))

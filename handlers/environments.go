@@ -193,6 +193,9 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 			m.Buckets = append(m.Buckets, bucketView(name, def.Buckets[name], host))
 		}
 	}
+	if m.Danger, err = h.EnvironmentDangerZone(ctx, env, role); err != nil {
+		return err
+	}
 	return Render(w, r, http.StatusOK, views.Environment(m))
 }
 

@@ -26,6 +26,9 @@ type Base struct {
 	DB       *store.DB
 	Sessions *scs.SessionManager
 	Logger   *slog.Logger
+	// OIDC is true when an OpenID provider is configured; without one,
+	// only the local administrator can sign in.
+	OIDC bool
 }
 
 type ctxKey int

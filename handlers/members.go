@@ -45,6 +45,7 @@ func (h *Members) render(w http.ResponseWriter, r *http.Request, status int, env
 		Project:     env.Project,
 		Environment: env.Name,
 		Form:        form,
+		NoOIDC:      !h.OIDC,
 	}
 	for _, mb := range members {
 		row := views.MemberRow{UserID: mb.UserID, Name: mb.Name, Email: mb.Email, Role: string(mb.Role), Pending: mb.Pending,
@@ -117,6 +118,32 @@ func (h *Members) ChangeMemberRole(w http.ResponseWriter, r *http.Request) error
 	}
 	h.Flash(r.Context(), "success", m.DisplayName()+" is now "+article(string(role))+" of "+env.Project+"/"+env.Name+".")
 	return SeeOther(w, r, membersPath(env))
+}
+
+// ShowRemoveMemberPage asks for confirmation before removing a member.
+func (h *Members) ShowRemoveMemberPage(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	userID, err := memberParam(r)
+	if err != nil {
+		return err
+	}
+	members, err := h.DB.Members(r.Context(), env.ID)
+	if err != nil {
+		return err
+	}
+	me := CurrentUser(r.Context())
+	for _, mb := range members {
+		if mb.UserID == userID {
+			return Render(w, r, http.StatusOK, views.MemberRemove(views.MemberRemovePage{
+				Chrome: h.Chrome(r, "Remove "+mb.DisplayName(), "projects"), Project: env.Project, Environment: env.Name,
+				UserID: userID, Who: mb.DisplayName(), Role: article(string(mb.Role)), You: me != nil && me.ID == userID,
+			}))
+		}
+	}
+	return store.Errorf(store.NotFound, "That person is not a member of this environment.")
 }
 
 // RemoveMember takes a member's role away.

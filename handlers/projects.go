@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -115,11 +118,35 @@ func (h *Projects) projectPage(r *http.Request, p *store.Project, role store.Rol
 		}
 		m.Environments = append(m.Environments, row)
 	}
+	names := make([]string, len(envs))
+	for i, e := range envs {
+		names[i] = e.Name
+	}
+	m.Danger = ProjectDangerZone(r, p, names)
+	ids := make([]int64, len(revs))
 	for i, rev := range revs {
-		m.Revisions = append(m.Revisions, views.RevisionRow{
+		ids[i] = rev.ID
+	}
+	defs, err := h.DB.RevisionDefinitions(ctx, ids)
+	if err != nil {
+		return views.ProjectPage{}, err
+	}
+	const shownChanges = 3
+	for i, rev := range revs {
+		row := views.RevisionRow{
 			Number: rev.Number, Hash: rev.Hash, CreatedBy: rev.CreatedBy, CreatedAt: rev.CreatedAt,
-			Summary: rev.Summary, Latest: i == 0,
-		})
+			Summary: rev.Summary, Latest: i == 0, First: i == len(revs)-1,
+		}
+		if !row.First {
+			for j, c := range compiler.Compare(defs[revs[i+1].ID], defs[rev.ID]) {
+				if j < shownChanges {
+					row.Changes = append(row.Changes, c.String())
+				} else {
+					row.More++
+				}
+			}
+		}
+		m.Revisions = append(m.Revisions, row)
 	}
 	return m, nil
 }
@@ -290,4 +317,91 @@ func warningNote(res *compiler.Result) string {
 		return fmt.Sprintf(" The manifest has %d %s; validate it to see where.", n, map[bool]string{true: "warning", false: "warnings"}[n == 1])
 	}
 	return ""
+}
+
+// ShowRevisionPage renders one revision (any role on the project): who
+// added it and when, its hash and source, and what changed against the
+// previous revision and against the revision each environment runs, both
+// in the compiled definition (from the stored definitions, never compiled
+// again) and line by line in the source.
+func (h *Projects) ShowRevisionPage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	p, _, err := h.project(r)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(chi.URLParam(r, "n"))
+	if err != nil || n < 1 {
+		return store.Errorf(store.NotFound, "There is no revision %q.", chi.URLParam(r, "n"))
+	}
+	revs, err := h.DB.Revisions(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	byNumber := make(map[int]*store.Revision, len(revs))
+	byID := make(map[int64]*store.Revision, len(revs))
+	ids := make([]int64, len(revs))
+	for i := range revs {
+		byNumber[revs[i].Number], byID[revs[i].ID], ids[i] = &revs[i], &revs[i], revs[i].ID
+	}
+	rev := byNumber[n]
+	if rev == nil {
+		return store.Errorf(store.NotFound, "%s has no revision %d.", p.Name, n)
+	}
+	envs, err := h.DB.VisibleEnvironments(ctx, CurrentUser(ctx), p.ID)
+	if err != nil {
+		return err
+	}
+	defs, err := h.DB.RevisionDefinitions(ctx, ids)
+	if err != nil {
+		return err
+	}
+	m := views.RevisionPage{
+		Chrome:  h.Chrome(r, fmt.Sprintf("%s revision %d", p.Name, n), "projects"),
+		Project: p.Name, Number: n, Hash: rev.Hash, CreatedBy: rev.CreatedBy, CreatedAt: rev.CreatedAt,
+		Latest: revs[0].Number == n,
+		Source: views.NewManifestSource([]byte(rev.Source), nil),
+	}
+	if byNumber[n-1] != nil {
+		m.Previous = n - 1
+	}
+	if byNumber[n+1] != nil {
+		m.Next = n + 1
+	}
+	// Which environments run which other revision, in name order.
+	runners := map[int][]string{}
+	for _, e := range envs {
+		if e.ActiveRevisionID == nil || byID[*e.ActiveRevisionID] == nil {
+			continue
+		}
+		if other := byID[*e.ActiveRevisionID].Number; other == n {
+			m.RunBy = append(m.RunBy, e.Name)
+		} else {
+			runners[other] = append(runners[other], e.Name)
+		}
+	}
+	compare := func(other *store.Revision, title, note string) views.RevisionComparison {
+		c := views.RevisionComparison{ID: fmt.Sprintf("against-%d", other.Number), Title: title, Note: note, Against: other.Number,
+			Diff: views.NewLineDiff(other.Source, rev.Source)}
+		for _, ch := range compiler.Compare(defs[other.ID], defs[rev.ID]) {
+			c.Changes = append(c.Changes, views.ChangeView{Text: ch.String(), Destructive: ch.Destructive})
+		}
+		return c
+	}
+	if prev := byNumber[n-1]; prev != nil {
+		note := fmt.Sprintf("What revision %d changed.", n)
+		if names := runners[n-1]; len(names) > 0 {
+			note += fmt.Sprintf(" %s %s revision %d, so this is also what deploying revision %d there would change.",
+				strings.Join(names, ", "), countWord(len(names), "runs", "run"), n-1, n)
+			delete(runners, n-1)
+		}
+		m.Comparisons = append(m.Comparisons, compare(prev, fmt.Sprintf("Against revision %d, the previous one", n-1), note))
+	}
+	for _, other := range slices.Sorted(maps.Keys(runners)) {
+		names := runners[other]
+		m.Comparisons = append(m.Comparisons, compare(byNumber[other],
+			fmt.Sprintf("Against revision %d, which %s %s", other, strings.Join(names, ", "), countWord(len(names), "runs", "run")),
+			fmt.Sprintf("What deploying revision %d to %s would change.", n, strings.Join(names, ", "))))
+	}
+	return Render(w, r, http.StatusOK, views.Revision(m))
 }

@@ -1,10 +1,14 @@
 package handlers
 
 import (
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 
+	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/compiler/kinds"
+	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
 
@@ -35,12 +39,13 @@ func (h *Validate) ShowValidatePage(w http.ResponseWriter, r *http.Request) erro
 // 1 MiB limit is answered by the compiler's own diagnostic; a body over the
 // web limit fails while parsing and becomes 413 in web.
 func (h *Validate) Validate(w http.ResponseWriter, r *http.Request) error {
-	if err := ParseForm(r); err != nil {
+	text, picked, err := validateSource(r)
+	if err != nil {
 		return err
 	}
 	// Browsers send a text area's line breaks as CRLF; the manifest is
 	// compiled and shown with the LF a file on disk would have.
-	text := strings.ReplaceAll(r.PostForm.Get("manifest"), "\r\n", "\n")
+	text = strings.ReplaceAll(text, "\r\n", "\n")
 	src := []byte(text)
 	// The kind is detected from the text and the picked file's name, unless
 	// the form chose one; an unknown choice is detection too.
@@ -49,6 +54,9 @@ func (h *Validate) Validate(w http.ResponseWriter, r *http.Request) error {
 		opts.Kind = k
 	}
 	fileName := r.PostForm.Get("filename")
+	if fileName == "" {
+		fileName = picked
+	}
 	if len(fileName) > 255 {
 		fileName = ""
 	}
@@ -66,4 +74,39 @@ func (h *Validate) Validate(w http.ResponseWriter, r *http.Request) error {
 		InsecureSkipVerify: opts.InsecureSkipVerify,
 		Report:             &report,
 	}))
+}
+
+// validateSource returns the posted manifest: the chosen file (field
+// manifest_file of a multipart post, which is how the form works without
+// JavaScript) when one was sent, the text area (field manifest) otherwise.
+// With JavaScript the picked file fills the text area and the file field is
+// emptied, so what was edited is what is checked.
+// picked is the chosen file's name, which helps to tell the kind apart.
+func validateSource(r *http.Request) (text, picked string, err error) {
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		if err := ParseForm(r); err != nil {
+			return "", "", err
+		}
+		return r.PostForm.Get("manifest"), "", nil
+	}
+	if err := r.ParseMultipartForm(MaxManifestBytes); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return "", "", err
+		}
+		return "", "", store.Errorf(store.Invalid, "The form could not be read. Go back and send it again.")
+	}
+	f, fh, err := r.FormFile("manifest_file")
+	if err != nil {
+		return r.FormValue("manifest"), "", nil
+	}
+	defer f.Close()
+	if fh.Size == 0 {
+		return r.FormValue("manifest"), "", nil
+	}
+	// One byte over the compiler's limit is enough for its diagnostic.
+	data, err := io.ReadAll(io.LimitReader(f, compiler.MaxManifestSize+1))
+	if err != nil {
+		return "", "", err
+	}
+	return string(data), fh.Filename, nil
 }

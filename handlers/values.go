@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -56,8 +57,9 @@ func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) 
 		Revision:  shown.Revision.Number,
 		CanManage: role.Includes(store.RoleAdmin),
 	}
+	uses := compiler.ValueUses(shown.Def)
 	for _, s := range store.ValueStates(shown.Contract, stored) {
-		row := views.ValueRow{Name: s.Name, State: string(s.State)}
+		row := views.ValueRow{Name: s.Name, State: string(s.State), Uses: uses[s.Name]}
 		switch s.State {
 		case store.RequiredSet, store.OptionalSet:
 			row.Badge = "badge-ok"
@@ -78,6 +80,7 @@ func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) 
 		}
 		m.Rows = append(m.Rows, row)
 	}
+	m.Total = len(m.Rows)
 	return m, nil
 }
 
@@ -93,7 +96,19 @@ func (h *Values) ShowValuesPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if n := r.URL.Query().Get("name"); store.ValidValueName(n) {
-		m.SetName = n
+		m.SetName, m.FocusValue = n, true
+	}
+	// The filter works without JavaScript as a GET form; the script
+	// filters the same rows as one types.
+	if f := strings.TrimSpace(r.URL.Query().Get("filter")); f != "" {
+		m.Filter = f
+		kept := m.Rows[:0]
+		for _, row := range m.Rows {
+			if strings.Contains(row.FilterText(), strings.ToLower(f)) {
+				kept = append(kept, row)
+			}
+		}
+		m.Rows = kept
 	}
 	return Render(w, r, http.StatusOK, views.Values(m))
 }
@@ -121,10 +136,8 @@ func (h *Values) SetValue(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		// The name is kept as typed, even when invalid: it is no secret.
 		m.SetName, m.SetNameError, m.SetValueError = name, nameErr, valueErr
-		if !store.ValidValueName(name) {
-			m.SetName = ""
-		}
 		return Render(w, r, http.StatusUnprocessableEntity, views.Values(m))
 	}
 	if p := store.ValueNameProblem(name); p != "" {
@@ -136,11 +149,22 @@ func (h *Values) SetValue(w http.ResponseWriter, r *http.Request) error {
 	if p := store.ValueProblem(values[0]); p != "" {
 		return rerender("", p)
 	}
-	version, err := vault.SetValue(ctx, ActorOf(r), env, name, values[0])
+	shown, err := h.shownRevision(ctx, env)
 	if err != nil {
 		return err
 	}
-	shown, err := h.shownRevision(ctx, env)
+	// A name the manifest does not use would be stored only to be
+	// ignored: ask first (the value is never sent back, so it is typed
+	// again with the confirmation).
+	if !store.References(shown.Contract, name) && r.PostForm.Get("confirm_orphan") != "1" {
+		m, err := h.page(r, env, role)
+		if err != nil {
+			return err
+		}
+		m.SetName, m.ConfirmOrphan = name, true
+		return Render(w, r, http.StatusOK, views.Values(m))
+	}
+	version, err := vault.SetValue(ctx, ActorOf(r), env, name, values[0])
 	if err != nil {
 		return err
 	}
@@ -164,16 +188,21 @@ func (h *Values) ImportValues(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var src string
 	rerender := func(msg string) error {
 		m, err := h.page(r, env, role)
 		if err != nil {
 			return err
 		}
 		m.ImportError = msg
+		if dotenvHoldsNoValue(src) {
+			m.ImportText = src
+		}
 		return Render(w, r, http.StatusUnprocessableEntity, views.Values(m))
 	}
-	src := r.FormValue("dotenv")
+	src = r.FormValue("dotenv")
 	if len(src) > MaxDotenvBytes {
+		src = ""
 		return rerender("The file is larger than 1 MiB.")
 	}
 	entries, err := store.ParseDotenv(src)
@@ -333,4 +362,20 @@ func (h *Values) PruneValues(w http.ResponseWriter, r *http.Request) error {
 		h.Flash(ctx, "success", fmt.Sprintf("Pruned %d orphaned %s: %s.", len(pruned), map[bool]string{true: "value", false: "values"}[len(pruned) == 1], strings.Join(pruned, ", ")))
 	}
 	return SeeOther(w, r, h.path(env))
+}
+
+// dotenvHoldsNoValue reports whether a pasted .env text holds no value at
+// all (only blank lines, comments and names with nothing after "="), so
+// that a failed import may show it again: anything else may hold secrets.
+func dotenvHoldsNoValue(src string) bool {
+	for _, line := range strings.Split(src, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if _, after, ok := strings.Cut(line, "="); ok && strings.TrimSpace(after) != "" {
+			return false
+		}
+	}
+	return true
 }

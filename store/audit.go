@@ -74,6 +74,15 @@ type AuditQuery struct {
 	EnvironmentID int64
 	// Action, when not empty, keeps only records of that action.
 	Action string
+	// Person, when not empty, keeps records whose actor's name contains it
+	// (case-insensitive).
+	Person string
+	// From and To, when not zero, keep records at or after From and
+	// before To.
+	From, To time.Time
+	// Text, when not empty, keeps records whose action, project,
+	// environment, target or detail contains it (case-insensitive).
+	Text string
 	// Offset and Limit page through the results.
 	Offset, Limit int
 }
@@ -103,8 +112,13 @@ func (db *DB) AuditEvents(ctx context.Context, q AuditQuery) ([]AuditRecord, boo
 		WHERE `+visibleScope+`
 		  AND ($3 = 0 OR environment_id = $3 OR (`+projectWide+` AND project IN (`+projectsOf+` = $3)))
 		  AND ($4 = '' OR action = $4)
+		  AND ($7 = '' OR strpos(lower(actor), lower($7)) > 0)
+		  AND ($8::timestamptz IS NULL OR at >= $8)
+		  AND ($9::timestamptz IS NULL OR at < $9)
+		  AND ($10 = '' OR strpos(lower(action || ' ' || project || ' ' || environment || ' ' || target || ' ' || detail::text || ' ' || request_id), lower($10)) > 0)
 		ORDER BY at DESC, id DESC
-		OFFSET $5 LIMIT $6`, q.All, q.EnvironmentIDs, q.EnvironmentID, q.Action, q.Offset, q.Limit+1)
+		OFFSET $5 LIMIT $6`, q.All, q.EnvironmentIDs, q.EnvironmentID, q.Action, q.Offset, q.Limit+1,
+		q.Person, nullTime(q.From), nullTime(q.To), q.Text)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditRecord, error) {
 		var r AuditRecord
 		err := row.Scan(&r.ID, &r.At, &r.ActorID, &r.Actor, &r.Action, &r.Project, &r.EnvironmentID, &r.Environment,
@@ -169,4 +183,12 @@ func (db *DB) RecordFailedSignIn(ctx context.Context, addr, target string, detai
 		}
 		return audit(ctx, tx, AuditEvent{Action: "sign-in.failed", Target: target, Detail: d, RequestID: requestID})
 	})
+}
+
+// nullTime is nil for the zero time, so that SQL can tell "no bound".
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
 }

@@ -117,3 +117,57 @@ func (db *DB) VisibleEnvironments(ctx context.Context, u *User, projectID int64)
 	}
 	return out, nil
 }
+
+// DeleteEnvironment deletes the environment with its values, memberships and
+// finished runs, keeping its audit records (their environment_id becomes
+// NULL; they keep the project and environment names), and records the
+// deletion. It refuses with Conflict while a run of the environment is in
+// progress: the row lock taken here makes a run started meanwhile wait, and
+// a run that is not finished must not lose the environment under it.
+func (db *DB) DeleteEnvironment(ctx context.Context, a Actor, env *Environment) error {
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var id int64
+		err := tx.QueryRow(ctx, `SELECT id FROM environments WHERE id = $1 FOR UPDATE`, env.ID).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Errorf(NotFound, "Project %q has no environment named %q.", env.Project, env.Name)
+		}
+		if err != nil {
+			return err
+		}
+		var running int
+		var values int
+		if err := tx.QueryRow(ctx, `
+			SELECT (SELECT count(*) FROM runs WHERE environment_id = $1 AND finished_at IS NULL),
+			       (SELECT count(*) FROM environment_values WHERE environment_id = $1 AND ciphertext IS NOT NULL)`,
+			env.ID).Scan(&running, &values); err != nil {
+			return err
+		}
+		if running > 0 {
+			return Errorf(Conflict, "%s/%s cannot be deleted while a run of it is in progress. Wait for it to finish, or cancel it, then delete the environment.", env.Project, env.Name)
+		}
+		// The record goes in first: its environment_id is set to NULL by
+		// the delete below, and the names stay readable in the log.
+		e := a.event("environment.deleted")
+		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, env.Name
+		e.Detail = map[string]any{"values_destroyed": values}
+		if err := auditTx(ctx, tx, e); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM environments WHERE id = $1`, env.ID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete environment: %w", err)
+	}
+	return nil
+}
+
+// RunInProgress reports whether a run of the environment has not finished.
+func (db *DB) RunInProgress(ctx context.Context, environmentID int64) (bool, error) {
+	var busy bool
+	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE environment_id = $1 AND finished_at IS NULL)`, environmentID).Scan(&busy)
+	if err != nil {
+		return false, fmt.Errorf("store: run in progress: %w", err)
+	}
+	return busy, nil
+}

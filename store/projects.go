@@ -259,14 +259,75 @@ func (db *DB) ProjectRole(ctx context.Context, u *User, projectID int64) (Role, 
 	return best, nil
 }
 
-// RevisionByNumber returns the project's revision with that number.
-func (db *DB) RevisionByNumber(ctx context.Context, projectID int64, number int) (*Revision, error) {
-	r, err := scanRevision(db.Pool.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE project_id = $1 AND number = $2`, projectID, number))
+// DeleteProject deletes a project that has no environments left, with its
+// revisions, and records the deletion. With environments it refuses with
+// Conflict: each must be deleted on its own, by someone who sees what it
+// holds.
+func (db *DB) DeleteProject(ctx context.Context, a Actor, p *Project) error {
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var revisions int
+		err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM revisions WHERE project_id = p.id) FROM projects p WHERE p.id = $1 FOR UPDATE`, p.ID).Scan(&revisions)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Errorf(NotFound, "There is no project named %q.", p.Name)
+		}
+		if err != nil {
+			return err
+		}
+		var envs []string
+		rows, _ := tx.Query(ctx, `SELECT name FROM environments WHERE project_id = $1 ORDER BY name`, p.ID)
+		if envs, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return err
+		}
+		if len(envs) > 0 {
+			return Errorf(Conflict, "%s still has %d %s (%s). Delete %s first.", p.Name, len(envs),
+				map[bool]string{true: "environment", false: "environments"}[len(envs) == 1], joinAnd(envs),
+				map[bool]string{true: "it", false: "them"}[len(envs) == 1])
+		}
+		e := a.event("project.deleted")
+		e.Project, e.Target = p.Name, p.Name
+		e.Detail = map[string]any{"revisions": revisions}
+		if err := auditTx(ctx, tx, e); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM projects WHERE id = $1`, p.ID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete project: %w", err)
+	}
+	return nil
+}
+
+// RevisionByNumber returns the project's revision number n, or NotFound.
+func (db *DB) RevisionByNumber(ctx context.Context, projectID int64, n int) (*Revision, error) {
+	r, err := scanRevision(db.Pool.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE project_id = $1 AND number = $2`, projectID, n))
 	if err != nil {
 		if ErrorCode(err) == NotFound {
-			return nil, Errorf(NotFound, "This project has no revision %d.", number)
+			return nil, Errorf(NotFound, "This project has no revision %d.", n)
 		}
 		return nil, fmt.Errorf("store: revision by number: %w", err)
 	}
 	return r, nil
+}
+
+// RevisionDefinitions returns the stored compiled definitions of the
+// revisions with the given ids, by id: what was compiled when each was
+// added, never compiled again.
+func (db *DB) RevisionDefinitions(ctx context.Context, ids []int64) (map[int64]*compiler.Definition, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT id, definition FROM revisions WHERE id = ANY($1)`, ids)
+	out := make(map[int64]*compiler.Definition, len(ids))
+	var id int64
+	var raw []byte
+	_, err := pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
+		var d compiler.Definition
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return fmt.Errorf("revision %d: %w", id, err)
+		}
+		out[id] = &d
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: revision definitions: %w", err)
+	}
+	return out, nil
 }

@@ -26,6 +26,8 @@ type EnvironmentPage struct {
 	LatestRuns []RunView
 	// Converging is the revision a failed first deploy still converges to.
 	Converging int
+	// Danger is the delete-this-environment card, nil for non-admins.
+	Danger *DangerZone
 }
 
 // ApplicationView is one application as the environment page shows it.

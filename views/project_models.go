@@ -42,6 +42,8 @@ type ProjectPage struct {
 	// NewEnvironmentName and NewEnvironmentError re-show a failed form.
 	NewEnvironmentName  string
 	NewEnvironmentError string
+	// Danger is the delete-this-project card, nil unless an installation admin.
+	Danger *DangerZone
 }
 
 // EnvironmentRow is one environment on the project page.
@@ -61,6 +63,11 @@ type RevisionRow struct {
 	CreatedAt time.Time
 	Summary   string
 	Latest    bool
+	// Changes are the first changes of the compiled definition against
+	// the previous revision (compiler.Compare); More counts the rest.
+	Changes []string
+	More    int
+	First   bool
 }
 
 // ShortHash shortens "sha256:abcdef..." to its first twelve hex digits.
@@ -109,4 +116,13 @@ func dashIfEmpty(s string) string {
 		return "—"
 	}
 	return s
+}
+
+// describedBy returns the id an input's aria-describedby names: its error
+// when there is one, its hint otherwise.
+func describedBy(failed bool, errorID, hintID string) string {
+	if failed {
+		return errorID
+	}
+	return hintID
 }

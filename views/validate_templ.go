@@ -9,6 +9,8 @@ package views
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
+import "github.com/skali-dev/studio/static"
+
 // ValidatePage is the model of the manifest validator page.
 type ValidatePage struct {
 	Chrome Chrome
@@ -57,33 +59,33 @@ func Validate(m ValidatePage) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page validate-page\"><div class=\"page-header\"><div><h1>Validate a manifest</h1><p>Paste a <code>skali.yaml</code>, a release <code>manifest.yaml</code> or its secret schema, or an edge recipe or plan (<code>.toml</code>), or pick the file. The Studio tells which it is and checks it against its own reference. Nothing is stored.</p></div></div><form class=\"card validate-form\" method=\"post\" action=\"/validate#report\"><div class=\"card-body form\"><div class=\"field\"><div class=\"field-head\"><label for=\"manifest\">Manifest</label> <label class=\"file-pick\"><span class=\"sr-only\">Pick a manifest file</span> <input type=\"file\" data-fill=\"manifest\" data-fill-name=\"filename\" accept=\".yaml,.yml,.toml,text/yaml,application/yaml,application/toml,text/plain\"></label> <input type=\"hidden\" id=\"filename\" name=\"filename\" value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page validate-page\"><div class=\"page-header\"><div><h1>Validate a manifest</h1><p>Paste a <code>skali.yaml</code>, a release <code>manifest.yaml</code> or its secret schema, or an edge recipe or plan (<code>.toml</code>), or pick the file. The Studio tells which it is and checks it against its own reference. Nothing is stored.</p></div></div><form class=\"card validate-form\" method=\"post\" action=\"/validate#report\" enctype=\"multipart/form-data\"><div class=\"card-body form\"><div class=\"field\"><div class=\"field-head\"><label for=\"manifest\">Manifest</label> <label class=\"file-pick\"><span class=\"sr-only\">Pick a manifest file</span> <input type=\"file\" name=\"manifest_file\" data-fill=\"manifest\" data-fill-name=\"filename\" accept=\".yaml,.yml,.toml,text/yaml,application/yaml,application/toml,text/plain\"></label> <input type=\"hidden\" id=\"filename\" name=\"filename\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var3 string
 			templ_7745c5c3_Var3, templ_7745c5c3_Err = templruntime.NewAttributeExpression(m.FileName).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 40, Col: 76}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 42, Col: 76}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var3)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "\"></div><textarea class=\"textarea manifest-input\" id=\"manifest\" name=\"manifest\" rows=\"18\" spellcheck=\"false\" autocapitalize=\"off\" autocomplete=\"off\" placeholder=\"name: my-project&#10;applications:&#10;  web:&#10;    image: nginx:1.27\" aria-describedby=\"manifest-hint\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "\"></div><textarea data-editor class=\"textarea manifest-input\" id=\"manifest\" name=\"manifest\" rows=\"18\" spellcheck=\"false\" autocapitalize=\"off\" autocomplete=\"off\" placeholder=\"name: my-project&#10;applications:&#10;  web:&#10;    image: nginx:1.27\" aria-describedby=\"manifest-hint\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var4 string
 			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(m.Manifest)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 52, Col: 19}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 55, Col: 19}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</textarea> <span class=\"hint\" id=\"manifest-hint\">Up to 1 MiB. The file picker fills the text area and tells the kind by the file's name too; you can also paste.</span></div><div class=\"form-row\"><div class=\"field\"><label for=\"kind\">Kind</label> <select class=\"select\" id=\"kind\" name=\"kind\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</textarea> <span class=\"hint\" id=\"manifest-hint\">Up to 1 MiB. Paste the text, or pick the file: a picked file is what gets checked, and its name helps to tell the kind.</span></div><div class=\"form-row\"><div class=\"field\"><label for=\"kind\">Kind</label> <select class=\"select\" id=\"kind\" name=\"kind\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -95,7 +97,7 @@ func Validate(m ValidatePage) templ.Component {
 				var templ_7745c5c3_Var5 string
 				templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(o.Value).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 60, Col: 32}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 63, Col: 32}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
 				if templ_7745c5c3_Err != nil {
@@ -118,7 +120,7 @@ func Validate(m ValidatePage) templ.Component {
 				var templ_7745c5c3_Var6 string
 				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(o.Label)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 60, Col: 69}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 63, Col: 69}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 				if templ_7745c5c3_Err != nil {
@@ -139,12 +141,25 @@ func Validate(m ValidatePage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "> The edge agent runs with <code>--insecure-skip-verify</code></label> <span class=\"hint\">Recipes only: artifacts may then omit <code>sha256</code>.</span></div></div><div class=\"actions\"><button class=\"button button-primary\" type=\"submit\">Validate</button></div></div></form>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "> The edge agent runs with <code>--insecure-skip-verify</code></label> <span class=\"hint\">Recipes only: artifacts may then omit <code>sha256</code>.</span></div></div><div class=\"actions\"><button class=\"button button-primary\" type=\"submit\">Validate</button></div></div></form><script src=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var7 string
+			templ_7745c5c3_Var7, templ_7745c5c3_Err = templruntime.NewAttributeExpression(static.Path("js/manifest.js")).ResolveURL(ctx)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/validate.templ`, Line: 80, Col: 46}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var7)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "\" defer></script>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if m.Report != nil {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<div id=\"report\" class=\"report-anchor\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div id=\"report\" class=\"report-anchor\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -152,12 +167,12 @@ func Validate(m ValidatePage) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -1,6 +1,9 @@
 package views
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // ValuesPage is the model of an environment's values page. It holds names,
 // states, versions, who and when: never a value.
@@ -10,6 +13,9 @@ type ValuesPage struct {
 	Env      string
 	Revision int
 	Rows     []ValueRow
+	// Filter is the filter box's text; Total counts the rows before it.
+	Filter string
+	Total  int
 	// Orphaned lists the orphaned names, for the prune action.
 	Orphaned []string
 	// CanManage: environment admins set, import, delete and prune.
@@ -19,6 +25,13 @@ type ValuesPage struct {
 	SetNameError  string
 	SetValueError string
 	ImportError   string
+	// ImportText re-shows a failed import only when it holds no value.
+	ImportText string
+	// FocusValue puts the cursor in the value field (after "Replace").
+	FocusValue bool
+	// ConfirmOrphan asks to confirm setting SetName, which the manifest
+	// does not reference.
+	ConfirmOrphan bool
 }
 
 // ValueRow is one value name and its state.
@@ -32,6 +45,14 @@ type ValueRow struct {
 	Version   int
 	UpdatedBy string
 	UpdatedAt time.Time
+	// Uses are the manifest fields that reference the name, such as
+	// web.routes.public.domain.
+	Uses []string
+}
+
+// FilterText is what the filter box matches: the name and its uses.
+func (v ValueRow) FilterText() string {
+	return strings.ToLower(v.Name + " " + strings.Join(v.Uses, " "))
 }
 
 // ValueDeletePage confirms deleting one value.

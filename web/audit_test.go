@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skali-dev/studio/handlers"
 	"github.com/skali-dev/studio/store"
@@ -146,5 +148,52 @@ func TestEnvironmentAdminsSeeTheirProjectsRevisions(t *testing.T) {
 		if strings.Contains(body, "other-app") {
 			t.Errorf("production admin GET %s shows another project's events", path)
 		}
+	}
+}
+
+// TestAuditLogFilters filters by person, date range and text, and writes
+// times as 2026-11-30 16:35 UTC with the relative time on hover.
+func TestAuditLogFilters(t *testing.T) {
+	s := webtest.Start(t, webtest.WithAdmins("root@example.test"))
+	prod := s.CreateEnvironment(t, "", "production")
+	s.AddMember(t, prod, "zed@example.test", store.RoleViewer)
+	root := s.SignInAs(t, "root@example.test", "Root")
+	s.SignInAs(t, "zed@example.test", "Zed Zebra")
+	today := time.Now().UTC().Format(time.DateOnly)
+	cases := []struct {
+		query      string
+		want, skip []string
+	}{
+		{"person=zebra", []string{"Zed Zebra"}, []string{"member.added"}},
+		{"q=zed%40example", []string{"member.added"}, []string{"Root"}},
+		{"from=" + today + "&to=" + today, []string{"member.added", "sign-in"}, nil},
+		{"to=2001-01-01", nil, []string{"member.added"}},
+	}
+	for _, tc := range cases {
+		status, page := s.Get(t, root, "/audit?"+tc.query)
+		if status != http.StatusOK {
+			t.Errorf("/audit?%s = %d", tc.query, status)
+			continue
+		}
+		// Only the events' rows, not the filters' options or the top bar.
+		_, body, _ := strings.Cut(page, "<tbody>")
+		body, _, _ = strings.Cut(body, "</tbody>")
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("/audit?%s lacks %q", tc.query, w)
+			}
+		}
+		for _, w := range tc.skip {
+			if strings.Contains(body, w) {
+				t.Errorf("/audit?%s shows %q", tc.query, w)
+			}
+		}
+	}
+	if status, _ := s.Get(t, root, "/audit?from=yesterday"); status != http.StatusBadRequest {
+		t.Errorf("/audit?from=yesterday = %d, want 400", status)
+	}
+	_, body := s.Get(t, root, "/audit")
+	if !regexp.MustCompile(`<time datetime="[^"]+" title="(just now|\d+ minutes? ago)">\d{4}-\d\d-\d\d \d\d:\d\d UTC</time>`).MatchString(body) {
+		t.Errorf("audit times are not written as 2026-11-30 16:35 UTC with a relative title")
 	}
 }

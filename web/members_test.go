@@ -204,3 +204,20 @@ func TestTheLastEnvironmentAdminStays(t *testing.T) {
 		t.Errorf("installation admin removing the last admin = %d, want 303", resp.StatusCode)
 	}
 }
+
+// TestMembersPageSaysWhenNobodyCanSignInByEmail: without an OpenID
+// provider, the members page says that people added by email cannot sign in.
+func TestMembersPageSaysWhenNobodyCanSignInByEmail(t *testing.T) {
+	for _, oidc := range []bool{false, true} {
+		var opts []webtest.Option
+		if !oidc {
+			opts = append(opts, webtest.WithoutOIDC())
+		}
+		s := webtest.Start(t, opts...)
+		s.CreateEnvironment(t, "", "production")
+		_, page := s.Get(t, s.SignInLocal(t), "/projects/hello-world/environments/production/members")
+		if got := strings.Contains(page, `data-testid="no-oidc"`); got == oidc {
+			t.Errorf("with OIDC %v, the note that email members cannot sign in is shown: %v", oidc, got)
+		}
+	}
+}

@@ -140,6 +140,27 @@ var routeTable = []routeCase{
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/values/{name}/delete",
 		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/delete", allow: prodAdmins, ok: []int{http.StatusNotFound}},
 
+	// Revision pages, deletions (a wrong or refused confirmation changes
+	// nothing), the confirmation page of removing a member.
+	{method: "GET", pattern: "/projects/{project}/revisions/{n}", path: "/projects/hello-world/revisions/1", allow: projectMembers},
+	{method: "GET", pattern: "/projects/{project}/delete", path: "/projects/hello-world/delete", allow: installAdmins},
+	{method: "POST", pattern: "/projects/{project}/delete", path: "/projects/hello-world/delete",
+		form: url.Values{"confirm": {"hello-world"}}, allow: installAdmins, status: http.StatusConflict},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/delete", path: "/projects/hello-world/environments/production/delete", allow: prodAdmins},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/delete", path: "/projects/hello-world/environments/production/delete",
+		form: url.Values{"confirm": {"staging"}}, allow: prodAdmins, status: http.StatusUnprocessableEntity},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/members/{user}/remove",
+		path:  "/projects/hello-world/environments/production/members/{target}/remove",
+		allow: prodAdmins, prepare: func(t *testing.T, f *roleFixture) { f.ensureTarget(t) }},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/members/{user}/remove",
+		path: "/projects/hello-world/environments/production/members/{stager}/remove", allow: prodAdmins, status: http.StatusNotFound},
+
+	// Addresses that take posts answer GET with a redirect to their form.
+	{method: "GET", pattern: "/projects", path: "/projects", allow: signedIn},
+	{method: "GET", pattern: "/projects/{project}/revisions", path: "/projects/hello-world/revisions", allow: projectMembers},
+	{method: "GET", pattern: "/projects/{project}/environments", path: "/projects/hello-world/environments", allow: projectMembers},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/values/import", path: "/projects/hello-world/environments/production/values/import", allow: prodViewers},
+
 	// Ids and names of another environment through production's URLs
 	// (IDOR): a member of staging only, a value stored in staging only.
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/members/{user}/role",
@@ -223,7 +244,7 @@ func newRoleFixture(t *testing.T) *roleFixture {
 		{"staging", "STAGING_ONLY", "staging-value"},
 	} {
 		if resp, body := s.PostForm(t, root, "/projects/hello-world/environments/"+set.env+"/values",
-			url.Values{"name": {set.name}, "value": {set.value}}); resp.StatusCode != http.StatusSeeOther {
+			url.Values{"name": {set.name}, "value": {set.value}, "confirm_orphan": {"1"}}); resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("set %s in %s = %d:\n%s", set.name, set.env, resp.StatusCode, body)
 		}
 	}
@@ -320,7 +341,7 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 	// The digest does see a change.
 	d0 := f.digest(t)
 	if resp, _ := f.s.PostForm(t, f.client(t, installAdmin), "/projects/hello-world/environments/production/values",
-		url.Values{"name": {"DIGEST_CHECK"}, "value": {"x"}}); resp.StatusCode != http.StatusSeeOther || f.digest(t) == d0 {
+		url.Values{"name": {"DIGEST_CHECK"}, "value": {"x"}, "confirm_orphan": {"1"}}); resp.StatusCode != http.StatusSeeOther || f.digest(t) == d0 {
 		t.Fatalf("setting a value = %d and left the digest as it was: the digest sees nothing", resp.StatusCode)
 	}
 

@@ -1,10 +1,15 @@
 package web_test
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/skali-dev/studio/web/browsertest"
@@ -53,16 +58,18 @@ func TestBrowserValidateFindsTheTypo(t *testing.T) {
 	}
 	b.Screenshot("validate-invalid")
 
-	b.Do(chromedp.Click(chromedp.CSS(`.diagnostics a[href="#L13"]`)))
-	if got := browsertest.Eval[string](b, `location.hash`); got != "#L13" {
-		t.Errorf("after clicking the diagnostic location.hash = %q, want #L13", got)
+	// With JavaScript, the editor numbers its lines and the diagnostic's
+	// line link puts the cursor on line 13 of the text.
+	if n := browsertest.Eval[int](b, `document.querySelector(".editor-gutter").textContent.split("\n").length`); n != strings.Count(typoManifest, "\n")+1 {
+		t.Errorf("editor gutter numbers %d lines, want %d", n, strings.Count(typoManifest, "\n")+1)
 	}
+	b.Do(chromedp.Click(chromedp.CSS(`.diagnostics a[href="#L13"]`)))
 	if !browsertest.Eval[bool](b, `(() => {
-		const el = document.getElementById("L13");
-		const r = el.getBoundingClientRect();
-		return document.querySelector(":target") === el && r.top >= 56 && r.bottom <= innerHeight;
+		const ta = document.getElementById("manifest");
+		const line = ta.value.slice(0, ta.selectionStart).split("\n").length;
+		return document.activeElement === ta && line === 13;
 	})()`) {
-		t.Errorf("line 13 is not the target or not in view below the top bar")
+		t.Errorf("after clicking the diagnostic the cursor is not on line 13 of the editor")
 	}
 	b.Screenshot("validate-invalid-line")
 }
@@ -128,4 +135,37 @@ func TestBrowserValidateReleaseManifest(t *testing.T) {
 		t.Errorf("first diagnostic = %q, want the unquoted mode", got)
 	}
 	b.Screenshot("validate-release-invalid")
+}
+
+// TestBrowserValidateFilePickerWithoutJavaScript: with scripts off, the
+// file picked is what the form sends and the server checks, and a
+// diagnostic's line link leads to the line in the source listing.
+func TestBrowserValidateFilePickerWithoutJavaScript(t *testing.T) {
+	s := webtest.Start(t)
+	b := browsertest.New(t)
+	file := filepath.Join(t.TempDir(), "skali.yaml")
+	if err := os.WriteFile(file, []byte(typoManifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.Do(
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+			return err
+		}),
+		chromedp.Navigate(s.URL+"/validate"),
+		chromedp.WaitVisible(chromedp.CSS("#manifest")),
+		chromedp.SetUploadFiles(chromedp.CSS(`input[name="manifest_file"]`), []string{file}),
+		chromedp.Click(chromedp.CSS("button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS(".verdict")),
+	)
+	if got := b.Text(".verdict h2"); got != "2 errors" {
+		t.Errorf("verdict for the uploaded file = %q, want 2 errors", got)
+	}
+	if browsertest.Eval[bool](b, `!!document.querySelector(".editor-gutter")`) {
+		t.Errorf("the editor was enhanced with scripts off")
+	}
+	b.Do(chromedp.Click(chromedp.CSS(`.diagnostics a[href="#L13"]`)))
+	if got := browsertest.Eval[string](b, `location.hash`); got != "#L13" {
+		t.Errorf("without JavaScript the diagnostic link leads to %q, want #L13", got)
+	}
 }

@@ -63,7 +63,7 @@ func TestEveryProjectAndValueActionByRole(t *testing.T) {
 		{"values page", "GET", envPath + "/values", nil, readers},
 		{"set value", "POST", envPath + "/values", url.Values{"name": {"APP_DOMAIN"}, "value": {"wiki.example.com"}}, writers},
 		{"import", "POST", envPath + "/values/import", url.Values{"dotenv": {"SESSION_SECRET=abc\nORPHAN_%s=1\n"}}, writers},
-		{"set orphan", "POST", envPath + "/values", url.Values{"name": {"ORPHAN_%s"}, "value": {"x"}}, writers},
+		{"set orphan", "POST", envPath + "/values", url.Values{"name": {"ORPHAN_%s"}, "value": {"x"}, "confirm_orphan": {"1"}}, writers},
 		{"delete page", "GET", envPath + "/values/APP_DOMAIN/delete", nil, map[string]int{"env admin": 200, "install admin": 200}},
 		{"prune page", "GET", envPath + "/values/prune", nil, map[string]int{"env admin": 200, "install admin": 200}},
 		{"prune", "POST", envPath + "/values/prune", url.Values{"names": {"ORPHAN_%s"}}, writers},
@@ -290,7 +290,7 @@ func (w *writer) Write(p []byte) (int, error) { return w.b.Write(p) }
 func TestPrunePageShowsThePendingFlash(t *testing.T) {
 	s, _ := wikiServer(t)
 	c := s.SignInLocal(t)
-	if resp, _ := s.PostForm(t, c, envPath+"/values", url.Values{"name": {"OLD_SETTING"}, "value": {"x"}}); resp.StatusCode != http.StatusSeeOther {
+	if resp, _ := s.PostForm(t, c, envPath+"/values", url.Values{"name": {"OLD_SETTING"}, "value": {"x"}, "confirm_orphan": {"1"}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("set value: status %d, want 303", resp.StatusCode)
 	}
 	status, body := s.Get(t, c, envPath+"/values/prune")

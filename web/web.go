@@ -122,7 +122,7 @@ func New(d Deps) http.Handler {
 	sm.Cookie.Persist = false
 
 	a := &app{deps: d, logger: d.Logger, sessions: sm}
-	a.base = &handlers.Base{DB: d.DB, Sessions: sm, Logger: d.Logger}
+	a.base = &handlers.Base{DB: d.DB, Sessions: sm, Logger: d.Logger, OIDC: d.OIDCIssuer != ""}
 	sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
 		a.logger.Error("session", "request_id", handlers.RequestID(r.Context()), "err", err)
 		a.renderError(w, r, http.StatusInternalServerError, "")
@@ -233,6 +233,22 @@ func (a *app) routes(https bool) http.Handler {
 			r.Get("/projects/{project}/environments/{env}/runs/{run}", a.handle(runPages.ShowRunPage))
 			r.Post("/projects/{project}/environments/{env}/runs/{run}/cancel", a.handle(runPages.CancelRun))
 			r.Post("/projects/{project}/environments/{env}/probe", a.handle(runPages.CheckNow))
+
+			// Revision pages, deletions with typed confirmation, and the
+			// confirmation page of removing a member.
+			deletions := handlers.NewDeletions(a.base)
+			r.Get("/projects/{project}/revisions/{n}", a.handle(projects.ShowRevisionPage))
+			r.Get("/projects/{project}/delete", a.handle(deletions.ShowDeleteProjectPage))
+			r.Post("/projects/{project}/delete", a.handle(deletions.DeleteProject))
+			r.Get("/projects/{project}/environments/{env}/delete", a.handle(deletions.ShowDeleteEnvironmentPage))
+			r.Post("/projects/{project}/environments/{env}/delete", a.handle(deletions.DeleteEnvironment))
+			r.Get("/projects/{project}/environments/{env}/members/{user}/remove", a.handle(members.ShowRemoveMemberPage))
+			// Addresses that take posts answer GET too (after a failed post).
+			forms := handlers.NewFormAddresses(a.base)
+			r.Get("/projects", a.handle(forms.Projects))
+			r.Get("/projects/{project}/revisions", a.handle(forms.Revisions))
+			r.Get("/projects/{project}/environments", a.handle(forms.Environments))
+			r.Get("/projects/{project}/environments/{env}/values/import", a.handle(forms.ValuesImport))
 		})
 	})
 	return r

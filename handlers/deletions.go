@@ -1,0 +1,204 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
+)
+
+// Deletions deletes environments (their admins and installation admins) and
+// projects without environments (installation admins), each after the
+// name is typed. A failed confirmation re-renders the form at its own URL,
+// which also answers GET, so reloading the page never meets a 405.
+type Deletions struct {
+	*Base
+}
+
+// NewDeletions returns the deletion handlers.
+func NewDeletions(b *Base) *Deletions { return &Deletions{Base: b} }
+
+// EnvironmentDangerZone is the delete-this-environment card for the
+// environment page: nil unless role may delete it; blocked with a sentence
+// while a run is in progress.
+func (b *Base) EnvironmentDangerZone(ctx context.Context, env *store.Environment, role store.Role) (*views.DangerZone, error) {
+	if !role.Includes(store.RoleAdmin) {
+		return nil, nil
+	}
+	busy, err := b.DB.RunInProgress(ctx, env.ID)
+	if err != nil {
+		return nil, err
+	}
+	z := environmentZone(env)
+	if busy {
+		z.Blocked = "A run of " + env.Name + " is in progress. The environment can be deleted once it has finished."
+	}
+	return &z, nil
+}
+
+func environmentZone(env *store.Environment) views.DangerZone {
+	return views.DangerZone{
+		Heading: "Delete this environment",
+		Explain: "Deleting " + env.Name + " destroys its values, members and run history. Its audit records stay. The project and its revisions stay.",
+		Action:  envURL(env) + "/delete",
+		Confirm: env.Name,
+		Button:  "Delete " + env.Name,
+	}
+}
+
+func envURL(env *store.Environment) string {
+	return "/projects/" + env.Project + "/environments/" + env.Name
+}
+
+func (h *Deletions) renderEnvironment(w http.ResponseWriter, r *http.Request, status int, env *store.Environment, z views.DangerZone) error {
+	return Render(w, r, status, views.Delete(views.DeletePage{
+		Chrome: h.Chrome(r, "Delete "+env.Project+" / "+env.Name, "projects"),
+		Crumbs: []views.Crumb{{Label: "Projects", Href: "/"}, {Label: env.Project, Href: "/projects/" + env.Project},
+			{Label: env.Name, Href: envURL(env)}, {Label: "Delete"}},
+		Zone: z,
+		Back: envURL(env),
+	}))
+}
+
+// ShowDeleteEnvironmentPage renders the environment's danger zone on its own.
+func (h *Deletions) ShowDeleteEnvironmentPage(w http.ResponseWriter, r *http.Request) error {
+	env, role, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	z, err := h.EnvironmentDangerZone(r.Context(), env, role)
+	if err != nil {
+		return err
+	}
+	return h.renderEnvironment(w, r, http.StatusOK, env, *z)
+}
+
+// DeleteEnvironment deletes the environment when the field confirm holds
+// its name, then answers 303 to the project.
+func (h *Deletions) DeleteEnvironment(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	z := environmentZone(env)
+	z.Typed = r.PostForm.Get("confirm")
+	if strings.TrimSpace(z.Typed) != env.Name {
+		z.Error = fmt.Sprintf("Type the environment's name, %s, exactly. Nothing was deleted.", env.Name)
+		return h.renderEnvironment(w, r, http.StatusUnprocessableEntity, env, z)
+	}
+	err = h.DB.DeleteEnvironment(r.Context(), ActorOf(r), env)
+	if store.ErrorCode(err) == store.Conflict {
+		z.Blocked = store.ErrorMessage(err)
+		return h.renderEnvironment(w, r, http.StatusConflict, env, z)
+	}
+	if err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "success", fmt.Sprintf("Deleted environment %s of %s, with its values.", env.Name, env.Project))
+	return SeeOther(w, r, "/projects/"+env.Project)
+}
+
+// ProjectDangerZone is the delete-this-project card: nil unless the user
+// is an installation admin; blocked while environments remain.
+func ProjectDangerZone(r *http.Request, p *store.Project, environments []string) *views.DangerZone {
+	if u := CurrentUser(r.Context()); u == nil || !u.IsAdmin {
+		return nil
+	}
+	z := projectZone(p)
+	if n := len(environments); n > 0 {
+		z.Blocked = fmt.Sprintf("%s has %d %s (%s). %s; then the project can be deleted.", p.Name, n,
+			countWord(n, "environment", "environments"), strings.Join(environments, ", "),
+			countWord(n, "Delete it first, from the bottom of its page", "Delete them first, each from the bottom of its page"))
+	}
+	return &z
+}
+
+func countWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func projectZone(p *store.Project) views.DangerZone {
+	return views.DangerZone{
+		Heading: "Delete this project",
+		Explain: "Deleting " + p.Name + " removes its revisions. Its audit records stay. A project can be deleted once it has no environments.",
+		Action:  "/projects/" + p.Name + "/delete",
+		Confirm: p.Name,
+		Button:  "Delete " + p.Name,
+	}
+}
+
+func (h *Deletions) renderProject(w http.ResponseWriter, r *http.Request, status int, p *store.Project, z views.DangerZone) error {
+	return Render(w, r, status, views.Delete(views.DeletePage{
+		Chrome: h.Chrome(r, "Delete "+p.Name, "projects"),
+		Crumbs: []views.Crumb{{Label: "Projects", Href: "/"}, {Label: p.Name, Href: "/projects/" + p.Name}, {Label: "Delete"}},
+		Zone:   z,
+		Back:   "/projects/" + p.Name,
+	}))
+}
+
+// projectForDeletion loads the project for an installation admin and the
+// names of its environments.
+func (h *Deletions) projectForDeletion(r *http.Request) (*store.Project, []string, error) {
+	p, _, err := h.project(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := RequireAdmin(r); err != nil {
+		return nil, nil, err
+	}
+	envs, err := h.DB.VisibleEnvironments(r.Context(), CurrentUser(r.Context()), p.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, len(envs))
+	for i, e := range envs {
+		names[i] = e.Name
+	}
+	return p, names, nil
+}
+
+// ShowDeleteProjectPage renders the project's danger zone on its own.
+func (h *Deletions) ShowDeleteProjectPage(w http.ResponseWriter, r *http.Request) error {
+	p, envs, err := h.projectForDeletion(r)
+	if err != nil {
+		return err
+	}
+	return h.renderProject(w, r, http.StatusOK, p, *ProjectDangerZone(r, p, envs))
+}
+
+// DeleteProject deletes a project without environments when the field
+// confirm holds its name, then answers 303 to the project list.
+func (h *Deletions) DeleteProject(w http.ResponseWriter, r *http.Request) error {
+	p, _, err := h.projectForDeletion(r)
+	if err != nil {
+		return err
+	}
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	z := projectZone(p)
+	z.Typed = r.PostForm.Get("confirm")
+	if strings.TrimSpace(z.Typed) != p.Name {
+		z.Error = fmt.Sprintf("Type the project's name, %s, exactly. Nothing was deleted.", p.Name)
+		return h.renderProject(w, r, http.StatusUnprocessableEntity, p, z)
+	}
+	err = h.DB.DeleteProject(r.Context(), ActorOf(r), p)
+	if store.ErrorCode(err) == store.Conflict {
+		z.Blocked = store.ErrorMessage(err)
+		return h.renderProject(w, r, http.StatusConflict, p, z)
+	}
+	if err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "success", fmt.Sprintf("Deleted project %s and its revisions.", p.Name))
+	return SeeOther(w, r, "/")
+}

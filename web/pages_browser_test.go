@@ -1,0 +1,156 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web/browsertest"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// page is one page the layout and accessibility test visits: a path to
+// open, or a form to fill and send first (a failed post shows the page
+// with its errors).
+type page struct {
+	name string
+	path string
+	// fill sets these fields (by CSS selector) and submits the form of
+	// the first one.
+	fill map[string]string
+	// wait is a selector to wait for, "main" when empty.
+	wait string
+	// main marks the pages whose screenshots the README shows.
+	main bool
+}
+
+// longLine is one long line of a manifest, the kind that once widened the
+// report on /validate past a phone's screen.
+var longLine = "name: hello-world\ndescription: " + strings.Repeat("a-very-long-description-without-spaces-", 8) + "\napplications:\n  web:\n    image: nginx\n    replicas: lots\n"
+
+// TestBrowserEveryPageFitsAndPassesAxe opens every page of the Studio at
+// 1280 and 390 CSS pixels, in light and dark, and fails when a page is
+// wider than the screen or breaks a WCAG 2.1 A/AA rule of axe-core.
+// STUDIO_SCREENSHOTS=DIR keeps a screenshot of each;
+// STUDIO_DOCS_SCREENSHOTS=1 remakes the README's screenshots of the main
+// pages in docs/screenshots.
+func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("visits every page four times")
+	}
+	s := webtest.Start(t, webtest.WithValueKeys())
+	c := s.SignInLocal(t)
+	// The reference's production example in two revisions, one deployed.
+	v1 := exampleManifest(t, "production")
+	v2 := strings.Replace(strings.Replace(v1, "max: 5", "max: 8", 1), "      SESSION_SECRET: \"${SESSION_SECRET}\"\n", "", 1)
+	for _, step := range []struct{ path, field, value string }{
+		{"/projects", "manifest", v1},
+		{"/projects/team-wiki/revisions", "manifest", v2},
+		{"/projects/team-wiki/environments", "name", "production"},
+		{"/projects/team-wiki/environments", "name", "staging"},
+		{"/projects/team-wiki/environments/production/values/import", "dotenv", "APP_DOMAIN=wiki.example.com\nSESSION_SECRET=s3cr3t-for-screens\nLEFT_OVER=1\n"},
+	} {
+		if resp, body := s.PostForm(t, c, step.path, url.Values{step.field: {step.value}}); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("fixture %s = %d\n%s", step.path, resp.StatusCode, body)
+		}
+	}
+	if _, err := s.DB.Pool.Exec(t.Context(), `INSERT INTO environment_values (environment_id, name, version) SELECT id, 'OLD_TOKEN', 0 FROM environments WHERE name = 'production'`); err != nil {
+		t.Fatal(err)
+	}
+	s.ActivateRevision(t, "team-wiki", "production", 1)
+	prod, err := s.DB.EnvironmentByName(t.Context(), "team-wiki", "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AddMember(t, prod, "ada.lovelace.with.a.long.address@analytical-engines.example.com", store.RoleDeployer)
+	s.AddMember(t, prod, "grace@example.com", store.RoleViewer)
+	member := s.UserID(t, "grace@example.com")
+	const env = "/projects/team-wiki/environments/production"
+
+	pages := []page{
+		{name: "validate", path: "/validate", main: true},
+		{name: "validate-long-line", path: "/validate", fill: map[string]string{"#manifest": longLine}, wait: ".verdict"},
+		{name: "validate-valid", path: "/validate", fill: map[string]string{"#manifest": v1}, wait: ".verdict"},
+		{name: "home", path: "/", main: true},
+		{name: "project", path: "/projects/team-wiki", main: true},
+		{name: "project-new", path: "/projects/new"},
+		{name: "project-new-invalid", path: "/projects/new", fill: map[string]string{"#manifest": longLine}, wait: ".verdict"},
+		{name: "revision", path: "/projects/team-wiki/revisions/2", main: true},
+		{name: "revision-new", path: "/projects/team-wiki/revisions/new"},
+		{name: "revision-new-invalid", path: "/projects/team-wiki/revisions/new", fill: map[string]string{"#manifest": longLine}, wait: ".verdict"},
+		{name: "environment", path: env, main: true},
+		{name: "environment-undeployed", path: "/projects/team-wiki/environments/staging"},
+		{name: "values", path: env + "/values", main: true},
+		{name: "values-invalid", path: env + "/values", fill: map[string]string{"#value-name": "lower_case"}},
+		{name: "value-delete", path: env + "/values/APP_DOMAIN/delete"},
+		{name: "values-prune", path: env + "/values/prune"},
+		{name: "members", path: env + "/members", main: true},
+		{name: "member-remove", path: env + "/members/" + strconv.FormatInt(member, 10) + "/remove"},
+		{name: "environment-delete", path: env + "/delete", fill: map[string]string{"#delete-confirm": "not-it"}},
+		{name: "project-delete", path: "/projects/team-wiki/delete"},
+		{name: "audit", path: "/audit", main: true},
+		{name: "not-found", path: "/projects/no-such-project"},
+	}
+
+	b := browsertest.New(t)
+	// The sign-in page first, before signing in.
+	visitAll(t, b, s, []page{{name: "login", path: "/login"}})
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	visitAll(t, b, s, pages)
+}
+
+func visitAll(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page) {
+	t.Helper()
+	docs := os.Getenv("STUDIO_DOCS_SCREENSHOTS") == "1"
+	for _, width := range []int64{1280, 390} {
+		for _, scheme := range []string{"light", "dark"} {
+			b.Emulate(width, scheme)
+			for _, p := range pages {
+				name := p.name + "-" + strconv.FormatInt(width, 10) + "-" + scheme
+				t.Run(name, func(t *testing.T) {
+					wait := p.wait
+					if wait == "" {
+						wait = "main"
+					}
+					b.Do(chromedp.Navigate(s.URL+p.path), chromedp.WaitVisible(chromedp.CSS("main")))
+					if len(p.fill) > 0 {
+						var first string
+						for sel, v := range p.fill {
+							b.Do(chromedp.SetValue(chromedp.CSS(sel), v))
+							first = sel
+						}
+						b.Do(chromedp.Evaluate[chromedp.Void](`document.querySelector(` + strconv.Quote(first) + `).form.requestSubmit()`))
+						b.Do(chromedp.Sleep(300e6), chromedp.WaitVisible(chromedp.CSS(wait)))
+					}
+					if extra, culprits := b.Overflow(); extra > 0 {
+						t.Errorf("%s at %d px is %d px wider than the screen: %s", p.path, width, extra, culprits)
+					}
+					if hidden := b.ControlsOutOfSight(); len(hidden) > 0 {
+						t.Errorf("%s at %d px has controls out of sight: %s", p.path, width, strings.Join(hidden, "; "))
+					}
+					// No rule is disabled: every page must pass all of them.
+					for _, v := range b.Axe(browsertest.WCAG21AA) {
+						t.Errorf("%s at %d px, %s: %s", p.path, width, scheme, v)
+					}
+					shot := b.Screenshot(name)
+					if docs && p.main && (scheme == "light" || p.name == "environment") {
+						png, err := os.ReadFile(shot)
+						if err == nil {
+							err = os.WriteFile(filepath.Join("..", "docs", "screenshots", name+".png"), png, 0o644)
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
