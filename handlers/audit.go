@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -32,7 +33,7 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	u := CurrentUser(ctx)
 	if u == nil {
-		return store.Errorf(store.Unauthorized, "Sign in first.")
+		return apperr.Errorf(apperr.Unauthorized, "Sign in first.")
 	}
 	envs, err := h.DB.AdminEnvironments(ctx, u)
 	if err != nil {
@@ -42,7 +43,7 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 	scope := "Every event of this installation."
 	if !u.IsAdmin {
 		if len(envs) == 0 {
-			return store.Errorf(store.Forbidden, "The audit log shows the events of the environments you administer, and you are not an admin of any.")
+			return apperr.Errorf(apperr.Forbidden, "The audit log shows the events of the environments you administer, and you are not an admin of any.")
 		}
 		for _, e := range envs {
 			q.EnvironmentIDs = append(q.EnvironmentIDs, e.ID)
@@ -60,14 +61,14 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 	if m.From != "" {
 		t, err := time.Parse(time.DateOnly, m.From)
 		if err != nil {
-			return store.Errorf(store.Invalid, "The date %q is not a date like 2026-11-30.", m.From)
+			return apperr.Errorf(apperr.Invalid, "The date %q is not a date like 2026-11-30.", m.From)
 		}
 		q.From = t
 	}
 	if m.To != "" {
 		t, err := time.Parse(time.DateOnly, m.To)
 		if err != nil {
-			return store.Errorf(store.Invalid, "The date %q is not a date like 2026-11-30.", m.To)
+			return apperr.Errorf(apperr.Invalid, "The date %q is not a date like 2026-11-30.", m.To)
 		}
 		q.To = t.AddDate(0, 0, 1)
 	}
@@ -79,7 +80,7 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if wantEnv != "" && q.EnvironmentID == 0 {
-		return store.Errorf(store.Invalid, "You can filter by the environments the list offers; %q is not one of them.", wantEnv)
+		return apperr.Errorf(apperr.Invalid, "You can filter by the environments the list offers; %q is not one of them.", wantEnv)
 	}
 	actions, err := h.DB.AuditActions(ctx, q)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -16,7 +17,7 @@ func ActorOf(r *http.Request) store.Actor {
 // RequireAdmin fails with Forbidden unless the user is an installation admin.
 func RequireAdmin(r *http.Request) error {
 	if u := CurrentUser(r.Context()); u == nil || !u.IsAdmin {
-		return store.Errorf(store.Forbidden, "Only installation admins can do this.")
+		return apperr.Errorf(apperr.Forbidden, "Only installation admins can do this.")
 	}
 	return nil
 }
@@ -30,12 +31,12 @@ func (b *Base) Environment(r *http.Request, want store.Role) (*store.Environment
 	ctx := r.Context()
 	u := CurrentUser(ctx)
 	if u == nil {
-		return nil, store.RoleNone, store.Errorf(store.Unauthorized, "Sign in first.")
+		return nil, store.RoleNone, apperr.Errorf(apperr.Unauthorized, "Sign in first.")
 	}
 	env, err := b.DB.EnvironmentByName(ctx, chi.URLParam(r, "project"), chi.URLParam(r, "env"))
 	if err != nil {
-		if store.ErrorCode(err) == store.NotFound && !u.IsAdmin {
-			return nil, store.RoleNone, store.Errorf(store.Forbidden, "You do not have access to this environment.")
+		if apperr.CodeOf(err) == apperr.NotFound && !u.IsAdmin {
+			return nil, store.RoleNone, apperr.Errorf(apperr.Forbidden, "You do not have access to this environment.")
 		}
 		return nil, store.RoleNone, err
 	}
@@ -44,10 +45,10 @@ func (b *Base) Environment(r *http.Request, want store.Role) (*store.Environment
 		return nil, store.RoleNone, err
 	}
 	if role == store.RoleNone {
-		return nil, role, store.Errorf(store.Forbidden, "You do not have access to this environment. An environment admin can add you.")
+		return nil, role, apperr.Errorf(apperr.Forbidden, "You do not have access to this environment. An environment admin can add you.")
 	}
 	if !role.Includes(want) {
-		return nil, role, store.Errorf(store.Forbidden, "This needs the %s role on %s/%s; you are a %s.", want, env.Project, env.Name, role)
+		return nil, role, apperr.Errorf(apperr.Forbidden, "This needs the %s role on %s/%s; you are a %s.", want, env.Project, env.Name, role)
 	}
 	return env, role, nil
 }

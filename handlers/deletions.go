@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -93,8 +94,8 @@ func (h *Deletions) DeleteEnvironment(w http.ResponseWriter, r *http.Request) er
 		return h.renderEnvironment(w, r, http.StatusUnprocessableEntity, env, z)
 	}
 	err = h.DB.DeleteEnvironment(r.Context(), ActorOf(r), env)
-	if store.ErrorCode(err) == store.Conflict {
-		z.Blocked = store.ErrorMessage(err)
+	if apperr.CodeOf(err) == apperr.Conflict {
+		z.Blocked = apperr.Message(err)
 		return h.renderEnvironment(w, r, http.StatusConflict, env, z)
 	}
 	if err != nil {
@@ -192,8 +193,8 @@ func (h *Deletions) DeleteProject(w http.ResponseWriter, r *http.Request) error 
 		return h.renderProject(w, r, http.StatusUnprocessableEntity, p, z)
 	}
 	err = h.DB.DeleteProject(r.Context(), ActorOf(r), p)
-	if store.ErrorCode(err) == store.Conflict {
-		z.Blocked = store.ErrorMessage(err)
+	if apperr.CodeOf(err) == apperr.Conflict {
+		z.Blocked = apperr.Message(err)
 		return h.renderProject(w, r, http.StatusConflict, p, z)
 	}
 	if err != nil {

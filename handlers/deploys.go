@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -23,7 +24,7 @@ func NewDeploys(b *Base, svc *runs.Service) *Deploys { return &Deploys{Base: b, 
 
 func (h *Deploys) service() (*runs.Service, error) {
 	if h.Runs == nil {
-		return nil, store.Errorf(store.Conflict, "Deploys are not available: this Studio has no value-encryption key configured.")
+		return nil, apperr.Errorf(apperr.Conflict, "Deploys are not available: this Studio has no value-encryption key configured.")
 	}
 	return h.Runs, nil
 }
@@ -35,7 +36,7 @@ func parseRevision(s string) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
-		return 0, store.Errorf(store.Invalid, "revision must be a revision number such as 3.")
+		return 0, apperr.Errorf(apperr.Invalid, "revision must be a revision number such as 3.")
 	}
 	return n, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
@@ -38,14 +39,14 @@ func (h *Environments) CreateEnvironment(w http.ResponseWriter, r *http.Request)
 	}
 	name := strings.TrimSpace(r.FormValue("name"))
 	env, err := h.DB.CreateEnvironment(r.Context(), ActorOf(r), p.ID, name)
-	if code := store.ErrorCode(err); code == store.Invalid || code == store.Conflict {
+	if code := apperr.CodeOf(err); code == apperr.Invalid || code == apperr.Conflict {
 		m, perr := NewProjects(h.Base).projectPage(r, p, role)
 		if perr != nil {
 			return perr
 		}
-		m.NewEnvironmentName, m.NewEnvironmentError = name, store.ErrorMessage(err)
+		m.NewEnvironmentName, m.NewEnvironmentError = name, apperr.Message(err)
 		status := http.StatusUnprocessableEntity
-		if code == store.Conflict {
+		if code == apperr.Conflict {
 			status = http.StatusConflict
 		}
 		return Render(w, r, status, views.Project(m))

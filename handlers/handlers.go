@@ -14,6 +14,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/alexedwards/scs/v2"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -135,5 +136,5 @@ func ParseForm(r *http.Request) error {
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return err
 	}
-	return store.Errorf(store.Invalid, "The form could not be read. Go back and send it again.")
+	return apperr.Errorf(apperr.Invalid, "The form could not be read. Go back and send it again.")
 }

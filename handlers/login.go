@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -89,14 +90,14 @@ func (h *Login) ShowLoginPage(w http.ResponseWriter, r *http.Request) error {
 func (h *Login) SignInLocal(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	if !h.LocalEnabled {
-		return store.Errorf(store.NotFound, "Local sign-in is turned off on this installation.")
+		return apperr.Errorf(apperr.NotFound, "Local sign-in is turned off on this installation.")
 	}
 	if blocked, err := h.refuseIfLimited(w, r); blocked {
 		return err
 	}
 	if err := h.DB.UseLoginToken(ctx, r.URL.Query().Get("token")); err != nil {
-		h.recordFailure(r, "local", map[string]any{"method": "local", "reason": store.ErrorMessage(err)})
-		return h.renderFailure(w, r, http.StatusUnauthorized, store.ErrorMessage(err))
+		h.recordFailure(r, "local", map[string]any{"method": "local", "reason": apperr.Message(err)})
+		return h.renderFailure(w, r, http.StatusUnauthorized, apperr.Message(err))
 	}
 	u, err := h.DB.UpsertSignIn(ctx, store.LocalIssuer, localAdminSubject, "", localAdminName, true)
 	if err != nil {

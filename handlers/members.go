@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -74,15 +75,15 @@ func (h *Members) AddMember(w http.ResponseWriter, r *http.Request) error {
 	}
 	role, err := store.ParseRole(form.Role)
 	if err != nil {
-		form.RoleError = store.ErrorMessage(err)
+		form.RoleError = apperr.Message(err)
 	}
 	if form.EmailError != "" || form.RoleError != "" {
 		return h.render(w, r, http.StatusUnprocessableEntity, env, form)
 	}
 	m, err := h.DB.AddMember(r.Context(), ActorOf(r), env, form.Email, role)
 	if err != nil {
-		if c := store.ErrorCode(err); c == store.Conflict || c == store.Invalid {
-			form.EmailError = store.ErrorMessage(err)
+		if c := apperr.CodeOf(err); c == apperr.Conflict || c == apperr.Invalid {
+			form.EmailError = apperr.Message(err)
 			return h.render(w, r, http.StatusUnprocessableEntity, env, form)
 		}
 		return err
@@ -143,7 +144,7 @@ func (h *Members) ShowRemoveMemberPage(w http.ResponseWriter, r *http.Request) e
 			}))
 		}
 	}
-	return store.Errorf(store.NotFound, "That person is not a member of this environment.")
+	return apperr.Errorf(apperr.NotFound, "That person is not a member of this environment.")
 }
 
 // RemoveMember takes a member's role away.
@@ -168,17 +169,17 @@ func (h *Members) RemoveMember(w http.ResponseWriter, r *http.Request) error {
 // with the members page, unchanged, and the reason at its top (409); other
 // errors pass through.
 func (h *Members) refused(w http.ResponseWriter, r *http.Request, env *store.Environment, err error) error {
-	if store.ErrorCode(err) != store.Conflict {
+	if apperr.CodeOf(err) != apperr.Conflict {
 		return err
 	}
-	h.Flash(r.Context(), "error", store.ErrorMessage(err))
+	h.Flash(r.Context(), "error", apperr.Message(err))
 	return h.render(w, r, http.StatusConflict, env, views.MemberForm{})
 }
 
 func memberParam(r *http.Request) (int64, error) {
 	id, err := strconv.ParseInt(chi.URLParam(r, "user"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, store.Errorf(store.NotFound, "That person is not a member of this environment.")
+		return 0, apperr.Errorf(apperr.NotFound, "That person is not a member of this environment.")
 	}
 	return id, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -65,8 +66,8 @@ func (h *Projects) CreateProject(w http.ResponseWriter, r *http.Request) error {
 		Name: def.Name, Description: def.Description, Source: form.Source,
 		Canonical: def.Canonical(), Hash: res.Hash, Summary: compiler.Summarize(nil, def),
 	})
-	if store.ErrorCode(err) == store.Conflict {
-		form.Error = store.ErrorMessage(err)
+	if apperr.CodeOf(err) == apperr.Conflict {
+		form.Error = apperr.Message(err)
 		return rerender(http.StatusConflict, form)
 	}
 	if err != nil {
@@ -201,8 +202,8 @@ func (h *Projects) AddRevision(w http.ResponseWriter, r *http.Request) error {
 		Name: def.Name, Description: def.Description, Source: form.Source,
 		Canonical: def.Canonical(), Hash: res.Hash, Summary: compiler.Summarize(DefinitionOf(latest), def),
 	})
-	if store.ErrorCode(err) == store.Invalid {
-		form.Error = store.ErrorMessage(err)
+	if apperr.CodeOf(err) == apperr.Invalid {
+		form.Error = apperr.Message(err)
 		return rerender(http.StatusUnprocessableEntity, form)
 	}
 	if err != nil {
@@ -223,12 +224,12 @@ func (b *Base) project(r *http.Request) (*store.Project, store.Role, error) {
 	ctx := r.Context()
 	u := CurrentUser(ctx)
 	if u == nil {
-		return nil, store.RoleNone, store.Errorf(store.Unauthorized, "Sign in first.")
+		return nil, store.RoleNone, apperr.Errorf(apperr.Unauthorized, "Sign in first.")
 	}
 	p, err := b.DB.ProjectByName(ctx, chi.URLParam(r, "project"))
 	if err != nil {
-		if store.ErrorCode(err) == store.NotFound && !u.IsAdmin {
-			return nil, store.RoleNone, store.Errorf(store.Forbidden, "You do not have access to this project.")
+		if apperr.CodeOf(err) == apperr.NotFound && !u.IsAdmin {
+			return nil, store.RoleNone, apperr.Errorf(apperr.Forbidden, "You do not have access to this project.")
 		}
 		return nil, store.RoleNone, err
 	}
@@ -237,14 +238,14 @@ func (b *Base) project(r *http.Request) (*store.Project, store.Role, error) {
 		return nil, store.RoleNone, err
 	}
 	if role == store.RoleNone {
-		return nil, role, store.Errorf(store.Forbidden, "You do not have access to this project. An environment admin can add you.")
+		return nil, role, apperr.Errorf(apperr.Forbidden, "You do not have access to this project. An environment admin can add you.")
 	}
 	return p, role, nil
 }
 
 func requireRevisionRole(role store.Role) error {
 	if !role.Includes(store.RoleAdmin) {
-		return store.Errorf(store.Forbidden, "Adding a revision needs the admin role on an environment of this project; you are a %s.", role)
+		return apperr.Errorf(apperr.Forbidden, "Adding a revision needs the admin role on an environment of this project; you are a %s.", role)
 	}
 	return nil
 }
@@ -256,7 +257,7 @@ func compilePostedManifest(r *http.Request, form *views.ManifestForm) (res *comp
 	src, err := manifestFromRequest(r)
 	form.Source = src
 	if err != nil {
-		form.Error = store.ErrorMessage(err)
+		form.Error = apperr.Message(err)
 		return nil, http.StatusBadRequest
 	}
 	res = compiler.Compile([]byte(src))
@@ -284,7 +285,7 @@ func manifestFromRequest(r *http.Request) (string, error) {
 					return "", err
 				}
 				if len(data) > MaxManifestBytes {
-					return "", store.Errorf(store.Invalid, "The file is larger than 1 MiB; a manifest may be at most 1 MiB.")
+					return "", apperr.Errorf(apperr.Invalid, "The file is larger than 1 MiB; a manifest may be at most 1 MiB.")
 				}
 				return string(data), nil
 			}
@@ -294,10 +295,10 @@ func manifestFromRequest(r *http.Request) (string, error) {
 	}
 	src := r.FormValue("manifest")
 	if strings.TrimSpace(src) == "" {
-		return "", store.Errorf(store.Invalid, "Paste a skali.yaml or choose the file.")
+		return "", apperr.Errorf(apperr.Invalid, "Paste a skali.yaml or choose the file.")
 	}
 	if len(src) > MaxManifestBytes {
-		return "", store.Errorf(store.Invalid, "A manifest may be at most 1 MiB.")
+		return "", apperr.Errorf(apperr.Invalid, "A manifest may be at most 1 MiB.")
 	}
 	return src, nil
 }
@@ -332,7 +333,7 @@ func (h *Projects) ShowRevisionPage(w http.ResponseWriter, r *http.Request) erro
 	}
 	n, err := strconv.Atoi(chi.URLParam(r, "n"))
 	if err != nil || n < 1 {
-		return store.Errorf(store.NotFound, "There is no revision %q.", chi.URLParam(r, "n"))
+		return apperr.Errorf(apperr.NotFound, "There is no revision %q.", chi.URLParam(r, "n"))
 	}
 	revs, err := h.DB.Revisions(ctx, p.ID)
 	if err != nil {
@@ -346,7 +347,7 @@ func (h *Projects) ShowRevisionPage(w http.ResponseWriter, r *http.Request) erro
 	}
 	rev := byNumber[n]
 	if rev == nil {
-		return store.Errorf(store.NotFound, "%s has no revision %d.", p.Name, n)
+		return apperr.Errorf(apperr.NotFound, "%s has no revision %d.", p.Name, n)
 	}
 	envs, err := h.DB.VisibleEnvironments(ctx, CurrentUser(ctx), p.ID)
 	if err != nil {

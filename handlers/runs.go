@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -44,14 +45,14 @@ func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
 func (h *Runs) run(r *http.Request, env *store.Environment) (*store.Run, error) {
 	id, err := strconv.ParseInt(chi.URLParam(r, "run"), 10, 64)
 	if err != nil || id < 1 {
-		return nil, store.Errorf(store.NotFound, "No such run.")
+		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
 	}
 	run, err := h.DB.RunByID(r.Context(), id)
 	if err != nil {
 		return nil, err
 	}
 	if run.EnvironmentID != env.ID {
-		return nil, store.Errorf(store.NotFound, "No such run.")
+		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
 	}
 	return run, nil
 }
@@ -94,7 +95,7 @@ func (h *Runs) CancelRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if h.Runs == nil {
-		return store.Errorf(store.Conflict, "Runs are not available on this Studio.")
+		return apperr.Errorf(apperr.Conflict, "Runs are not available on this Studio.")
 	}
 	if _, err := h.Runs.Cancel(r.Context(), ActorOf(r), env, run.ID); err != nil {
 		return err
@@ -114,7 +115,7 @@ func (h *Runs) CheckNow(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if h.Runs == nil {
-		return store.Errorf(store.Conflict, "Runs are not available on this Studio.")
+		return apperr.Errorf(apperr.Conflict, "Runs are not available on this Studio.")
 	}
 	results, err := h.Runs.CheckNow(r.Context(), ActorOf(r), env, strings.TrimSpace(r.PostForm.Get("domain")))
 	if err != nil {

@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/compiler/kinds"
-	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
 
@@ -93,7 +93,7 @@ func validateSource(r *http.Request) (text, picked string, err error) {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return "", "", err
 		}
-		return "", "", store.Errorf(store.Invalid, "The form could not be read. Go back and send it again.")
+		return "", "", apperr.Errorf(apperr.Invalid, "The form could not be read. Go back and send it again.")
 	}
 	f, fh, err := r.FormFile("manifest_file")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -207,7 +208,7 @@ func (h *Values) ImportValues(w http.ResponseWriter, r *http.Request) error {
 	}
 	entries, err := store.ParseDotenv(src)
 	if err != nil {
-		return rerender(store.ErrorMessage(err))
+		return rerender(apperr.Message(err))
 	}
 	if len(entries) == 0 {
 		return rerender("Paste the contents of a .env file: lines of NAME=value.")
@@ -217,8 +218,8 @@ func (h *Values) ImportValues(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	res, err := vault.ImportValues(ctx, ActorOf(r), env, shown.Contract, entries)
-	if store.ErrorCode(err) == store.Invalid {
-		return rerender(store.ErrorMessage(err) + " Nothing was changed.")
+	if apperr.CodeOf(err) == apperr.Invalid {
+		return rerender(apperr.Message(err) + " Nothing was changed.")
 	}
 	if err != nil {
 		return err
@@ -285,7 +286,7 @@ func (h *Values) ShowDeleteValuePage(w http.ResponseWriter, r *http.Request) err
 			}))
 		}
 	}
-	return store.Errorf(store.NotFound, "%s has no stored value in %s.", name, env.Name)
+	return apperr.Errorf(apperr.NotFound, "%s has no stored value in %s.", name, env.Name)
 }
 
 // DeleteValue deletes one value after confirmation.

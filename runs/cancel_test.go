@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
@@ -60,7 +61,7 @@ func TestCancelLetsARunningReleaseCommandFinishThenStops(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d cancel audit records", n)
 	}
-	if _, err := svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); store.ErrorCode(err) != store.Conflict {
+	if _, err := svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); apperr.CodeOf(err) != apperr.Conflict {
 		t.Fatalf("cancelling a finished run: %v", err)
 	}
 }

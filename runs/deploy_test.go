@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 )
@@ -209,7 +210,7 @@ func TestRenamedRouteKeepsServingTheOldCertificate(t *testing.T) {
 	// Renamed again: the reconciler stops probing docs.test, which nothing uses.
 	f.setValue("APP_DOMAIN", "notes.test")
 	f.execute(f.deploy(runs.DeployRequest{Redeploy: true}).ID)
-	if _, err := f.db.CertificateFor(f.ctx, f.env.ID, "docs.test"); store.ErrorCode(err) != store.NotFound {
+	if _, err := f.db.CertificateFor(f.ctx, f.env.ID, "docs.test"); apperr.CodeOf(err) != apperr.NotFound {
 		t.Fatalf("docs.test is still tracked: %v", err)
 	}
 	if c := f.certificate("wiki.test"); c.State != store.CertIssued {
@@ -450,7 +451,7 @@ func TestDeployRefusals(t *testing.T) {
 		t.Fatalf("audit detail %s", detail)
 	}
 	// One deploy at a time.
-	if _, err := f.svc.StartDeploy(f.ctx, store.Actor{}, f.reloadEnv(), runs.DeployRequest{Revision: 1, Redeploy: true}); store.ErrorCode(err) != store.Conflict {
+	if _, err := f.svc.StartDeploy(f.ctx, store.Actor{}, f.reloadEnv(), runs.DeployRequest{Revision: 1, Redeploy: true}); apperr.CodeOf(err) != apperr.Conflict {
 		t.Fatalf("second deploy while run %d is unfinished: %v", run.ID, err)
 	}
 }

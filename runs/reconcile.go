@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -102,7 +103,7 @@ func (s *Service) CheckNow(ctx context.Context, a store.Actor, env *store.Enviro
 		}
 	}
 	if domain != "" && len(todo) == 0 {
-		return nil, store.Errorf(store.Invalid, "%s is not a deferred or failed domain of %s.", domain, env.Name)
+		return nil, apperr.Errorf(apperr.Invalid, "%s is not a deferred or failed domain of %s.", domain, env.Name)
 	}
 	var names []string
 	for _, c := range todo {

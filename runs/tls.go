@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -30,7 +31,7 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 	}
 	deadline := td.Deadline
 	cert, err := r.DB.CertificateFor(ctx, rc.env.ID, td.Domain)
-	if err != nil && store.ErrorCode(err) != store.NotFound {
+	if err != nil && apperr.CodeOf(err) != apperr.NotFound {
 		return stepResult{}, err
 	}
 	if cert == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/skali-dev/studio/apperr"
 )
 
 // Certificate states.
@@ -53,7 +54,7 @@ func scanCertificate(row pgx.Row) (*Certificate, error) {
 	err := row.Scan(&c.EnvironmentID, &c.Domain, &c.Route, &c.State, &c.Attempts, &c.Failures, &c.LastFailureAt, &c.Reason, &c.NextRetryAt,
 		&c.RateLimitedUntil, &c.BypassedFailures, &c.Serial, &c.NotBefore, &c.NotAfter, &c.CertificatePEM, &c.ProbedAt, &c.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, Errorf(NotFound, "No certificate for this domain.")
+		return nil, apperr.Errorf(apperr.NotFound, "No certificate for this domain.")
 	}
 	if err != nil {
 		return nil, err
@@ -82,7 +83,7 @@ func upsertCertificate(ctx context.Context, tx pgx.Tx, c *Certificate, now time.
 // CertificateFor returns the certificate state of the environment's domain.
 func (db *DB) CertificateFor(ctx context.Context, envID int64, domain string) (*Certificate, error) {
 	c, err := scanCertificate(db.Pool.QueryRow(ctx, `SELECT `+certificateColumns+` FROM certificates WHERE environment_id = $1 AND domain = $2`, envID, domain))
-	if err != nil && ErrorCode(err) != NotFound {
+	if err != nil && apperr.CodeOf(err) != apperr.NotFound {
 		return nil, fmt.Errorf("store: certificate: %w", err)
 	}
 	return c, err
@@ -95,7 +96,7 @@ func (db *DB) IssuedForRoute(ctx context.Context, envID int64, route, domain str
 		SELECT `+certificateColumns+` FROM certificates
 		WHERE environment_id = $1 AND route = $2 AND domain <> $3 AND serial <> '' AND not_after > $4
 		ORDER BY updated_at DESC LIMIT 1`, envID, route, domain, db.Now()))
-	if ErrorCode(err) == NotFound {
+	if apperr.CodeOf(err) == apperr.NotFound {
 		return nil, nil
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
 )
@@ -41,11 +42,11 @@ func TestDeleteEnvironmentAndProject(t *testing.T) {
 	if busy, err := db.RunInProgress(ctx, env.ID); err != nil || !busy {
 		t.Fatalf("RunInProgress = %v, %v; want true", busy, err)
 	}
-	if err := db.DeleteEnvironment(ctx, a, env); store.ErrorCode(err) != store.Conflict {
-		t.Fatalf("delete with a run in progress: code %q, want conflict", store.ErrorCode(err))
+	if err := db.DeleteEnvironment(ctx, a, env); apperr.CodeOf(err) != apperr.Conflict {
+		t.Fatalf("delete with a run in progress: code %q, want conflict", apperr.CodeOf(err))
 	}
-	if err := db.DeleteProject(ctx, a, p); store.ErrorCode(err) != store.Conflict {
-		t.Fatalf("delete a project with an environment: code %q, want conflict", store.ErrorCode(err))
+	if err := db.DeleteProject(ctx, a, p); apperr.CodeOf(err) != apperr.Conflict {
+		t.Fatalf("delete a project with an environment: code %q, want conflict", apperr.CodeOf(err))
 	}
 	if _, err := db.Pool.Exec(ctx, `UPDATE runs SET status = 'succeeded', finished_at = now()`); err != nil {
 		t.Fatal(err)
@@ -59,8 +60,8 @@ func TestDeleteEnvironmentAndProject(t *testing.T) {
 	if n := count(`SELECT count(*) FROM audit_events WHERE environment = 'production' AND environment_id IS NULL`); n != 2 {
 		t.Errorf("audit records of the deleted environment = %d, want its creation and its deletion", n)
 	}
-	if err := db.DeleteEnvironment(ctx, a, env); store.ErrorCode(err) != store.NotFound {
-		t.Errorf("deleting it again: code %q, want not found", store.ErrorCode(err))
+	if err := db.DeleteEnvironment(ctx, a, env); apperr.CodeOf(err) != apperr.NotFound {
+		t.Errorf("deleting it again: code %q, want not found", apperr.CodeOf(err))
 	}
 	if err := db.DeleteProject(ctx, a, p); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/skali-dev/studio/apperr"
 )
 
 // DotenvEntry is one NAME=value of a dotenv file, with the line it starts on.
@@ -21,7 +23,7 @@ type DotenvEntry struct {
 // \r \t \" \\ \$ that may span lines. There is no variable expansion: ${X}
 // in a value stays as written. A name set twice is an error naming its lines.
 //
-// Errors are Invalid, name the line and never quote the text of the file:
+// Errors are apperr.Invalid, name the line and never quote the text of the file:
 // a malformed line may well be a secret pasted on its own.
 func ParseDotenv(src string) ([]DotenvEntry, error) {
 	p := &dotenvParser{src: strings.ReplaceAll(strings.TrimPrefix(src, "\ufeff"), "\r\n", "\n"), line: 1}
@@ -59,7 +61,7 @@ func ParseDotenv(src string) ([]DotenvEntry, error) {
 			}
 			parts = append(parts, fmt.Sprintf("%s is set on lines %s", n, joinAnd(ls)))
 		}
-		return nil, Errorf(Invalid, "Each name may appear once: %s. Remove the extra lines and import again; nothing was changed.", strings.Join(parts, "; "))
+		return nil, apperr.Errorf(apperr.Invalid, "Each name may appear once: %s. Remove the extra lines and import again; nothing was changed.", strings.Join(parts, "; "))
 	}
 	return out, nil
 }
@@ -81,7 +83,7 @@ func (p *dotenvParser) eof() bool  { return p.pos >= len(p.src) }
 func (p *dotenvParser) peek() byte { return p.src[p.pos] }
 
 func (p *dotenvParser) errorf(line int, format string, args ...any) error {
-	return Errorf(Invalid, "Line %d: %s. Nothing was changed.", line, fmt.Sprintf(format, args...))
+	return apperr.Errorf(apperr.Invalid, "Line %d: %s. Nothing was changed.", line, fmt.Sprintf(format, args...))
 }
 
 // skipBlank skips whitespace including newlines.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 )
 
@@ -33,7 +34,7 @@ func scanEnvironment(row pgx.Row) (*Environment, error) {
 	var e Environment
 	err := row.Scan(&e.ID, &e.ProjectID, &e.Project, &e.Name, &e.State, &e.ActiveRevisionID, &e.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, Errorf(NotFound, "No such environment.")
+		return nil, apperr.Errorf(apperr.NotFound, "No such environment.")
 	}
 	if err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func collectEnvironment(row pgx.CollectableRow) (Environment, error) {
 // audit record.
 func (db *DB) CreateEnvironment(ctx context.Context, a Actor, projectID int64, name string) (*Environment, error) {
 	if !ValidEnvironmentName(name) {
-		return nil, Errorf(Invalid, "Use lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen (at most 63), like production or staging-eu.")
+		return nil, apperr.Errorf(apperr.Invalid, "Use lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen (at most 63), like production or staging-eu.")
 	}
 	var env *Environment
 	err := db.InTx(ctx, func(tx pgx.Tx) error {
@@ -62,7 +63,7 @@ func (db *DB) CreateEnvironment(ctx context.Context, a Actor, projectID int64, n
 		err := tx.QueryRow(ctx, `INSERT INTO environments (project_id, name, created_by) VALUES ($1, $2, $3) RETURNING id`,
 			projectID, name, a.userID()).Scan(&id)
 		if isUniqueViolation(err) {
-			return Errorf(Conflict, "This project already has an environment named %q.", name)
+			return apperr.Errorf(apperr.Conflict, "This project already has an environment named %q.", name)
 		}
 		if err != nil {
 			return err
@@ -80,14 +81,14 @@ func (db *DB) CreateEnvironment(ctx context.Context, a Actor, projectID int64, n
 	return env, nil
 }
 
-// EnvironmentByName returns the environment of the project, or NotFound.
+// EnvironmentByName returns the environment of the project, or apperr.NotFound.
 func (db *DB) EnvironmentByName(ctx context.Context, project, name string) (*Environment, error) {
 	env, err := scanEnvironment(db.Pool.QueryRow(ctx, `
 		SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id
 		WHERE p.name = $1 AND e.name = $2`, project, name))
 	if err != nil {
-		if ErrorCode(err) == NotFound {
-			return nil, Errorf(NotFound, "Project %q has no environment named %q.", project, name)
+		if apperr.CodeOf(err) == apperr.NotFound {
+			return nil, apperr.Errorf(apperr.NotFound, "Project %q has no environment named %q.", project, name)
 		}
 		return nil, fmt.Errorf("store: environment by name: %w", err)
 	}
@@ -121,7 +122,7 @@ func (db *DB) VisibleEnvironments(ctx context.Context, u *User, projectID int64)
 // DeleteEnvironment deletes the environment with its values, memberships and
 // finished runs, keeping its audit records (their environment_id becomes
 // NULL; they keep the project and environment names), and records the
-// deletion. It refuses with Conflict while a run of the environment is in
+// deletion. It refuses with apperr.Conflict while a run of the environment is in
 // progress: the row lock taken here makes a run started meanwhile wait, and
 // a run that is not finished must not lose the environment under it.
 func (db *DB) DeleteEnvironment(ctx context.Context, a Actor, env *Environment) error {
@@ -129,7 +130,7 @@ func (db *DB) DeleteEnvironment(ctx context.Context, a Actor, env *Environment) 
 		var id int64
 		err := tx.QueryRow(ctx, `SELECT id FROM environments WHERE id = $1 FOR UPDATE`, env.ID).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return Errorf(NotFound, "Project %q has no environment named %q.", env.Project, env.Name)
+			return apperr.Errorf(apperr.NotFound, "Project %q has no environment named %q.", env.Project, env.Name)
 		}
 		if err != nil {
 			return err
@@ -143,7 +144,7 @@ func (db *DB) DeleteEnvironment(ctx context.Context, a Actor, env *Environment) 
 			return err
 		}
 		if running > 0 {
-			return Errorf(Conflict, "%s/%s cannot be deleted while a run of it is in progress. Wait for it to finish, or cancel it, then delete the environment.", env.Project, env.Name)
+			return apperr.Errorf(apperr.Conflict, "%s/%s cannot be deleted while a run of it is in progress. Wait for it to finish, or cancel it, then delete the environment.", env.Project, env.Name)
 		}
 		// The record goes in first: its environment_id is set to NULL by
 		// the delete below, and the names stay readable in the log.

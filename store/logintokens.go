@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"time"
+
+	"github.com/skali-dev/studio/apperr"
 )
 
 // LoginTokenTTL is how long a local sign-in link stays valid.
@@ -31,7 +33,7 @@ func (db *DB) CreateLoginToken(ctx context.Context) (string, error) {
 }
 
 // UseLoginToken consumes a local sign-in token: it succeeds once, within its
-// lifetime, and fails with an Unauthorized error that says why otherwise.
+// lifetime, and fails with an apperr.Unauthorized error that says why otherwise.
 func (db *DB) UseLoginToken(ctx context.Context, token string) error {
 	sum := sha256.Sum256([]byte(token))
 	now := db.Now().UTC()
@@ -49,10 +51,10 @@ func (db *DB) UseLoginToken(ctx context.Context, token string) error {
 	err = db.Pool.QueryRow(ctx, `SELECT used_at IS NOT NULL, expires_at FROM login_tokens WHERE token_hash = $1`, sum[:]).Scan(&used, &expires)
 	switch {
 	case err != nil:
-		return Errorf(Unauthorized, "This sign-in link is not valid. Run 'studio login-link' for a new one.")
+		return apperr.Errorf(apperr.Unauthorized, "This sign-in link is not valid. Run 'studio login-link' for a new one.")
 	case used:
-		return Errorf(Unauthorized, "This sign-in link has already been used. Run 'studio login-link' for a new one.")
+		return apperr.Errorf(apperr.Unauthorized, "This sign-in link has already been used. Run 'studio login-link' for a new one.")
 	default:
-		return Errorf(Unauthorized, "This sign-in link expired at %s. Run 'studio login-link' for a new one.", expires.UTC().Format("15:04 UTC"))
+		return apperr.Errorf(apperr.Unauthorized, "This sign-in link expired at %s. Run 'studio login-link' for a new one.", expires.UTC().Format("15:04 UTC"))
 	}
 }

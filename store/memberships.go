@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/skali-dev/studio/apperr"
 )
 
 // Role is what a user may do on one environment.
@@ -40,13 +41,13 @@ func (r Role) rank() int {
 // Includes reports whether r grants at least what want grants.
 func (r Role) Includes(want Role) bool { return r.rank() >= want.rank() }
 
-// ParseRole returns the role named s, or an Invalid error.
+// ParseRole returns the role named s, or an apperr.Invalid error.
 func ParseRole(s string) (Role, error) {
 	switch r := Role(s); r {
 	case RoleViewer, RoleDeployer, RoleAdmin:
 		return r, nil
 	}
-	return RoleNone, Errorf(Invalid, "Choose a role: admin, deployer or viewer.")
+	return RoleNone, apperr.Errorf(apperr.Invalid, "Choose a role: admin, deployer or viewer.")
 }
 
 // EnvironmentRole returns the user's role on the environment: RoleAdmin for
@@ -123,7 +124,7 @@ func ValidEmail(s string) bool {
 func (db *DB) AddMember(ctx context.Context, a Actor, env *Environment, email string, role Role) (*Member, error) {
 	email = strings.TrimSpace(email)
 	if !ValidEmail(email) {
-		return nil, Errorf(Invalid, "Enter an email address, like ada@example.com.")
+		return nil, apperr.Errorf(apperr.Invalid, "Enter an email address, like ada@example.com.")
 	}
 	if _, err := ParseRole(string(role)); err != nil {
 		return nil, err
@@ -153,7 +154,7 @@ func (db *DB) AddMember(ctx context.Context, a Actor, env *Environment, email st
 		var existing string
 		err = tx.QueryRow(ctx, `SELECT role FROM memberships WHERE environment_id = $1 AND user_id = $2`, env.ID, id).Scan(&existing)
 		if err == nil {
-			return Errorf(Conflict, "%s is already a member of %s/%s (%s). Change their role in the list instead.", email, env.Project, env.Name, existing)
+			return apperr.Errorf(apperr.Conflict, "%s is already a member of %s/%s (%s). Change their role in the list instead.", email, env.Project, env.Name, existing)
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
@@ -183,7 +184,7 @@ func memberTx(ctx context.Context, tx pgx.Tx, environmentID, userID int64) (*Mem
 		WHERE m.environment_id = $1 AND m.user_id = $2`, environmentID, userID).
 		Scan(&m.UserID, &m.Email, &m.Name, &m.Subject, &m.Role, &m.Pending, &m.LastSignIn, &m.AddedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, Errorf(NotFound, "That person is not a member of this environment.")
+		return nil, apperr.Errorf(apperr.NotFound, "That person is not a member of this environment.")
 	}
 	if err != nil {
 		return nil, err
@@ -246,7 +247,7 @@ func keepAnAdmin(ctx context.Context, tx pgx.Tx, a Actor, env *Environment, m *M
 		return err
 	}
 	if others == 0 {
-		return Errorf(Conflict, "%s is the last admin of %s/%s. Make someone else an admin first.", m.DisplayName(), env.Project, env.Name)
+		return apperr.Errorf(apperr.Conflict, "%s is the last admin of %s/%s. Make someone else an admin first.", m.DisplayName(), env.Project, env.Name)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 )
 
@@ -69,7 +70,7 @@ func (db *DB) CreateProject(ctx context.Context, a Actor, nr NewRevision) (*Proj
 			RETURNING id, name, description, created_at`, nr.Name, nr.Description, a.userID()).
 			Scan(&p.ID, &p.Name, &p.Description, &p.CreatedAt)
 		if isUniqueViolation(err) {
-			return Errorf(Conflict, "A project named %q already exists. Open it and add this manifest as a new revision.", nr.Name)
+			return apperr.Errorf(apperr.Conflict, "A project named %q already exists. Open it and add this manifest as a new revision.", nr.Name)
 		}
 		if err != nil {
 			return err
@@ -95,12 +96,12 @@ func (db *DB) AddRevision(ctx context.Context, a Actor, projectID int64, nr NewR
 		var name string
 		if err := tx.QueryRow(ctx, `SELECT name FROM projects WHERE id = $1 FOR UPDATE`, projectID).Scan(&name); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
-				return Errorf(NotFound, "No such project.")
+				return apperr.Errorf(apperr.NotFound, "No such project.")
 			}
 			return err
 		}
 		if nr.Name != name {
-			return Errorf(Invalid, "This manifest is named %q, but the project is %q. The manifest's name must match its project.", nr.Name, name)
+			return apperr.Errorf(apperr.Invalid, "This manifest is named %q, but the project is %q. The manifest's name must match its project.", nr.Name, name)
 		}
 		var latestNumber int
 		var latestHash string
@@ -149,7 +150,7 @@ func scanRevision(row pgx.Row) (*Revision, error) {
 	var def []byte
 	err := row.Scan(&r.ID, &r.ProjectID, &r.Number, &r.Source, &r.Hash, &r.Summary, &r.CreatedBy, &r.CreatedAt, &def)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, Errorf(NotFound, "No such revision.")
+		return nil, apperr.Errorf(apperr.NotFound, "No such revision.")
 	}
 	if err != nil {
 		return nil, err
@@ -160,13 +161,13 @@ func scanRevision(row pgx.Row) (*Revision, error) {
 	return &r, nil
 }
 
-// ProjectByName returns the project, or a NotFound error.
+// ProjectByName returns the project, or a apperr.NotFound error.
 func (db *DB) ProjectByName(ctx context.Context, name string) (*Project, error) {
 	var p Project
 	err := db.Pool.QueryRow(ctx, `SELECT id, name, description, created_at FROM projects WHERE name = $1`, name).
 		Scan(&p.ID, &p.Name, &p.Description, &p.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, Errorf(NotFound, "There is no project named %q.", name)
+		return nil, apperr.Errorf(apperr.NotFound, "There is no project named %q.", name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: project by name: %w", err)
@@ -268,7 +269,7 @@ func (db *DB) DeleteProject(ctx context.Context, a Actor, p *Project) error {
 		var revisions int
 		err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM revisions WHERE project_id = p.id) FROM projects p WHERE p.id = $1 FOR UPDATE`, p.ID).Scan(&revisions)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return Errorf(NotFound, "There is no project named %q.", p.Name)
+			return apperr.Errorf(apperr.NotFound, "There is no project named %q.", p.Name)
 		}
 		if err != nil {
 			return err
@@ -279,7 +280,7 @@ func (db *DB) DeleteProject(ctx context.Context, a Actor, p *Project) error {
 			return err
 		}
 		if len(envs) > 0 {
-			return Errorf(Conflict, "%s still has %d %s (%s). Delete %s first.", p.Name, len(envs),
+			return apperr.Errorf(apperr.Conflict, "%s still has %d %s (%s). Delete %s first.", p.Name, len(envs),
 				map[bool]string{true: "environment", false: "environments"}[len(envs) == 1], joinAnd(envs),
 				map[bool]string{true: "it", false: "them"}[len(envs) == 1])
 		}
@@ -298,12 +299,12 @@ func (db *DB) DeleteProject(ctx context.Context, a Actor, p *Project) error {
 	return nil
 }
 
-// RevisionByNumber returns the project's revision number n, or NotFound.
+// RevisionByNumber returns the project's revision number n, or apperr.NotFound.
 func (db *DB) RevisionByNumber(ctx context.Context, projectID int64, n int) (*Revision, error) {
 	r, err := scanRevision(db.Pool.QueryRow(ctx, `SELECT `+revisionColumns+` FROM revisions r WHERE project_id = $1 AND number = $2`, projectID, n))
 	if err != nil {
-		if ErrorCode(err) == NotFound {
-			return nil, Errorf(NotFound, "This project has no revision %d.", n)
+		if apperr.CodeOf(err) == apperr.NotFound {
+			return nil, apperr.Errorf(apperr.NotFound, "This project has no revision %d.", n)
 		}
 		return nil, fmt.Errorf("store: revision by number: %w", err)
 	}

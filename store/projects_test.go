@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
 )
@@ -27,8 +28,8 @@ func TestProjectsAndEnvironmentsAreVisibleOnlyToMembers(t *testing.T) {
 	if rev.Number != 1 || rev.CreatedBy != "Ada" {
 		t.Errorf("first revision = #%d by %q, want #1 by Ada", rev.Number, rev.CreatedBy)
 	}
-	if _, _, err := db.CreateProject(ctx, a, store.NewRevision{Name: "wiki", Canonical: []byte(`{}`), Hash: "sha256:2"}); store.ErrorCode(err) != store.Conflict {
-		t.Errorf("second project named wiki: error code %q, want conflict", store.ErrorCode(err))
+	if _, _, err := db.CreateProject(ctx, a, store.NewRevision{Name: "wiki", Canonical: []byte(`{}`), Hash: "sha256:2"}); apperr.CodeOf(err) != apperr.Conflict {
+		t.Errorf("second project named wiki: error code %q, want conflict", apperr.CodeOf(err))
 	}
 	_, unchanged, err := db.AddRevision(ctx, a, p.ID, store.NewRevision{Name: "wiki", Canonical: []byte(`{"name":"wiki"}`), Hash: "sha256:1"})
 	if err != nil || !unchanged {
@@ -45,8 +46,8 @@ func TestProjectsAndEnvironmentsAreVisibleOnlyToMembers(t *testing.T) {
 	if _, err := db.CreateEnvironment(ctx, a, p.ID, "staging"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CreateEnvironment(ctx, a, p.ID, "Bad_Name"); store.ErrorCode(err) != store.Invalid {
-		t.Errorf("environment Bad_Name: code %q, want invalid", store.ErrorCode(err))
+	if _, err := db.CreateEnvironment(ctx, a, p.ID, "Bad_Name"); apperr.CodeOf(err) != apperr.Invalid {
+		t.Errorf("environment Bad_Name: code %q, want invalid", apperr.CodeOf(err))
 	}
 
 	if got, _ := db.VisibleProjects(ctx, bob); len(got) != 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/skali-dev/studio/apperr"
 )
 
 // Run statuses. A run is pending until an executor takes it, running or
@@ -121,7 +122,7 @@ func (db *DB) CreateRun(ctx context.Context, a Actor, env *Environment, nr NewRu
 			var other int64
 			err := tx.QueryRow(ctx, `SELECT id FROM runs WHERE environment_id = $1 AND kind = 'deploy' AND finished_at IS NULL ORDER BY id LIMIT 1`, env.ID).Scan(&other)
 			if err == nil {
-				return Errorf(Conflict, "Deploy run %d of %s is still in progress. Wait for it to finish or cancel it first.", other, env.Name)
+				return apperr.Errorf(apperr.Conflict, "Deploy run %d of %s is still in progress. Wait for it to finish or cancel it first.", other, env.Name)
 			}
 			if !errors.Is(err, pgx.ErrNoRows) {
 				return err
@@ -200,7 +201,7 @@ func scanRun(row pgx.Row) (*Run, error) {
 	err := row.Scan(&r.ID, &r.EnvironmentID, &r.Kind, &r.Status, &r.Reason, &r.CancelRequested, &r.RevisionID, &r.FromRevisionID,
 		&r.Revision, &r.FromRevision, &r.CreatedBy, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.JobID, &r.Detail)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, Errorf(NotFound, "No such run.")
+		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
 	}
 	if err != nil {
 		return nil, err
@@ -427,13 +428,13 @@ func (db *DB) RequestCancel(ctx context.Context, a Actor, env *Environment, runI
 			UPDATE runs SET cancel_requested = true WHERE id = $1 AND environment_id = $2
 			RETURNING finished_at IS NOT NULL`, runID, env.ID).Scan(&finished)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return Errorf(NotFound, "No such run.")
+			return apperr.Errorf(apperr.NotFound, "No such run.")
 		}
 		if err != nil {
 			return err
 		}
 		if finished {
-			return Errorf(Conflict, "Run %d has already finished.", runID)
+			return apperr.Errorf(apperr.Conflict, "Run %d has already finished.", runID)
 		}
 		e := a.event("run.cancel_requested")
 		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, fmt.Sprintf("run %d", runID)

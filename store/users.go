@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/skali-dev/studio/apperr"
 )
 
 // LocalIssuer is the issuer of the built-in local administrator, who signs in
@@ -54,7 +55,7 @@ func scanUser(row pgx.Row) (*User, error) {
 	var u User
 	err := row.Scan(&u.ID, &u.Issuer, &u.Subject, &u.Email, &u.Name, &u.IsAdmin, &u.CreatedAt, &u.LastSignIn)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, Errorf(NotFound, "No such user.")
+		return nil, apperr.Errorf(apperr.NotFound, "No such user.")
 	}
 	if err != nil {
 		return nil, err
@@ -62,7 +63,7 @@ func scanUser(row pgx.Row) (*User, error) {
 	return &u, nil
 }
 
-// UserByID returns the user with the id, or a NotFound error.
+// UserByID returns the user with the id, or a apperr.NotFound error.
 func (db *DB) UserByID(ctx context.Context, id int64) (*User, error) {
 	u, err := scanUser(db.Pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
 	if err != nil {

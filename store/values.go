@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 )
 
@@ -280,7 +281,7 @@ func (s slot) set() bool { return s.exists && s.ciphertext != nil }
 // The slot's row must exist and be locked (lockSlots).
 func (v *Vault) write(ctx context.Context, tx pgx.Tx, a Actor, keyID string, envID int64, name, value string, s slot) (int, error) {
 	if p := ValueProblem(value); p != "" {
-		return 0, Errorf(Invalid, "%s: %s", name, p)
+		return 0, apperr.Errorf(apperr.Invalid, "%s: %s", name, p)
 	}
 	version := s.version + 1
 	nonce, ct, err := v.keys.seal(keyID, envID, name, version, []byte(value))
@@ -307,10 +308,10 @@ func envEvent(a Actor, action string, env *Environment) AuditEvent {
 // string is a real value) and records value.set with the name and version.
 func (v *Vault) SetValue(ctx context.Context, a Actor, env *Environment, name, value string) (int, error) {
 	if p := ValueNameProblem(name); p != "" {
-		return 0, Errorf(Invalid, "%s", p)
+		return 0, apperr.Errorf(apperr.Invalid, "%s", p)
 	}
 	if p := ValueProblem(value); p != "" {
-		return 0, Errorf(Invalid, "%s", p)
+		return 0, apperr.Errorf(apperr.Invalid, "%s", p)
 	}
 	var version int
 	err := v.db.InTx(ctx, func(tx pgx.Tx) error {
@@ -346,7 +347,7 @@ func (v *Vault) DeleteValue(ctx context.Context, a Actor, env *Environment, name
 			return err
 		}
 		if !s.set() {
-			return Errorf(NotFound, "%s has no stored value in %s.", name, env.Name)
+			return apperr.Errorf(apperr.NotFound, "%s has no stored value in %s.", name, env.Name)
 		}
 		if err := clearSlot(ctx, tx, a, env.ID, name); err != nil {
 			return err
@@ -436,10 +437,10 @@ func (v *Vault) ImportValues(ctx context.Context, a Actor, env *Environment, c c
 	var keep []DotenvEntry
 	for _, en := range entries {
 		if seen[en.Name] {
-			return ImportResult{}, Errorf(Invalid, "%s appears more than once.", en.Name)
+			return ImportResult{}, apperr.Errorf(apperr.Invalid, "%s appears more than once.", en.Name)
 		}
 		if p := ValueProblem(en.Value); p != "" {
-			return ImportResult{}, Errorf(Invalid, "Line %d, %s: %s", en.Line, en.Name, p)
+			return ImportResult{}, apperr.Errorf(apperr.Invalid, "Line %d, %s: %s", en.Line, en.Name, p)
 		}
 		seen[en.Name] = true
 		if References(c, en.Name) {

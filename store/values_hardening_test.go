@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/store"
 )
@@ -86,8 +87,8 @@ func TestValueNamesAndValuesAreBounded(t *testing.T) {
 	for _, n := range []int{256, 2800, 100000} {
 		name := strings.Repeat("N", n)
 		_, err := f.vault.SetValue(ctx, f.actor, f.env, name, "x")
-		if store.ErrorCode(err) != store.Invalid {
-			t.Errorf("a name of %d characters: error code %q, want invalid", n, store.ErrorCode(err))
+		if apperr.CodeOf(err) != apperr.Invalid {
+			t.Errorf("a name of %d characters: error code %q, want invalid", n, apperr.CodeOf(err))
 		}
 		if err != nil && strings.Contains(err.Error(), strings.Repeat("N", 64)) {
 			t.Errorf("the error for a name of %d characters quotes the name", n)
@@ -96,8 +97,8 @@ func TestValueNamesAndValuesAreBounded(t *testing.T) {
 	if _, err := f.vault.SetValue(ctx, f.actor, f.env, strings.Repeat("N", 255), "x"); err != nil {
 		t.Errorf("a name of 255 characters: %v, want it stored", err)
 	}
-	if _, err := f.vault.SetValue(ctx, f.actor, f.env, "WITH_NUL", "a\x00b"); store.ErrorCode(err) != store.Invalid {
-		t.Errorf("a value with a NUL byte: error code %q, want invalid", store.ErrorCode(err))
+	if _, err := f.vault.SetValue(ctx, f.actor, f.env, "WITH_NUL", "a\x00b"); apperr.CodeOf(err) != apperr.Invalid {
+		t.Errorf("a value with a NUL byte: error code %q, want invalid", apperr.CodeOf(err))
 	}
 	for _, v := range []string{"line one\nline two", "bell\x07 and tab\t", ""} {
 		if _, err := f.vault.SetValue(ctx, f.actor, f.env, "MULTI", v); err != nil {
@@ -106,11 +107,11 @@ func TestValueNamesAndValuesAreBounded(t *testing.T) {
 	}
 
 	_, err := store.ParseDotenv("OK=1\n" + strings.Repeat("L", 300) + "=x\n")
-	if msg := store.ErrorMessage(err); !strings.Contains(msg, "Line 2") || !strings.Contains(msg, "255") || strings.Contains(msg, strings.Repeat("L", 32)) {
+	if msg := apperr.Message(err); !strings.Contains(msg, "Line 2") || !strings.Contains(msg, "255") || strings.Contains(msg, strings.Repeat("L", 32)) {
 		t.Errorf("import of a 300-character name: %q, want line 2 and the limit, without the name", msg)
 	}
 	_, err = store.ParseDotenv("OK=1\nSECRET=\"a\\\nb\"\nBAD=\"x\x00y\"\n")
-	if msg := store.ErrorMessage(err); !strings.Contains(msg, "Line 4") || !strings.Contains(msg, "NUL") {
+	if msg := apperr.Message(err); !strings.Contains(msg, "Line 4") || !strings.Contains(msg, "NUL") {
 		t.Errorf("import of a NUL byte: %q, want line 4 and NUL named", msg)
 	}
 	stored, err := f.db.StoredValues(ctx, f.env.ID)

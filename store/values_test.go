@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
@@ -76,8 +77,8 @@ func TestValuesAreVersionedAndDecryptOnlyForDeploys(t *testing.T) {
 	if v, err := f.vault.SetValue(ctx, f.actor, f.env, "EMPTY", ""); err != nil || v != 1 {
 		t.Fatalf("set empty: version %d err %v", v, err)
 	}
-	if _, err := f.vault.SetValue(ctx, f.actor, f.env, "lower", "x"); store.ErrorCode(err) != store.Invalid {
-		t.Errorf("name lower: code %q, want invalid", store.ErrorCode(err))
+	if _, err := f.vault.SetValue(ctx, f.actor, f.env, "lower", "x"); apperr.CodeOf(err) != apperr.Invalid {
+		t.Errorf("name lower: code %q, want invalid", apperr.CodeOf(err))
 	}
 	got, err := f.vault.ResolveValuesForDeploy(ctx, f.env.ID)
 	if err != nil {
@@ -93,8 +94,8 @@ func TestValuesAreVersionedAndDecryptOnlyForDeploys(t *testing.T) {
 	if v, err := f.vault.DeleteValue(ctx, f.actor, f.env, "SESSION_SECRET"); err != nil || v != 3 {
 		t.Fatalf("delete: version %d err %v", v, err)
 	}
-	if _, err := f.vault.DeleteValue(ctx, f.actor, f.env, "SESSION_SECRET"); store.ErrorCode(err) != store.NotFound {
-		t.Errorf("second delete: code %q, want not_found", store.ErrorCode(err))
+	if _, err := f.vault.DeleteValue(ctx, f.actor, f.env, "SESSION_SECRET"); apperr.CodeOf(err) != apperr.NotFound {
+		t.Errorf("second delete: code %q, want not_found", apperr.CodeOf(err))
 	}
 	if v, err := f.vault.SetValue(ctx, f.actor, f.env, "SESSION_SECRET", "again"); err != nil || v != 4 {
 		t.Errorf("set after delete: version %d err %v, want 4", v, err)
@@ -175,8 +176,8 @@ func TestImportIsAllOrNothingAndVersionsOnlyChanges(t *testing.T) {
 		{Name: "LOG_LEVEL", Value: "debug", Line: 2},
 		{Name: "SESSION_SECRET", Value: big, Line: 3},
 	})
-	if store.ErrorCode(err) != store.Invalid {
-		t.Fatalf("oversized import: code %q, want invalid", store.ErrorCode(err))
+	if apperr.CodeOf(err) != apperr.Invalid {
+		t.Fatalf("oversized import: code %q, want invalid", apperr.CodeOf(err))
 	}
 	if strings.Contains(err.Error(), "xxxx") {
 		t.Error("the error quotes the value")
@@ -228,7 +229,7 @@ func TestDotenvSyntax(t *testing.T) {
 		{"1A=" + secret + "\n", "Line 1: expected NAME=value"},
 	} {
 		_, err := store.ParseDotenv(tc.src)
-		if err == nil || store.ErrorCode(err) != store.Invalid || !strings.Contains(err.Error(), tc.want) {
+		if err == nil || apperr.CodeOf(err) != apperr.Invalid || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want one containing %q", err, tc.want)
 		}
 		if err != nil && strings.Contains(err.Error(), secret) {

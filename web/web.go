@@ -13,6 +13,7 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/handlers"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/static"
@@ -266,17 +267,17 @@ func (a *app) handle(fn handlers.Func) http.HandlerFunc {
 			a.renderTooLarge(w, r)
 			return
 		}
-		switch store.ErrorCode(err) {
-		case store.Invalid:
-			a.renderError(w, r, http.StatusBadRequest, store.ErrorMessage(err))
-		case store.NotFound:
-			a.renderError(w, r, http.StatusNotFound, store.ErrorMessage(err))
-		case store.Conflict:
-			a.renderError(w, r, http.StatusConflict, store.ErrorMessage(err))
-		case store.Unauthorized:
+		switch apperr.CodeOf(err) {
+		case apperr.Invalid:
+			a.renderError(w, r, http.StatusBadRequest, apperr.Message(err))
+		case apperr.NotFound:
+			a.renderError(w, r, http.StatusNotFound, apperr.Message(err))
+		case apperr.Conflict:
+			a.renderError(w, r, http.StatusConflict, apperr.Message(err))
+		case apperr.Unauthorized:
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
-		case store.Forbidden:
-			a.renderError(w, r, http.StatusForbidden, store.ErrorMessage(err))
+		case apperr.Forbidden:
+			a.renderError(w, r, http.StatusForbidden, apperr.Message(err))
 		default:
 			a.logger.Error("request failed", "request_id", handlers.RequestID(r.Context()),
 				"method", r.Method, "path", r.URL.Path, "err", err)

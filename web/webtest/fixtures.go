@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/store"
 )
@@ -40,7 +41,7 @@ func (s *Server) CreateEnvironment(tb testing.TB, manifest, env string) *store.E
 	}
 	def := res.Definition
 	p, err := s.DB.ProjectByName(ctx, def.Name)
-	if store.ErrorCode(err) == store.NotFound {
+	if apperr.CodeOf(err) == apperr.NotFound {
 		p, _, err = s.DB.CreateProject(ctx, store.Actor{}, store.NewRevision{
 			Name: def.Name, Description: def.Description, Source: manifest,
 			Canonical: def.Canonical(), Hash: res.Hash, Summary: compiler.Summarize(nil, def),
