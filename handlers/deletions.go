@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -44,23 +45,19 @@ func environmentZone(env *store.Environment) views.DangerZone {
 	return views.DangerZone{
 		Heading: "Delete this environment",
 		Explain: "Deleting " + env.Name + " destroys its values, members and run history. Its audit records stay. The project and its revisions stay.",
-		Action:  envURL(env) + "/delete",
+		Action:  paths.EnvironmentDelete(env.Project, env.Name),
 		Confirm: env.Name,
 		Button:  "Delete " + env.Name,
 	}
 }
 
-func envURL(env *store.Environment) string {
-	return "/projects/" + env.Project + "/environments/" + env.Name
-}
-
 func (h *Deletions) renderEnvironment(w http.ResponseWriter, r *http.Request, status int, env *store.Environment, z views.DangerZone) error {
 	return Render(w, r, status, views.Delete(views.DeletePage{
 		Chrome: h.Chrome(r, "Delete "+env.Project+" / "+env.Name, "projects"),
-		Crumbs: []views.Crumb{{Label: "Projects", Href: "/"}, {Label: env.Project, Href: "/projects/" + env.Project},
-			{Label: env.Name, Href: envURL(env)}, {Label: "Delete"}},
+		Crumbs: []views.Crumb{{Label: "Projects", Href: "/"}, {Label: env.Project, Href: paths.Project(env.Project)},
+			{Label: env.Name, Href: paths.Environment(env.Project, env.Name)}, {Label: "Delete"}},
 		Zone: z,
-		Back: envURL(env),
+		Back: paths.Environment(env.Project, env.Name),
 	}))
 }
 
@@ -102,7 +99,7 @@ func (h *Deletions) DeleteEnvironment(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	h.Flash(r.Context(), "success", fmt.Sprintf("Deleted environment %s of %s, with its values.", env.Name, env.Project))
-	return SeeOther(w, r, "/projects/"+env.Project)
+	return SeeOther(w, r, paths.Project(env.Project))
 }
 
 // ProjectDangerZone is the delete-this-project card: nil unless the user
@@ -131,7 +128,7 @@ func projectZone(p *store.Project) views.DangerZone {
 	return views.DangerZone{
 		Heading: "Delete this project",
 		Explain: "Deleting " + p.Name + " removes its revisions. Its audit records stay. A project can be deleted once it has no environments.",
-		Action:  "/projects/" + p.Name + "/delete",
+		Action:  paths.ProjectDelete(p.Name),
 		Confirm: p.Name,
 		Button:  "Delete " + p.Name,
 	}
@@ -140,9 +137,9 @@ func projectZone(p *store.Project) views.DangerZone {
 func (h *Deletions) renderProject(w http.ResponseWriter, r *http.Request, status int, p *store.Project, z views.DangerZone) error {
 	return Render(w, r, status, views.Delete(views.DeletePage{
 		Chrome: h.Chrome(r, "Delete "+p.Name, "projects"),
-		Crumbs: []views.Crumb{{Label: "Projects", Href: "/"}, {Label: p.Name, Href: "/projects/" + p.Name}, {Label: "Delete"}},
+		Crumbs: []views.Crumb{{Label: "Projects", Href: "/"}, {Label: p.Name, Href: paths.Project(p.Name)}, {Label: "Delete"}},
 		Zone:   z,
-		Back:   "/projects/" + p.Name,
+		Back:   paths.Project(p.Name),
 	}))
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -147,9 +148,5 @@ func (h *Deploys) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return SeeOther(w, r, runURL(env, run.ID))
-}
-
-func runURL(env *store.Environment, id int64) string {
-	return fmt.Sprintf("/projects/%s/environments/%s/runs/%d", env.Project, env.Name, id)
+	return SeeOther(w, r, paths.Run(env.Project, env.Name, run.ID))
 }

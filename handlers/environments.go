@@ -12,6 +12,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -55,7 +56,7 @@ func (h *Environments) CreateEnvironment(w http.ResponseWriter, r *http.Request)
 		return err
 	}
 	h.Flash(r.Context(), "success", fmt.Sprintf("Created environment %s. Set its values next.", env.Name))
-	return SeeOther(w, r, "/projects/"+p.Name+"/environments/"+env.Name)
+	return SeeOther(w, r, paths.Environment(p.Name, env.Name))
 }
 
 // shownRevision is the revision an environment's pages describe: the one

@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -21,7 +22,7 @@ func NewFormAddresses(b *Base) *FormAddresses { return &FormAddresses{Base: b} }
 // admins) or the project list.
 func (h *FormAddresses) Projects(w http.ResponseWriter, r *http.Request) error {
 	if RequireAdmin(r) == nil {
-		return SeeOther(w, r, "/projects/new")
+		return SeeOther(w, r, paths.NewProject)
 	}
 	return SeeOther(w, r, "/")
 }
@@ -32,7 +33,7 @@ func (h *FormAddresses) Revisions(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	return SeeOther(w, r, "/projects/"+p.Name+"#revisions")
+	return SeeOther(w, r, paths.Project(p.Name)+"#revisions")
 }
 
 // Environments sends GET /projects/{project}/environments to the project's environments.
@@ -41,7 +42,7 @@ func (h *FormAddresses) Environments(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	return SeeOther(w, r, "/projects/"+p.Name+"#environments")
+	return SeeOther(w, r, paths.Project(p.Name)+"#environments")
 }
 
 // ValuesImport sends GET .../values/import to the import form.
@@ -50,5 +51,5 @@ func (h *FormAddresses) ValuesImport(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	return SeeOther(w, r, envURL(env)+"/values#import")
+	return SeeOther(w, r, paths.Environment(env.Project, env.Name)+"/values#import")
 }

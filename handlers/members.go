@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -21,10 +22,6 @@ type Members struct {
 
 // NewMembers returns the members handlers.
 func NewMembers(b *Base) *Members { return &Members{Base: b} }
-
-func membersPath(env *store.Environment) string {
-	return "/projects/" + env.Project + "/environments/" + env.Name + "/members"
-}
 
 // ShowMembersPage renders the members of the environment and the add form.
 func (h *Members) ShowMembersPage(w http.ResponseWriter, r *http.Request) error {
@@ -93,7 +90,7 @@ func (h *Members) AddMember(w http.ResponseWriter, r *http.Request) error {
 		msg += " They have not signed in yet; their first sign-in with this email links them."
 	}
 	h.Flash(r.Context(), "success", msg)
-	return SeeOther(w, r, membersPath(env))
+	return SeeOther(w, r, paths.Members(env.Project, env.Name))
 }
 
 // ChangeMemberRole sets a member's role.
@@ -118,7 +115,7 @@ func (h *Members) ChangeMemberRole(w http.ResponseWriter, r *http.Request) error
 		return h.refused(w, r, env, err)
 	}
 	h.Flash(r.Context(), "success", m.DisplayName()+" is now "+article(string(role))+" of "+env.Project+"/"+env.Name+".")
-	return SeeOther(w, r, membersPath(env))
+	return SeeOther(w, r, paths.Members(env.Project, env.Name))
 }
 
 // ShowRemoveMemberPage asks for confirmation before removing a member.
@@ -162,7 +159,7 @@ func (h *Members) RemoveMember(w http.ResponseWriter, r *http.Request) error {
 		return h.refused(w, r, env, err)
 	}
 	h.Flash(r.Context(), "success", m.DisplayName()+" is no longer a member of "+env.Project+"/"+env.Name+".")
-	return SeeOther(w, r, membersPath(env))
+	return SeeOther(w, r, paths.Members(env.Project, env.Name))
 }
 
 // refused answers a change the store refused as a conflict (the last admin)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -74,7 +75,7 @@ func (h *Projects) CreateProject(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.Flash(r.Context(), "success", fmt.Sprintf("Created project %s from revision 1%s. Next, create an environment.", p.Name, warningNote(res)))
-	return SeeOther(w, r, "/projects/"+p.Name)
+	return SeeOther(w, r, paths.Project(p.Name))
 }
 
 // ShowProjectPage renders a project's environments and revisions.
@@ -168,7 +169,7 @@ func (h *Projects) ShowNewRevisionPage(w http.ResponseWriter, r *http.Request) e
 	return Render(w, r, http.StatusOK, views.NewRevision(views.NewRevisionPage{
 		Chrome:  h.Chrome(r, "New revision of "+p.Name, "projects"),
 		Project: p.Name,
-		Form:    views.ManifestForm{Action: "/projects/" + p.Name + "/revisions", Submit: "Add revision", Source: latest.Source},
+		Form:    views.ManifestForm{Action: paths.Revisions(p.Name), Submit: "Add revision", Source: latest.Source},
 	}))
 }
 
@@ -183,7 +184,7 @@ func (h *Projects) AddRevision(w http.ResponseWriter, r *http.Request) error {
 	if err := requireRevisionRole(role); err != nil {
 		return err
 	}
-	form := views.ManifestForm{Action: "/projects/" + p.Name + "/revisions", Submit: "Add revision"}
+	form := views.ManifestForm{Action: paths.Revisions(p.Name), Submit: "Add revision"}
 	rerender := func(status int, f views.ManifestForm) error {
 		return Render(w, r, status, views.NewRevision(views.NewRevisionPage{
 			Chrome: h.Chrome(r, "New revision of "+p.Name, "projects"), Project: p.Name, Form: f,
@@ -214,7 +215,7 @@ func (h *Projects) AddRevision(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		h.Flash(ctx, "success", fmt.Sprintf("Added revision %d: %s.%s", rev.Number, rev.Summary, warningNote(res)))
 	}
-	return SeeOther(w, r, "/projects/"+p.Name)
+	return SeeOther(w, r, paths.Project(p.Name))
 }
 
 // project loads the project of the {project} route parameter and the user's

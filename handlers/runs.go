@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -101,7 +102,7 @@ func (h *Runs) CancelRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.Flash(r.Context(), "info", fmt.Sprintf("Run %d stops at its next safe point.", run.ID))
-	return SeeOther(w, r, runURL(env, run.ID))
+	return SeeOther(w, r, paths.Run(env.Project, env.Name, run.ID))
 }
 
 // CheckNow probes the environment's deferred and failed domains (or the
@@ -139,7 +140,7 @@ func (h *Runs) CheckNow(w http.ResponseWriter, r *http.Request) error {
 		msg = strings.Join(parts, "; ") + "."
 	}
 	h.Flash(r.Context(), "info", msg)
-	return SeeOther(w, r, "/projects/"+env.Project+"/environments/"+env.Name)
+	return SeeOther(w, r, paths.Environment(env.Project, env.Name))
 }
 
 // runView builds the header model of a run.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -28,10 +29,6 @@ type Values struct {
 
 // NewValues returns the values handlers.
 func NewValues(b *Base, v *store.Vault) *Values { return &Values{Base: b, Vault: v} }
-
-func (h *Values) path(env *store.Environment) string {
-	return "/projects/" + env.Project + "/environments/" + env.Name + "/values"
-}
 
 func (h *Values) vault() (*store.Vault, error) {
 	if h.Vault == nil {
@@ -174,7 +171,7 @@ func (h *Values) SetValue(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		h.Flash(ctx, "info", fmt.Sprintf("Saved %s as version %d. The manifest does not reference %s, so it is orphaned: deploys ignore it.", name, version, name))
 	}
-	return SeeOther(w, r, h.path(env))
+	return SeeOther(w, r, paths.Values(env.Project, env.Name))
 }
 
 // ImportValues stores the values of a pasted .env file (field dotenv) in
@@ -248,7 +245,7 @@ func (h *Values) ImportValues(w http.ResponseWriter, r *http.Request) error {
 		fmt.Fprintf(&msg, " Skipped %d %s the manifest does not reference: %s.", len(res.Skipped), noun, firstNames(res.Skipped))
 	}
 	h.Flash(ctx, kind, msg.String())
-	return SeeOther(w, r, h.path(env))
+	return SeeOther(w, r, paths.Values(env.Project, env.Name))
 }
 
 // firstNames lists up to 20 names and counts the rest, so that the message
@@ -305,7 +302,7 @@ func (h *Values) DeleteValue(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.Flash(r.Context(), "success", fmt.Sprintf("Deleted %s (version %d).", name, version))
-	return SeeOther(w, r, h.path(env))
+	return SeeOther(w, r, paths.Values(env.Project, env.Name))
 }
 
 // ShowPruneValuesPage lists the orphaned values and asks for confirmation.
@@ -362,7 +359,7 @@ func (h *Values) PruneValues(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		h.Flash(ctx, "success", fmt.Sprintf("Pruned %d orphaned %s: %s.", len(pruned), map[bool]string{true: "value", false: "values"}[len(pruned) == 1], strings.Join(pruned, ", ")))
 	}
-	return SeeOther(w, r, h.path(env))
+	return SeeOther(w, r, paths.Values(env.Project, env.Name))
 }
 
 // dotenvHoldsNoValue reports whether a pasted .env text holds no value at

@@ -1,0 +1,91 @@
+// Package paths builds the URL path of every page and form target of the
+// Studio, in one place, so that a route change is one edit here and in
+// web/web.go. Project and environment names are keys (lowercase letters,
+// digits and hyphens) and value names are capitals, digits and
+// underscores, so no part needs escaping.
+package paths
+
+import "strconv"
+
+// NewProject is the form that creates a project from a manifest; the
+// project is posted to Projects.
+const NewProject = Projects + "/new"
+
+// Projects is where a new project is posted.
+const Projects = "/projects"
+
+// Project is a project's page.
+func Project(project string) string { return Projects + "/" + project }
+
+// ProjectDelete is the danger zone that deletes a project.
+func ProjectDelete(project string) string { return Project(project) + "/delete" }
+
+// Revisions is where a new revision is posted.
+func Revisions(project string) string { return Project(project) + "/revisions" }
+
+// NewRevision is the form that adds a revision.
+func NewRevision(project string) string { return Revisions(project) + "/new" }
+
+// Revision is the page of revision n.
+func Revision(project string, n int) string { return Revisions(project) + "/" + strconv.Itoa(n) }
+
+// Environments is where a new environment is posted.
+func Environments(project string) string { return Project(project) + "/environments" }
+
+// Environment is an environment's overview.
+func Environment(project, env string) string { return Environments(project) + "/" + env }
+
+// EnvironmentDelete is the danger zone that deletes an environment.
+func EnvironmentDelete(project, env string) string { return Environment(project, env) + "/delete" }
+
+// Values is an environment's values page (and where one value is set).
+func Values(project, env string) string { return Environment(project, env) + "/values" }
+
+// ValuesImport is where a .env file is posted.
+func ValuesImport(project, env string) string { return Values(project, env) + "/import" }
+
+// ValuesPrune confirms and prunes orphaned values.
+func ValuesPrune(project, env string) string { return Values(project, env) + "/prune" }
+
+// ValueDelete confirms and deletes one value.
+func ValueDelete(project, env, name string) string { return Values(project, env) + "/" + name + "/delete" }
+
+// Members is an environment's members page.
+func Members(project, env string) string { return Environment(project, env) + "/members" }
+
+// Member is one member of an environment (append /role or /remove).
+func Member(project, env string, userID int64) string {
+	return Members(project, env) + "/" + strconv.FormatInt(userID, 10)
+}
+
+// DeployPlan is the plan of deploying revision (0: the latest).
+func DeployPlan(project, env string, revision int) string {
+	p := Environment(project, env) + "/deploys/new"
+	if revision > 0 {
+		p += "?revision=" + strconv.Itoa(revision)
+	}
+	return p
+}
+
+// Deploys is where a deploy is started.
+func Deploys(project, env string) string { return Environment(project, env) + "/deploys" }
+
+// Probe is Check now.
+func Probe(project, env string) string { return Environment(project, env) + "/probe" }
+
+// Runs is an environment's runs list.
+func Runs(project, env string) string { return Environment(project, env) + "/runs" }
+
+// Run is a run's page.
+func Run(project, env string, id int64) string {
+	return Runs(project, env) + "/" + strconv.FormatInt(id, 10)
+}
+
+// RunCancel is where a run's cancellation is requested.
+func RunCancel(project, env string, id int64) string { return Run(project, env, id) + "/cancel" }
+
+// RunEvents is a run's websocket event stream.
+func RunEvents(project, env string, id int64) string { return Run(project, env, id) + "/events" }
+
+// EnvironmentEvents is an environment's websocket event stream.
+func EnvironmentEvents(project, env string) string { return Environment(project, env) + "/events" }
