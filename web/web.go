@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/skali-dev/studio/handlers"
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/static"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -44,6 +45,14 @@ type Deps struct {
 	MaxBodyBytes int64
 	// Vault keeps values encrypted; without it values cannot be changed.
 	Vault *store.Vault
+	// Hub fans run and environment events out to the event stream
+	// websockets; without it the streams answer 500.
+	Hub *runs.Hub
+	// Fragments renders the HTML fragments that event frames carry
+	// (default NoFragments).
+	Fragments FragmentRenderer
+	// Metrics records Prometheus metrics when set (see NewMetrics).
+	Metrics *Metrics
 }
 
 // Defaults for Deps fields left zero.
@@ -126,12 +135,18 @@ func (a *app) routes(https bool) http.Handler {
 	}))
 
 	r := chi.NewRouter()
-	r.Use(requestID, accessLog(a.logger), a.recoverer, securityHeaders(https, ""), a.limitBody(a.deps.MaxBodyBytes))
+	r.Use(requestID, a.deps.Metrics.instrument, accessLog(a.logger), a.recoverer, securityHeaders(https, ""), a.limitBody(a.deps.MaxBodyBytes))
 
 	// Probes and assets need no session.
 	r.Get("/healthz", health.Live)
 	r.Get("/readyz", health.Ready)
 	r.Handle(static.Prefix+"*", http.StripPrefix(static.Prefix, static.Handler()))
+
+	// Event stream websockets read the session without saving it, so they
+	// sit outside LoadAndSave (web/ws.go); they check the Origin themselves.
+	streams := newStreams(a)
+	r.Get("/projects/{project}/environments/{env}/runs/{run}/events", a.handle(streams.streamRunEvents))
+	r.Get("/projects/{project}/environments/{env}/events", a.handle(streams.streamEnvironmentEvents))
 
 	r.Group(func(r chi.Router) {
 		r.Use(cop.Handler, a.sessions.LoadAndSave, markSession, a.authenticate)

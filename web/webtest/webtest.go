@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
 	"github.com/skali-dev/studio/web"
@@ -32,6 +33,9 @@ type Server struct {
 	// OIDC is the in-process OpenID provider the Studio signs people in
 	// with (see SignInAs).
 	OIDC *oidcprovider.Provider
+	// Hub is the Studio's event hub (closing it is a server shutdown for
+	// the event streams).
+	Hub *runs.Hub
 }
 
 // Option changes the Deps a test server is built with.
@@ -44,9 +48,13 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	logs := &SyncBuffer{}
 	idp := oidcprovider.Start(OIDCClientID, OIDCClientSecret)
 	tb.Cleanup(idp.Close)
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	hub := runs.NewHub(db, runs.HubOptions{Logger: logger})
+	tb.Cleanup(hub.Close)
 	deps := web.Deps{
 		DB:               db,
-		Logger:           slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Hub:              hub,
+		Logger:           logger,
 		LocalLogin:       true,
 		OIDCIssuer:       idp.URL,
 		OIDCClientID:     OIDCClientID,
@@ -60,7 +68,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		return web.New(deps)
 	})
 	tb.Cleanup(srv.Close)
-	return &Server{httptestServer: srv, URL: srv.URL, DB: db, Logs: logs, OIDC: idp}
+	return &Server{httptestServer: srv, URL: srv.URL, DB: db, Logs: logs, OIDC: idp, Hub: hub}
 }
 
 // NewClient returns a client with its own cookie jar that does not follow
