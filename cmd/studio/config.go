@@ -26,6 +26,7 @@ type Config struct {
 	SessionIdleTimeout time.Duration
 	SessionLifetime    time.Duration
 	LogFormat          string
+	MetricsAddr        string
 }
 
 type setting struct {
@@ -49,6 +50,7 @@ func (c *Config) settings() []setting {
 		{"session-idle-timeout", "STUDIO_SESSION_IDLE_TIMEOUT", "sign out after this long without a request", &c.SessionIdleTimeout, "12h"},
 		{"session-lifetime", "STUDIO_SESSION_LIFETIME", "sign out this long after sign-in, however active", &c.SessionLifetime, "168h"},
 		{"log-format", "STUDIO_LOG_FORMAT", "log format: text or json", &c.LogFormat, "text"},
+		{"metrics-addr", "STUDIO_METRICS_ADDR", "address to serve Prometheus metrics on, at /metrics (empty: off)", &c.MetricsAddr, ""},
 	}
 }
 

@@ -1,0 +1,62 @@
+package web_test
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/web"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// TestMetrics checks that requests are counted by route pattern and that
+// an open stream, its delivered events and the run queue show in /metrics.
+func TestMetrics(t *testing.T) {
+	var metrics *web.Metrics
+	s := webtest.Start(t, func(d *web.Deps) {
+		metrics = web.NewMetrics(d.DB)
+		d.Metrics = metrics
+	})
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+	s.Get(t, admin, "/projects/hello-world/environments/production")
+	conn, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	appendRunEvent(t, s.DB, runID, "running", 0)
+	readFrame(t, conn)
+
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		body, _ := io.ReadAll(rec.Result().Body)
+		return string(body)
+	}
+	var body string
+	// The delivery is counted just after the frame is written.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if body = scrape(); strings.Contains(body, `studio_events_delivered_total{stream="run"} 1`) {
+			break
+		}
+	}
+	for _, want := range []string{
+		`studio_http_requests_total{code="200",method="GET",route="/projects/{project}/environments/{env}"} 1`,
+		`studio_http_requests_total{code="101",method="GET",route="/projects/{project}/environments/{env}/runs/{run}/events"} 1`,
+		`studio_event_streams_open{stream="run"} 1`,
+		`studio_events_delivered_total{stream="run"} 1`,
+		`studio_event_delivery_seconds_count 1`,
+		`studio_run_queue_depth 1`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("metrics:\n%s", body)
+	}
+}
