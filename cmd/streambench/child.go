@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web"
+)
+
+func runtimeNumCPU() int { return runtime.NumCPU() }
+
+// runChild is the Studio the bench measures: the web application with its
+// event hub and metrics, wired as `studio serve` wires them, plus a /gc
+// endpoint on the metrics listener so memory is read after a collection.
+func runChild(args []string) error {
+	fs := flag.NewFlagSet("studio-child", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "address")
+	maddr := fs.String("metrics-addr", "127.0.0.1:0", "metrics address")
+	_ = fs.String("data-dir", "", "unused")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	db, err := store.Open(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	hub := runs.NewHub(db, runs.HubOptions{Logger: logger})
+	defer hub.Close()
+	metrics := web.NewMetrics(db)
+	handler := web.New(web.Deps{
+		DB: db, Logger: logger, PublicURL: "http://" + *addr, LocalLogin: true,
+		Hub: hub, Metrics: metrics,
+	})
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	ml, err := net.Listen("tcp", *maddr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler())
+	mux.HandleFunc("POST /gc", func(w http.ResponseWriter, r *http.Request) {
+		runtime.GC()
+		debug.FreeOSMemory()
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	go http.Serve(ml, mux)
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(hub.Close)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
