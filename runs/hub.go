@@ -513,6 +513,25 @@ type Subscription struct {
 	err    error
 	closed bool
 	wake   chan struct{}
+	notify func()
+}
+
+// SetNotify makes the hub call f whenever events are queued for the
+// subscription or it fails, instead of only waking a blocked Next: a
+// subscriber can then run a goroutine only while there is something to
+// write, and call Poll there. f must not block (it runs under the hub's
+// lock).
+func (s *Subscription) SetNotify(f func()) {
+	s.mu.Lock()
+	s.notify = f
+	s.mu.Unlock()
+}
+
+// Pending reports whether events are queued or the subscription has failed.
+func (s *Subscription) Pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) > 0 || s.err != nil
 }
 
 // Stream returns the stream this subscription follows.
@@ -538,6 +557,9 @@ func (s *Subscription) push(evs []*Event, limit int) bool {
 	case s.wake <- struct{}{}:
 	default:
 	}
+	if s.notify != nil {
+		s.notify()
+	}
 	return true
 }
 
@@ -548,11 +570,15 @@ func (s *Subscription) fail(err error) {
 		s.err = err
 		s.queue = nil
 	}
+	notify := s.notify
 	s.mu.Unlock()
 	s.detach()
 	select {
 	case s.wake <- struct{}{}:
 	default:
+	}
+	if notify != nil {
+		notify()
 	}
 }
 
@@ -602,6 +628,16 @@ func (s *Subscription) Close() {
 // one event, the subscription fails (ErrSlowSubscriber, ErrHubClosed, a
 // database error) or ctx ends.
 func (s *Subscription) Next(ctx context.Context) ([]*Event, error) {
+	return s.next(ctx, true)
+}
+
+// Poll is Next without waiting: it returns no events (and no error) when
+// nothing is queued. Like Next, it reads the backlog first.
+func (s *Subscription) Poll(ctx context.Context) ([]*Event, error) {
+	return s.next(ctx, false)
+}
+
+func (s *Subscription) next(ctx context.Context, block bool) ([]*Event, error) {
 	for {
 		s.mu.Lock()
 		err := s.err
@@ -610,18 +646,13 @@ func (s *Subscription) Next(ctx context.Context) ([]*Event, error) {
 			return nil, err
 		}
 		if !s.live {
-			evs, err := s.hub.read(ctx, s.stream, s.last, s.hub.opts.PageSize)
-			if err != nil {
-				return nil, err
+			evs, err := s.Backlog(ctx)
+			if err != nil || len(evs) > 0 {
+				return evs, err
 			}
-			if len(evs) > 0 {
-				s.last = evs[len(evs)-1].Seq
-				return evs, nil
-			}
-			s.live = true
 		}
-		batch, err := s.wait(ctx)
-		if err != nil {
+		batch, err := s.wait(ctx, block)
+		if err != nil || len(batch) == 0 {
 			return nil, err
 		}
 		out := make([]*Event, 0, len(batch))
@@ -650,6 +681,27 @@ func (s *Subscription) Next(ctx context.Context) ([]*Event, error) {
 	}
 }
 
+// Backlog returns the next page of stored events after the subscription's
+// position, or none once it has caught up; Next then returns live events.
+// Callers may page through the backlog with it before handing the
+// subscription to a goroutine that calls Next (which reads the backlog
+// itself otherwise).
+func (s *Subscription) Backlog(ctx context.Context) ([]*Event, error) {
+	if s.live {
+		return nil, nil
+	}
+	evs, err := s.hub.read(ctx, s.stream, s.last, s.hub.opts.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 {
+		s.live = true
+		return nil, nil
+	}
+	s.last = evs[len(evs)-1].Seq
+	return evs, nil
+}
+
 // readRange reads the stored events after after and before before.
 func (s *Subscription) readRange(ctx context.Context, after, before int64) ([]*Event, error) {
 	var out []*Event
@@ -674,8 +726,9 @@ func (s *Subscription) readRange(ctx context.Context, after, before int64) ([]*E
 	return out, nil
 }
 
-// wait takes everything queued, blocking until something is.
-func (s *Subscription) wait(ctx context.Context) ([]*Event, error) {
+// wait takes everything queued, blocking until something is when block is
+// set.
+func (s *Subscription) wait(ctx context.Context, block bool) ([]*Event, error) {
 	for {
 		s.mu.Lock()
 		if s.err != nil {
@@ -694,6 +747,9 @@ func (s *Subscription) wait(ctx context.Context) ([]*Event, error) {
 			return q, nil
 		}
 		s.mu.Unlock()
+		if !block {
+			return nil, nil
+		}
 		select {
 		case <-s.wake:
 		case <-ctx.Done():

@@ -2,8 +2,10 @@ package web
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -41,10 +43,10 @@ import (
 // Timings of event streams; variables so tests may shorten them.
 var (
 	// streamPing is how often a stream pings its client.
-	streamPing = 30 * time.Second
+	streamPing = newAtomicDuration(30 * time.Second)
 	// streamPongWait is how long a stream waits for any frame (a pong
 	// answers each ping) before it closes the connection as dead.
-	streamPongWait = 75 * time.Second
+	streamPongWait = newAtomicDuration(75 * time.Second)
 	// streamRecheck is how often an idle stream re-checks that the session
 	// and the role still allow it.
 	streamRecheck = 30 * time.Second
@@ -54,6 +56,17 @@ var (
 	// streamWriteWait bounds each write to a client.
 	streamWriteWait = 10 * time.Second
 )
+
+// atomicDuration is a setting tests may change while streams read it.
+type atomicDuration struct{ atomic.Int64 }
+
+func newAtomicDuration(d time.Duration) *atomicDuration {
+	a := &atomicDuration{}
+	a.Store(int64(d))
+	return a
+}
+
+func (a *atomicDuration) get() time.Duration { return time.Duration(a.Load()) }
 
 // Close codes beyond RFC 6455's, in the range for applications.
 const (
@@ -90,7 +103,7 @@ func newStreams(a *app) *streams {
 		// Clients send nothing but control frames: a small read buffer,
 		// and the write buffers come from a pool shared by all streams
 		// (event frames are written from prepared messages, without one).
-		ReadBufferSize:  256,
+		ReadBufferSize:  128,
 		WriteBufferSize: 4096,
 		WriteBufferPool: &sync.Pool{},
 		// The origin is checked (and logged) before Upgrade is called.
@@ -229,12 +242,20 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) 
 		return nil
 	}
 	st := &liveStream{
-		s: s, conn: conn, sub: sub, viewer: v, envID: env.ID, kind: stream.Kind.String(),
-		logger: s.a.logger.With("request_id", reqID, "user_id", v.user.ID, "stream", stream.Kind.String(), "id", stream.ID),
+		s: s, conn: conn, sub: sub, token: v.token, userID: v.user.ID, signedInAt: v.signedInAt,
+		envID: env.ID, streamID: stream.ID, kind: stream.Kind.String(), requestID: reqID,
 	}
-	// The request's goroutine (and the server's buffers with it) ends now;
-	// the stream goes on in two small goroutines of its own.
-	go st.run()
+	st.start()
+	// The backlog is read and written from the request's goroutine. Then it
+	// ends (and the server's buffers with it): an idle stream is its reader
+	// goroutine and a timer, and a writer goroutine runs only while there
+	// are events to write.
+	if err := st.catchUp(ctx); err != nil {
+		st.stop(err)
+		return nil
+	}
+	sub.SetNotify(st.kick)
+	st.kick()
 	return nil
 }
 
@@ -254,77 +275,164 @@ func hijacker(w http.ResponseWriter) http.ResponseWriter {
 	}
 }
 
-var errAccessRemoved = errors.New("web: access to the stream was removed")
+var (
+	errAccessRemoved  = errors.New("web: access to the stream was removed")
+	errPeerGone       = errors.New("web: the client went away")
+	errClientProtocol = errors.New("web: the client sent a frame it should not")
+)
 
-// liveStream is one open websocket following one stream.
+// liveStream is one open websocket following one stream. It keeps only
+// what it needs (ids, not the user or the request), since an idle
+// installation may hold many thousands.
 type liveStream struct {
-	s      *streams
-	conn   *websocket.Conn
-	sub    *runs.Subscription
-	viewer *viewer
-	envID  int64
-	kind   string
-	logger *slog.Logger
+	s          *streams
+	conn       *websocket.Conn
+	sub        *runs.Subscription
+	token      string
+	userID     int64
+	signedInAt time.Time
+	envID      int64
+	streamID   int64
+	kind       string
+	requestID  string
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	// lastChecked is when access was last confirmed (Unix nanoseconds);
-	// the writer and the recheck timer both set it.
+	// writing says a writer goroutine runs (see kick).
+	writing atomic.Bool
+	stopped atomic.Bool
+	// lastChecked is when access was last confirmed (Unix nanoseconds).
 	lastChecked atomic.Int64
+	// lastHeard is when the client last sent anything (a pong, mostly).
+	lastHeard atomic.Int64
+	timer     *time.Timer
+
+	mu sync.Mutex
+	// cause is why the stream must end, set by the reader or the timer.
+	cause error
 }
 
-// run writes events until the subscription or the connection ends. A reader
-// goroutine handles the client's pongs and close; timers (no goroutine while
-// they wait) send pings and re-check access.
-func (st *liveStream) run() {
-	st.ctx, st.cancel = context.WithCancelCause(context.Background())
-	defer st.cancel(errStreamDone) // stops the timers' next rounds
+func (st *liveStream) log(level slog.Level, msg string, args ...any) {
+	st.s.a.logger.Log(context.Background(), level, msg, append([]any{
+		"request_id", st.requestID, "user_id", st.userID, "stream", st.kind, "id", st.streamID}, args...)...)
+}
+
+// start begins the stream: a reader goroutine handles the client's pongs
+// and close; one timer (no goroutine while it waits) pings and re-checks
+// access.
+func (st *liveStream) start() {
 	st.lastChecked.Store(time.Now().UnixNano())
+	st.lastHeard.Store(time.Now().UnixNano())
 	st.s.metrics.streamOpened(st.kind)
-	defer st.s.metrics.streamClosed(st.kind)
-	defer st.sub.Close()
-	defer st.conn.Close()
-
 	go st.read()
-	ping := time.AfterFunc(jitter(streamPing), st.ping)
-	defer ping.Stop()
-	recheck := time.AfterFunc(jitter(streamRecheck), st.recheck)
-	defer recheck.Stop()
+	st.mu.Lock()
+	st.timer = time.AfterFunc(jitter(streamPing.get()), st.tick)
+	st.mu.Unlock()
+}
 
+// end records why the stream must end and wakes the writer to end it.
+func (st *liveStream) end(err error) {
+	st.mu.Lock()
+	if st.cause == nil {
+		st.cause = err
+	}
+	st.mu.Unlock()
+	st.kick()
+}
+
+func (st *liveStream) ended() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.cause
+}
+
+// stop ends the stream once: it tells the client why (see finish),
+// releases the subscription and closes the connection.
+func (st *liveStream) stop(err error) {
+	if !st.stopped.CompareAndSwap(false, true) {
+		return
+	}
+	st.mu.Lock()
+	st.timer.Stop()
+	st.mu.Unlock()
+	st.finish(err)
+	st.sub.Close()
+	st.conn.Close()
+	st.s.metrics.streamClosed(st.kind)
+}
+
+// catchUp writes the stored backlog.
+func (st *liveStream) catchUp(ctx context.Context) error {
 	for {
-		evs, err := st.sub.Next(st.ctx)
+		evs, err := st.sub.Backlog(ctx)
+		if err != nil || len(evs) == 0 {
+			return err
+		}
+		if err := st.write(evs); err != nil {
+			return err
+		}
+	}
+}
+
+// kick runs the writer unless it runs already. The hub calls it when events
+// are queued (and when the subscription fails); end calls it too.
+func (st *liveStream) kick() {
+	if !st.stopped.Load() && st.writing.CompareAndSwap(false, true) {
+		go st.drain()
+	}
+}
+
+// drain writes what is queued, then returns (the goroutine ends).
+func (st *liveStream) drain() {
+	for {
+		if err := st.ended(); err != nil {
+			st.stop(err)
+			return
+		}
+		evs, err := st.sub.Poll(context.Background())
 		if err != nil {
-			st.finish(err)
+			st.stop(err)
+			return
+		}
+		if len(evs) == 0 {
+			st.writing.Store(false)
+			// Something queued between Poll and Store found writing set
+			// and started nothing: look again.
+			if (st.sub.Pending() || st.ended() != nil) && st.writing.CompareAndSwap(false, true) {
+				continue
+			}
 			return
 		}
 		if time.Since(time.Unix(0, st.lastChecked.Load())) > accessCacheTTL {
-			if err := st.checkAccess(); err != nil {
-				st.finish(err)
+			if err := st.checkAccess(false); err != nil {
+				st.stop(err)
 				return
 			}
 		}
-		for _, e := range evs {
-			pm := st.s.frame(e)
-			if pm == nil {
-				continue
-			}
-			_ = st.conn.SetWriteDeadline(time.Now().Add(streamWriteWait))
-			if err := st.conn.WritePreparedMessage(pm); err != nil {
-				st.cancel(err)
-				st.logger.Debug("event stream write failed", "err", err)
-				return
-			}
-			st.s.metrics.eventDelivered(st.kind, e.Notified)
+		if err := st.write(evs); err != nil {
+			st.stop(err)
+			return
 		}
 	}
 }
 
-// finish closes the connection with the close code that tells the page
-// what to do next.
-func (st *liveStream) finish(err error) {
-	if cause := context.Cause(st.ctx); cause != nil {
-		err = cause
+// write sends one frame per event.
+func (st *liveStream) write(evs []*runs.Event) error {
+	for _, e := range evs {
+		pm := st.s.frame(e)
+		if pm == nil {
+			continue
+		}
+		_ = st.conn.SetWriteDeadline(time.Now().Add(streamWriteWait))
+		if err := st.conn.WritePreparedMessage(pm); err != nil {
+			st.log(slog.LevelDebug, "event stream write failed", "err", err)
+			return errPeerGone
+		}
+		st.s.metrics.eventDelivered(st.kind, e.Notified)
 	}
+	return nil
+}
+
+// finish tells the client with a close code what to do next.
+func (st *liveStream) finish(err error) {
 	code, reason := websocket.CloseInternalServerErr, "internal error"
 	switch {
 	case errors.Is(err, runs.ErrHubClosed):
@@ -332,75 +440,137 @@ func (st *liveStream) finish(err error) {
 	case errors.Is(err, runs.ErrSlowSubscriber):
 		code, reason = websocket.CloseTryAgainLater, "fell behind; resume"
 		st.s.metrics.subscriberTooSlow(st.kind)
-		st.logger.Info("event stream closed: client fell behind")
+		st.log(slog.LevelInfo, "event stream closed: client fell behind")
 	case errors.Is(err, errAccessRemoved):
 		code, reason = closeAccessRemoved, "access removed"
-		st.logger.Info("event stream closed: access removed")
+		st.log(slog.LevelInfo, "event stream closed: access removed")
 	case errors.Is(err, errPeerGone):
 		return // nothing to tell a peer that is gone
+	case errors.Is(err, errClientProtocol):
+		code, reason = websocket.CloseProtocolError, "unexpected frame"
 	default:
-		st.logger.Warn("event stream failed", "err", err)
+		st.log(slog.LevelWarn, "event stream failed", "err", err)
 	}
 	_ = st.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
 }
 
-var (
-	errPeerGone   = errors.New("web: the client went away")
-	errStreamDone = errors.New("web: the stream ended")
-)
-
-// read consumes what the client sends (pongs, close; nothing else is
-// expected) and ends the stream when the client goes or stops answering.
+// read consumes what the client sends and ends the stream when the client
+// goes. Clients send only control frames (pong, ping, close), so this reads
+// frames straight from the connection instead of through gorilla's reader:
+// its goroutine then blocks only a few calls deep, and the stack of an idle
+// stream shrinks to the minimum. A client that stops answering pings is
+// found by tick (a read deadline would cost every idle stream a timer).
 func (st *liveStream) read() {
-	c := st.conn
-	c.SetReadLimit(512)
-	_ = c.SetReadDeadline(time.Now().Add(streamPongWait))
-	c.SetPongHandler(func(string) error {
-		return c.SetReadDeadline(time.Now().Add(streamPongWait))
-	})
+	nc := st.conn.NetConn()
+	// head holds a frame header (at most 14 bytes); payload a control
+	// frame's payload (at most 125).
+	head := make([]byte, 14+125)
+	payload := head[14:]
 	for {
-		if _, _, err := c.NextReader(); err != nil {
-			st.cancel(errPeerGone)
+		if _, err := io.ReadFull(nc, head[:2]); err != nil {
+			st.end(errPeerGone)
 			return
+		}
+		st.lastHeard.Store(time.Now().UnixNano())
+		fin, op := head[0]&0x80 != 0, head[0]&0x0f
+		masked, n := head[1]&0x80 != 0, int64(head[1]&0x7f)
+		switch n {
+		case 126:
+			if _, err := io.ReadFull(nc, head[2:4]); err != nil {
+				st.end(errPeerGone)
+				return
+			}
+			n = int64(binary.BigEndian.Uint16(head[2:4]))
+		case 127:
+			if _, err := io.ReadFull(nc, head[2:10]); err != nil {
+				st.end(errPeerGone)
+				return
+			}
+			n = int64(binary.BigEndian.Uint64(head[2:10]))
+		}
+		control := op >= 8
+		if !masked || n > 512 || n < 0 || (control && (n > 125 || !fin)) || (op > 2 && op < 8) || op > 10 {
+			// Not a frame a browser sends: close as the protocol says.
+			st.end(errClientProtocol)
+			return
+		}
+		var mask [4]byte
+		if _, err := io.ReadFull(nc, mask[:]); err != nil {
+			st.end(errPeerGone)
+			return
+		}
+		if !control {
+			// Data is not expected; read past it.
+			if _, err := io.CopyN(io.Discard, nc, n); err != nil {
+				st.end(errPeerGone)
+				return
+			}
+			continue
+		}
+		p := payload[:n]
+		if _, err := io.ReadFull(nc, p); err != nil {
+			st.end(errPeerGone)
+			return
+		}
+		for i := range p {
+			p[i] ^= mask[i%4]
+		}
+		switch op {
+		case websocket.CloseMessage:
+			// Answer the close with the client's code, then end.
+			reply := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
+			if len(p) >= 2 {
+				reply = append([]byte(nil), p[:2]...)
+			}
+			_ = st.conn.WriteControl(websocket.CloseMessage, reply, time.Now().Add(time.Second))
+			st.end(errPeerGone)
+			return
+		case websocket.PingMessage:
+			_ = st.conn.WriteControl(websocket.PongMessage, append([]byte(nil), p...), time.Now().Add(streamWriteWait))
 		}
 	}
 }
 
-// ping sends a ping and schedules the next one.
-func (st *liveStream) ping() {
-	if st.ctx.Err() != nil {
+// tick pings the client, re-checks access and schedules the next tick.
+func (st *liveStream) tick() {
+	if st.stopped.Load() {
+		return
+	}
+	if time.Since(time.Unix(0, st.lastHeard.Load())) > streamPongWait.get() {
+		st.end(errPeerGone)
 		return
 	}
 	if err := st.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(streamWriteWait)); err != nil {
-		st.cancel(errPeerGone)
+		st.end(errPeerGone)
 		return
 	}
-	time.AfterFunc(streamPing, st.ping)
-}
-
-// recheck re-checks access on an idle stream and schedules the next check.
-func (st *liveStream) recheck() {
-	if st.ctx.Err() != nil {
-		return
+	if time.Since(time.Unix(0, st.lastChecked.Load())) >= streamRecheck-streamRecheck/5 {
+		if err := st.checkAccess(true); err != nil {
+			st.end(err)
+			return
+		}
 	}
-	if err := st.checkAccess(); err != nil {
-		st.cancel(err)
-		return
+	st.mu.Lock()
+	if !st.stopped.Load() {
+		st.timer.Reset(jitter(streamPing.get()))
 	}
-	time.AfterFunc(jitter(streamRecheck), st.recheck)
+	st.mu.Unlock()
 }
 
 // checkAccess ends the stream (errAccessRemoved) when the session has
 // ended or the viewer lost their role on the environment. A database error
-// is not a reason to close: the next check decides.
-func (st *liveStream) checkAccess() error {
-	v := st.viewer
-	if time.Since(v.signedInAt) > st.s.a.deps.SessionLifetime {
+// is not a reason to close: the next check decides. With fresh false (the
+// check before sending events) an answer up to accessStale old is used
+// while a new one is fetched in the background, so events never wait for
+// the database; a removed role then stops the stream within about
+// accessCacheTTL plus one batch.
+func (st *liveStream) checkAccess(fresh bool) error {
+	if time.Since(st.signedInAt) > st.s.a.deps.SessionLifetime {
 		return errAccessRemoved
 	}
-	ok, err := st.s.access.allowed(accessKey{token: v.token, userID: v.user.ID, envID: st.envID}, st.s.checkAccess)
+	ok, err := st.s.access.allowed(accessKey{token: st.token, userID: st.userID, envID: st.envID}, st.s.checkAccess, fresh)
 	if err != nil {
-		st.logger.Warn("event stream: check access", "err", err)
+		st.log(slog.LevelWarn, "event stream: check access", "err", err)
 		return nil
 	}
 	st.lastChecked.Store(time.Now().UnixNano())
@@ -487,10 +657,11 @@ type accessKey struct {
 }
 
 type accessEntry struct {
-	done    chan struct{}
-	ok      bool
-	err     error
-	checked time.Time
+	done       chan struct{}
+	ok         bool
+	err        error
+	checked    time.Time
+	refreshing bool
 }
 
 // accessCache shares access checks between the streams of one session and
@@ -502,28 +673,30 @@ type accessCache struct {
 	entries map[accessKey]*accessEntry
 }
 
-func (c *accessCache) allowed(k accessKey, check func(accessKey) (bool, error)) (bool, error) {
+// accessStale is the oldest answer a non-fresh check may use.
+var accessStale = 15 * time.Second
+
+func (c *accessCache) allowed(k accessKey, check func(accessKey) (bool, error), fresh bool) (bool, error) {
 	c.mu.Lock()
 	e, ok := c.entries[k]
 	if ok {
 		select {
 		case <-e.done:
-			if time.Since(e.checked) > accessCacheTTL || e.err != nil {
+			age := time.Since(e.checked)
+			switch {
+			case e.err != nil || age > accessStale || (fresh && age > accessCacheTTL):
 				ok = false
+			case age > accessCacheTTL && !e.refreshing:
+				e.refreshing = true
+				go c.refresh(k, e, check)
 			}
 		default: // a check is under way: wait for it
 		}
 	}
 	if !ok {
-		e = &accessEntry{done: make(chan struct{})}
-		c.entries[k] = e
-		if len(c.entries) > 10000 {
-			c.pruneLocked()
-		}
+		e = c.startLocked(k)
 		c.mu.Unlock()
-		e.ok, e.err = check(k)
-		e.checked = time.Now()
-		close(e.done)
+		c.run(e, k, check)
 		return e.ok, e.err
 	}
 	c.mu.Unlock()
@@ -531,12 +704,45 @@ func (c *accessCache) allowed(k accessKey, check func(accessKey) (bool, error)) 
 	return e.ok, e.err
 }
 
+func (c *accessCache) startLocked(k accessKey) *accessEntry {
+	e := &accessEntry{done: make(chan struct{})}
+	c.entries[k] = e
+	if len(c.entries) > 10000 {
+		c.pruneLocked()
+	}
+	return e
+}
+
+func (c *accessCache) run(e *accessEntry, k accessKey, check func(accessKey) (bool, error)) {
+	e.ok, e.err = check(k)
+	e.checked = time.Now()
+	close(e.done)
+}
+
+// refresh replaces old with a new answer, checked in the background while
+// callers go on using old. A failed check keeps old (until accessStale).
+func (c *accessCache) refresh(k accessKey, old *accessEntry, check func(accessKey) (bool, error)) {
+	ok, err := check(k)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[k] != old {
+		return
+	}
+	if err != nil {
+		old.refreshing = false
+		return
+	}
+	e := &accessEntry{done: make(chan struct{}), ok: ok, checked: time.Now()}
+	close(e.done)
+	c.entries[k] = e
+}
+
 // pruneLocked drops finished entries past their TTL.
 func (c *accessCache) pruneLocked() {
 	for k, e := range c.entries {
 		select {
 		case <-e.done:
-			if time.Since(e.checked) > accessCacheTTL {
+			if time.Since(e.checked) > accessStale {
 				delete(c.entries, k)
 			}
 		default:

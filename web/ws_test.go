@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
@@ -219,13 +221,37 @@ func TestEventStreamChecksTheRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Access answers are cached for two seconds; the next event after that
-	// finds the role gone.
-	time.Sleep(2100 * time.Millisecond)
-	appendRunEvent(t, s.DB, prodRun, "failed", 0)
-	if code := closeCode(t, conn); code != 4403 {
-		t.Errorf("close code after the role was removed = %d, want 4403", code)
+	// Access answers are shared for two seconds (and refreshed in the
+	// background after that, while events keep flowing): within a few
+	// seconds of more events the stream closes.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		appendRunEvent(t, s.DB, prodRun, "running", 0)
+		_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		_, _, err := conn.ReadMessage()
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			if ce.Code != 4403 {
+				t.Errorf("close code after the role was removed = %d, want 4403", ce.Code)
+			}
+			break
+		}
+		if err != nil && !isTimeout(err) {
+			t.Fatalf("read: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stream stayed open 10 s after the role was removed")
+		}
+		if err != nil {
+			// A read that timed out leaves a gorilla connection unusable.
+			t.Fatalf("no frame and no close within 500 ms")
+		}
 	}
+}
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // TestEventStreamLeavesTheSessionAlone: a stream reads the session but
@@ -257,5 +283,63 @@ func TestEventStreamLeavesTheSessionAlone(t *testing.T) {
 	conn.Close()
 	if after := snapshot(); after != before {
 		t.Errorf("sessions changed while streaming:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestEventStreamPingsAndDropsADeadPeer: a client that answers pings stays
+// connected; one that stops answering is closed.
+func TestEventStreamPingsAndDropsADeadPeer(t *testing.T) {
+	defer web.SetStreamTimingsForTest(50*time.Millisecond, 400*time.Millisecond)()
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+
+	alive, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	var pings atomic.Int32
+	alive.SetPingHandler(func(data string) error {
+		pings.Add(1)
+		return alive.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	go func() {
+		for {
+			if _, _, err := alive.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	// The silent client never reads, so it never answers a ping.
+	silent, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	time.Sleep(time.Second)
+	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		if _, _, err := silent.ReadMessage(); err != nil {
+			break // closed by the server (the pings it got were ignored)
+		}
+	}
+	if n := pings.Load(); n < 5 {
+		t.Errorf("the answering client got %d pings in a second, want about 20", n)
+	}
+	appendRunEvent(t, s.DB, runID, "running", 0)
+	_ = alive.SetReadDeadline(time.Now().Add(5 * time.Second))
+	waitUntil(t, "the answering client to still receive events", func() bool {
+		return s.Hub.Subscribers() == 1
+	})
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

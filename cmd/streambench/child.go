@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -59,9 +60,17 @@ func runChild(args []string) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
 	mux.HandleFunc("POST /gc", func(w http.ResponseWriter, r *http.Request) {
-		runtime.GC()
+		// An idle process is collected every two minutes (and its idle
+		// goroutines' stacks shrink at each collection): a few collections
+		// show what an idle stream keeps.
+		for range 3 {
+			runtime.GC()
+		}
 		debug.FreeOSMemory()
 		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /debug/heap", func(w http.ResponseWriter, r *http.Request) {
+		_ = pprof.Lookup("heap").WriteTo(w, 0)
 	})
 	go http.Serve(ml, mux)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}

@@ -593,6 +593,17 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 			return res, err
 		}
 		res.idleBytes = (m - base) / float64(idle)
+		if os.Getenv("STREAMBENCH_HEAP") != "" {
+			resp, err := http.Get(b.metricsURL + "/debug/heap")
+			if err == nil {
+				f, _ := os.Create(os.Getenv("STREAMBENCH_HEAP"))
+				io.Copy(f, resp.Body)
+				f.Close()
+				resp.Body.Close()
+			}
+			sm, _ := b.scrape(false)
+			fmt.Printf("    (stacks %.0f KiB, heap %.0f KiB, goroutines %.0f)\n", sm["go_memstats_stack_inuse_bytes"]/1024, sm["go_memstats_heap_inuse_bytes"]/1024, sm["go_goroutines"])
+		}
 		base = m
 		fmt.Printf("    (opened %d idle streams in %s)\n", idle, time.Since(start).Round(time.Millisecond))
 	}
