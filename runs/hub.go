@@ -527,6 +527,14 @@ func (s *Subscription) SetNotify(f func()) {
 	s.mu.Unlock()
 }
 
+// Err returns why the subscription failed (ErrSlowSubscriber,
+// ErrHubClosed, a database error), or nil while it has not.
+func (s *Subscription) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
 // Pending reports whether events are queued or the subscription has failed.
 func (s *Subscription) Pending() bool {
 	s.mu.Lock()

@@ -162,6 +162,9 @@ func TestHubClosesSubscriberThatNeverReads(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("readers took %v", d)
 	}
+	// The readers may finish from their backlog before the hub has handed
+	// every event out: wait for the stuck queue to overflow.
+	waitFor(t, "the subscriber that never reads to be closed", func() bool { return stuck.Err() != nil })
 	_, err = stuck.Next(ctx)
 	if !errors.Is(err, runs.ErrSlowSubscriber) {
 		t.Errorf("the subscriber that never read got %v, want ErrSlowSubscriber", err)
