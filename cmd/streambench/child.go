@@ -72,6 +72,15 @@ func runChild(args []string) error {
 	mux.HandleFunc("GET /debug/heap", func(w http.ResponseWriter, r *http.Request) {
 		_ = pprof.Lookup("heap").WriteTo(w, 0)
 	})
+	mux.HandleFunc("GET /debug/cpu", func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("for"))
+		if err := pprof.StartCPUProfile(w); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		time.Sleep(min(max(d, time.Second), time.Minute))
+		pprof.StopCPUProfile()
+	})
 	go http.Serve(ml, mux)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(hub.Close)
