@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -502,11 +501,11 @@ func (b *bench) openWatchers(runID int64, n, events int) ([]*watcher, error) {
 
 func (w *watcher) read() {
 	defer close(w.done)
-	var f struct {
-		Seq int64 `json:"seq"`
-	}
+	// The watchers share the machine with the Studio: read each frame into
+	// one buffer and pick "seq" out without a JSON decoder.
+	buf := make([]byte, 0, 1024)
 	for {
-		_, data, err := w.conn.ReadMessage()
+		_, r, err := w.conn.NextReader()
 		if err != nil {
 			var ce *websocket.CloseError
 			if errors.As(err, &ce) || errors.Is(err, net.ErrClosed) {
@@ -515,16 +514,53 @@ func (w *watcher) read() {
 			w.err = err
 			return
 		}
+		buf = buf[:0]
+		for {
+			if len(buf) == cap(buf) {
+				buf = append(buf, 0)[:len(buf)]
+			}
+			n, err := r.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				w.err = err
+				return
+			}
+		}
 		now := time.Now().UnixNano()
-		if err := json.Unmarshal(data, &f); err != nil {
-			w.err = err
+		seq, ok := frameSeq(buf)
+		if !ok {
+			w.err = fmt.Errorf("frame without seq: %.100s", buf)
 			return
 		}
-		if i := f.Seq - w.base; i >= 0 && i < int64(len(w.arrivals)) {
+		if i := seq - w.base; i >= 0 && i < int64(len(w.arrivals)) {
 			w.arrivals[i] = now
-			w.got.Store(f.Seq)
+			w.got.Store(seq)
 		}
 	}
+}
+
+// frameSeq finds the number after "seq": in a frame.
+func frameSeq(frame []byte) (int64, bool) {
+	i := strings.Index(string(frame), `"seq":`)
+	if i < 0 {
+		return 0, false
+	}
+	var seq int64
+	digits := 0
+	for _, c := range frame[i+len(`"seq":`):] {
+		if c == ' ' && digits == 0 {
+			continue
+		}
+		if c < '0' || c > '9' {
+			break
+		}
+		seq = seq*10 + int64(c-'0')
+		digits++
+	}
+	return seq, digits > 0
 }
 
 func closeWatchers(ws []*watcher) {
@@ -546,11 +582,15 @@ type result struct {
 	activeByte float64
 	idleBytes  float64
 	missing    int
+	active     int
+	// inStudio is the mean time from the hub's notification to the frame
+	// written, from the Studio's own histogram.
+	inStudio time.Duration
 }
 
 func (r result) String() string {
-	s := r.lat.String()
-	if r.activeByte > 0 {
+	s := r.lat.String() + fmt.Sprintf("  (in the Studio, notification→written: mean %s)", ms(r.inStudio))
+	if r.activeByte > 0 && r.active >= 100 {
 		s += fmt.Sprintf("  memory/active stream %.1f KiB", r.activeByte/1024)
 	}
 	if r.idleBytes > 0 {
@@ -620,6 +660,7 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 		return res, err
 	}
 	res.activeByte = (m - base) / float64(active)
+	res.active = active
 
 	if path := os.Getenv("STREAMBENCH_CPU"); path != "" {
 		d := time.Duration(b.o.events) * (b.o.interval + time.Millisecond)
@@ -632,6 +673,10 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 				resp.Body.Close()
 			}
 		}()
+	}
+	before, err := b.scrape(false)
+	if err != nil {
+		return res, err
 	}
 	sent := make([]int64, b.o.events)
 	for i := range b.o.events {
@@ -657,6 +702,11 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 		}
 		if w.err != nil {
 			return res, w.err
+		}
+	}
+	if after, err := b.scrape(false); err == nil {
+		if n := after["studio_event_delivery_seconds_count"] - before["studio_event_delivery_seconds_count"]; n > 0 {
+			res.inStudio = time.Duration((after["studio_event_delivery_seconds_sum"] - before["studio_event_delivery_seconds_sum"]) / n * float64(time.Second))
 		}
 	}
 	samples := make([]time.Duration, 0, len(watchers)*b.o.events)
