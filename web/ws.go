@@ -245,16 +245,19 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) 
 		s: s, conn: conn, sub: sub, token: v.token, userID: v.user.ID, signedInAt: v.signedInAt,
 		envID: env.ID, streamID: stream.ID, kind: stream.Kind.String(), requestID: reqID,
 	}
-	st.start()
 	// The backlog is read and written from the request's goroutine. Then it
 	// ends (and the server's buffers with it): an idle stream is its reader
 	// goroutine and a timer, and a writer goroutine runs only while there
-	// are events to write.
+	// are events to write. Until the backlog is out, this goroutine is the
+	// writer: a kick (the client leaving, say) must not start another.
+	st.writing.Store(true)
+	st.start()
 	if err := st.catchUp(ctx); err != nil {
 		st.stop(err)
 		return nil
 	}
 	sub.SetNotify(st.kick)
+	st.writing.Store(false)
 	st.kick()
 	return nil
 }
@@ -373,7 +376,8 @@ func (st *liveStream) catchUp(ctx context.Context) error {
 }
 
 // kick runs the writer unless it runs already. The hub calls it when events
-// are queued (and when the subscription fails); end calls it too.
+// are queued (and when the subscription fails); end calls it too. The
+// writer is the only goroutine that uses the subscription.
 func (st *liveStream) kick() {
 	if !st.stopped.Load() && st.writing.CompareAndSwap(false, true) {
 		go st.drain()
