@@ -343,3 +343,58 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestEventStreamManyWatchersExactlyOnce connects watchers from random
+// starting points while events are appended: over the real websocket, each
+// gets every event after its starting point once, in order.
+func TestEventStreamManyWatchersExactlyOnce(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+	const before, during, watchers = 10, 40, 25
+	for range before {
+		appendRunEvent(t, s.DB, runID, "running", 1)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range during {
+			appendRunEvent(t, s.DB, runID, "running", 2)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	errs := make(chan error, watchers)
+	for i := range watchers {
+		after := int64(i % (before + during/2))
+		go func() {
+			conn, resp, err := s.DialStream(t, admin, runEventsPath(runID, after), nil)
+			if err != nil {
+				errs <- fmt.Errorf("dial after %d: %v (%v)", after, err, resp)
+				return
+			}
+			want := after + 1
+			for want <= before+during {
+				_ = conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+				_, data, err := conn.ReadMessage()
+				if err != nil {
+					errs <- fmt.Errorf("after %d, waiting for %d: %v", after, want, err)
+					return
+				}
+				var f streamFrame
+				if err := json.Unmarshal(data, &f); err != nil || f.Seq != want {
+					errs <- fmt.Errorf("after %d: got seq %d (%v), want %d", after, f.Seq, err, want)
+					return
+				}
+				want++
+			}
+			errs <- nil
+		}()
+	}
+	for range watchers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	<-done
+}
