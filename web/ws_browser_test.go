@@ -29,15 +29,26 @@ import (
 // the run page's templ component until it lands.
 type checkpointRows struct{ web.NoFragments }
 
-func (checkpointRows) RunFragments(_ context.Context, _ int64, ev *runs.Event) ([]web.Fragment, error) {
+func (checkpointRows) RunFragments(_ context.Context, runID int64, ev *runs.Event) ([]web.Fragment, error) {
 	var p struct {
+		Run *struct {
+			Status string `json:"status"`
+		} `json:"run"`
 		Checkpoint *struct {
 			Position int    `json:"position"`
 			Status   string `json:"status"`
 		} `json:"checkpoint"`
 	}
-	if err := json.Unmarshal(ev.Payload, &p); err != nil || p.Checkpoint == nil {
+	if err := json.Unmarshal(ev.Payload, &p); err != nil {
 		return nil, err
+	}
+	if p.Checkpoint == nil {
+		// A run-level change re-renders the header, which carries the
+		// data-stream attribute itself.
+		st := html.EscapeString(p.Run.Status)
+		return []web.Fragment{{ID: "run-header", HTML: fmt.Sprintf(
+			`<section id="run-header" data-stream="/projects/hello-world/environments/production/runs/%d/events" data-last-seq="%d">`+
+				`<span id="run-status" data-run-status="%s">%s</span></section>`, runID, ev.Seq, st, st)}}, nil
 	}
 	id := fmt.Sprintf("checkpoint-%d", p.Checkpoint.Position)
 	return []web.Fragment{{ID: id, HTML: fmt.Sprintf(`<li id="%s" data-status="%s">checkpoint %d: %s</li>`,

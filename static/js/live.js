@@ -53,15 +53,20 @@
     var ws = null;
     var stopped = false;
     var timer = null;
-    var state = el.querySelector("[data-stream-state]");
-    if (!state) {
-      state = document.createElement("span");
-      state.setAttribute("data-stream-state", "");
-      state.className = "stream-state";
-      el.appendChild(state);
+    var state = null;
+    function ensureState() {
+      state = el.querySelector("[data-stream-state]");
+      if (!state) {
+        state = document.createElement("span");
+        state.setAttribute("data-stream-state", "");
+        state.className = "stream-state";
+        state.hidden = true;
+        el.appendChild(state);
+      }
+      state.setAttribute("role", "status");
+      state.setAttribute("aria-live", "polite");
     }
-    state.setAttribute("role", "status");
-    state.setAttribute("aria-live", "polite");
+    ensureState();
 
     function setState(name, text) {
       el.setAttribute("data-stream-status", name);
@@ -129,6 +134,16 @@
         target.outerHTML = f.html;
         swapped[f.id] = true;
       });
+      if (!el.isConnected) {
+        // A fragment replaced the element that carries data-stream (the run
+        // header, say): follow on with its replacement.
+        var again = document.querySelector('[data-stream="' + CSS.escape(path) + '"]');
+        if (again) {
+          el = again;
+          ensureState();
+          setState("live", "");
+        }
+      }
       var run = frame.run;
       if (run && run.status) {
         if (isRun && !frame.type) {
