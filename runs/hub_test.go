@@ -123,7 +123,7 @@ func TestHubClosesSubscriberThatNeverReads(t *testing.T) {
 	db := storetest.NewDB(t)
 	_, runID := newRun(t, db)
 	h := newHub(t, db, runs.HubOptions{QueueLimit: 16})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
 	defer cancel()
 
 	stuck, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
@@ -160,7 +160,7 @@ func TestHubClosesSubscriberThatNeverReads(t *testing.T) {
 	appendEvents(t, db, runID, 40)
 	wg.Wait()
 	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("readers took %v", d)
+		t.Errorf("readers took %v; hub: %s", d, h.DebugState())
 	}
 	// The readers may finish from their backlog before the hub has handed
 	// every event out: wait for the stuck queue to overflow.
@@ -305,4 +305,45 @@ func TestHubCloseEndsSubscriptions(t *testing.T) {
 	if err := h.WaitIdle(wctx); err != nil {
 		t.Errorf("WaitIdle: %v", err)
 	}
+}
+
+// TestHubResumingSubscribersMissNothing keeps subscribers falling behind
+// (a queue of two events) so they are closed and resume from their last
+// event again and again, while the topic is dropped and re-created under
+// them: each still gets every event once, in order.
+func TestHubResumingSubscribersMissNothing(t *testing.T) {
+	db := storetest.NewDB(t)
+	_, runID := newRun(t, db)
+	h := newHub(t, db, runs.HubOptions{QueueLimit: 2, PageSize: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	const n = 120
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resumes := 0
+			for {
+				err := collect(ctx, sub, sub.Last(), n)
+				sub.Close()
+				if !errors.Is(err, runs.ErrSlowSubscriber) {
+					if err != nil {
+						t.Errorf("%v (resumed %d times); hub: %s", err, resumes, h.DebugState())
+					}
+					return
+				}
+				resumes++
+				if sub, err = h.Subscribe(ctx, runs.RunStream(runID), sub.Last()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	appendEvents(t, db, runID, n)
+	wg.Wait()
 }
