@@ -17,3 +17,7 @@ func (h *Hub) DebugState() string {
 	}
 	return out
 }
+
+// SetBeforeInitForTest makes f run before a new topic reads its starting
+// point. Call it before the first Subscribe.
+func (h *Hub) SetBeforeInitForTest(f func()) { h.beforeInit = f }

@@ -130,6 +130,10 @@ type Hub struct {
 	listening bool
 	subs      int
 	idle      chan struct{} // closed when subs drops to 0 after Close
+
+	// beforeInit, when set (by tests), runs before a topic's starting
+	// point is read.
+	beforeInit func()
 }
 
 // topic is the shared state of one followed stream.
@@ -138,8 +142,10 @@ type topic struct {
 	subs   map[*Subscription]struct{}
 	// cursor is the highest sequence number handed to the subscribers.
 	cursor int64
-	// ready says cursor has been initialised from the table.
-	ready bool
+	// ready says cursor has been initialised from the table; readyCh is
+	// closed then (or when initialising failed).
+	ready   bool
+	readyCh chan struct{}
 	// dirty says events past cursor may exist (a notification arrived, or
 	// the connection came back) since the last read started.
 	dirty    bool
@@ -245,7 +251,7 @@ func (h *Hub) Subscribe(ctx context.Context, stream Stream, after int64) (*Subsc
 	}
 	t, ok := h.topics[stream]
 	if !ok {
-		t = &topic{stream: stream, subs: map[*Subscription]struct{}{}}
+		t = &topic{stream: stream, subs: map[*Subscription]struct{}{}, readyCh: make(chan struct{})}
 		h.topics[stream] = t
 	}
 	t.subs[s] = struct{}{}
@@ -256,9 +262,13 @@ func (h *Hub) Subscribe(ctx context.Context, stream Stream, after int64) (*Subsc
 		// the newest committed event. Everything up to it is in the table
 		// for every subscriber's backlog; everything after it is either
 		// announced later or read when the connection comes back.
+		if h.beforeInit != nil {
+			h.beforeInit()
+		}
 		last, err := h.lastSeq(ctx, stream)
 		if err != nil {
 			h.failTopic(t, err)
+			close(t.readyCh)
 			s.Close()
 			return nil, err
 		}
@@ -266,7 +276,19 @@ func (h *Hub) Subscribe(ctx context.Context, stream Stream, after int64) (*Subsc
 		t.cursor, t.ready = last, true
 		h.kickLocked(t)
 		h.mu.Unlock()
+		close(t.readyCh)
+		return s, nil
 	}
+	// No subscriber may read its backlog before live reading has a
+	// starting point: events committed between its backlog read and that
+	// point would be in neither.
+	select {
+	case <-t.readyCh:
+	case <-ctx.Done():
+		s.Close()
+		return nil, ctx.Err()
+	}
+	// Should initialising have failed, Next reports it.
 	return s, nil
 }
 

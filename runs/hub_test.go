@@ -347,3 +347,53 @@ func TestHubResumingSubscribersMissNothing(t *testing.T) {
 	appendEvents(t, db, runID, n)
 	wg.Wait()
 }
+
+// TestHubSubscriberJoiningAStreamBeingSetUp: a second subscriber arrives
+// while the first one's stream is still finding its starting point, and
+// events are committed meanwhile. The second must not read its backlog
+// before the starting point is known: the events in between would be in
+// neither its backlog nor the live stream.
+func TestHubSubscriberJoiningAStreamBeingSetUp(t *testing.T) {
+	db := storetest.NewDB(t)
+	_, runID := newRun(t, db)
+	h := newHub(t, db, runs.HubOptions{})
+	release := make(chan struct{})
+	var once sync.Once
+	h.SetBeforeInitForTest(func() { once.Do(func() { <-release }) })
+	appendEvents(t, db, runID, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	first := make(chan *runs.Subscription, 1)
+	go func() {
+		sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- sub
+	}()
+	waitFor(t, "the first subscriber to register", func() bool { return h.Subscribers() == 1 })
+	second := make(chan error, 1)
+	go func() {
+		sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+		if err != nil {
+			second <- err
+			return
+		}
+		defer sub.Close()
+		second <- collect(ctx, sub, 0, 5)
+	}()
+	time.Sleep(200 * time.Millisecond) // a second subscriber let through would have read events 1-3 by now
+	appendEvents(t, db, runID, 2)
+	time.Sleep(100 * time.Millisecond) // their notifications arrive before the starting point is read
+	close(release)
+	if err := <-second; err != nil {
+		t.Errorf("second subscriber: %v; hub: %s", err, h.DebugState())
+	}
+	if sub := <-first; sub != nil {
+		if err := collect(ctx, sub, 0, 5); err != nil {
+			t.Errorf("first subscriber: %v", err)
+		}
+		sub.Close()
+	}
+}
