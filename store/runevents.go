@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/skali-dev/studio/apperr"
 )
 
 // Channels on which appended events are announced. A notification's payload
@@ -126,4 +128,51 @@ func (db *DB) EnvironmentEventsAfter(ctx context.Context, environmentID, after i
 		return nil, fmt.Errorf("store: environment events: %w", err)
 	}
 	return evs, nil
+}
+
+// LastRunEventSeq returns the sequence number of the run's newest committed
+// event (0 when it has none). The event hub starts following a run from it.
+func (db *DB) LastRunEventSeq(ctx context.Context, runID int64) (int64, error) {
+	var seq int64
+	err := db.Pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM run_events WHERE run_id = $1`, runID).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("store: last run event: %w", err)
+	}
+	return seq, nil
+}
+
+// LastEnvironmentEventSeq returns the sequence number of the environment's
+// newest committed event (0 when it has none).
+func (db *DB) LastEnvironmentEventSeq(ctx context.Context, environmentID int64) (int64, error) {
+	var seq int64
+	err := db.Pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM environment_events WHERE environment_id = $1`, environmentID).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("store: last environment event: %w", err)
+	}
+	return seq, nil
+}
+
+// RunEnvironmentID returns the environment of the run, or a NotFound error.
+// The event stream uses it to refuse a run named under another environment.
+func (db *DB) RunEnvironmentID(ctx context.Context, runID int64) (int64, error) {
+	var envID int64
+	err := db.Pool.QueryRow(ctx, `SELECT environment_id FROM runs WHERE id = $1`, runID).Scan(&envID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, apperr.Errorf(apperr.NotFound, "There is no such run.")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: run environment: %w", err)
+	}
+	return envID, nil
+}
+
+// RunQueueDepth counts the runs not finished yet (pending, running or
+// waiting), for the metrics endpoint.
+func (db *DB) RunQueueDepth(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE status IN ('pending', 'running', 'waiting')`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: run queue depth: %w", err)
+	}
+	return n, nil
 }

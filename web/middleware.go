@@ -80,6 +80,10 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 			status := rec.status
 			if status == 0 {
 				status = http.StatusOK
+				if isWebsocketUpgrade(r) {
+					// The 101 went out on the hijacked connection.
+					status = http.StatusSwitchingProtocols
+				}
 			}
 			attrs := []any{
 				"method", r.Method,

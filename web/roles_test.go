@@ -90,6 +90,13 @@ var routeTable = []routeCase{
 	{method: "GET", pattern: "/readyz", path: "/readyz", allow: everyone},
 	{method: "*", pattern: "/static/*", path: "{static}", allow: everyone},
 
+	// Event stream websockets: a plain GET (no upgrade) is refused with 400
+	// once access is granted; the run does not exist (404) in this fixture.
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs/{run}/events",
+		path: "/projects/hello-world/environments/production/runs/999999/events?after=0", allow: prodViewers, ok: []int{http.StatusNotFound}},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/events",
+		path: "/projects/hello-world/environments/production/events?after=0", allow: prodViewers, ok: []int{http.StatusBadRequest}},
+
 	// Sign-in and sign-out.
 	{method: "GET", pattern: "/login", path: "/login", allow: everyone},
 	{method: "GET", pattern: "/login/local", path: "/login/local?token=not-a-token", allow: everyone, ok: []int{http.StatusUnauthorized}},

@@ -56,6 +56,14 @@ type Deps struct {
 	// then one more per interval); SignInStarts limits OIDC sign-ins
 	// started per address. Zero values take the defaults below.
 	SignInFailures, SignInStarts RateLimit
+	// Hub fans run and environment events out to the event stream
+	// websockets; without it the streams answer 500.
+	Hub *runs.Hub
+	// Fragments renders the HTML fragments that event frames carry
+	// (default NoFragments).
+	Fragments FragmentRenderer
+	// Metrics records Prometheus metrics when set (see NewMetrics).
+	Metrics *Metrics
 }
 
 // RateLimit is a token bucket: Burst attempts at once, then one per Every.
@@ -158,7 +166,7 @@ func (a *app) routes(https bool) http.Handler {
 	}))
 
 	r := chi.NewRouter()
-	r.Use(requestID, accessLog(a.logger), a.recoverer, securityHeaders(https, ""), a.limitBody(a.deps.MaxBodyBytes))
+	r.Use(requestID, a.deps.Metrics.instrument, accessLog(a.logger), a.recoverer, securityHeaders(https, ""), a.limitBody(a.deps.MaxBodyBytes))
 
 	// Probes and assets need no session.
 	r.Get("/healthz", health.Live)
@@ -170,6 +178,12 @@ func (a *app) routes(https bool) http.Handler {
 		r.Get(runs.EdgePath, a.deps.Edge.ServeHTTP)
 		r.Get(runs.ChallengePrefix+"*", a.deps.Edge.ServeHTTP)
 	}
+
+	// Event stream websockets read the session without saving it, so they
+	// sit outside LoadAndSave (web/ws.go); they check the Origin themselves.
+	streams := newStreams(a)
+	r.Get("/projects/{project}/environments/{env}/runs/{run}/events", a.handle(streams.streamRunEvents))
+	r.Get("/projects/{project}/environments/{env}/events", a.handle(streams.streamEnvironmentEvents))
 
 	r.Group(func(r chi.Router) {
 		r.Use(cop.Handler, a.sessions.LoadAndSave, markSession, a.authenticate)

@@ -32,6 +32,7 @@ type Config struct {
 	ReconcileInterval  time.Duration
 	LocalFaults        string
 	RunRescueAfter     time.Duration
+	MetricsAddr        string
 }
 
 type setting struct {
@@ -61,6 +62,7 @@ func (c *Config) settings() []setting {
 		{"reconcile-interval", "STUDIO_RECONCILE_INTERVAL", "how often deferred and failed domains are probed again", &c.ReconcileInterval, "1m"},
 		{"local-faults", "STUDIO_LOCAL_FAULTS", "JSON file of faults the local platform injects (demos)", &c.LocalFaults, ""},
 		{"run-rescue-after", "STUDIO_RUN_RESCUE_AFTER", "how long a run may look running before another process resumes it (a killed process)", &c.RunRescueAfter, "15m"},
+		{"metrics-addr", "STUDIO_METRICS_ADDR", "address to serve Prometheus metrics on, at /metrics (empty: off)", &c.MetricsAddr, ""},
 	}
 }
 

@@ -117,6 +117,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer cancel()
 		_ = runService.StopRiver(stopCtx)
 	}()
+	// The hub holds this process's LISTEN connection and fans run events
+	// out to the event stream websockets.
+	hub := runs.NewHub(db.DB, runs.HubOptions{Logger: logger})
+	defer hub.Close()
+	var metrics *web.Metrics
+	var metricsSrv *http.Server
+	if cfg.MetricsAddr != "" {
+		ml, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s (metrics): %w", cfg.MetricsAddr, err)
+		}
+		metrics = web.NewMetrics(db.DB)
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics.Handler())
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := metricsSrv.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Warn("metrics server", "err", err)
+			}
+		}()
+		logger.Info("serving metrics", "addr", ml.Addr().String())
+	}
 	handler := web.New(web.Deps{
 		DB:                 db.DB,
 		Logger:             logger,
@@ -131,6 +153,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		OIDCClientID:       cfg.OIDCClientID,
 		OIDCClientSecret:   cfg.OIDCClientSecret,
 		Admins:             splitList(cfg.Admins),
+		Hub:                hub,
+		Metrics:            metrics,
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -142,6 +166,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	// Shutdown does not track hijacked connections: closing the hub ends
+	// every event stream with "going away" (the pages reconnect to another
+	// replica or to this one once it is back), and the shutdown waits for
+	// the streams to say so.
+	srv.RegisterOnShutdown(hub.Close)
 	go cleanSessions(ctx, db.DB, logger)
 
 	fmt.Fprintf(stdout, "Skali Studio is serving on http://%s\n", listener.Addr())
@@ -165,6 +194,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("shutdown", "err", err)
+	}
+	hub.Close()
+	if err := hub.WaitIdle(shutdownCtx); err != nil {
+		logger.Warn("shutdown: event streams still open", "err", err)
+	}
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(shutdownCtx)
 	}
 	return nil
 }

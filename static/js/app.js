@@ -1,28 +1,9 @@
 // Skali Studio: progressive enhancement only. Every page works without this
-// script; it makes pages live (countdowns now, run events as they land).
+// script; live.js makes pages live (countdowns, run events as they land).
 (function () {
   "use strict";
 
-  // Countdowns: <time data-countdown datetime="RFC3339">in 42 min</time>
-  function formatRemaining(ms) {
-    if (ms <= 0) return "any moment now";
-    var s = Math.round(ms / 1000);
-    var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
-    if (h > 0) return "in " + h + " h " + (m < 10 ? "0" : "") + m + " min";
-    if (m > 0) return "in " + m + " min " + (sec < 10 ? "0" : "") + sec + " s";
-    return "in " + sec + " s";
-  }
-  function tick() {
-    var now = Date.now();
-    document.querySelectorAll("time[data-countdown]").forEach(function (el) {
-      var at = Date.parse(el.getAttribute("datetime"));
-      if (!isNaN(at)) el.textContent = formatRemaining(at - now);
-    });
-  }
-  if (document.querySelector("time[data-countdown]")) {
-    tick();
-    setInterval(tick, 1000);
-  }
+  // Countdowns and run events: see live.js.
 
   // Confirmation for destructive buttons: <button data-confirm="Delete X?">
   document.addEventListener("submit", function (ev) {

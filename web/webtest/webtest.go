@@ -34,6 +34,9 @@ type Server struct {
 	// OIDC is the in-process OpenID provider the Studio signs people in
 	// with (see SignInAs).
 	OIDC *oidcprovider.Provider
+	// Hub is the Studio's event hub (closing it is a server shutdown for
+	// the event streams).
+	Hub *runs.Hub
 }
 
 // Option changes the Deps a test server is built with.
@@ -46,9 +49,13 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	logs := &SyncBuffer{}
 	idp := oidcprovider.Start(OIDCClientID, OIDCClientSecret)
 	tb.Cleanup(idp.Close)
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	hub := runs.NewHub(db, runs.HubOptions{Logger: logger})
+	tb.Cleanup(hub.Close)
 	deps := web.Deps{
 		DB:               db,
-		Logger:           slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Hub:              hub,
+		Logger:           logger,
 		LocalLogin:       true,
 		OIDCIssuer:       idp.URL,
 		OIDCClientID:     OIDCClientID,
@@ -76,7 +83,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 			_ = deps.Runs.StopRiver(ctx)
 		})
 	}
-	return &Server{httptestServer: srv, URL: srv.URL, DB: db, Logs: logs, OIDC: idp}
+	return &Server{httptestServer: srv, URL: srv.URL, DB: db, Logs: logs, OIDC: idp, Hub: hub}
 }
 
 // WithSignInLimit limits failed sign-ins per client address to burst, then

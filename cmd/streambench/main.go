@@ -1,0 +1,838 @@
+// Command streambench measures the Studio's run event streams on this
+// machine, over loopback only.
+//
+// It starts a private PostgreSQL and a Studio (this same binary in a child
+// process, built like `studio serve`: web.New with the event hub and
+// metrics), signs in, opens websocket watchers on a run's event stream,
+// appends events and measures, per event and watcher, the time from commit
+// to the frame's arrival (p50, p99, max). In the same run it measures the
+// floors: a plain NOTIFY→LISTEN round trip and one raw websocket write, the
+// Studio's memory per open stream (heap and stacks after a GC in the child,
+// from its metrics) and the event-write throughput with and without
+// NOTIFY.
+//
+//	go run ./cmd/streambench -watchers 1,100,1000 -idle 10000
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/store/pgserver"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "studio-child" {
+		if err := runChild(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "streambench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "streambench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	watchers []int
+	idle     int
+	active   int
+	events   int
+	interval time.Duration
+	durable  bool
+	dial     int
+}
+
+func parseFlags() (*options, error) {
+	var o options
+	var watchers string
+	flag.StringVar(&watchers, "watchers", "1,100,1000", "comma-separated numbers of active watchers, one scenario each")
+	flag.IntVar(&o.idle, "idle", 0, "idle watchers (on a run without events) for the idle+active scenario; 0 skips it")
+	flag.IntVar(&o.active, "active", 1000, "active watchers in the idle+active scenario")
+	flag.IntVar(&o.events, "events", 200, "events appended per scenario")
+	flag.DurationVar(&o.interval, "interval", 20*time.Millisecond, "pause between appended events")
+	flag.BoolVar(&o.durable, "durable", false, "run PostgreSQL with fsync (default off: the bench measures streaming, not the disk)")
+	flag.IntVar(&o.dial, "dial-concurrency", 32, "websocket handshakes in flight at once")
+	flag.Parse()
+	for _, f := range strings.Split(watchers, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-watchers: %q is not a positive number", f)
+		}
+		o.watchers = append(o.watchers, n)
+	}
+	return &o, nil
+}
+
+// raiseFileLimit lifts the soft limit on open files to the hard limit (the
+// child inherits it): every watcher is a socket on both sides.
+func raiseFileLimit() uint64 {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0
+	}
+	l.Cur = l.Max
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l)
+	return l.Cur
+}
+
+// bench is the running setup: the database, the Studio child and a
+// signed-in session.
+type bench struct {
+	o          *options
+	db         *store.DB
+	dbURL      string
+	studioURL  string
+	metricsURL string
+	cookie     string
+	envID      int64
+	project    string
+}
+
+func run() error {
+	o, err := parseFlags()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	limit := raiseFileLimit()
+	fmt.Printf("streambench: %d CPUs, open files limit %d\n", numCPU(), limit)
+
+	dir, err := os.MkdirTemp("", "streambench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	pg, err := pgserver.Start(ctx, pgserver.Options{
+		Dir: dir, Ephemeral: !o.durable, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	defer pg.Stop()
+	b := &bench{o: o, dbURL: pg.URL()}
+	if b.db, err = store.Open(ctx, b.dbURL); err != nil {
+		return err
+	}
+	defer b.db.Close()
+	if _, err := b.db.Migrate(ctx); err != nil {
+		return err
+	}
+
+	child, err := b.startStudio(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = child.Process.Signal(os.Interrupt)
+		_ = child.Wait()
+	}()
+	if err := b.setup(ctx); err != nil {
+		return err
+	}
+
+	notifyFloor, err := b.notifyFloor(ctx, 300)
+	if err != nil {
+		return err
+	}
+	wsFloor, err := websocketFloor(300)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nfloors (300 samples each)\n")
+	fmt.Printf("  NOTIFY→LISTEN round trip   %s\n", notifyFloor)
+	fmt.Printf("  raw websocket write→read   %s\n", wsFloor)
+	floorP99 := notifyFloor.p99 + wsFloor.p99
+	fmt.Printf("  floor p99 (sum)            %s\n", ms(floorP99))
+
+	fmt.Printf("\nscenarios: %d events %s apart; latency = COMMIT sent → frame read by the watcher\n", o.events, o.interval)
+	for _, n := range o.watchers {
+		res, err := b.scenario(ctx, 0, n)
+		if err != nil {
+			return fmt.Errorf("%d watchers: %w", n, err)
+		}
+		goal := ""
+		switch {
+		case n == 1:
+			goal = fmt.Sprintf("goal p99 ≤ 2×floor = %s: %s", ms(2*floorP99), pass(res.lat.p99 <= 2*floorP99))
+		case n >= 1000:
+			goal = fmt.Sprintf("goal p99 ≤ 15 ms: %s", pass(res.lat.p99 <= 15*time.Millisecond))
+		}
+		fmt.Printf("  %5d watchers: %s  %s\n", n, res, goal)
+	}
+	if o.idle > 0 {
+		res, err := b.scenario(ctx, o.idle, o.active)
+		if err != nil {
+			return fmt.Errorf("%d idle + %d active: %w", o.idle, o.active, err)
+		}
+		fmt.Printf("  %d idle + %d active: %s  goal p99 ≤ 120 ms: %s; ≤ 6 KiB per idle stream: %s\n",
+			o.idle, o.active, res, pass(res.lat.p99 <= 120*time.Millisecond), pass(res.idleBytes <= 6*1024))
+	}
+
+	with, without, err := b.throughput(ctx, 4, 1500*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nevent writes (4 writers, 4 alternating rounds of 1.5 s): with NOTIFY %.0f/s, without %.0f/s, ratio %.2f (goal ≥ 0.8: %s)\n",
+		with, without, with/without, pass(with/without >= 0.8))
+	return nil
+}
+
+func numCPU() int {
+	n, _ := strconv.Atoi(os.Getenv("GOMAXPROCS"))
+	if n > 0 {
+		return n
+	}
+	return runtimeNumCPU()
+}
+
+func pass(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// freePort returns a loopback address that was free a moment ago.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// startStudio runs this binary as the Studio child and waits until it
+// answers.
+func (b *bench) startStudio(ctx context.Context, dir string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	maddr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe, "studio-child", "-addr", addr, "-metrics-addr", maddr, "-data-dir", dir)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+b.dbURL)
+	cmd.Stdout = os.Stderr
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	b.studioURL = "http://" + addr
+	b.metricsURL = "http://" + maddr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(b.studioURL + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return cmd, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			return nil, fmt.Errorf("the Studio child did not answer on %s", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// setup creates a project and environment and signs in as the local
+// administrator.
+func (b *bench) setup(ctx context.Context) error {
+	b.project = "bench"
+	err := b.db.Pool.QueryRow(ctx, `
+		WITH p AS (INSERT INTO projects (name) VALUES ($1) RETURNING id)
+		INSERT INTO environments (project_id, name) SELECT id, 'production' FROM p RETURNING id`, b.project).Scan(&b.envID)
+	if err != nil {
+		return fmt.Errorf("create environment: %w", err)
+	}
+	token, err := b.db.CreateLoginToken(ctx)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(b.studioURL + "/login/local?token=" + url.QueryEscape(token))
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if strings.HasSuffix(c.Name, "studio_session") {
+			b.cookie = c.Name + "=" + c.Value
+		}
+	}
+	if b.cookie == "" {
+		return fmt.Errorf("sign-in gave no session cookie (status %d)", resp.StatusCode)
+	}
+	return nil
+}
+
+func (b *bench) newRun(ctx context.Context) (int64, error) {
+	var id int64
+	err := b.db.Pool.QueryRow(ctx, `INSERT INTO runs (environment_id, kind) VALUES ($1, 'deploy') RETURNING id`, b.envID).Scan(&id)
+	return id, err
+}
+
+// appendSQL is the store's statement (store/runevents.go), run here in an
+// explicit transaction so the bench can note when COMMIT is sent.
+const appendSQL = `
+	WITH s AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1 RETURNING id, last_seq),
+	     i AS (INSERT INTO run_events (run_id, seq, checkpoint, payload)
+	           SELECT id, last_seq, $2, $3 FROM s RETURNING run_id, seq)
+	SELECT i.seq FROM i, LATERAL (SELECT pg_notify('run_events', i.run_id::text || ':' || i.seq::text)) n`
+
+// appendNoNotifySQL is the same append without the notification.
+const appendNoNotifySQL = `
+	WITH s AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1 RETURNING id, last_seq),
+	     i AS (INSERT INTO run_events (run_id, seq, checkpoint, payload)
+	           SELECT id, last_seq, $2, $3 FROM s RETURNING run_id, seq)
+	SELECT i.seq FROM i`
+
+var benchPayload = []byte(`{"run": {"status": "running"}, "checkpoint": {"position": 3, "kind": "issue-tls", "name": "shop.example.test", "status": "running", "warning": ""}}`)
+
+// appendEvent appends one event and returns its seq and when COMMIT was sent.
+func (b *bench) appendEvent(ctx context.Context, sql string, runID int64) (int64, time.Time, error) {
+	tx, err := b.db.Pool.Begin(ctx)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	defer tx.Rollback(ctx)
+	pos := 3
+	var seq int64
+	if err := tx.QueryRow(ctx, sql, runID, &pos, benchPayload).Scan(&seq); err != nil {
+		return 0, time.Time{}, err
+	}
+	at := time.Now()
+	return seq, at, tx.Commit(ctx)
+}
+
+// stats summarises latency samples.
+type stats struct {
+	n             int
+	p50, p99, max time.Duration
+}
+
+func summarize(samples []time.Duration) stats {
+	if len(samples) == 0 {
+		return stats{}
+	}
+	slices.Sort(samples)
+	at := func(q float64) time.Duration { return samples[min(len(samples)-1, int(q*float64(len(samples))))] }
+	return stats{n: len(samples), p50: at(0.50), p99: at(0.99), max: samples[len(samples)-1]}
+}
+
+func (s stats) String() string {
+	return fmt.Sprintf("p50 %s  p99 %s  max %s", ms(s.p50), ms(s.p99), ms(s.max))
+}
+
+// notifyFloor measures COMMIT of a NOTIFY → its arrival on a LISTEN
+// connection.
+func (b *bench) notifyFloor(ctx context.Context, n int) (stats, error) {
+	conn, err := pgx.Connect(ctx, b.dbURL)
+	if err != nil {
+		return stats{}, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "LISTEN bench_floor"); err != nil {
+		return stats{}, err
+	}
+	var samples []time.Duration
+	for i := range n {
+		tx, err := b.db.Pool.Begin(ctx)
+		if err != nil {
+			return stats{}, err
+		}
+		if _, err := tx.Exec(ctx, "SELECT pg_notify('bench_floor', $1)", strconv.Itoa(i)); err != nil {
+			return stats{}, err
+		}
+		at := time.Now()
+		if err := tx.Commit(ctx); err != nil {
+			return stats{}, err
+		}
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return stats{}, err
+		}
+		samples = append(samples, time.Since(at))
+		time.Sleep(2 * time.Millisecond)
+	}
+	return summarize(samples), nil
+}
+
+// websocketFloor measures one websocket write on loopback: the server
+// writes the time it sends, the client notes when it reads it.
+func websocketFloor(n int) (stats, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return stats{}, err
+	}
+	up := websocket.Upgrader{}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for range n {
+			msg := append(strconv.AppendInt(nil, time.Now().UnixNano(), 10), benchPayload...)
+			pm, _ := websocket.NewPreparedMessage(websocket.TextMessage, msg)
+			if err := c.WritePreparedMessage(pm); err != nil {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	})}
+	go srv.Serve(l)
+	defer srv.Close()
+	c, _, err := websocket.DefaultDialer.Dial("ws://"+l.Addr().String()+"/", nil)
+	if err != nil {
+		return stats{}, err
+	}
+	defer c.Close()
+	var samples []time.Duration
+	for range n {
+		_, data, err := c.ReadMessage()
+		if err != nil {
+			return stats{}, err
+		}
+		now := time.Now().UnixNano()
+		end := strings.IndexByte(string(data), '{')
+		sent, _ := strconv.ParseInt(string(data[:end]), 10, 64)
+		samples = append(samples, time.Duration(now-sent))
+	}
+	return summarize(samples), nil
+}
+
+// watcher is one websocket client following a run.
+type watcher struct {
+	conn     *websocket.Conn
+	arrivals []int64 // arrival time (UnixNano) of seq base+i
+	base     int64
+	got      atomic.Int64
+	err      error
+	done     chan struct{}
+}
+
+func (b *bench) dial(runID, after int64) (*websocket.Conn, error) {
+	d := websocket.Dialer{ReadBufferSize: 1024, WriteBufferSize: 256, HandshakeTimeout: 30 * time.Second}
+	h := http.Header{"Cookie": {b.cookie}, "Origin": {b.studioURL}}
+	u := fmt.Sprintf("ws%s/projects/%s/environments/production/runs/%d/events?after=%d",
+		strings.TrimPrefix(b.studioURL, "http"), b.project, runID, after)
+	c, resp, err := d.Dial(u, h)
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("%w (status %d)", err, resp.StatusCode)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// openWatchers dials n watchers of runID, dial-concurrency at a time.
+func (b *bench) openWatchers(runID int64, n, events int) ([]*watcher, error) {
+	ws := make([]*watcher, n)
+	var firstErr error
+	var mu sync.Mutex
+	sem := make(chan struct{}, b.o.dial)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c, err := b.dial(runID, 0)
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+				return
+			}
+			w := &watcher{conn: c, base: 1, done: make(chan struct{})}
+			if events > 0 {
+				w.arrivals = make([]int64, events)
+			}
+			ws[i] = w
+			go w.read()
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		closeWatchers(ws)
+		return nil, firstErr
+	}
+	return ws, nil
+}
+
+func (w *watcher) read() {
+	defer close(w.done)
+	// The watchers share the machine with the Studio: read each frame into
+	// one buffer and pick "seq" out without a JSON decoder.
+	buf := make([]byte, 0, 1024)
+	for {
+		_, r, err := w.conn.NextReader()
+		if err != nil {
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			w.err = err
+			return
+		}
+		buf = buf[:0]
+		for {
+			if len(buf) == cap(buf) {
+				buf = append(buf, 0)[:len(buf)]
+			}
+			n, err := r.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				w.err = err
+				return
+			}
+		}
+		now := time.Now().UnixNano()
+		seq, ok := frameSeq(buf)
+		if !ok {
+			w.err = fmt.Errorf("frame without seq: %.100s", buf)
+			return
+		}
+		if i := seq - w.base; i >= 0 && i < int64(len(w.arrivals)) {
+			w.arrivals[i] = now
+			w.got.Store(seq)
+		}
+	}
+}
+
+// frameSeq finds the number after "seq": in a frame.
+func frameSeq(frame []byte) (int64, bool) {
+	i := strings.Index(string(frame), `"seq":`)
+	if i < 0 {
+		return 0, false
+	}
+	var seq int64
+	digits := 0
+	for _, c := range frame[i+len(`"seq":`):] {
+		if c == ' ' && digits == 0 {
+			continue
+		}
+		if c < '0' || c > '9' {
+			break
+		}
+		seq = seq*10 + int64(c-'0')
+		digits++
+	}
+	return seq, digits > 0
+}
+
+func closeWatchers(ws []*watcher) {
+	for _, w := range ws {
+		if w != nil {
+			w.conn.Close()
+		}
+	}
+	for _, w := range ws {
+		if w != nil {
+			<-w.done
+		}
+	}
+}
+
+// result is what one scenario measured.
+type result struct {
+	lat        stats
+	activeByte float64
+	idleBytes  float64
+	missing    int
+	active     int
+	// inStudio is the mean time from the hub's notification to the frame
+	// written, from the Studio's own histogram.
+	inStudio time.Duration
+}
+
+func (r result) String() string {
+	s := r.lat.String() + fmt.Sprintf("  (in the Studio, notification→written: mean %s)", ms(r.inStudio))
+	if r.activeByte > 0 && r.active >= 100 {
+		s += fmt.Sprintf("  memory/active stream %.1f KiB", r.activeByte/1024)
+	}
+	if r.idleBytes > 0 {
+		s += fmt.Sprintf("  memory/idle stream %.1f KiB", r.idleBytes/1024)
+	}
+	if r.missing > 0 {
+		s += fmt.Sprintf("  MISSING %d arrivals", r.missing)
+	}
+	return s
+}
+
+// scenario opens idle watchers on a run without events and active watchers
+// on another, then appends events and measures their arrival.
+func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) {
+	var res result
+	idleRun, err := b.newRun(ctx)
+	if err != nil {
+		return res, err
+	}
+	runID, err := b.newRun(ctx)
+	if err != nil {
+		return res, err
+	}
+	base, err := b.memory()
+	if err != nil {
+		return res, err
+	}
+	var idlers []*watcher
+	if idle > 0 {
+		start := time.Now()
+		if idlers, err = b.openWatchers(idleRun, idle, 0); err != nil {
+			return res, err
+		}
+		defer closeWatchers(idlers)
+		if err := b.waitStreams(ctx, idle); err != nil {
+			return res, err
+		}
+		m, err := b.memory()
+		if err != nil {
+			return res, err
+		}
+		res.idleBytes = (m - base) / float64(idle)
+		if os.Getenv("STREAMBENCH_HEAP") != "" {
+			resp, err := http.Get(b.metricsURL + "/debug/heap")
+			if err == nil {
+				f, _ := os.Create(os.Getenv("STREAMBENCH_HEAP"))
+				io.Copy(f, resp.Body)
+				f.Close()
+				resp.Body.Close()
+			}
+			sm, _ := b.scrape(false)
+			fmt.Printf("    (stacks %.0f KiB, heap %.0f KiB, goroutines %.0f)\n", sm["go_memstats_stack_inuse_bytes"]/1024, sm["go_memstats_heap_inuse_bytes"]/1024, sm["go_goroutines"])
+		}
+		base = m
+		fmt.Printf("    (opened %d idle streams in %s)\n", idle, time.Since(start).Round(time.Millisecond))
+	}
+	watchers, err := b.openWatchers(runID, active, b.o.events)
+	if err != nil {
+		return res, err
+	}
+	defer closeWatchers(watchers)
+	if err := b.waitStreams(ctx, idle+active); err != nil {
+		return res, err
+	}
+	m, err := b.memory()
+	if err != nil {
+		return res, err
+	}
+	res.activeByte = (m - base) / float64(active)
+	res.active = active
+
+	if path := os.Getenv("STREAMBENCH_CPU"); path != "" {
+		d := time.Duration(b.o.events) * (b.o.interval + time.Millisecond)
+		go func() {
+			resp, err := http.Get(fmt.Sprintf("%s/debug/cpu?for=%s", b.metricsURL, d))
+			if err == nil {
+				f, _ := os.Create(fmt.Sprintf("%s.%d", path, active))
+				io.Copy(f, resp.Body)
+				f.Close()
+				resp.Body.Close()
+			}
+		}()
+	}
+	before, err := b.scrape(false)
+	if err != nil {
+		return res, err
+	}
+	sent := make([]int64, b.o.events)
+	for i := range b.o.events {
+		seq, at, err := b.appendEvent(ctx, appendSQL, runID)
+		if err != nil {
+			return res, err
+		}
+		if seq != int64(i+1) {
+			return res, fmt.Errorf("appended seq %d, want %d", seq, i+1)
+		}
+		sent[i] = at.UnixNano()
+		time.Sleep(b.o.interval)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, w := range watchers {
+		for w.got.Load() < int64(b.o.events) && time.Now().Before(deadline) {
+			select {
+			case <-w.done:
+			case <-time.After(10 * time.Millisecond):
+				continue
+			}
+			break
+		}
+		if w.err != nil {
+			return res, w.err
+		}
+	}
+	if after, err := b.scrape(false); err == nil {
+		if n := after["studio_event_delivery_seconds_count"] - before["studio_event_delivery_seconds_count"]; n > 0 {
+			res.inStudio = time.Duration((after["studio_event_delivery_seconds_sum"] - before["studio_event_delivery_seconds_sum"]) / n * float64(time.Second))
+		}
+	}
+	samples := make([]time.Duration, 0, len(watchers)*b.o.events)
+	for _, w := range watchers {
+		for i, a := range w.arrivals {
+			if a == 0 {
+				res.missing++
+				continue
+			}
+			samples = append(samples, time.Duration(max(0, a-sent[i])))
+		}
+	}
+	res.lat = summarize(samples)
+	return res, nil
+}
+
+// waitStreams waits until the Studio reports n open streams.
+func (b *bench) waitStreams(ctx context.Context, n int) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		m, err := b.scrape(false)
+		if err != nil {
+			return err
+		}
+		if int(m["studio_event_streams_open"]) >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the Studio reports %v open streams, want %d", m["studio_event_streams_open"], n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// memory returns the Studio's heap in use plus goroutine stacks right after
+// a garbage collection.
+func (b *bench) memory() (float64, error) {
+	m, err := b.scrape(true)
+	if err != nil {
+		return 0, err
+	}
+	return m["go_memstats_heap_inuse_bytes"] + m["go_memstats_stack_inuse_bytes"], nil
+}
+
+// scrape reads the child's metrics (summing the series of each name),
+// after a GC when gc is set.
+func (b *bench) scrape(gc bool) (map[string]float64, error) {
+	if gc {
+		resp, err := http.Post(b.metricsURL+"/gc", "text/plain", nil)
+		if err != nil {
+			return nil, err
+		}
+		resp.Body.Close()
+	}
+	resp, err := http.Get(b.metricsURL + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if i := strings.IndexByte(name, '{'); i >= 0 {
+			name = name[:i]
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err == nil {
+			out[name] += v
+		}
+	}
+	return out, nil
+}
+
+// throughput appends events from writers goroutines (one run each) for d,
+// with and without NOTIFY, and returns events per second of each.
+func (b *bench) throughput(ctx context.Context, writers int, d time.Duration) (with, without float64, err error) {
+	measure := func(sql string) (float64, error) {
+		var total atomic.Int64
+		var firstErr error
+		var mu sync.Mutex
+		end := time.Now().Add(d)
+		var wg sync.WaitGroup
+		for range writers {
+			runID, err := b.newRun(ctx)
+			if err != nil {
+				return 0, err
+			}
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					if _, _, err := b.appendEvent(ctx, sql, runID); err != nil {
+						mu.Lock()
+						firstErr = err
+						mu.Unlock()
+						return
+					}
+					total.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		return float64(total.Load()) / d.Seconds(), firstErr
+	}
+	// Alternate in short rounds, so that neither side gets all the warm-up
+	// or all of a noisy neighbour.
+	const rounds = 4
+	for range rounds {
+		r, err := measure(appendNoNotifySQL)
+		if err != nil {
+			return 0, 0, err
+		}
+		without += r / rounds
+		if r, err = measure(appendSQL); err != nil {
+			return 0, 0, err
+		}
+		with += r / rounds
+	}
+	return with, without, nil
+}

@@ -1,0 +1,23 @@
+package runs
+
+import "fmt"
+
+// DebugState describes the hub's topics, for test failure messages.
+func (h *Hub) DebugState() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := fmt.Sprintf("listening=%v subs=%d", h.listening, h.subs)
+	for s, t := range h.topics {
+		out += fmt.Sprintf(" | %v: cursor=%d ready=%v dirty=%v fetching=%v subs=%d", s, t.cursor, t.ready, t.dirty, t.fetching, len(t.subs))
+		for sub := range t.subs {
+			sub.mu.Lock()
+			out += fmt.Sprintf(" [last=%d live=%v queue=%d err=%v]", sub.last, sub.live, len(sub.queue), sub.err)
+			sub.mu.Unlock()
+		}
+	}
+	return out
+}
+
+// SetBeforeInitForTest makes f run before a new topic reads its starting
+// point. Call it before the first Subscribe.
+func (h *Hub) SetBeforeInitForTest(f func()) { h.beforeInit = f }

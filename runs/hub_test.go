@@ -1,0 +1,397 @@
+package runs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/store/storetest"
+)
+
+// newRun inserts a project, an environment and a deploy run with plain SQL
+// and returns the environment and run ids.
+func newRun(t testing.TB, db *store.DB) (envID, runID int64) {
+	t.Helper()
+	err := db.Pool.QueryRow(context.Background(), `
+		WITH p AS (INSERT INTO projects (name) VALUES ('wiki-' || md5(random()::text)) RETURNING id),
+		     e AS (INSERT INTO environments (project_id, name) SELECT id, 'production' FROM p RETURNING id),
+		     r AS (INSERT INTO runs (environment_id, kind) SELECT id, 'deploy' FROM e RETURNING id, environment_id)
+		SELECT environment_id, id FROM r`).Scan(&envID, &runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return envID, runID
+}
+
+func appendEvents(t testing.TB, db *store.DB, runID int64, n int) {
+	t.Helper()
+	for i := range n {
+		pos := i % 5
+		if _, err := db.AppendRunEvent(context.Background(), runID, &pos, map[string]any{"run": map[string]any{"status": "running"}}); err != nil {
+			t.Error(err)
+			return
+		}
+	}
+}
+
+func newHub(t testing.TB, db *store.DB, opts runs.HubOptions) *runs.Hub {
+	t.Helper()
+	h := runs.NewHub(db, opts)
+	t.Cleanup(h.Close)
+	waitFor(t, "the hub to listen", h.Listening)
+	return h
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// collect reads sub until it has the event numbered upTo and checks that
+// it got every event after from, in order, exactly once.
+func collect(ctx context.Context, sub *runs.Subscription, from, upTo int64) error {
+	want := from + 1
+	for want <= upTo {
+		evs, err := sub.Next(ctx)
+		if err != nil {
+			return fmt.Errorf("after %d, waiting for %d: %w", from, want, err)
+		}
+		for _, e := range evs {
+			if e.Seq != want {
+				return fmt.Errorf("after %d: got seq %d, want %d", from, e.Seq, want)
+			}
+			want++
+		}
+	}
+	return nil
+}
+
+// TestHubReplayThenLiveExactlyOnce subscribes many watchers from random
+// starting points while events are appended, so that the live events race
+// every watcher's backlog read: each must see every event after its
+// starting point exactly once, in order.
+func TestHubReplayThenLiveExactlyOnce(t *testing.T) {
+	db := storetest.NewDB(t)
+	_, runID := newRun(t, db)
+	h := newHub(t, db, runs.HubOptions{PageSize: 7})
+	const before, during, watchers = 15, 60, 40
+	appendEvents(t, db, runID, before)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { appendEvents(t, db, runID, during) })
+	for range watchers {
+		wg.Go(func() {
+			time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+			after := rand.Int64N(before + during/2)
+			sub, err := h.Subscribe(ctx, runs.RunStream(runID), after)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer sub.Close()
+			if err := collect(ctx, sub, after, before+during); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := h.Subscribers(); n != 0 {
+		t.Errorf("%d subscriptions left open", n)
+	}
+}
+
+// TestHubClosesSubscriberThatNeverReads checks that a subscriber whose queue
+// overflows is closed with ErrSlowSubscriber while the others get every
+// event without delay.
+func TestHubClosesSubscriberThatNeverReads(t *testing.T) {
+	db := storetest.NewDB(t)
+	_, runID := newRun(t, db)
+	h := newHub(t, db, runs.HubOptions{QueueLimit: 16})
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
+	defer cancel()
+
+	stuck, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	var wg sync.WaitGroup
+	for range 5 {
+		sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			// A reader that is closed for falling behind (possible on a
+			// loaded machine) resumes from its last event, as a client does.
+			for {
+				err := collect(ctx, sub, sub.Last(), 40)
+				sub.Close()
+				if !errors.Is(err, runs.ErrSlowSubscriber) {
+					if err != nil {
+						t.Error(err)
+					}
+					return
+				}
+				if sub, err = h.Subscribe(ctx, runs.RunStream(runID), sub.Last()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	start := time.Now()
+	appendEvents(t, db, runID, 40)
+	wg.Wait()
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("readers took %v; hub: %s", d, h.DebugState())
+	}
+	// The readers may finish from their backlog before the hub has handed
+	// every event out: wait for the stuck queue to overflow.
+	waitFor(t, "the subscriber that never reads to be closed", func() bool { return stuck.Err() != nil })
+	_, err = stuck.Next(ctx)
+	if !errors.Is(err, runs.ErrSlowSubscriber) {
+		t.Errorf("the subscriber that never read got %v, want ErrSlowSubscriber", err)
+	}
+}
+
+// TestHubsOfTwoProcessesSeeEveryEvent runs two hubs on two pools of one
+// database, as two Studio processes would, and appends events through
+// either: a watcher on each sees all of them.
+func TestHubsOfTwoProcessesSeeEveryEvent(t *testing.T) {
+	url := storetest.NewURL(t)
+	var dbs [2]*store.DB
+	var hubs [2]*runs.Hub
+	for i := range dbs {
+		db, err := store.Open(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		dbs[i] = db
+		hubs[i] = newHub(t, db, runs.HubOptions{})
+	}
+	envID, runID := newRun(t, dbs[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var subs [2]*runs.Subscription
+	var envSubs [2]*runs.Subscription
+	for i, h := range hubs {
+		var err error
+		if subs[i], err = h.Subscribe(ctx, runs.RunStream(runID), 0); err != nil {
+			t.Fatal(err)
+		}
+		defer subs[i].Close()
+		if envSubs[i], err = h.Subscribe(ctx, runs.EnvironmentStream(envID), 0); err != nil {
+			t.Fatal(err)
+		}
+		defer envSubs[i].Close()
+	}
+	const n = 30
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			if err := collect(ctx, subs[i], 0, n); err != nil {
+				t.Errorf("watcher on hub %d: %v", i, err)
+			}
+		})
+		wg.Go(func() {
+			if err := collect(ctx, envSubs[i], 0, 4); err != nil {
+				t.Errorf("environment watcher on hub %d: %v", i, err)
+			}
+		})
+	}
+	for i := range n {
+		if _, err := dbs[i%2].AppendRunEvent(ctx, runID, nil, map[string]any{"i": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		appendEnvironmentEvent(t, dbs[i%2], envID, runID)
+	}
+	wg.Wait()
+}
+
+func appendEnvironmentEvent(t testing.TB, db *store.DB, envID, runID int64) {
+	t.Helper()
+	// The store appends environment events inside run transactions (not
+	// exported on their own); this is the same statement.
+	_, err := db.Pool.Exec(context.Background(), `
+		WITH s AS (UPDATE environments SET last_event_seq = last_event_seq + 1 WHERE id = $1 RETURNING id, last_event_seq),
+		     i AS (INSERT INTO environment_events (environment_id, seq, run_id, payload)
+		           SELECT id, last_event_seq, $2, '{"type": "run.started"}' FROM s RETURNING environment_id, seq)
+		SELECT pg_notify('environment_events', i.environment_id::text || ':' || i.seq::text) FROM i`, envID, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHubLosesNothingWhenItsConnectionIsKilled terminates the hub's LISTEN
+// connection while events are being appended: the hub reconnects, reads
+// what it missed, and the watcher gets every event.
+func TestHubLosesNothingWhenItsConnectionIsKilled(t *testing.T) {
+	db := storetest.NewDB(t)
+	_, runID := newRun(t, db)
+	h := newHub(t, db, runs.HubOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	const n = 60
+	done := make(chan error, 1)
+	go func() { done <- collect(ctx, sub, 0, n) }()
+	for i := range n {
+		if i == 20 || i == 40 {
+			// The hub may still be reconnecting from the last kill.
+			waitFor(t, "a LISTEN connection to kill", func() bool {
+				var killed int
+				err := db.Pool.QueryRow(ctx, `
+					SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+					WHERE query LIKE 'LISTEN%' AND datname = current_database()`).Scan(&killed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return killed == 1
+			})
+		}
+		if _, err := db.AppendRunEvent(ctx, runID, nil, map[string]any{"i": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHubCloseEndsSubscriptions checks that closing the hub (server
+// shutdown) ends every subscription with ErrHubClosed.
+func TestHubCloseEndsSubscriptions(t *testing.T) {
+	db := storetest.NewDB(t)
+	_, runID := newRun(t, db)
+	h := runs.NewHub(db, runs.HubOptions{})
+	ctx := context.Background()
+	sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := sub.Next(ctx); errc <- err }()
+	h.Close()
+	if err := <-errc; !errors.Is(err, runs.ErrHubClosed) {
+		t.Errorf("Next after Close = %v, want ErrHubClosed", err)
+	}
+	sub.Close()
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := h.WaitIdle(wctx); err != nil {
+		t.Errorf("WaitIdle: %v", err)
+	}
+}
+
+// TestHubResumingSubscribersMissNothing keeps subscribers falling behind
+// (a queue of two events) so they are closed and resume from their last
+// event again and again, while the topic is dropped and re-created under
+// them: each still gets every event once, in order.
+func TestHubResumingSubscribersMissNothing(t *testing.T) {
+	db := storetest.NewDB(t)
+	_, runID := newRun(t, db)
+	h := newHub(t, db, runs.HubOptions{QueueLimit: 2, PageSize: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	const n = 120
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resumes := 0
+			for {
+				err := collect(ctx, sub, sub.Last(), n)
+				sub.Close()
+				if !errors.Is(err, runs.ErrSlowSubscriber) {
+					if err != nil {
+						t.Errorf("%v (resumed %d times); hub: %s", err, resumes, h.DebugState())
+					}
+					return
+				}
+				resumes++
+				if sub, err = h.Subscribe(ctx, runs.RunStream(runID), sub.Last()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	appendEvents(t, db, runID, n)
+	wg.Wait()
+}
+
+// TestHubSubscriberJoiningAStreamBeingSetUp: a second subscriber arrives
+// while the first one's stream is still finding its starting point, and
+// events are committed meanwhile. The second must not read its backlog
+// before the starting point is known: the events in between would be in
+// neither its backlog nor the live stream.
+func TestHubSubscriberJoiningAStreamBeingSetUp(t *testing.T) {
+	db := storetest.NewDB(t)
+	_, runID := newRun(t, db)
+	h := newHub(t, db, runs.HubOptions{})
+	release := make(chan struct{})
+	var once sync.Once
+	h.SetBeforeInitForTest(func() { once.Do(func() { <-release }) })
+	appendEvents(t, db, runID, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	first := make(chan *runs.Subscription, 1)
+	go func() {
+		sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- sub
+	}()
+	waitFor(t, "the first subscriber to register", func() bool { return h.Subscribers() == 1 })
+	second := make(chan error, 1)
+	go func() {
+		sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+		if err != nil {
+			second <- err
+			return
+		}
+		defer sub.Close()
+		second <- collect(ctx, sub, 0, 5)
+	}()
+	time.Sleep(200 * time.Millisecond) // a second subscriber let through would have read events 1-3 by now
+	appendEvents(t, db, runID, 2)
+	time.Sleep(100 * time.Millisecond) // their notifications arrive before the starting point is read
+	close(release)
+	if err := <-second; err != nil {
+		t.Errorf("second subscriber: %v; hub: %s", err, h.DebugState())
+	}
+	if sub := <-first; sub != nil {
+		if err := collect(ctx, sub, 0, 5); err != nil {
+			t.Errorf("first subscriber: %v", err)
+		}
+		sub.Close()
+	}
+}

@@ -1,0 +1,184 @@
+// Skali Studio: live pages. Progressive enhancement only: every page works
+// without this script, which makes run and environment pages follow their
+// event stream and ticks countdowns.
+//
+// Contract with the pages (see web/ws.go for the frames):
+//   <section data-stream="/projects/P/environments/E/runs/5/events" data-last-seq="12">
+//     follows that websocket from sequence number 12: each frame
+//     {"seq": 13, "run": {...}, "checkpoint": {...}, "fragments": [{"id", "html"}]}
+//     replaces the elements with those ids (outerHTML), sets
+//     data-run-status on #run-status (run streams) or on [data-run-id=ID]
+//     elements (environment streams), and moves data-last-seq on. A lost
+//     connection shows "reconnecting…" in [data-stream-state] (created
+//     inside the stream element when the page has none) and is retried with
+//     backoff and jitter, resuming after the last applied seq.
+//   <time data-countdown datetime="2026-11-30T14:03:00Z">…</time>
+//     shows the time left until that absolute UTC time ("in 52 min").
+(function () {
+  "use strict";
+
+  // Countdowns.
+  function formatRemaining(ms) {
+    if (ms <= 0) return "any moment now";
+    var s = Math.ceil(ms / 1000);
+    if (s < 60) return "in " + s + " s";
+    var m = Math.ceil(s / 60);
+    if (m < 60) return "in " + m + " min";
+    var h = Math.floor(m / 60);
+    m = m % 60;
+    return "in " + h + " h" + (m ? " " + (m < 10 ? "0" : "") + m + " min" : "");
+  }
+  function tickCountdowns() {
+    var now = Date.now();
+    document.querySelectorAll("time[data-countdown]").forEach(function (el) {
+      var at = Date.parse(el.getAttribute("datetime"));
+      if (isNaN(at)) return;
+      var text = formatRemaining(at - now);
+      if (el.textContent !== text) el.textContent = text;
+    });
+  }
+  var streams = document.querySelectorAll("[data-stream]");
+  if (document.querySelector("time[data-countdown]") || streams.length) {
+    tickCountdowns();
+    setInterval(tickCountdowns, 1000);
+  }
+
+  var statusText = { "succeeded-with-warnings": "succeeded · with warnings" };
+
+  function follow(el) {
+    var path = el.getAttribute("data-stream");
+    var lastSeq = parseInt(el.getAttribute("data-last-seq") || "0", 10) || 0;
+    var isRun = /\/runs\/[^/]+\/events/.test(path);
+    var attempt = 0;
+    var ws = null;
+    var stopped = false;
+    var timer = null;
+    var state = null;
+    function ensureState() {
+      state = el.querySelector("[data-stream-state]");
+      if (!state) {
+        state = document.createElement("span");
+        state.setAttribute("data-stream-state", "");
+        state.className = "stream-state";
+        state.hidden = true;
+        el.appendChild(state);
+      }
+      state.setAttribute("role", "status");
+      state.setAttribute("aria-live", "polite");
+    }
+    ensureState();
+
+    function setState(name, text) {
+      el.setAttribute("data-stream-status", name);
+      state.textContent = text || "";
+      state.hidden = !text;
+    }
+
+    function url() {
+      var proto = location.protocol === "https:" ? "wss:" : "ws:";
+      var sep = path.indexOf("?") < 0 ? "?" : "&";
+      return proto + "//" + location.host + path + sep + "after=" + lastSeq;
+    }
+
+    function connect() {
+      timer = null;
+      if (stopped) return;
+      setState(attempt ? "reconnecting" : "connecting", attempt ? "reconnecting…" : "");
+      try {
+        ws = new WebSocket(url());
+      } catch (e) {
+        retry(1006);
+        return;
+      }
+      ws.onopen = function () {
+        attempt = 0;
+        setState("live", "");
+      };
+      ws.onmessage = function (ev) {
+        var frame;
+        try {
+          frame = JSON.parse(ev.data);
+        } catch (e) {
+          return;
+        }
+        apply(frame);
+      };
+      ws.onclose = function (ev) {
+        ws = null;
+        if (stopped) return;
+        if (ev.code === 4403) {
+          setState("closed", "Live updates stopped: you no longer have access. Reload the page.");
+          return;
+        }
+        retry(ev.code);
+      };
+    }
+
+    // retry waits 0.5 s, 1 s, 2 s … up to 30 s (half of it random, so that
+    // the pages of a restarted server do not all come back at once).
+    function retry(code) {
+      setState("reconnecting", "reconnecting…");
+      var base = Math.min(30000, 500 * Math.pow(2, attempt));
+      attempt++;
+      var delay = base / 2 + Math.random() * base / 2;
+      if (code === 1013) delay = 100 + Math.random() * 400; // fell behind: resume by replay now
+      timer = setTimeout(connect, delay);
+    }
+
+    function apply(frame) {
+      if (typeof frame.seq !== "number" || frame.seq <= lastSeq) return;
+      var swapped = {};
+      (frame.fragments || []).forEach(function (f) {
+        var target = f && document.getElementById(f.id);
+        if (!target) return;
+        target.outerHTML = f.html;
+        swapped[f.id] = true;
+      });
+      if (!el.isConnected) {
+        // A fragment replaced the element that carries data-stream (the run
+        // header, say): follow on with its replacement.
+        var again = document.querySelector('[data-stream="' + CSS.escape(path) + '"]');
+        if (again) {
+          el = again;
+          ensureState();
+          setState("live", "");
+        }
+      }
+      var run = frame.run;
+      if (run && run.status) {
+        if (isRun && !frame.type) {
+          var st = document.getElementById("run-status");
+          if (st) {
+            st.setAttribute("data-run-status", run.status);
+            if (!swapped["run-status"] && !st.children.length) {
+              st.textContent = statusText[run.status] || run.status;
+            }
+          }
+        } else if (run.id) {
+          document.querySelectorAll('[data-run-id="' + String(run.id) + '"] [data-run-status], [data-run-id="' + String(run.id) + '"][data-run-status]')
+            .forEach(function (s) { s.setAttribute("data-run-status", run.status); });
+        }
+      }
+      lastSeq = frame.seq;
+      el.setAttribute("data-last-seq", String(lastSeq));
+      tickCountdowns();
+      el.dispatchEvent(new CustomEvent("studio:event", { detail: frame, bubbles: true }));
+    }
+
+    window.addEventListener("pagehide", function () {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      if (ws) ws.close(1000);
+    });
+    window.addEventListener("pageshow", function (ev) {
+      if (ev.persisted && stopped) {
+        stopped = false;
+        attempt = 0;
+        connect();
+      }
+    });
+    connect();
+  }
+
+  streams.forEach(follow);
+})();

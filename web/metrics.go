@@ -1,0 +1,148 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/skali-dev/studio/store"
+)
+
+// Metrics are the Studio's Prometheus metrics: event streams, HTTP requests
+// by route pattern, the run queue, and the Go runtime and process. A nil
+// *Metrics records nothing.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	openStreams   *prometheus.GaugeVec
+	delivered     *prometheus.CounterVec
+	deliveredRun  prometheus.Counter
+	slowClosed    *prometheus.CounterVec
+	deliveryDelay prometheus.Histogram
+	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+}
+
+// NewMetrics registers the Studio's metrics; the run queue's depth is read
+// from db at each scrape.
+func NewMetrics(db *store.DB) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		registry: reg,
+		openStreams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "studio_event_streams_open",
+			Help: "Websocket event streams open now, by stream kind (run, environment).",
+		}, []string{"stream"}),
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "studio_events_delivered_total",
+			Help: "Events written to websocket subscribers (backlog and live), by stream kind.",
+		}, []string{"stream"}),
+		slowClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "studio_event_subscribers_closed_slow_total",
+			Help: "Subscribers closed because they fell behind (they resume by replay), by stream kind.",
+		}, []string{"stream"}),
+		deliveryDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "studio_event_delivery_seconds",
+			Help:    "Time from receiving an event's notification to writing it to a subscriber.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "studio_http_requests_total",
+			Help: "HTTP requests by method, chi route pattern and status code.",
+		}, []string{"method", "route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "studio_http_request_duration_seconds",
+			Help:    "HTTP request durations by method and chi route pattern.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"method", "route"}),
+	}
+	m.deliveredRun = m.delivered.WithLabelValues("run")
+	reg.MustRegister(m.openStreams, m.delivered, m.slowClosed, m.deliveryDelay, m.requests, m.duration,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "studio_run_queue_depth",
+			Help: "Runs not finished yet (pending, running or waiting).",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			n, err := db.RunQueueDepth(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(n)
+		}),
+	)
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+func (m *Metrics) streamOpened(kind string) {
+	if m != nil {
+		m.openStreams.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *Metrics) streamClosed(kind string) {
+	if m != nil {
+		m.openStreams.WithLabelValues(kind).Dec()
+	}
+}
+
+func (m *Metrics) eventDelivered(kind string, notified time.Time) {
+	if m == nil {
+		return
+	}
+	// Called for every frame of every watcher: skip the label lookup.
+	if kind == "run" {
+		m.deliveredRun.Inc()
+	} else {
+		m.delivered.WithLabelValues(kind).Inc()
+	}
+	if !notified.IsZero() {
+		m.deliveryDelay.Observe(time.Since(notified).Seconds())
+	}
+}
+
+func (m *Metrics) subscriberTooSlow(kind string) {
+	if m != nil {
+		m.slowClosed.WithLabelValues(kind).Inc()
+	}
+}
+
+// instrument counts requests and their durations by the chi route pattern
+// (never the raw path, which would make a series per project and id).
+func (m *Metrics) instrument(next http.Handler) http.Handler {
+	if m == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		code := rec.status
+		if code == 0 {
+			code = http.StatusOK
+			if isWebsocketUpgrade(r) {
+				// The upgrade's 101 went out on the hijacked connection.
+				code = http.StatusSwitchingProtocols
+			}
+		}
+		m.requests.WithLabelValues(r.Method, route, strconv.Itoa(code)).Inc()
+		m.duration.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+	})
+}

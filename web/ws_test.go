@@ -1,0 +1,400 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// streamFrame is what an event stream sends for each event.
+type streamFrame struct {
+	Seq int64 `json:"seq"`
+	Run *struct {
+		Status string `json:"status"`
+	} `json:"run"`
+	Checkpoint *struct {
+		Position int    `json:"position"`
+		Status   string `json:"status"`
+	} `json:"checkpoint"`
+	Type string `json:"type"`
+}
+
+func readFrame(t *testing.T, c *websocket.Conn) streamFrame {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	kind, data, err := c.ReadMessage()
+	if err != nil {
+		t.Fatalf("read frame: %v", err)
+	}
+	if kind != websocket.TextMessage {
+		t.Fatalf("frame of type %d, want text", kind)
+	}
+	var f streamFrame
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatalf("frame %s: %v", data, err)
+	}
+	return f
+}
+
+// closeCode reads until the connection closes and returns the close code.
+func closeCode(t *testing.T, c *websocket.Conn) int {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	for {
+		_, _, err := c.ReadMessage()
+		if err == nil {
+			continue
+		}
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			return ce.Code
+		}
+		t.Fatalf("read until close: %v", err)
+	}
+}
+
+func appendRunEvent(t *testing.T, db *store.DB, runID int64, status string, position int) {
+	t.Helper()
+	payload := map[string]any{"run": map[string]any{"status": "running"}}
+	var cp *int
+	if position > 0 {
+		cp = &position
+		payload["checkpoint"] = map[string]any{"position": position, "kind": "issue-tls", "name": "shop.example.test", "status": status}
+	} else {
+		payload["run"] = map[string]any{"status": status}
+	}
+	if _, err := db.AppendRunEvent(context.Background(), runID, cp, payload); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runEventsPath(runID int64, after int64) string {
+	return fmt.Sprintf("/projects/hello-world/environments/production/runs/%d/events?after=%d", runID, after)
+}
+
+// TestRunEventStreamReplaysThenFollows: an admin watching a run gets the
+// events after the sequence number they name, then each new event as one
+// JSON text frame.
+func TestRunEventStreamReplaysThenFollows(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+	appendRunEvent(t, s.DB, runID, "running", 0)
+	appendRunEvent(t, s.DB, runID, "running", 1)
+	appendRunEvent(t, s.DB, runID, "succeeded", 1)
+
+	conn, resp, err := s.DialStream(t, admin, runEventsPath(runID, 1), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (status %v)", err, resp)
+	}
+	if c := resp.Header.Get("Set-Cookie"); c != "" {
+		t.Errorf("the handshake set a cookie: %q", c)
+	}
+	for _, want := range []int64{2, 3} {
+		if f := readFrame(t, conn); f.Seq != want || f.Checkpoint == nil || f.Checkpoint.Position != 1 {
+			t.Fatalf("backlog frame %+v, want seq %d of checkpoint 1", f, want)
+		}
+	}
+	appendRunEvent(t, s.DB, runID, "running", 2)
+	appendRunEvent(t, s.DB, runID, "succeeded", 0)
+	if f := readFrame(t, conn); f.Seq != 4 || f.Checkpoint.Position != 2 {
+		t.Fatalf("live frame %+v, want seq 4 of checkpoint 2", f)
+	}
+	if f := readFrame(t, conn); f.Seq != 5 || f.Checkpoint != nil || f.Run.Status != "succeeded" {
+		t.Fatalf("live frame %+v, want seq 5: run succeeded", f)
+	}
+
+	// Shutting the hub down (as the server's shutdown does) closes the
+	// stream with "going away", so the page reconnects elsewhere.
+	s.Hub.Close()
+	if code := closeCode(t, conn); code != websocket.CloseGoingAway {
+		t.Errorf("close code on shutdown = %d, want %d (going away)", code, websocket.CloseGoingAway)
+	}
+}
+
+// TestEnvironmentEventStream follows the environment's own stream.
+func TestEnvironmentEventStream(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+	conn, resp, err := s.DialStream(t, admin, "/projects/hello-world/environments/production/events?after=0", nil)
+	if err != nil {
+		t.Fatalf("dial: %v (status %v)", err, resp)
+	}
+	_, err = s.DB.Pool.Exec(t.Context(), `
+		WITH s AS (UPDATE environments SET last_event_seq = last_event_seq + 1 WHERE id = $1 RETURNING id, last_event_seq),
+		     i AS (INSERT INTO environment_events (environment_id, seq, run_id, payload)
+		           SELECT id, last_event_seq, $2, '{"type": "run.started", "run": {"id": 1, "kind": "deploy", "status": "running"}}' FROM s
+		           RETURNING environment_id, seq)
+		SELECT pg_notify('environment_events', i.environment_id::text || ':' || i.seq::text) FROM i`, env.ID, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := readFrame(t, conn); f.Seq != 1 || f.Type != "run.started" || f.Run.Status != "running" {
+		t.Fatalf("frame %+v, want seq 1 run.started", f)
+	}
+}
+
+// TestEventStreamRefusesForeignOrigins: a page of another site (or a
+// sandboxed one, Origin "null") cannot open a stream with the person's
+// cookie.
+func TestEventStreamRefusesForeignOrigins(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+	for _, origin := range []string{"https://evil.example.test", "null", "http://127.0.0.1:1"} {
+		t.Run(origin, func(t *testing.T) {
+			conn, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), http.Header{"Origin": {origin}})
+			if err == nil {
+				conn.Close()
+				t.Fatalf("handshake from origin %q succeeded", origin)
+			}
+			if resp == nil || resp.StatusCode != http.StatusForbidden {
+				t.Errorf("handshake from origin %q: %v, want 403", origin, resp)
+			}
+		})
+	}
+}
+
+// TestEventStreamChecksTheRole: only people with a role on the run's
+// environment may watch it; a role removed mid-stream closes the stream
+// before the next event goes out.
+func TestEventStreamChecksTheRole(t *testing.T) {
+	s := webtest.Start(t)
+	prod := s.CreateEnvironment(t, "", "production")
+	staging := s.CreateEnvironment(t, "", "staging")
+	prodRun := s.CreateRun(t, prod, "deploy")
+	stagingRun := s.CreateRun(t, staging, "deploy")
+	s.AddMember(t, prod, "viewer@example.test", store.RoleViewer)
+	s.AddMember(t, staging, "stager@example.test", store.RoleAdmin)
+	viewer := s.SignInAs(t, "viewer@example.test", "Viewer")
+	stager := s.SignInAs(t, "stager@example.test", "Stager")
+
+	cases := []struct {
+		name   string
+		client *http.Client
+		path   string
+		status int
+	}{
+		{"anonymous", s.NewClient(), runEventsPath(prodRun, 0), http.StatusSeeOther},
+		{"admin of staging watching production", stager, runEventsPath(prodRun, 0), http.StatusForbidden},
+		{"admin of staging watching production's environment stream", stager, "/projects/hello-world/environments/production/events", http.StatusForbidden},
+		{"viewer of production naming staging's run under production", viewer, runEventsPath(stagingRun, 0), http.StatusNotFound},
+		{"bad after", viewer, runEventsPath(prodRun, -1), http.StatusBadRequest},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, resp, err := s.DialStream(t, tc.client, tc.path, nil)
+			if err == nil {
+				conn.Close()
+				t.Fatal("handshake succeeded")
+			}
+			if resp == nil || resp.StatusCode != tc.status {
+				t.Errorf("handshake: %v, want %d", resp, tc.status)
+			}
+		})
+	}
+
+	conn, resp, err := s.DialStream(t, viewer, runEventsPath(prodRun, 0), nil)
+	if err != nil {
+		t.Fatalf("viewer's dial: %v (%v)", err, resp)
+	}
+	appendRunEvent(t, s.DB, prodRun, "running", 0)
+	if f := readFrame(t, conn); f.Seq != 1 {
+		t.Fatalf("frame %+v, want seq 1", f)
+	}
+	_, err = s.DB.Pool.Exec(t.Context(), `DELETE FROM memberships WHERE environment_id = $1`, prod.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Access answers are shared for two seconds (and refreshed in the
+	// background after that, while events keep flowing): within a few
+	// seconds of more events the stream closes.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		appendRunEvent(t, s.DB, prodRun, "running", 0)
+		_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		_, _, err := conn.ReadMessage()
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			if ce.Code != 4403 {
+				t.Errorf("close code after the role was removed = %d, want 4403", ce.Code)
+			}
+			break
+		}
+		if err != nil && !isTimeout(err) {
+			t.Fatalf("read: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stream stayed open 10 s after the role was removed")
+		}
+		if err != nil {
+			// A read that timed out leaves a gorilla connection unusable.
+			t.Fatalf("no frame and no close within 500 ms")
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestEventStreamLeavesTheSessionAlone: a stream reads the session but
+// never writes it back (a connection open for hours must not overwrite what
+// the person's other tabs saved meanwhile).
+func TestEventStreamLeavesTheSessionAlone(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+	snapshot := func() string {
+		var out string
+		err := s.DB.Pool.QueryRow(t.Context(), `SELECT string_agg(token || md5(data) || expiry::text, ',' ORDER BY token) FROM sessions`).Scan(&out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := snapshot()
+	conn, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	if c := resp.Header.Get("Set-Cookie"); c != "" {
+		t.Errorf("the handshake set a cookie: %q", c)
+	}
+	appendRunEvent(t, s.DB, runID, "running", 0)
+	readFrame(t, conn)
+	conn.Close()
+	if after := snapshot(); after != before {
+		t.Errorf("sessions changed while streaming:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestEventStreamPingsAndDropsADeadPeer: a client that answers pings stays
+// connected; one that stops answering is closed.
+func TestEventStreamPingsAndDropsADeadPeer(t *testing.T) {
+	defer web.SetStreamTimingsForTest(50*time.Millisecond, 400*time.Millisecond)()
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+
+	alive, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	var pings atomic.Int32
+	alive.SetPingHandler(func(data string) error {
+		pings.Add(1)
+		return alive.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	go func() {
+		for {
+			if _, _, err := alive.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	// The silent client never reads, so it never answers a ping.
+	silent, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	time.Sleep(time.Second)
+	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		if _, _, err := silent.ReadMessage(); err != nil {
+			break // closed by the server (the pings it got were ignored)
+		}
+	}
+	if n := pings.Load(); n < 5 {
+		t.Errorf("the answering client got %d pings in a second, want about 20", n)
+	}
+	appendRunEvent(t, s.DB, runID, "running", 0)
+	_ = alive.SetReadDeadline(time.Now().Add(5 * time.Second))
+	waitUntil(t, "the answering client to still receive events", func() bool {
+		return s.Hub.Subscribers() == 1
+	})
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestEventStreamManyWatchersExactlyOnce connects watchers from random
+// starting points while events are appended: over the real websocket, each
+// gets every event after its starting point once, in order.
+func TestEventStreamManyWatchersExactlyOnce(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+	const before, during, watchers = 10, 40, 25
+	for range before {
+		appendRunEvent(t, s.DB, runID, "running", 1)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range during {
+			appendRunEvent(t, s.DB, runID, "running", 2)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	errs := make(chan error, watchers)
+	for i := range watchers {
+		after := int64(i % (before + during/2))
+		go func() {
+			conn, resp, err := s.DialStream(t, admin, runEventsPath(runID, after), nil)
+			if err != nil {
+				errs <- fmt.Errorf("dial after %d: %v (%v)", after, err, resp)
+				return
+			}
+			want := after + 1
+			for want <= before+during {
+				_ = conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+				_, data, err := conn.ReadMessage()
+				if err != nil {
+					errs <- fmt.Errorf("after %d, waiting for %d: %v", after, want, err)
+					return
+				}
+				var f streamFrame
+				if err := json.Unmarshal(data, &f); err != nil || f.Seq != want {
+					errs <- fmt.Errorf("after %d: got seq %d (%v), want %d", after, f.Seq, err, want)
+					return
+				}
+				want++
+			}
+			errs <- nil
+		}()
+	}
+	for range watchers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	<-done
+}
