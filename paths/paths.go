@@ -48,7 +48,9 @@ func ValuesImport(project, env string) string { return Values(project, env) + "/
 func ValuesPrune(project, env string) string { return Values(project, env) + "/prune" }
 
 // ValueDelete confirms and deletes one value.
-func ValueDelete(project, env, name string) string { return Values(project, env) + "/" + name + "/delete" }
+func ValueDelete(project, env, name string) string {
+	return Values(project, env) + "/" + name + "/delete"
+}
 
 // Members is an environment's members page.
 func Members(project, env string) string { return Environment(project, env) + "/members" }
