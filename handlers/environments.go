@@ -118,6 +118,7 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		Chrome:          h.Chrome(r, env.Project+" / "+env.Name, "projects"),
 		Project:         env.Project,
 		Name:            env.Name,
+		LastEventSeq:    env.LastEventSeq,
 		State:           env.State,
 		Role:            string(role),
 		Revision:        shown.Revision.Number,
@@ -135,7 +136,7 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 	for _, c := range certs {
 		byDomain[c.Domain] = c
 	}
-	latestRuns, err := h.DB.Runs(ctx, env.ID, 5)
+	latestRuns, err := h.DB.Runs(ctx, env.ID, latestRunsShown)
 	if err != nil {
 		return err
 	}
@@ -323,3 +324,6 @@ func serviceState(c store.Certificate) (state, badge string) {
 	}
 	return "DNS pending", "badge-warn"
 }
+
+// latestRunsShown is how many runs the environment page lists.
+const latestRunsShown = 5

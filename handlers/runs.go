@@ -150,7 +150,7 @@ func runView(env *store.Environment, run *store.Run, now time.Time, canCancel bo
 		StatusText: runs.StatusText(run.Status), Reason: run.Reason, Revision: run.Revision, FromRevision: run.FromRevision,
 		CreatedBy: run.CreatedBy, Created: clockText(run.CreatedAt), Deferred: det.Deferred, Warnings: det.Warnings,
 		Summary: det.Summary, Finished: store.RunFinished(run.Status), CanCancel: canCancel, CancelRequested: run.CancelRequested,
-		Subject: det.Domain}
+		Subject: det.Domain, LastSeq: run.LastSeq}
 	if run.StartedAt != nil {
 		v.Started = clockText(*run.StartedAt)
 		end := now

@@ -22,17 +22,21 @@ type Environment struct {
 	State            string
 	ActiveRevisionID *int64
 	CreatedAt        time.Time
+	// LastEventSeq is the sequence number of the environment's newest
+	// event (run started or finished, service state): its page follows the
+	// environment's stream after it.
+	LastEventSeq int64
 }
 
 // ValidEnvironmentName reports whether name may name an environment: the
 // manifest's rule for stable keys.
 func ValidEnvironmentName(name string) bool { return compiler.IsKey(name) }
 
-const environmentColumns = `e.id, e.project_id, p.name, e.name, e.state, e.active_revision_id, e.created_at`
+const environmentColumns = `e.id, e.project_id, p.name, e.name, e.state, e.active_revision_id, e.created_at, e.last_event_seq`
 
 func scanEnvironment(row pgx.Row) (*Environment, error) {
 	var e Environment
-	err := row.Scan(&e.ID, &e.ProjectID, &e.Project, &e.Name, &e.State, &e.ActiveRevisionID, &e.CreatedAt)
+	err := row.Scan(&e.ID, &e.ProjectID, &e.Project, &e.Name, &e.State, &e.ActiveRevisionID, &e.CreatedAt, &e.LastEventSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, apperr.Errorf(apperr.NotFound, "No such environment.")
 	}

@@ -69,6 +69,9 @@ type Run struct {
 	JobID        *int64
 	// Detail is the runs package's JSON (summary, deadline, counts).
 	Detail json.RawMessage
+	// LastSeq is the sequence number of the run's newest event: a page
+	// rendered from this row follows the run's stream after it.
+	LastSeq int64
 }
 
 // Checkpoint is one step of a run.
@@ -190,16 +193,16 @@ func runPayload(status, reason, summary string) map[string]any {
 	return map[string]any{"run": map[string]any{"status": status, "reason": reason, "summary": summary}}
 }
 
-const runColumns = `r.id, r.environment_id, r.kind, r.status, r.reason, r.cancel_requested, r.revision_id, r.from_revision_id,
+var runColumns = `r.id, r.environment_id, r.kind, r.status, r.reason, r.cancel_requested, r.revision_id, r.from_revision_id,
 	COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
 	COALESCE((SELECT number FROM revisions WHERE id = r.from_revision_id), 0),
-	COALESCE((SELECT CASE WHEN u.name <> '' THEN u.name WHEN u.email <> '' THEN u.email ELSE u.subject END FROM users u WHERE u.id = r.created_by), ''),
-	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail`
+	` + displayNameOf("r.created_by") + `,
+	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail, r.last_seq`
 
 func scanRun(row pgx.Row) (*Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.EnvironmentID, &r.Kind, &r.Status, &r.Reason, &r.CancelRequested, &r.RevisionID, &r.FromRevisionID,
-		&r.Revision, &r.FromRevision, &r.CreatedBy, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.JobID, &r.Detail)
+		&r.Revision, &r.FromRevision, &r.CreatedBy, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.JobID, &r.Detail, &r.LastSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
 	}

@@ -13,9 +13,10 @@ type Chrome struct {
 	Nav   string
 	User  *UserChip
 	Flash *Flash
-	// Refresh, when positive, reloads the page after this many seconds
-	// (an unfinished run's page until live updates land; CSP forbids
-	// inline script).
+	// Refresh, when positive, reloads the page after this many seconds:
+	// an unfinished run's page when JavaScript is off (with it, the page
+	// follows its event stream instead; CSP forbids inline script, so the
+	// refresh sits in <noscript>).
 	Refresh int
 }
 

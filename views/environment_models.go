@@ -5,6 +5,9 @@ type EnvironmentPage struct {
 	Chrome  Chrome
 	Project string
 	Name    string
+	// LastEventSeq is the environment's newest event when the page was
+	// rendered: its live stream resumes after it.
+	LastEventSeq int64
 	State   string
 	Role    string
 	// Revision is the revision shown: the one the environment runs, or the

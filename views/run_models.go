@@ -4,6 +4,9 @@ package views
 type RunView struct {
 	Project, Env string
 	ID           int64
+	// LastSeq is the run's newest event when the page was rendered: the
+	// page's live stream resumes after it.
+	LastSeq int64
 	// Kind is deploy, reconcile, backup or restore.
 	Kind string
 	// Status is the machine status (data-run-status); StatusText how it reads.

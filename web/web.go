@@ -60,7 +60,7 @@ type Deps struct {
 	// websockets; without it the streams answer 500.
 	Hub *runs.Hub
 	// Fragments renders the HTML fragments that event frames carry
-	// (default NoFragments).
+	// (default: the run and environment pages' own components).
 	Fragments FragmentRenderer
 	// Metrics records Prometheus metrics when set (see NewMetrics).
 	Metrics *Metrics

@@ -94,7 +94,7 @@ func newStreams(a *app) *streams {
 		access:  &accessCache{entries: map[accessKey]*accessEntry{}},
 	}
 	if s.fragments == nil {
-		s.fragments = NoFragments{}
+		s.fragments = pageFragments{live: handlers.LiveFragments{DB: a.deps.DB}}
 	}
 	if u, err := url.Parse(a.deps.PublicURL); err == nil && u.Host != "" {
 		s.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true

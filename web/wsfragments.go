@@ -2,7 +2,12 @@ package web
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strings"
 
+	"github.com/a-h/templ"
+	"github.com/skali-dev/studio/handlers"
 	"github.com/skali-dev/studio/runs"
 )
 
@@ -26,9 +31,8 @@ type FragmentRenderer interface {
 	EnvironmentFragments(ctx context.Context, environmentID int64, ev *runs.Event) ([]Fragment, error)
 }
 
-// NoFragments renders nothing: frames carry only the event's data. It is the
-// default until the run pages' components are plugged in through
-// Deps.Fragments.
+// NoFragments renders nothing: frames carry only the event's data (tests
+// that watch raw frames use it).
 type NoFragments struct{}
 
 // RunFragments implements FragmentRenderer.
@@ -39,4 +43,39 @@ func (NoFragments) RunFragments(context.Context, int64, *runs.Event) ([]Fragment
 // EnvironmentFragments implements FragmentRenderer.
 func (NoFragments) EnvironmentFragments(context.Context, int64, *runs.Event) ([]Fragment, error) {
 	return nil, nil
+}
+
+// pageFragments renders the run and environment pages' own components (see
+// handlers.LiveFragments): the default renderer.
+type pageFragments struct{ live handlers.LiveFragments }
+
+// RunFragments implements FragmentRenderer.
+func (p pageFragments) RunFragments(ctx context.Context, runID int64, ev *runs.Event) ([]Fragment, error) {
+	parts, err := p.live.Run(ctx, runID, ev.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	return renderFragments(ctx, parts)
+}
+
+// EnvironmentFragments implements FragmentRenderer.
+func (p pageFragments) EnvironmentFragments(ctx context.Context, environmentID int64, _ *runs.Event) ([]Fragment, error) {
+	parts, err := p.live.Environment(ctx, environmentID)
+	if err != nil {
+		return nil, err
+	}
+	return renderFragments(ctx, parts)
+}
+
+// renderFragments renders components by element id, in id order.
+func renderFragments(ctx context.Context, parts map[string]templ.Component) ([]Fragment, error) {
+	out := make([]Fragment, 0, len(parts))
+	for _, id := range slices.Sorted(maps.Keys(parts)) {
+		var b strings.Builder
+		if err := parts[id].Render(ctx, &b); err != nil {
+			return nil, err
+		}
+		out = append(out, Fragment{ID: id, HTML: b.String()})
+	}
+	return out, nil
 }

@@ -44,6 +44,7 @@
   }
 
   var statusText = { "succeeded-with-warnings": "succeeded · with warnings" };
+  var finished = { succeeded: true, "succeeded-with-warnings": true, failed: true, cancelled: true };
 
   function follow(el) {
     var path = el.getAttribute("data-stream");
@@ -145,6 +146,10 @@
         }
       }
       var run = frame.run;
+      if (run && run.status && isRun && !frame.type && finished[run.status]) {
+        // Actions that only make sense while the run goes on (cancel).
+        document.querySelectorAll("[data-while-running]").forEach(function (a) { a.remove(); });
+      }
       if (run && run.status) {
         if (isRun && !frame.type) {
           var st = document.getElementById("run-status");

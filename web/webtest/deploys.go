@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/web"
@@ -49,6 +50,8 @@ type Deploys struct {
 	// Resolver is the DNS the platform uses (a fresh one when nil).
 	Resolver runs.Resolver
 	Faults   *runs.Faults
+	// StepDelay is how long each simulated step takes (none when zero).
+	StepDelay time.Duration
 	// Service is set when the Studio is built.
 	Service *runs.Service
 }
@@ -69,7 +72,7 @@ func WithDeploys(d *Deploys) Option {
 		}
 		u, _ := url.Parse(deps.PublicURL)
 		port, _ := strconv.Atoi(u.Port())
-		local, id, err := runs.NewLocal(context.Background(), deps.DB, deps.Vault, runs.LocalOptions{Resolver: d.Resolver, EdgePort: port, Faults: d.Faults})
+		local, id, err := runs.NewLocal(context.Background(), deps.DB, deps.Vault, runs.LocalOptions{Resolver: d.Resolver, EdgePort: port, Faults: d.Faults, StepDelay: d.StepDelay})
 		if err != nil {
 			panic("webtest: local platform: " + err.Error())
 		}

@@ -1,0 +1,84 @@
+package web_test
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/skali-dev/studio/web/browsertest"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// TestBrowserWatchesADeployLive starts a deploy whose steps take a while
+// and watches its run page: the checkpoints change and the run ends, with
+// the deferred route, without the page ever reloading (a marker set after
+// load survives), and every checkpoint row is there exactly once. The
+// environment page lists the run live too.
+func TestBrowserWatchesADeployLive(t *testing.T) {
+	dns := &webtest.Resolver{}
+	d := &webtest.Deploys{Resolver: dns, StepDelay: 250 * time.Millisecond}
+	s := webtest.Start(t, webtest.WithDeploys(d))
+	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
+	admin := s.SignInLocal(t)
+	const envPath = "/projects/team-wiki/environments/production"
+	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "x"} {
+		s.PostForm(t, admin, envPath+"/values", url.Values{"name": {name}, "value": {value}})
+	}
+	dns.Set("wiki.test", "127.0.0.2") // elsewhere: the route is deferred
+
+	b := browsertest.New(t)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(s.URL+envPath+"/deploys/new"), chromedp.WaitVisible(chromedp.CSS("#deploy-form button[type=submit]")))
+	b.Do(chromedp.Click(chromedp.CSS("#deploy-form button[type=submit]")), chromedp.WaitVisible(chromedp.CSS("#run-status")))
+	browsertest.Eval[any](b, `window.studioMarker = "not reloaded"`)
+	if status := browsertest.Eval[string](b, `document.getElementById("run-status").dataset.runStatus`); status == "succeeded-with-warnings" {
+		t.Fatal("the run had finished before the page could watch it; the steps need to be slower")
+	}
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#run-status[data-run-status="succeeded-with-warnings"]`)))
+	if got := browsertest.Eval[string](b, `window.studioMarker || "reloaded"`); got != "not reloaded" {
+		t.Fatal("the run page reloaded itself; it should have followed the run's stream")
+	}
+	page := b.Text("main")
+	for _, want := range []string{"succeeded · with warnings", "1 route deferred", "cert deferred · domain not pointing here yet", "warning: TLS deferred: wiki.test"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("run page lacks %q", want)
+		}
+	}
+	rows := browsertest.Eval[[]string](b, `[...document.querySelectorAll("[id^=checkpoint-]")].map(e => e.id + ":" + e.className)`)
+	seen := map[string]bool{}
+	for _, r := range rows {
+		id, _, _ := strings.Cut(r, ":")
+		if seen[id] {
+			t.Errorf("checkpoint row %s appears twice", id)
+		}
+		seen[id] = true
+		if strings.Contains(r, "checkpoint-pending") || strings.Contains(r, "checkpoint-running") {
+			t.Errorf("checkpoint row %s still shows an unfinished step after the run ended", r)
+		}
+	}
+	if len(rows) < 8 {
+		t.Errorf("%d checkpoint rows, want every step of the production example", len(rows))
+	}
+	if n := browsertest.Eval[int](b, `document.querySelectorAll("[data-while-running]").length`); n != 0 {
+		t.Errorf("the cancel button is still offered after the run ended")
+	}
+	if got := b.Text("#run-summary"); !strings.Contains(got, "Summary") {
+		t.Errorf("the run's summary did not appear when it ended: %q", got)
+	}
+	b.Screenshot("run-live-finished")
+
+	// The environment page lists a second deploy as it starts and ends.
+	b.Do(chromedp.Navigate(s.URL+envPath), chromedp.WaitVisible(chromedp.CSS("#latest-runs")))
+	browsertest.Eval[any](b, `window.studioMarker = "not reloaded"`)
+	if resp, _ := s.PostForm(t, admin, envPath+"/deploys", url.Values{"revision": {"1"}, "redeploy": {"1"}}); resp.StatusCode != 303 {
+		t.Fatalf("redeploy = %d, want 303", resp.StatusCode)
+	}
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#latest-runs li:nth-child(2)`)))
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#latest-runs li:first-child [data-run-status="succeeded-with-warnings"]`)))
+	if got := browsertest.Eval[string](b, `window.studioMarker || "reloaded"`); got != "not reloaded" {
+		t.Error("the environment page reloaded itself; it should have followed the environment's stream")
+	}
+}
