@@ -8,8 +8,8 @@ type EnvironmentPage struct {
 	// LastEventSeq is the environment's newest event when the page was
 	// rendered: its live stream resumes after it.
 	LastEventSeq int64
-	State   string
-	Role    string
+	State        string
+	Role         string
 	// Revision is the revision shown: the one the environment runs, or the
 	// latest before its first deploy (Deployed false).
 	Revision     int
