@@ -264,7 +264,7 @@ func TestEventStreamLeavesTheSessionAlone(t *testing.T) {
 	admin := s.SignInLocal(t)
 	snapshot := func() string {
 		var out string
-		err := s.DB.Pool.QueryRow(t.Context(), `SELECT string_agg(token || md5(data) || expiry::text, ',' ORDER BY token) FROM sessions`).Scan(&out)
+		err := s.DB.Pool.QueryRow(t.Context(), `SELECT string_agg(encode(token_hash, 'hex') || md5(data) || expiry::text, ',' ORDER BY token_hash) FROM sessions`).Scan(&out)
 		if err != nil {
 			t.Fatal(err)
 		}
