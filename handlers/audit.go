@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -105,7 +106,7 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, e := range events {
 		row := views.AuditRow{
-			At:        views.When(e.At),
+			At:        humanize.Time(e.At),
 			Ago:       views.Ago(e.At),
 			AtISO:     e.At.UTC().Format("2006-01-02T15:04:05Z"),
 			Actor:     e.Actor,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -316,7 +317,7 @@ func DefinitionOf(rev *store.Revision) *compiler.Definition {
 
 func warningNote(res *compiler.Result) string {
 	if n := len(res.Warnings()); n > 0 {
-		return fmt.Sprintf(" The manifest has %d %s; validate it to see where.", n, map[bool]string{true: "warning", false: "warnings"}[n == 1])
+		return fmt.Sprintf(" The manifest has %d %s; validate it to see where.", n, humanize.Plural(n, "warning", "warnings"))
 	}
 	return ""
 }

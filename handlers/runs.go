@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
@@ -148,11 +149,11 @@ func runView(env *store.Environment, run *store.Run, now time.Time, canCancel bo
 	det := runs.DecodeRunDetail(run.Detail)
 	v := views.RunView{Project: env.Project, Env: env.Name, ID: run.ID, Kind: run.Kind, Status: run.Status,
 		StatusText: runs.StatusText(run.Status), Reason: run.Reason, Revision: run.Revision, FromRevision: run.FromRevision,
-		CreatedBy: run.CreatedBy, Created: clockText(run.CreatedAt), Deferred: det.Deferred, Warnings: det.Warnings,
+		CreatedBy: run.CreatedBy, Created: humanize.Clock(run.CreatedAt), Deferred: det.Deferred, Warnings: det.Warnings,
 		Summary: det.Summary, Finished: store.RunFinished(run.Status), CanCancel: canCancel, CancelRequested: run.CancelRequested,
 		Subject: det.Domain, LastSeq: run.LastSeq}
 	if run.StartedAt != nil {
-		v.Started = clockText(*run.StartedAt)
+		v.Started = humanize.Clock(*run.StartedAt)
 		end := now
 		if run.FinishedAt != nil {
 			end = *run.FinishedAt
@@ -168,7 +169,7 @@ func CheckpointView(env *store.Environment, run *store.Run, cp store.Checkpoint,
 	v := views.CheckpointView{Project: env.Project, Env: env.Name, RunID: run.ID, Position: cp.Position, Kind: cp.Kind, Name: cp.Name,
 		Status: cp.Status, Warning: cp.Warning, Error: d.Error, NotRun: cp.Status == store.CheckpointPending && store.RunFinished(run.Status)}
 	if cp.StartedAt != nil {
-		v.Started = clockText(*cp.StartedAt)
+		v.Started = humanize.Clock(*cp.StartedAt)
 		if cp.FinishedAt != nil {
 			v.Duration = durationText(cp.FinishedAt.Sub(*cp.StartedAt))
 		}
@@ -226,7 +227,7 @@ func tlsView(cp store.Checkpoint, t *runs.TLSDetail, now time.Time) *views.TLSVi
 		tv.Addresses = append(tv.Addresses, views.AddressView{Address: a.Address, Answer: a.Answer, Here: a.Answer == runs.AnsweredHere})
 	}
 	for _, a := range t.Attempts {
-		av := views.AttemptView{Number: a.Number, At: clockText(a.At), Outcome: a.Outcome, Reason: a.Reason}
+		av := views.AttemptView{Number: a.Number, At: humanize.Clock(a.At), Outcome: a.Outcome, Reason: a.Reason}
 		if a.Outcome == "failed" && a.NextRetryAt != nil {
 			av.Wait = "retry at " + a.NextRetryAt.UTC().Format("15:04 UTC")
 		}
@@ -252,14 +253,14 @@ func tlsView(cp store.Checkpoint, t *runs.TLSDetail, now time.Time) *views.TLSVi
 		add("Consecutive failures", strconv.Itoa(t.Failures))
 	}
 	if t.LastFailureAt != nil {
-		add("Last failure", clockText(*t.LastFailureAt))
+		add("Last failure", humanize.Clock(*t.LastFailureAt))
 	}
 	add("Reason", t.LastFailure)
 	if t.NextRetryAt != nil {
 		add("Estimated next retry", retryText(*t.NextRetryAt, now))
 	}
 	if t.RateLimitedUntil != nil {
-		add("CA rate limit until", t.RateLimitedUntil.UTC().Format("2006-01-02 15:04 UTC"))
+		add("CA rate limit until", humanize.Time(*t.RateLimitedUntil))
 	}
 	if t.Deadline != nil {
 		add("Rollout deadline", t.Deadline.UTC().Format("15:04 UTC"))
@@ -288,8 +289,6 @@ func retryText(at, now time.Time) string {
 	}
 	return s
 }
-
-func clockText(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
 
 // durationText reads 850ms, 12s, 52 min, 3h 5m.
 func durationText(d time.Duration) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -357,7 +358,7 @@ func (h *Values) PruneValues(w http.ResponseWriter, r *http.Request) error {
 	if len(pruned) == 0 {
 		h.Flash(ctx, "info", "Nothing was pruned: none of those values is orphaned now.")
 	} else {
-		h.Flash(ctx, "success", fmt.Sprintf("Pruned %d orphaned %s: %s.", len(pruned), map[bool]string{true: "value", false: "values"}[len(pruned) == 1], strings.Join(pruned, ", ")))
+		h.Flash(ctx, "success", fmt.Sprintf("Pruned %d orphaned %s: %s.", len(pruned), humanize.Plural(len(pruned), "value", "values"), strings.Join(pruned, ", ")))
 	}
 	return SeeOther(w, r, paths.Values(env.Project, env.Name))
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -263,7 +264,7 @@ func Summary(run *store.Run, status, reason string, cps []store.Checkpoint) stri
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
 	if deferred > 0 {
-		fmt.Fprintf(&b, "%d %s deferred\n", deferred, plural(deferred, "route", "routes"))
+		fmt.Fprintf(&b, "%d %s deferred\n", deferred, humanize.Plural(deferred, "route", "routes"))
 	}
 	if reason != "" {
 		fmt.Fprintf(&b, "reason: %s\n", reason)
@@ -277,13 +278,6 @@ func StatusText(status string) string {
 		return "succeeded · with warnings"
 	}
 	return status
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // step does one checkpoint's work.

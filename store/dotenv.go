@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/humanize"
 )
 
 // DotenvEntry is one NAME=value of a dotenv file, with the line it starts on.
@@ -59,18 +60,11 @@ func ParseDotenv(src string) ([]DotenvEntry, error) {
 			for _, l := range lines[n] {
 				ls = append(ls, strconv.Itoa(l))
 			}
-			parts = append(parts, fmt.Sprintf("%s is set on lines %s", n, joinAnd(ls)))
+			parts = append(parts, fmt.Sprintf("%s is set on lines %s", n, humanize.JoinAnd(ls)))
 		}
 		return nil, apperr.Errorf(apperr.Invalid, "Each name may appear once: %s. Remove the extra lines and import again; nothing was changed.", strings.Join(parts, "; "))
 	}
 	return out, nil
-}
-
-func joinAnd(s []string) string {
-	if len(s) <= 1 {
-		return strings.Join(s, "")
-	}
-	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 type dotenvParser struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/humanize"
 )
 
 // Project is a deployable project: a name matching its manifest's name and
@@ -281,8 +282,8 @@ func (db *DB) DeleteProject(ctx context.Context, a Actor, p *Project) error {
 		}
 		if len(envs) > 0 {
 			return apperr.Errorf(apperr.Conflict, "%s still has %d %s (%s). Delete %s first.", p.Name, len(envs),
-				map[bool]string{true: "environment", false: "environments"}[len(envs) == 1], joinAnd(envs),
-				map[bool]string{true: "it", false: "them"}[len(envs) == 1])
+				humanize.Plural(len(envs), "environment", "environments"), humanize.JoinAnd(envs),
+				humanize.Plural(len(envs), "it", "them"))
 		}
 		e := a.event("project.deleted")
 		e.Project, e.Target = p.Name, p.Name

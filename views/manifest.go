@@ -11,6 +11,7 @@ import (
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/compiler/recipe"
 	"github.com/skali-dev/studio/compiler/release"
+	"github.com/skali-dev/studio/humanize"
 )
 
 // The manifest partials show what the compiler said about a pasted
@@ -115,10 +116,10 @@ type DiagnosticList struct {
 func (l DiagnosticList) Headline() string {
 	var parts []string
 	if l.Errors > 0 {
-		parts = append(parts, plural(l.Errors, "error", "errors"))
+		parts = append(parts, humanize.Count(l.Errors, "error", "errors"))
 	}
 	if l.Warnings > 0 {
-		parts = append(parts, plural(l.Warnings, "warning", "warnings"))
+		parts = append(parts, humanize.Count(l.Warnings, "warning", "warnings"))
 	}
 	if len(parts) == 0 {
 		return "No problems"
@@ -524,13 +525,6 @@ func newApplicationSummary(name string, app *compiler.Application) ApplicationSu
 		a.Volumes = append(a.Volumes, vn+" at "+v.MountPath+" ("+v.Size.String()+")")
 	}
 	return a
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
 }
 
 // firstError returns the first error of l, in source order.

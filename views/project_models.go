@@ -70,30 +70,6 @@ type RevisionRow struct {
 	First   bool
 }
 
-// ShortHash shortens "sha256:abcdef..." to its first twelve hex digits.
-func ShortHash(h string) string {
-	const prefix = "sha256:"
-	if len(h) > len(prefix)+12 && h[:len(prefix)] == prefix {
-		return h[len(prefix) : len(prefix)+12]
-	}
-	return h
-}
-
-// When formats a time for tables: UTC, to the minute.
-func When(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format("2006-01-02 15:04 UTC")
-}
-
-func countNoun(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 func envStateBadge(state string) string {
 	switch state {
 	case "active":

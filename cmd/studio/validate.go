@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/compiler/kinds"
+	"github.com/skali-dev/studio/humanize"
 )
 
 const validateUsage = "usage: studio validate [--json] [--kind KIND] [--insecure-skip-verify] FILE... (use - for standard input)\n" +
@@ -146,10 +146,10 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	summary := fmt.Sprintf("%s checked: %d valid, %d invalid; %s, %s",
-		plural(len(reports), "file"), len(reports)-invalid, invalid,
-		plural(errCount, "error"), plural(warnCount, "warning"))
+		humanize.Count(len(reports), "file", "files"), len(reports)-invalid, invalid,
+		humanize.Count(errCount, "error", "errors"), humanize.Count(warnCount, "warning", "warnings"))
 	if unchecked > 0 {
-		summary += fmt.Sprintf("; %s not checked from the file alone", plural(unchecked, "rule"))
+		summary += fmt.Sprintf("; %s not checked from the file alone", humanize.Count(unchecked, "rule", "rules"))
 	}
 	fmt.Fprintln(stdout, summary)
 	return status
@@ -181,11 +181,4 @@ func readManifest(name string, stdin io.Reader, stdinUsed *bool) ([]byte, error)
 		r = f
 	}
 	return io.ReadAll(io.LimitReader(r, compiler.MaxManifestSize+1))
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return strconv.Itoa(n) + " " + word + "s"
 }
