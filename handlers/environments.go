@@ -171,7 +171,7 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 				hv.Resolved, hv.Missing, hv.NotAHostname = rh.Name, rh.Missing, rh.NotAHostname
 			}
 			if c, ok := byDomain[hv.Resolved]; ok && hv.Resolved != "" {
-				hv.State, hv.Badge = serviceState(c)
+				hv.State, hv.Cert = serviceState(c), c.State
 			}
 			return hv
 		}
@@ -183,7 +183,7 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 			if hv.State == "" {
 				continue
 			}
-			m.Services = append(m.Services, views.ServiceStateView{Domain: hv.Resolved, Route: hx.Route, State: hv.State, Badge: hv.Badge,
+			m.Services = append(m.Services, views.ServiceStateView{Domain: hv.Resolved, Route: hx.Route, State: hv.State, Cert: hv.Cert,
 				Pending: hv.State != "issued"})
 		}
 		for _, name := range slices.Sorted(maps.Keys(def.Applications)) {
@@ -312,17 +312,17 @@ func humanDuration(d time.Duration) string {
 }
 
 // serviceState is how the environment page reads a hostname's certificate.
-func serviceState(c store.Certificate) (state, badge string) {
+func serviceState(c store.Certificate) string {
 	switch c.State {
 	case store.CertIssued:
-		return "issued", "badge-ok"
+		return "issued"
 	case store.CertFailed:
 		if c.NextRetryAt != nil {
-			return runs.RetryText(*c.NextRetryAt), "badge-danger"
+			return runs.RetryText(*c.NextRetryAt)
 		}
-		return "cert failed", "badge-danger"
+		return "cert failed"
 	}
-	return "DNS pending", "badge-warn"
+	return "DNS pending"
 }
 
 // latestRunsShown is how many runs the environment page lists.

@@ -58,20 +58,14 @@ func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) 
 	}
 	uses := compiler.ValueUses(shown.Def)
 	for _, s := range store.ValueStates(shown.Contract, stored) {
-		row := views.ValueRow{Name: s.Name, State: string(s.State), Uses: uses[s.Name]}
+		row := views.ValueRow{Name: s.Name, Kind: string(s.State), State: string(s.State), Uses: uses[s.Name]}
 		switch s.State {
-		case store.RequiredSet, store.OptionalSet:
-			row.Badge = "badge-ok"
-		case store.RequiredMissing:
-			row.Badge = "badge-danger"
 		case store.OptionalDefault:
-			row.Badge = "badge-info"
 			row.State = "optional · default " + s.Default + " used"
 			if s.Default == "" {
 				row.State = "optional · default (empty) used"
 			}
 		case store.Orphaned:
-			row.Badge = "badge-warn"
 			m.Orphaned = append(m.Orphaned, s.Name)
 		}
 		if s.Stored != nil {

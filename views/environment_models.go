@@ -69,8 +69,9 @@ type HostView struct {
 	// not resolved: only a deployed revision's hostnames are shown.
 	NotDeployed bool
 	// State is the hostname's TLS state (issued, DNS pending, cert failed ·
-	// retry at ...); empty before its first deploy. Badge is its colour.
-	State, Badge string
+	// retry at ...); empty before its first deploy. Cert is the
+	// certificate's state: deferred, issued or failed.
+	State, Cert string
 }
 
 // ServiceView is a database or bucket with its settings as label/value pairs.
@@ -93,4 +94,15 @@ type ValuesSummary struct {
 	Optional    int
 	OptionalSet int
 	Orphaned    int
+}
+
+// certBadge colours a certificate's state.
+func certBadge(cert string) string {
+	switch cert {
+	case "issued":
+		return "badge-ok"
+	case "failed":
+		return "badge-danger"
+	}
+	return "badge-warn"
 }

@@ -96,8 +96,8 @@ type ServiceStateView struct {
 	Route  string
 	// State is "issued", "DNS pending" or "cert failed · retry at 14:03 UTC".
 	State string
-	// Badge is ok, warn or danger.
-	Badge string
+	// Cert is the certificate's state: deferred, issued or failed.
+	Cert string
 	// Pending: deferred or failed, so Check now applies.
 	Pending bool
 }

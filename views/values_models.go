@@ -39,8 +39,10 @@ type ValueRow struct {
 	Name string
 	// State is one of "required · set", "required · missing",
 	// "optional · default <value> used", "optional · set", "orphaned".
-	State     string
-	Badge     string
+	State string
+	// Kind is the machine state (store.ValueStateKind: "required · set", ...);
+	// State is how it reads.
+	Kind      string
 	Set       bool
 	Version   int
 	UpdatedBy string
@@ -71,4 +73,17 @@ type ValuesPrunePage struct {
 	Project string
 	Env     string
 	Names   []string
+}
+
+// valueBadge colours a value's state.
+func valueBadge(kind string) string {
+	switch kind {
+	case "required · set", "optional · set":
+		return "badge-ok"
+	case "required · missing":
+		return "badge-danger"
+	case "optional · default used":
+		return "badge-info"
+	}
+	return "badge-warn"
 }
