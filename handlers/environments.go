@@ -6,9 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
@@ -187,13 +185,13 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 				Pending: hv.State != "issued"})
 		}
 		for _, name := range slices.Sorted(maps.Keys(def.Applications)) {
-			m.Applications = append(m.Applications, applicationView(name, def.Applications[name], host))
+			m.Applications = append(m.Applications, views.NewApplicationView(name, def.Applications[name], host))
 		}
 		for _, name := range slices.Sorted(maps.Keys(def.Databases)) {
-			m.Databases = append(m.Databases, databaseView(name, def.Databases[name]))
+			m.Databases = append(m.Databases, views.NewDatabaseView(name, def.Databases[name]))
 		}
 		for _, name := range slices.Sorted(maps.Keys(def.Buckets)) {
-			m.Buckets = append(m.Buckets, bucketView(name, def.Buckets[name], host))
+			m.Buckets = append(m.Buckets, views.NewBucketView(name, def.Buckets[name], host))
 		}
 	}
 	if m.Danger, err = h.EnvironmentDangerZone(ctx, env, role); err != nil {
@@ -222,93 +220,6 @@ func valuesSummary(states []store.ValueState) views.ValuesSummary {
 		}
 	}
 	return s
-}
-
-func applicationView(name string, a *compiler.Application, host func(string) views.HostView) views.ApplicationView {
-	v := views.ApplicationView{Name: name}
-	if a.Image != "" {
-		v.Source, v.IsImage = a.Image, true
-	} else if a.Build != nil {
-		v.Source = a.Build.Context + " (" + a.Build.Dockerfile
-		if a.Build.Target != "" {
-			v.Source += ", target " + a.Build.Target
-		}
-		v.Source += ")"
-	}
-	for _, pn := range slices.Sorted(maps.Keys(a.Ports)) {
-		p := a.Ports[pn]
-		v.Ports = append(v.Ports, fmt.Sprintf("%s %d/%s", pn, p.Port, p.Protocol))
-	}
-	for _, rn := range slices.Sorted(maps.Keys(a.Routes)) {
-		rt := a.Routes[rn]
-		rv := views.RouteView{Name: rn, Domain: host(rt.Domain), Path: rt.Path, Port: fmt.Sprintf("%s (%d)", rt.Port, rt.TargetPort), TLS: rt.TLS}
-		if rt.Port == strconv.Itoa(rt.TargetPort) {
-			rv.Port = rt.Port
-		}
-		for _, al := range rt.Aliases {
-			rv.Aliases = append(rv.Aliases, host(al))
-		}
-		v.Routes = append(v.Routes, rv)
-	}
-	switch {
-	case a.Scaling.Max > a.Scaling.Min:
-		v.Replicas = fmt.Sprintf("%d to %d", a.Scaling.Min, a.Scaling.Max)
-		if a.Scaling.TargetCPUUtilization > 0 {
-			v.Replicas += fmt.Sprintf(", autoscaled at %d%% CPU", a.Scaling.TargetCPUUtilization)
-		}
-	default:
-		v.Replicas = strconv.Itoa(a.Scaling.Min)
-	}
-	return v
-}
-
-func databaseView(name string, d *compiler.Database) views.ServiceView {
-	v := views.ServiceView{Name: name, Settings: []views.Setting{
-		{Label: "Engine", Value: fmt.Sprintf("%s %d", d.Engine, d.Version)},
-		{Label: "Isolation", Value: d.Isolation},
-		{Label: "Availability", Value: d.Availability},
-	}}
-	size := "platform default"
-	if d.StorageSize > 0 {
-		size = d.StorageSize.String()
-	}
-	v.Settings = append(v.Settings, views.Setting{Label: "Storage", Value: size})
-	if len(d.Extensions) > 0 {
-		v.Settings = append(v.Settings, views.Setting{Label: "Extensions", Value: strings.Join(d.Extensions, ", ")})
-	}
-	return v
-}
-
-func bucketView(name string, b *compiler.Bucket, host func(string) views.HostView) views.ServiceView {
-	quota := "none"
-	if b.Quotas.Storage > 0 {
-		quota = b.Quotas.Storage.String()
-	}
-	v := views.ServiceView{Name: name, Settings: []views.Setting{
-		{Label: "Visibility", Value: b.Visibility},
-		{Label: "Storage quota", Value: quota},
-		{Label: "Versioning", Value: b.Versioning},
-		{Label: "Abort uploads after", Value: humanDuration(b.Lifecycle.AbortIncompleteUploadsAfter)},
-	}}
-	if b.CORS != nil {
-		v.Settings = append(v.Settings, views.Setting{Label: "CORS origins", Value: strings.Join(b.CORS.AllowedOrigins, ", ")})
-	}
-	if b.Route != nil {
-		hv := host(b.Route.Domain)
-		v.Route = &hv
-	}
-	return v
-}
-
-// humanDuration writes whole days and hours the way the manifest does (1d, 36h).
-func humanDuration(d time.Duration) string {
-	switch {
-	case d > 0 && d%(24*time.Hour) == 0:
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	case d > 0 && d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	}
-	return d.String()
 }
 
 // serviceState is how the environment page reads a hostname's certificate.

@@ -37,11 +37,12 @@ type EnvironmentPage struct {
 type ApplicationView struct {
 	Name string
 	// Source is "image REF" or "build CONTEXT (DOCKERFILE)".
-	Source   string
-	IsImage  bool
-	Ports    []string
-	Routes   []RouteView
-	Replicas string
+	Source  string
+	IsImage bool
+	Ports   []string
+	Routes  []RouteView
+	// Replicas is "2" or "2–5"; Autoscaling "CPU 70%" or "".
+	Replicas, Autoscaling string
 }
 
 // RouteView is one route with its hostnames resolved from the environment's values.

@@ -469,25 +469,13 @@ func NewDefinitionSummary(res *compiler.Result) DefinitionSummary {
 		db := def.Databases[name]
 		d := DatabaseSummary{Name: name, Engine: db.Engine, Version: db.Version, Isolation: db.Isolation,
 			Availability: db.Availability, Extensions: db.Extensions}
-		if db.StorageSize != 0 {
-			d.Storage = db.StorageSize.String()
-		}
+		d.Storage = storageSize(db.StorageSize)
 		s.Databases = append(s.Databases, d)
 	}
 	for _, name := range slices.Sorted(maps.Keys(def.Buckets)) {
 		b := def.Buckets[name]
 		bs := BucketSummary{Name: name, Visibility: b.Visibility, Versioning: b.Versioning}
-		var quota []string
-		if b.Quotas.Storage != 0 {
-			quota = append(quota, b.Quotas.Storage.String()+" storage")
-		}
-		if b.Quotas.Objects != 0 {
-			quota = append(quota, strconv.FormatInt(b.Quotas.Objects, 10)+" objects")
-		}
-		if b.Quotas.MaxObjectSize != 0 {
-			quota = append(quota, b.Quotas.MaxObjectSize.String()+" per object")
-		}
-		bs.Quota = strings.Join(quota, ", ")
+		bs.Quota = bucketQuota(b.Quotas)
 		if b.Route != nil {
 			bs.RouteDomain, bs.RouteTLS = b.Route.Domain, b.Route.TLS
 		}
@@ -513,13 +501,7 @@ func newApplicationSummary(name string, app *compiler.Application) ApplicationSu
 		}
 		a.Routes = append(a.Routes, RouteSummary{Name: rn, Domain: r.Domain, Path: r.Path, Port: port, TLS: r.TLS, Aliases: r.Aliases})
 	}
-	a.Replicas = strconv.Itoa(app.Scaling.Min)
-	if app.Scaling.Max != app.Scaling.Min {
-		a.Replicas += "–" + strconv.Itoa(app.Scaling.Max)
-	}
-	if app.Scaling.TargetCPUUtilization > 0 {
-		a.Autoscaling = "CPU " + strconv.Itoa(app.Scaling.TargetCPUUtilization) + "%"
-	}
+	a.Replicas, a.Autoscaling = replicaRange(app.Scaling), autoscaling(app.Scaling)
 	for _, vn := range slices.Sorted(maps.Keys(app.Volumes)) {
 		v := app.Volumes[vn]
 		a.Volumes = append(a.Volumes, vn+" at "+v.MountPath+" ("+v.Size.String()+")")
