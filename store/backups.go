@@ -482,3 +482,14 @@ func (db *DB) AcceptEnvironmentData(ctx context.Context, a Actor, env *Environme
 	}
 	return nil
 }
+
+// HasUnfinishedBackupRun reports whether a snapshot or restore of the
+// environment is still running.
+func (db *DB) HasUnfinishedBackupRun(ctx context.Context, envID int64) (bool, error) {
+	var busy bool
+	if err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE environment_id = $1 AND kind IN ('backup', 'restore') AND finished_at IS NULL)`,
+		envID).Scan(&busy); err != nil {
+		return false, fmt.Errorf("store: unfinished backup run: %w", err)
+	}
+	return busy, nil
+}
