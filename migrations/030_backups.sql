@@ -9,6 +9,9 @@ CREATE TABLE backup_schedules (
     cron           text NOT NULL,
     keep_ms        bigint NOT NULL CHECK (keep_ms > 0),
     keep_text      text NOT NULL,
+    -- interval_ms is the longest gap between fires (a weekday schedule's is
+    -- the weekend): no good snapshot within twice it raises the alarm.
+    interval_ms    bigint NOT NULL,
     -- considered_until is the newest fire time already handled (snapshot or
     -- skipped); it only moves forward, so a clock stepping back fires nothing twice.
     considered_until timestamptz NOT NULL,

@@ -101,7 +101,7 @@ func (s *Service) SetBackupSchedule(ctx context.Context, a store.Actor, env *sto
 	if _, err := s.requireSnapshotable(ctx, env); err != nil {
 		return err
 	}
-	return s.DB.SetBackupSchedule(ctx, a, env, c.Expr, strings.TrimSpace(keepText), keep)
+	return s.DB.SetBackupSchedule(ctx, a, env, c.Expr, strings.TrimSpace(keepText), keep, c.Interval(s.Now()))
 }
 
 // snapshotName names a snapshot's directory by its time (and origin).

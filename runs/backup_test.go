@@ -303,11 +303,26 @@ func TestBackupOverlappingFireIsSkipped(t *testing.T) {
 	if len(rows) != 2 || rows[0].RunID == nil || rows[1].RunID != nil || !strings.Contains(rows[1].Skipped, "still running") {
 		t.Fatalf("overlap: %+v", rows)
 	}
+	if a, err := f.db.BackupAlarmOf(f.ctx, f.env.ID); err != nil || a == nil || !strings.Contains(a.Reason, "skipped") {
+		t.Fatalf("alarm after a skipped fire: %+v %v", a, err)
+	}
 	f.executeUnfinished()
 	f.clock.Set(start.Add(15*time.Minute + time.Second))
 	f.fire()
 	if rows := f.backupRows(); len(rows) != 3 || rows[2].RunID == nil {
 		t.Fatalf("after the snapshot finished: %+v", rows)
+	}
+	f.executeUnfinished()
+	if a, err := f.db.BackupAlarmOf(f.ctx, f.env.ID); err != nil || a != nil {
+		t.Fatalf("alarm after a good fire: %+v %v", a, err)
+	}
+	// Nothing succeeds for more than twice the interval (5m): the alarm.
+	f.clock.Set(start.Add(26 * time.Minute))
+	if a, _ := f.db.BackupAlarmOf(f.ctx, f.env.ID); a == nil || !strings.Contains(a.Reason, "10 minutes") {
+		t.Fatalf("alarm after 11 minutes without a snapshot: %+v", a)
+	}
+	if all, _ := f.db.BackupAlarms(f.ctx); len(all) != 1 || all[0].Environment != "production" {
+		t.Fatalf("BackupAlarms = %+v", all)
 	}
 }
 

@@ -27,6 +27,8 @@ type BackupSchedule struct {
 	Keep          time.Duration
 	// KeepText is the retention as the admin wrote it (7d, 2w).
 	KeepText string
+	// Interval is the longest gap between fires.
+	Interval time.Duration
 	// ConsideredUntil is the newest fire time already handled.
 	ConsideredUntil time.Time
 	UpdatedAt       time.Time
@@ -107,12 +109,12 @@ func (db *DB) SetBackupTarget(ctx context.Context, a Actor, target string) error
 	return nil
 }
 
-const scheduleColumns = `environment_id, cron, keep_ms, keep_text, considered_until, updated_at`
+const scheduleColumns = `environment_id, cron, keep_ms, keep_text, interval_ms, considered_until, updated_at`
 
 func scanSchedule(row pgx.Row) (*BackupSchedule, error) {
 	var s BackupSchedule
-	var keepMS int64
-	err := row.Scan(&s.EnvironmentID, &s.Cron, &keepMS, &s.KeepText, &s.ConsideredUntil, &s.UpdatedAt)
+	var keepMS, intervalMS int64
+	err := row.Scan(&s.EnvironmentID, &s.Cron, &keepMS, &s.KeepText, &intervalMS, &s.ConsideredUntil, &s.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, Errorf(NotFound, "This environment has no backup schedule.")
 	}
@@ -120,6 +122,7 @@ func scanSchedule(row pgx.Row) (*BackupSchedule, error) {
 		return nil, err
 	}
 	s.Keep = time.Duration(keepMS) * time.Millisecond
+	s.Interval = time.Duration(intervalMS) * time.Millisecond
 	return &s, nil
 }
 
@@ -151,16 +154,17 @@ func (db *DB) BackupSchedules(ctx context.Context) ([]BackupSchedule, error) {
 // SetBackupSchedule sets (or changes) the environment's schedule, with its
 // audit record. Fires before now are never taken: a new or changed schedule
 // starts counting from the moment it is saved.
-func (db *DB) SetBackupSchedule(ctx context.Context, a Actor, env *Environment, cron, keepText string, keep time.Duration) error {
+func (db *DB) SetBackupSchedule(ctx context.Context, a Actor, env *Environment, cron, keepText string, keep, interval time.Duration) error {
 	now := db.Now()
 	err := db.InTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO backup_schedules (environment_id, cron, keep_ms, keep_text, considered_until, updated_by, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $5)
+			INSERT INTO backup_schedules (environment_id, cron, keep_ms, keep_text, interval_ms, considered_until, updated_by, updated_at)
+			VALUES ($1, $2, $3, $4, $7, $5, $6, $5)
 			ON CONFLICT (environment_id) DO UPDATE SET cron = EXCLUDED.cron, keep_ms = EXCLUDED.keep_ms, keep_text = EXCLUDED.keep_text,
+			    interval_ms = EXCLUDED.interval_ms,
 			    considered_until = GREATEST(backup_schedules.considered_until, EXCLUDED.considered_until),
 			    updated_by = EXCLUDED.updated_by, updated_at = EXCLUDED.updated_at`,
-			env.ID, cron, keep.Milliseconds(), keepText, now, a.userID()); err != nil {
+			env.ID, cron, keep.Milliseconds(), keepText, now, a.userID(), interval.Milliseconds()); err != nil {
 			return err
 		}
 		e := a.event("backup.schedule-set")
@@ -492,4 +496,80 @@ func (db *DB) HasUnfinishedBackupRun(ctx context.Context, envID int64) (bool, er
 		return false, fmt.Errorf("store: unfinished backup run: %w", err)
 	}
 	return busy, nil
+}
+
+// BackupAlarm is an environment whose backups need attention: its last
+// scheduled fire failed or was skipped, or no snapshot succeeded within
+// twice its schedule's interval.
+type BackupAlarm struct {
+	EnvironmentID int64
+	Project       string
+	Environment   string
+	Reason        string
+}
+
+// BackupAlarms returns every environment whose backups are in alarm (for
+// the home page and a metrics gauge).
+func (db *DB) BackupAlarms(ctx context.Context) ([]BackupAlarm, error) {
+	return db.backupAlarms(ctx, 0)
+}
+
+// BackupAlarmOf returns the environment's alarm, or nil.
+func (db *DB) BackupAlarmOf(ctx context.Context, envID int64) (*BackupAlarm, error) {
+	out, err := db.backupAlarms(ctx, envID)
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	return &out[0], nil
+}
+
+func (db *DB) backupAlarms(ctx context.Context, envID int64) ([]BackupAlarm, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT e.id, p.name, e.name, s.interval_ms, s.updated_at, last.scheduled_at, COALESCE(last.skipped, ''), COALESCE(lr.status, ''),
+		       (SELECT max(COALESCE(b.scheduled_at, b.created_at)) FROM backups b JOIN runs r ON r.id = b.run_id
+		        WHERE b.environment_id = e.id AND b.deleted_at IS NULL AND r.status IN ('succeeded', 'succeeded-with-warnings'))
+		FROM backup_schedules s JOIN environments e ON e.id = s.environment_id JOIN projects p ON p.id = e.project_id
+		LEFT JOIN LATERAL (SELECT b.scheduled_at, b.skipped, b.run_id FROM backups b
+		    WHERE b.environment_id = e.id AND b.origin = 'scheduled' AND b.deleted_at IS NULL
+		    ORDER BY b.scheduled_at DESC LIMIT 1) last ON true
+		LEFT JOIN runs lr ON lr.id = last.run_id
+		WHERE $1 = 0 OR e.id = $1
+		ORDER BY p.name, e.name`, envID)
+	now := db.Now()
+	var out []BackupAlarm
+	var id, intervalMS int64
+	var project, env, skipped, status string
+	var since time.Time
+	var lastAt, lastOK *time.Time
+	_, err := pgx.ForEachRow(rows, []any{&id, &project, &env, &intervalMS, &since, &lastAt, &skipped, &status, &lastOK}, func() error {
+		window := 2 * time.Duration(intervalMS) * time.Millisecond
+		a := BackupAlarm{EnvironmentID: id, Project: project, Environment: env}
+		switch {
+		case lastAt != nil && skipped != "":
+			a.Reason = fmt.Sprintf("The scheduled backup of %s UTC was skipped: %s.", lastAt.UTC().Format("2006-01-02 15:04"), skipped)
+		case lastAt != nil && (status == RunFailed || status == RunCancelled):
+			a.Reason = fmt.Sprintf("The scheduled backup of %s UTC %s.", lastAt.UTC().Format("2006-01-02 15:04"), status)
+		case now.Sub(since) > window && (lastOK == nil || now.Sub(*lastOK) > window):
+			a.Reason = fmt.Sprintf("No backup has succeeded in the last %s (twice the schedule's interval).", windowText(window))
+		default:
+			return nil
+		}
+		out = append(out, a)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: backup alarms: %w", err)
+	}
+	return out, nil
+}
+
+// windowText reads like "2 days" or "2 hours".
+func windowText(d time.Duration) string {
+	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	if d >= time.Hour && d%time.Hour == 0 {
+		return fmt.Sprintf("%d hours", d/time.Hour)
+	}
+	return fmt.Sprintf("%d minutes", d/time.Minute)
 }
