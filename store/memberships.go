@@ -181,7 +181,7 @@ func memberTx(ctx context.Context, tx pgx.Tx, environmentID, userID int64) (*Mem
 		SELECT u.id, u.email, u.name, u.subject, m.role, u.issuer = '', u.last_sign_in_at, m.created_at
 		FROM memberships m JOIN users u ON u.id = m.user_id
 		WHERE m.environment_id = $1 AND m.user_id = $2`, environmentID, userID).
-		Scan(&m.UserID, &m.Email, &m.Name, &m.Role, &m.Pending, &m.LastSignIn, &m.AddedAt)
+		Scan(&m.UserID, &m.Email, &m.Name, &m.Subject, &m.Role, &m.Pending, &m.LastSignIn, &m.AddedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, Errorf(NotFound, "That person is not a member of this environment.")
 	}
