@@ -26,6 +26,8 @@ type EnvironmentPage struct {
 	LatestRuns []RunView
 	// Converging is the revision a failed first deploy still converges to.
 	Converging int
+	// Backups is the schedule, last good snapshot and alarm (issue 13).
+	Backups BackupStatusView
 }
 
 // ApplicationView is one application as the environment page shows it.
