@@ -866,7 +866,7 @@ func Environment(m EnvironmentPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = BackupStatusCard(m.Project, m.Name, m.Backups).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = BackupStatusCard(m.Project, m.Name, m.Backups, true).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
