@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -143,4 +144,70 @@ func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 		t.Fatalf("environment page without the alarm:\n%s", pageMain(body))
 	}
 	_ = staging
+}
+
+func TestRestoreOfACorruptedSnapshotKeepsDeploysRefusedUntilAccept(t *testing.T) {
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	root := s.SignInLocal(t)
+	env := s.CreateEnvironment(t, backupWebManifest, "production")
+	dir := t.TempDir()
+	s.PostForm(t, root, "/admin/backup-target", url.Values{"target": {dir}})
+	s.ActivateRevision(t, "vault", "production", 1)
+	const envPage = "/projects/vault/environments/production"
+	resp, _ := s.PostForm(t, root, envPage+"/backups", nil)
+	waitForRun(t, s, root, resp.Header.Get("Location"))
+	list, err := s.DB.Backups(t.Context(), env.ID, 10)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("backups %v %v", list, err)
+	}
+	b := list[0]
+	backupPage := envPage + "/backups/" + strconv.FormatInt(b.ID, 10)
+	if status, body := s.Get(t, root, backupPage+"/restore"); status != 200 || !strings.Contains(body, "Type the environment's name") {
+		t.Fatalf("restore page: %d", status)
+	}
+	if resp, body := s.PostForm(t, root, backupPage+"/restore", url.Values{"confirm": {"prod"}}); resp.StatusCode != 422 || !strings.Contains(body, "to confirm") {
+		t.Fatalf("restore without the name: %d", resp.StatusCode)
+	}
+	os.WriteFile(filepath.Join(dir, "vault", "production", b.Name, "database-main.snapshot"), []byte("not what was written"), 0o600)
+	resp, _ = s.PostForm(t, root, backupPage+"/restore", url.Values{"confirm": {"production"}})
+	if resp.StatusCode != 303 {
+		t.Fatalf("restore: %d", resp.StatusCode)
+	}
+	run := waitForRun(t, s, root, resp.Header.Get("Location"))
+	if m := runStatus.FindStringSubmatch(run); m[1] != "failed" || m[2] != "restore" || !strings.Contains(run, "corrupted") {
+		t.Fatalf("restore run %v\n%s", m[1:], pageMain(run))
+	}
+	_, body := s.Get(t, root, envPage)
+	if !strings.Contains(body, `data-testid="restore-failed"`) || strings.Index(body, "restore-failed") > strings.Index(body, "<h1") {
+		t.Fatalf("the environment page does not say it is down at the top:\n%s", pageMain(body))
+	}
+	if resp, body := s.PostForm(t, root, envPage+"/deploys", url.Values{"redeploy": {"1"}}); resp.StatusCode < 400 || !strings.Contains(body, "restore failed") {
+		t.Fatalf("deploy while down: %d", resp.StatusCode)
+	}
+	if resp, _ := s.PostForm(t, root, envPage+"/backups/accept", url.Values{"confirm": {"nope"}}); resp.StatusCode != 422 {
+		t.Fatalf("accept without the name: %d", resp.StatusCode)
+	}
+	if resp, _ := s.PostForm(t, root, envPage+"/backups/accept", url.Values{"confirm": {"production"}}); resp.StatusCode != 303 {
+		t.Fatalf("accept: %d", resp.StatusCode)
+	}
+	if e, _ := s.DB.EnvironmentByID(t.Context(), env.ID); e.State != store.EnvironmentActive {
+		t.Fatalf("state after accept %q", e.State)
+	}
+	var actions []string
+	rows, _ := s.DB.Pool.Query(t.Context(), `SELECT action FROM audit_events WHERE action LIKE 'backup.%' ORDER BY id`)
+	for rows.Next() {
+		var a string
+		rows.Scan(&a)
+		actions = append(actions, a)
+	}
+	if got := strings.Join(actions, " "); got != "backup.target-set backup.created backup.restore-started backup.accepted" {
+		t.Fatalf("audit: %s", got)
+	}
+	// Removing the snapshot takes its name and deletes its files.
+	if resp, _ := s.PostForm(t, root, backupPage+"/remove", url.Values{"confirm": {b.Name}}); resp.StatusCode != 303 {
+		t.Fatalf("remove: %d", resp.StatusCode)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "vault", "production", b.Name)); !os.IsNotExist(err) {
+		t.Fatalf("files left after remove: %v", err)
+	}
 }
