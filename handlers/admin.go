@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
@@ -61,6 +62,10 @@ func (h *Admin) SetBackupTarget(w http.ResponseWriter, r *http.Request) error {
 	if err := h.Runs.SetBackupTarget(r.Context(), ActorOf(r), target); err != nil {
 		var br *runs.BackupRefusal
 		if errors.As(err, &br) {
+			// A URL may carry credentials: it is not shown again.
+			if strings.Contains(target, "://") {
+				target = ""
+			}
 			return h.render(w, r, http.StatusUnprocessableEntity, &target, br.Message)
 		}
 		return err

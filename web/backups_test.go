@@ -53,6 +53,9 @@ func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 			t.Fatalf("target %q: %d, want 422 with %q\n%s", target, resp.StatusCode, want, pageMain(body))
 		}
 	}
+	if _, body := s.PostForm(t, root, "/admin/backup-target", url.Values{"target": {"s3://AKIAEXAMPLE:hunter2secret@backups"}}); strings.Contains(body, "hunter2secret") {
+		t.Fatal("a refused target URL with credentials is shown again")
+	}
 	dir := t.TempDir()
 	if resp, _ := s.PostForm(t, root, "/admin/backup-target", url.Values{"target": {dir}}); resp.StatusCode != 303 || resp.Header.Get("Location") != "/admin" {
 		t.Fatalf("set target: %d %s", resp.StatusCode, resp.Header.Get("Location"))
