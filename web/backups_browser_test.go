@@ -59,6 +59,11 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 	b.Do(chromedp.Navigate(s.URL+"/admin"), chromedp.WaitVisible(chromedp.CSS("#target")))
 	b.Screenshot("admin-phone")
 	checkWidth("the admin page")
+	b.Do(chromedp.Navigate(s.URL+"/projects/vault/environments/production"), chromedp.WaitVisible(chromedp.CSS("#backup-status")))
+	b.Screenshot("environment-backups-phone")
+	checkWidth("the environment page")
 	b.Do(chromedp.EmulateViewport(1280, 900))
+	b.Screenshot("environment-backups")
+	b.Do(chromedp.Navigate(s.URL+"/admin"), chromedp.WaitVisible(chromedp.CSS("#target")))
 	b.Screenshot("admin")
 }
