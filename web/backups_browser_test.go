@@ -2,6 +2,9 @@ package web_test
 
 import (
 	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,9 +19,10 @@ import (
 // watches it complete; no page is wider than a phone's screen.
 func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
-	s.CreateEnvironment(t, backupWebManifest, "production")
+	env := s.CreateEnvironment(t, backupWebManifest, "production")
 	admin := s.SignInLocal(t)
-	if resp, _ := s.PostForm(t, admin, "/admin/backup-target", url.Values{"target": {t.TempDir()}}); resp.StatusCode != 303 {
+	target := t.TempDir()
+	if resp, _ := s.PostForm(t, admin, "/admin/backup-target", url.Values{"target": {target}}); resp.StatusCode != 303 {
 		t.Fatalf("target: %d", resp.StatusCode)
 	}
 	s.ActivateRevision(t, "vault", "production", 1)
@@ -66,4 +70,21 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 	b.Screenshot("environment-backups")
 	b.Do(chromedp.Navigate(s.URL+"/admin"), chromedp.WaitVisible(chromedp.CSS("#target")))
 	b.Screenshot("admin")
+
+	// A restore of a corrupted snapshot: the pages say it is down, at the top.
+	list, err := s.DB.Backups(t.Context(), env.ID, 1)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("backups: %v %v", list, err)
+	}
+	os.WriteFile(filepath.Join(target, "vault", "production", list[0].Name, "database-main.snapshot"), []byte("x"), 0o600)
+	resp, _ := s.PostForm(t, admin, page+"/"+strconv.FormatInt(list[0].ID, 10)+"/restore", url.Values{"confirm": {"production"}})
+	waitForRun(t, s, admin, resp.Header.Get("Location"))
+	b.Do(chromedp.Navigate(s.URL+"/projects/vault/environments/production"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="restore-failed"]`)))
+	b.Screenshot("environment-restore-failed")
+	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS("#accept-confirm")))
+	b.Screenshot("backups-restore-failed")
+	b.Do(chromedp.EmulateViewport(390, 844))
+	b.Screenshot("backups-restore-failed-phone")
+	checkWidth("the backups page of a failed restore")
+	b.Do(chromedp.EmulateViewport(1280, 900))
 }

@@ -147,6 +147,16 @@ func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 		t.Fatalf("environment page without the alarm:\n%s", pageMain(body))
 	}
 	_ = staging
+	// Removing the schedule turns it off; the snapshot stays.
+	if resp, _ := s.PostForm(t, root, page+"/schedule/remove", nil); resp.StatusCode != 303 || resp.Header.Get("Location") != page {
+		t.Fatalf("remove schedule: %d", resp.StatusCode)
+	}
+	if _, err := s.DB.BackupSchedule(t.Context(), env.ID); store.ErrorCode(err) != store.NotFound {
+		t.Fatalf("schedule after remove: %v", err)
+	}
+	if _, body := s.Get(t, root, page); !strings.Contains(body, "No schedule: only manual snapshots.") || !strings.Contains(body, `data-origin="manual"`) {
+		t.Fatalf("backups page after removing the schedule:\n%s", pageMain(body))
+	}
 }
 
 func TestRestoreOfACorruptedSnapshotKeepsDeploysRefusedUntilAccept(t *testing.T) {
