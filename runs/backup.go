@@ -265,6 +265,12 @@ func (s *Service) RemoveBackup(ctx context.Context, a store.Actor, env *store.En
 	if b.RunID != nil && !store.RunFinished(b.RunStatus) {
 		return &BackupRefusal{Message: "This snapshot is still running. Wait for it to finish."}
 	}
+	// A restore that runs may be reading this snapshot's files.
+	if busy, err := s.DB.HasUnfinishedBackupRun(ctx, env.ID); err != nil {
+		return err
+	} else if busy {
+		return &BackupRefusal{Message: fmt.Sprintf("A snapshot or restore of %s is running. Remove snapshots once it has finished.", env.Name)}
+	}
 	if err := s.Platform.RemoveSnapshot(ctx, snapshotDir(b, env)); err != nil {
 		return err
 	}
