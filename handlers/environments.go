@@ -126,6 +126,9 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		Values:          valuesSummary(store.ValueStates(shown.Contract, stored)),
 	}
 	m.CanDeploy = role.Includes(store.RoleDeployer)
+	if m.Backups, err = BackupStatus(r, h.DB, nil, env); err != nil {
+		return err
+	}
 	certs, err := h.DB.Certificates(ctx, env.ID)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 
+	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
 
@@ -31,6 +32,20 @@ func (h *Home) ShowHomePage(w http.ResponseWriter, r *http.Request) error {
 			m.Projects = append(m.Projects, views.ProjectCard{
 				Name: p.Name, Description: p.Description, Environments: p.Environments, UpdatedAt: p.CreatedAt,
 			})
+		}
+	}
+	if u != nil {
+		alarms, err := h.DB.BackupAlarms(r.Context())
+		if err != nil {
+			return err
+		}
+		for _, a := range alarms {
+			if !u.IsAdmin {
+				if role, err := h.DB.EnvironmentRole(r.Context(), u, a.EnvironmentID); err != nil || role == store.RoleNone {
+					continue
+				}
+			}
+			m.BackupAlarms = append(m.BackupAlarms, views.BackupAlarmView{Project: a.Project, Env: a.Environment, Reason: a.Reason})
 		}
 	}
 	return Render(w, r, http.StatusOK, views.Home(m))

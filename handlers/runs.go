@@ -194,6 +194,14 @@ func CheckpointView(env *store.Environment, run *store.Run, cp store.Checkpoint,
 	if len(d.Values) > 0 {
 		add("Values", strings.Join(d.Values, ", "))
 	}
+	if sn := d.Snapshot; sn != nil && sn.File != "" {
+		add("File", sn.File)
+		add("Size", views.ByteSize(sn.Size))
+		add("SHA-256", sn.SHA256)
+	}
+	if len(d.Removed) > 0 {
+		add("Deleted by retention", strings.Join(d.Removed, ", "))
+	}
 	if d.Probe != nil {
 		v.TLS = &views.TLSView{Domain: d.Probe.Domain, State: "arrived: every address answers as this installation"}
 		for _, a := range d.Probe.Addresses {

@@ -91,3 +91,6 @@ func RunEvents(project, env string, id int64) string { return Run(project, env, 
 
 // EnvironmentEvents is an environment's websocket event stream.
 func EnvironmentEvents(project, env string) string { return Environment(project, env) + "/events" }
+
+// Backups is an environment's backups page (and where a snapshot is taken).
+func Backups(project, env string) string { return Environment(project, env) + "/backups" }

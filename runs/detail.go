@@ -36,6 +36,8 @@ type RunDetail struct {
 	// certificate in backoff (Check now).
 	Domain string `json:"domain,omitempty"`
 	Force  bool   `json:"force,omitempty"`
+	// BackupID is the snapshot a restore run replays.
+	BackupID int64 `json:"backupId,omitempty"`
 }
 
 // CheckpointDetail is a checkpoint's typed details; which fields are set
@@ -57,6 +59,10 @@ type CheckpointDetail struct {
 	Revision int          `json:"revision,omitempty"`
 	TLS      *TLSDetail   `json:"tls,omitempty"`
 	Probe    *ProbeResult `json:"probe,omitempty"`
+	// Snapshot is a snapshot or restore checkpoint's service and file;
+	// Removed the snapshots a retention checkpoint deleted.
+	Snapshot *SnapshotDetail `json:"snapshot,omitempty"`
+	Removed  []string        `json:"removed,omitempty"`
 }
 
 // TLSDetail is an Issue TLS certificate checkpoint's record.

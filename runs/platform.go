@@ -35,6 +35,9 @@ type Platform interface {
 	Probe(ctx context.Context, domain string) ProbeResult
 	// Issue requests a certificate for a domain that points here.
 	Issue(ctx context.Context, domain string, now time.Time) (*IssuedCertificate, Issuance, error)
+
+	// Backups (runs/backup_local.go).
+	BackupPlatform
 }
 
 // Issuance is the ACME-shaped record of one issuance attempt.
@@ -71,6 +74,9 @@ type Faults struct {
 	RateLimit map[string]string `json:"rateLimit,omitempty"`
 	// BucketBytes is what a bucket stores.
 	BucketBytes map[string]int64 `json:"bucketBytes,omitempty"`
+	// Snapshot fails the snapshot of a service ("database main",
+	// "bucket media", "volume web/data") with a reason.
+	Snapshot map[string]string `json:"snapshot,omitempty"`
 }
 
 // LoadFaults reads faults from a JSON file.

@@ -26,6 +26,22 @@ type ReconcileArgs struct{}
 // Kind implements river.JobArgs.
 func (ReconcileArgs) Kind() string { return "studio_reconcile" }
 
+// BackupScheduleArgs is the periodic River job that claims due backup
+// fires (runs/backup.go, Service.FireDueBackups).
+type BackupScheduleArgs struct{}
+
+// Kind implements river.JobArgs.
+func (BackupScheduleArgs) Kind() string { return "studio_backup_schedule" }
+
+type backupScheduleWorker struct {
+	river.WorkerDefaults[BackupScheduleArgs]
+	service *Service
+}
+
+func (w *backupScheduleWorker) Work(ctx context.Context, job *river.Job[BackupScheduleArgs]) error {
+	return w.service.FireDueBackups(ctx)
+}
+
 type runWorker struct {
 	river.WorkerDefaults[RunArgs]
 	runner  *Runner
@@ -75,6 +91,9 @@ type RiverOptions struct {
 	// and rollout timeout: a single step that runs longer may be resumed
 	// while it still runs.
 	RescueAfter time.Duration
+	// BackupInterval is how often due backup fires are claimed (default
+	// 1m, the finest a cron expression fires; negative turns it off).
+	BackupInterval time.Duration
 	// PollInterval is how often idle processes look for jobs besides
 	// LISTEN/NOTIFY (River's default when zero).
 	PollInterval time.Duration
@@ -96,6 +115,10 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	s.Runner.YieldAfter = min(time.Minute, o.RescueAfter/2)
 	river.AddWorker(workers, &runWorker{runner: s.Runner, timeout: o.RescueAfter})
 	river.AddWorker(workers, &reconcileWorker{service: s})
+	river.AddWorker(workers, &backupScheduleWorker{service: s})
+	if o.BackupInterval == 0 {
+		o.BackupInterval = time.Minute
+	}
 	cfg := &river.Config{
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}},
 		Workers:              workers,
@@ -112,6 +135,11 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	if o.ReconcileInterval > 0 {
 		cfg.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(o.ReconcileInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil }, nil)}
+	}
+	if o.BackupInterval > 0 {
+		// Every process schedules it; the fires are claimed in the database.
+		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(o.BackupInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return BackupScheduleArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	client, err := river.NewClient(riverpgxv5.New(s.DB.Pool), cfg)
 	if err != nil {

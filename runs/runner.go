@@ -55,6 +55,8 @@ type stepResult struct {
 	converge      bool
 	activate      *int64
 	activeDomains []string
+	// state is the environment's new state (a restore stops and starts it).
+	state string
 }
 
 // runContext is what the steps of one Execute share.
@@ -171,7 +173,8 @@ func (r *Runner) record(ctx context.Context, rc *runContext, cp store.Checkpoint
 	cancel, ok, err := r.DB.ApplyRunChangeCancel(ctx, store.RunChange{RunID: rc.run.ID, Detail: rc.dirtyDetail(),
 		Checkpoint: &store.CheckpointChange{Position: cp.Position, Status: res.status, Warning: res.warning, Detail: res.detail,
 			From: []string{store.CheckpointRunning, store.CheckpointWaiting}},
-		Certificate: res.cert, ServiceState: res.service, Activate: res.activate, ActiveDomains: res.activeDomains})
+		Certificate: res.cert, ServiceState: res.service, Activate: res.activate, ActiveDomains: res.activeDomains,
+		EnvironmentState: res.state})
 	if err != nil {
 		return false, err
 	}
@@ -215,6 +218,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 	}
 	det.Summary = Summary(rc.run, status, reason, cps)
 	change := store.RunChange{RunID: rc.run.ID, Status: status, Reason: reason, Detail: det}
+	change.EnvironmentState = restoreOutcomeState(rc.run, status, cps)
 	if failed != nil && failed.converge && rc.run.Kind == "deploy" && rc.run.FromRevisionID == nil && rc.env.ActiveRevisionID == nil {
 		change.Converging = rc.run.RevisionID
 	}
@@ -402,6 +406,8 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		return res, nil
 	case KindProbe:
 		return ok(), nil
+	case KindSnapshot, KindRetention, KindStop, KindRestore, KindStart:
+		return r.backupStep(ctx, rc, cp, d, fail)
 	}
 	return fail("unknown checkpoint kind " + cp.Kind), nil
 }

@@ -123,7 +123,10 @@ func (e *DeployRefusal) Error() string { return e.Message }
 // StartDeploy plans the deploy, checks it may start, and creates its run
 // and job in one transaction.
 func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Environment, req DeployRequest) (*store.Run, error) {
-	if env.State != "active" {
+	if env.State == store.EnvironmentRestoreFailed {
+		return nil, &DeployRefusal{Message: fmt.Sprintf("%s is down: a restore failed. Deploys are refused until a restore completes or an admin accepts the data as it is (backups page).", env.Name)}
+	}
+	if env.State != store.EnvironmentActive {
 		return nil, &DeployRefusal{Message: fmt.Sprintf("The environment is %s; deploys wait until it is active again.", env.State)}
 	}
 	dp, err := s.PlanDeploy(ctx, env, req.Revision)

@@ -118,6 +118,21 @@ type NewRun struct {
 func (db *DB) CreateRun(ctx context.Context, a Actor, env *Environment, nr NewRun) (*Run, error) {
 	var id int64
 	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		id, err = db.createRunTx(ctx, tx, a, env, nr)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: create run: %w", err)
+	}
+	return db.RunByID(ctx, id)
+}
+
+// createRunTx is CreateRun inside tx (a backup fire creates its run in the
+// transaction that claims the fire).
+func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environment, nr NewRun) (int64, error) {
+	var id int64
+	err := func() error {
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM environments WHERE id = $1 FOR UPDATE`, env.ID); err != nil {
 			return err
 		}
@@ -174,11 +189,8 @@ func (db *DB) CreateRun(ctx context.Context, a Actor, env *Environment, nr NewRu
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: create run: %w", err)
-	}
-	return db.RunByID(ctx, id)
+	}()
+	return id, err
 }
 
 func orEmpty(v any) any {
@@ -280,6 +292,9 @@ type RunChange struct {
 	// first deploy keeps converging to.
 	Converging      *int64
 	ClearConverging bool
+	// EnvironmentState sets the environment's state (a restore: restoring,
+	// active, down: restore failed) when not "".
+	EnvironmentState string
 }
 
 // CheckpointChange is a checkpoint's new state.
@@ -402,6 +417,11 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 					envID, c.ActiveDomains); err != nil {
 					return err
 				}
+			}
+		}
+		if c.EnvironmentState != "" {
+			if err := setEnvironmentState(ctx, tx, envID, &c.RunID, c.EnvironmentState); err != nil {
+				return err
 			}
 		}
 		if c.Converging != nil || c.ClearConverging {

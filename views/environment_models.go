@@ -31,6 +31,8 @@ type EnvironmentPage struct {
 	Converging int
 	// Danger is the delete-this-environment card, nil for non-admins.
 	Danger *DangerZone
+	// Backups is the schedule, last good snapshot and alarm (issue 13).
+	Backups BackupStatusView
 }
 
 // ApplicationView is one application as the environment page shows it.

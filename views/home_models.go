@@ -8,6 +8,8 @@ type HomePage struct {
 	Projects []ProjectCard
 	// CanCreate is true when the user may create projects.
 	CanCreate bool
+	// BackupAlarms are the visible environments whose backups need attention.
+	BackupAlarms []BackupAlarmView
 }
 
 // ProjectCard is one project on the home page.

@@ -121,6 +121,8 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 		{name: "deploy-plan", path: env + "/deploys/new?revision=2", main: true},
 		{name: "runs", path: env + "/runs"},
 		{name: "run", path: env + "/runs/1", main: true},
+		{name: "backups", path: env + "/backups", main: true},
+		{name: "admin", path: "/admin"},
 		{name: "audit", path: "/audit", main: true},
 		{name: "not-found", path: "/projects/no-such-project"},
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -199,6 +200,41 @@ var routeTable = []routeCase{
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/runs/{run}/cancel", path: "/projects/hello-world/environments/production/runs/{run}/cancel",
 		allow: prodDeployers, ok: []int{http.StatusConflict}},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/probe", path: "/projects/hello-world/environments/production/probe", allow: prodDeployers},
+	// Backups (issue 13). The fixture has no backup target until the last
+	// row sets one, so allowed posts that would change data are refused
+	// with 422 (no target, wrong typed confirmation) or 404/409.
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/backups", path: "/projects/hello-world/environments/production/backups", allow: prodViewers},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/backups/schedule/preview",
+		path: "/projects/hello-world/environments/production/backups/schedule/preview?cron=0+3+*+*+*", allow: prodViewers},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/backups", path: "/projects/hello-world/environments/production/backups",
+		allow: prodDeployers, ok: []int{http.StatusUnprocessableEntity}},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/backups/schedule", path: "/projects/hello-world/environments/production/backups/schedule",
+		form: url.Values{"cron": {"0 3 * * *"}, "keep": {"7d"}}, allow: prodAdmins, ok: []int{http.StatusUnprocessableEntity}},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/backups/schedule/remove",
+		path: "/projects/hello-world/environments/production/backups/schedule/remove", allow: prodAdmins, ok: []int{http.StatusNotFound}},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/backups/accept", path: "/projects/hello-world/environments/production/backups/accept",
+		form: url.Values{"confirm": {"production"}}, allow: prodAdmins, ok: []int{http.StatusConflict}},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/backups/{backup}/restore",
+		path: "/projects/hello-world/environments/production/backups/{backup}/restore", allow: prodAdmins},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/backups/{backup}/restore",
+		path: "/projects/hello-world/environments/production/backups/{backup}/restore", form: url.Values{"confirm": {"not-the-name"}},
+		allow: prodAdmins, ok: []int{http.StatusUnprocessableEntity}},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/backups/{backup}/remove",
+		path: "/projects/hello-world/environments/production/backups/{backup}/remove", allow: prodAdmins},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/backups/{backup}/remove",
+		path: "/projects/hello-world/environments/production/backups/{backup}/remove", form: url.Values{"confirm": {"not-the-name"}},
+		allow: prodAdmins, ok: []int{http.StatusUnprocessableEntity}},
+	// A snapshot of staging through production's URL (IDOR).
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/backups/{backup}/restore",
+		path: "/projects/hello-world/environments/production/backups/{stagingBackup}/restore", allow: prodAdmins, status: http.StatusNotFound},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/backups/{backup}/remove",
+		path: "/projects/hello-world/environments/production/backups/{stagingBackup}/remove", form: url.Values{"confirm": {"staging-snap"}},
+		allow: prodAdmins, status: http.StatusNotFound},
+	{method: "GET", pattern: "/admin", path: "/admin", allow: installAdmins},
+	{method: "POST", pattern: "/admin/backup-target", path: "/admin/backup-target", form: url.Values{"target": {"s3://bucket/backups"}},
+		allow: installAdmins, ok: []int{http.StatusUnprocessableEntity}},
+	{method: "POST", pattern: "/admin/backup-target", path: "/admin/backup-target", form: url.Values{"target": {os.TempDir()}}, allow: installAdmins},
+
 	{method: "GET", pattern: "/.well-known/skali-edge", path: "/.well-known/skali-edge?nonce=abc", allow: everyone},
 	{method: "GET", pattern: "/.well-known/acme-challenge/*", path: "/.well-known/acme-challenge/token123", allow: everyone},
 }
@@ -212,6 +248,8 @@ type roleFixture struct {
 	// stager is a viewer of staging only.
 	stager int64
 	run    int64
+	// backup is a finished snapshot of production, stagingBackup one of staging.
+	backup, stagingBackup int64
 }
 
 // hostSecret is production's SECRET_TOKEN. A revision added by the admin
@@ -265,6 +303,23 @@ func newRoleFixture(t *testing.T) *roleFixture {
 		t.Fatal(err)
 	}
 	f.run = run.ID
+	// Snapshots recorded whole (no checkpoints), finished at once by River.
+	for _, snap := range []struct {
+		env  *store.Environment
+		name string
+		id   *int64
+	}{{f.prod, "prod-snap", &f.backup}, {staging, "staging-snap", &f.stagingBackup}} {
+		br, err := s.DB.CreateManualBackup(t.Context(), store.Actor{}, snap.env, store.Snapshot{Name: snap.name, Target: t.TempDir(),
+			Run: store.NewRun{EnvironmentID: snap.env.ID, Kind: "backup"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.DB.BackupByRun(t.Context(), br.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*snap.id = b.ID
+	}
 	return f
 }
 
@@ -283,6 +338,9 @@ func (f *roleFixture) digest(t *testing.T) string {
 			UNION ALL SELECT 'v' || row(v.environment_id, v.name, v.version, v.ciphertext, v.updated_at)::text FROM environment_values v
 			UNION ALL SELECT 'a' || row(a.*)::text FROM audit_events a WHERE a.action <> 'sign-in.failed'
 			UNION ALL SELECT 'i' || row(i.*)::text FROM installation_settings i
+			UNION ALL SELECT 'b' || row(b.*)::text FROM backups b
+			UNION ALL SELECT 's' || row(s.*)::text FROM backup_schedules s
+			UNION ALL SELECT 'R' || r.id::text FROM runs r
 		) t`).Scan(&d)
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +410,8 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 		t.Fatalf("setting a value = %d and left the digest as it was: the digest sees nothing", resp.StatusCode)
 	}
 
-	replacer := strings.NewReplacer("{target}", fmt.Sprint(f.target), "{stager}", fmt.Sprint(f.stager), "{run}", fmt.Sprint(f.run), "{static}", static.Path("css/app.css"))
+	replacer := strings.NewReplacer("{backup}", fmt.Sprint(f.backup), "{stagingBackup}", fmt.Sprint(f.stagingBackup),
+		"{target}", fmt.Sprint(f.target), "{stager}", fmt.Sprint(f.stager), "{run}", fmt.Sprint(f.run), "{static}", static.Path("css/app.css"))
 	for _, rc := range routeTable {
 		if !registered[rc.method+" "+rc.pattern] {
 			t.Logf("routeTable row %s %s matches no registered route (not added yet?)", rc.method, rc.pattern)

@@ -264,6 +264,22 @@ func (a *app) routes(https bool) http.Handler {
 			r.Get("/projects/{project}/revisions", a.handle(forms.Revisions))
 			r.Get("/projects/{project}/environments", a.handle(forms.Environments))
 			r.Get("/projects/{project}/environments/{env}/values/import", a.handle(forms.ValuesImport))
+			// Backups (issue 13): the installation's target, schedules,
+			// snapshots, restore and accept.
+			admin := handlers.NewAdmin(a.base, a.deps.Runs)
+			backups := handlers.NewBackups(a.base, a.deps.Runs)
+			r.Get("/admin", a.handle(admin.ShowAdminPage))
+			r.Post("/admin/backup-target", a.handle(admin.SetBackupTarget))
+			r.Get("/projects/{project}/environments/{env}/backups", a.handle(backups.ShowBackupsPage))
+			r.Post("/projects/{project}/environments/{env}/backups", a.handle(backups.TakeSnapshot))
+			r.Post("/projects/{project}/environments/{env}/backups/schedule", a.handle(backups.SetSchedule))
+			r.Post("/projects/{project}/environments/{env}/backups/schedule/remove", a.handle(backups.RemoveSchedule))
+			r.Get("/projects/{project}/environments/{env}/backups/schedule/preview", a.handle(backups.PreviewSchedule))
+			r.Post("/projects/{project}/environments/{env}/backups/accept", a.handle(backups.Accept))
+			r.Get("/projects/{project}/environments/{env}/backups/{backup}/restore", a.handle(backups.ShowRestorePage))
+			r.Post("/projects/{project}/environments/{env}/backups/{backup}/restore", a.handle(backups.Restore))
+			r.Get("/projects/{project}/environments/{env}/backups/{backup}/remove", a.handle(backups.ShowRemovePage))
+			r.Post("/projects/{project}/environments/{env}/backups/{backup}/remove", a.handle(backups.Remove))
 		})
 	})
 	return r

@@ -1,0 +1,395 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/paths"
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
+)
+
+// Backups shows an environment's backups and changes its schedule, takes,
+// removes and restores snapshots, and accepts data after a failed restore.
+type Backups struct {
+	*Base
+	Runs *runs.Service
+}
+
+// NewBackups returns the backup handlers; svc nil means backups are off.
+func NewBackups(b *Base, svc *runs.Service) *Backups { return &Backups{Base: b, Runs: svc} }
+
+func (h *Backups) service() (*runs.Service, error) {
+	if h.Runs == nil {
+		return nil, apperr.Errorf(apperr.Conflict, "Backups are not available: this Studio has no value-encryption key configured.")
+	}
+	return h.Runs, nil
+}
+
+// backupsForm is what a re-rendered backups page shows besides what is stored.
+type backupsForm struct {
+	cron, keep, cronErr, keepErr, formErr, acceptErr string
+	posted                                           bool
+}
+
+// ShowBackupsPage renders the backups page (any role).
+func (h *Backups) ShowBackupsPage(w http.ResponseWriter, r *http.Request) error {
+	env, role, err := h.Environment(r, store.RoleViewer)
+	if err != nil {
+		return err
+	}
+	return h.render(w, r, http.StatusOK, env, role, backupsForm{})
+}
+
+func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env *store.Environment, role store.Role, f backupsForm) error {
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	u := CurrentUser(ctx)
+	now := svc.Now()
+	m := views.BackupsPage{
+		Chrome:  h.Chrome(r, "Backups · "+env.Project+" / "+env.Name, "projects"),
+		Project: env.Project, Env: env.Name, State: env.State, Down: env.State == store.EnvironmentRestoreFailed,
+		IsInstallAdmin: u != nil && u.IsAdmin,
+		CanManage:      role.Includes(store.RoleAdmin), CanBackup: role.Includes(store.RoleDeployer),
+		CronError: f.cronErr, KeepError: f.keepErr, FormError: f.formErr, AcceptError: f.acceptErr,
+	}
+	target, err := h.DB.BackupTarget(ctx)
+	if err != nil {
+		return err
+	}
+	m.NoTarget = target == ""
+	latest, err := h.DB.LatestRevision(ctx, env.ProjectID)
+	if err != nil {
+		return err
+	}
+	if len(runs.SnapshotServices(latest.Definition)) == 0 {
+		m.Refusal = "The latest revision declares no database, bucket or volume: there is nothing to snapshot, so schedules and manual backups are refused."
+	}
+	if m.Status, err = BackupStatus(r, h.DB, svc, env); err != nil {
+		return err
+	}
+	m.Cron, m.Keep = m.Status.Cron, m.Status.Keep
+	if f.posted {
+		m.Cron, m.Keep = f.cron, f.keep
+	}
+	if m.Cron != "" {
+		m.Preview, m.PreviewError = previewFires(m.Cron, now)
+	}
+	list, err := h.DB.Backups(ctx, env.ID, 200)
+	if err != nil {
+		return err
+	}
+	for i := range list {
+		b := &list[i]
+		row := views.BackupRow{ID: b.ID, Name: b.Name, Origin: b.Origin, At: b.At().UTC().Format("2006-01-02 15:04"), Skipped: b.Skipped}
+		if b.RunID != nil {
+			run, err := h.DB.RunByID(ctx, *b.RunID)
+			if err != nil {
+				return err
+			}
+			rv := runView(env, run, now, false)
+			row.Run = &rv
+			row.Size = views.ByteSize(b.Size)
+			row.CanRemove = m.CanManage && store.RunFinished(b.RunStatus)
+			row.CanRestore = m.CanManage && b.Succeeded()
+		}
+		if e := b.ExpiresAt(); e != nil && b.RunID != nil {
+			row.Expires = e.UTC().Format("2006-01-02 15:04")
+		}
+		m.Snapshots = append(m.Snapshots, row)
+	}
+	return Render(w, r, status, views.Backups(m))
+}
+
+// BackupStatus builds the schedule, next fire, last good snapshot and
+// alarm of env (the backups and environment pages).
+func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.Environment) (views.BackupStatusView, error) {
+	ctx := r.Context()
+	var v views.BackupStatusView
+	now := db.Now()
+	if svc != nil {
+		now = svc.Now()
+	}
+	sched, err := db.BackupSchedule(ctx, env.ID)
+	if err != nil && apperr.CodeOf(err) != apperr.NotFound {
+		return v, err
+	}
+	if sched != nil {
+		v.Scheduled, v.Cron, v.Keep = true, sched.Cron, sched.KeepText
+		if c, err := runs.ParseCron(sched.Cron); err == nil {
+			if next := c.Next(now); !next.IsZero() {
+				v.Next = next.Format("2006-01-02 15:04 UTC") + " (in " + durationText(next.Sub(now)) + ")"
+			}
+		}
+	}
+	list, err := db.Backups(ctx, env.ID, 200)
+	if err != nil {
+		return v, err
+	}
+	for _, b := range list {
+		if b.Succeeded() {
+			v.LastSuccess = b.At().UTC().Format("2006-01-02 15:04 UTC")
+			v.LastAge = durationText(now.Sub(b.At()))
+			break
+		}
+	}
+	alarm, err := db.BackupAlarmOf(ctx, env.ID)
+	if err != nil {
+		return v, err
+	}
+	if alarm != nil {
+		v.Alarm = alarm.Reason
+	}
+	return v, nil
+}
+
+// previewFires lists the next five fires of expr, or says what is wrong.
+func previewFires(expr string, now time.Time) ([]string, string) {
+	c, err := runs.ParseCron(expr)
+	if err != nil {
+		return nil, err.Error()
+	}
+	var out []string
+	for _, t := range c.NextN(now, 5) {
+		out = append(out, t.Format("Mon 2006-01-02 15:04"))
+	}
+	if len(out) == 0 {
+		return nil, "This expression never fires."
+	}
+	return out, ""
+}
+
+// PreviewSchedule answers the next five fires of ?cron= as JSON, for the
+// page's script (any role).
+func (h *Backups) PreviewSchedule(w http.ResponseWriter, r *http.Request) error {
+	if _, _, err := h.Environment(r, store.RoleViewer); err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	fires, problem := previewFires(r.URL.Query().Get("cron"), svc.Now())
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	return json.NewEncoder(w).Encode(struct {
+		Fires []string `json:"fires"`
+		Error string   `json:"error,omitempty"`
+	}{fires, problem})
+}
+
+// refusal re-renders the page with a refused action's sentence next to
+// its field (422), or returns err when it is no refusal.
+func (h *Backups) refusal(w http.ResponseWriter, r *http.Request, env *store.Environment, role store.Role, f backupsForm, err error) error {
+	var br *runs.BackupRefusal
+	if !errors.As(err, &br) {
+		return err
+	}
+	switch br.Field {
+	case "cron":
+		f.cronErr = br.Message
+	case "keep":
+		f.keepErr = br.Message
+	case "confirm":
+		f.acceptErr = br.Message
+	default:
+		f.formErr = br.Message
+		if br.NoTarget {
+			f.formErr = ""
+		}
+	}
+	return h.render(w, r, http.StatusUnprocessableEntity, env, role, f)
+}
+
+// SetSchedule sets or changes the schedule (admins): fields cron and keep.
+func (h *Backups) SetSchedule(w http.ResponseWriter, r *http.Request) error {
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	env, role, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	f := backupsForm{cron: r.PostForm.Get("cron"), keep: r.PostForm.Get("keep"), posted: true}
+	if err := svc.SetBackupSchedule(r.Context(), ActorOf(r), env, f.cron, f.keep); err != nil {
+		return h.refusal(w, r, env, role, f, err)
+	}
+	h.Flash(r.Context(), "success", "Backup schedule saved.")
+	return SeeOther(w, r, backupsURL(env))
+}
+
+// RemoveSchedule turns automatic backups off (admins).
+func (h *Backups) RemoveSchedule(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	if err := h.DB.RemoveBackupSchedule(r.Context(), ActorOf(r), env); err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "success", "Backup schedule removed. Snapshots already taken stay.")
+	return SeeOther(w, r, backupsURL(env))
+}
+
+// TakeSnapshot takes a manual snapshot (deployers and admins) and answers
+// 303 to its run page.
+func (h *Backups) TakeSnapshot(w http.ResponseWriter, r *http.Request) error {
+	env, role, err := h.Environment(r, store.RoleDeployer)
+	if err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	run, err := svc.StartBackup(r.Context(), ActorOf(r), env)
+	if err != nil {
+		return h.refusal(w, r, env, role, backupsForm{}, err)
+	}
+	return SeeOther(w, r, paths.Run(env.Project, env.Name, run.ID))
+}
+
+// backup loads the {backup} of env.
+func (h *Backups) backup(r *http.Request, env *store.Environment) (*store.Backup, error) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "backup"), 10, 64)
+	if err != nil {
+		return nil, apperr.Errorf(apperr.NotFound, "No such snapshot.")
+	}
+	b, err := h.DB.BackupByID(r.Context(), env.ID, id)
+	if err != nil {
+		return nil, err
+	}
+	if b.RunID == nil {
+		return nil, apperr.Errorf(apperr.NotFound, "No such snapshot.")
+	}
+	return b, nil
+}
+
+func (h *Backups) confirmPage(r *http.Request, env *store.Environment, b *store.Backup, action, problem string) views.BackupConfirmPage {
+	title := "Remove snapshot"
+	if action == "restore" {
+		title = "Restore"
+	}
+	return views.BackupConfirmPage{Chrome: h.Chrome(r, title+" · "+env.Project+" / "+env.Name, "projects"),
+		Project: env.Project, Env: env.Name, Action: action, ID: b.ID, Name: b.Name, Origin: b.Origin,
+		At: b.At().UTC().Format("2006-01-02 15:04 UTC"), Size: views.ByteSize(b.Size), ConfirmError: problem}
+}
+
+// ShowRestorePage confirms a restore (admins).
+func (h *Backups) ShowRestorePage(w http.ResponseWriter, r *http.Request) error {
+	return h.showConfirm(w, r, "restore")
+}
+
+// ShowRemovePage confirms removing a snapshot (admins).
+func (h *Backups) ShowRemovePage(w http.ResponseWriter, r *http.Request) error {
+	return h.showConfirm(w, r, "remove")
+}
+
+func (h *Backups) showConfirm(w http.ResponseWriter, r *http.Request, action string) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	b, err := h.backup(r, env)
+	if err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.BackupConfirm(h.confirmPage(r, env, b, action, "")))
+}
+
+// Restore starts a restore run (admins, field confirm: the environment's
+// name) and answers 303 to its run page.
+func (h *Backups) Restore(w http.ResponseWriter, r *http.Request) error {
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	b, err := h.backup(r, env)
+	if err != nil {
+		return err
+	}
+	run, err := svc.StartRestore(r.Context(), ActorOf(r), env, b.ID, r.PostForm.Get("confirm"))
+	if err != nil {
+		var br *runs.BackupRefusal
+		if errors.As(err, &br) {
+			return Render(w, r, http.StatusUnprocessableEntity, views.BackupConfirm(h.confirmPage(r, env, b, "restore", br.Message)))
+		}
+		return err
+	}
+	return SeeOther(w, r, paths.Run(env.Project, env.Name, run.ID))
+}
+
+// Remove deletes a snapshot and its files (admins, field confirm: the
+// snapshot's name).
+func (h *Backups) Remove(w http.ResponseWriter, r *http.Request) error {
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	b, err := h.backup(r, env)
+	if err != nil {
+		return err
+	}
+	if err := svc.RemoveBackup(r.Context(), ActorOf(r), env, b.ID, r.PostForm.Get("confirm")); err != nil {
+		var br *runs.BackupRefusal
+		if errors.As(err, &br) {
+			return Render(w, r, http.StatusUnprocessableEntity, views.BackupConfirm(h.confirmPage(r, env, b, "remove", br.Message)))
+		}
+		return err
+	}
+	h.Flash(r.Context(), "success", "Snapshot "+b.Name+" removed.")
+	return SeeOther(w, r, backupsURL(env))
+}
+
+// Accept accepts the data as it is after a failed restore (admins, field
+// confirm: the environment's name).
+func (h *Backups) Accept(w http.ResponseWriter, r *http.Request) error {
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	env, role, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	if err := svc.AcceptData(r.Context(), ActorOf(r), env, r.PostForm.Get("confirm")); err != nil {
+		return h.refusal(w, r, env, role, backupsForm{}, err)
+	}
+	h.Flash(r.Context(), "success", env.Name+" is active again with its data as it is; deploys are allowed.")
+	return SeeOther(w, r, backupsURL(env))
+}
+
+func backupsURL(env *store.Environment) string {
+	return paths.Backups(env.Project, env.Name)
+}

@@ -1,0 +1,288 @@
+package runs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/store"
+)
+
+// BackupRefusal is a backup action that cannot happen as asked, with the
+// form field it concerns ("target", "cron", "keep", "confirm" or ""), and
+// whether the cure is an installation admin setting the backup target.
+type BackupRefusal struct {
+	Field     string
+	Message   string
+	NoTarget  bool
+	ErrorCode apperr.Code
+}
+
+func (e *BackupRefusal) Error() string { return e.Message }
+
+// NoTargetMessage says that backups wait for an installation admin.
+const NoTargetMessage = "Backups are off: this installation has no backup target. An installation admin must set one first."
+
+// SnapshotServices lists what a snapshot of def covers: every database,
+// bucket and volume, in that order.
+func SnapshotServices(def *compiler.Definition) []SnapshotService {
+	if def == nil {
+		return nil
+	}
+	var out []SnapshotService
+	for _, n := range slices.Sorted(maps.Keys(def.Databases)) {
+		out = append(out, SnapshotService{Kind: "database", Name: n})
+	}
+	for _, n := range slices.Sorted(maps.Keys(def.Buckets)) {
+		out = append(out, SnapshotService{Kind: "bucket", Name: n})
+	}
+	for _, app := range slices.Sorted(maps.Keys(def.Applications)) {
+		for _, v := range slices.Sorted(maps.Keys(def.Applications[app].Volumes)) {
+			out = append(out, SnapshotService{Kind: "volume", Name: app + "/" + v})
+		}
+	}
+	return out
+}
+
+const nothingToSnapshot = "The latest revision declares no database, bucket or volume: there is nothing to snapshot."
+
+// SetBackupTarget checks target with the platform and stores it.
+func (s *Service) SetBackupTarget(ctx context.Context, a store.Actor, target string) error {
+	target = strings.TrimSpace(target)
+	if target == "" {
+		return &BackupRefusal{Field: "target", Message: "Write the directory snapshots are written to, such as /var/backups/skali."}
+	}
+	if err := s.Platform.CheckTarget(target); err != nil {
+		return &BackupRefusal{Field: "target", Message: err.Error()}
+	}
+	return s.DB.SetBackupTarget(ctx, a, target)
+}
+
+// requireSnapshotable refuses backups of env without a target or with
+// nothing to snapshot in its latest revision.
+func (s *Service) requireSnapshotable(ctx context.Context, env *store.Environment) (string, error) {
+	target, err := s.DB.BackupTarget(ctx)
+	if err != nil {
+		return "", err
+	}
+	if target == "" {
+		return "", &BackupRefusal{Message: NoTargetMessage, NoTarget: true}
+	}
+	latest, err := s.DB.LatestRevision(ctx, env.ProjectID)
+	if err != nil {
+		return "", err
+	}
+	if len(SnapshotServices(latest.Definition)) == 0 {
+		return "", &BackupRefusal{Message: nothingToSnapshot}
+	}
+	return target, nil
+}
+
+// SetBackupSchedule validates and stores env's schedule: a five-field cron
+// expression in UTC and a retention. Nothing changes when either is wrong.
+func (s *Service) SetBackupSchedule(ctx context.Context, a store.Actor, env *store.Environment, cronText, keepText string) error {
+	c, err := ParseCron(cronText)
+	if err != nil {
+		return &BackupRefusal{Field: "cron", Message: err.Error()}
+	}
+	if c.Next(s.Now()).IsZero() {
+		return &BackupRefusal{Field: "cron", Message: fmt.Sprintf("%q never fires (no such date).", c.Expr)}
+	}
+	keep, err := ParseRetention(keepText)
+	if err != nil {
+		return &BackupRefusal{Field: "keep", Message: err.Error()}
+	}
+	if _, err := s.requireSnapshotable(ctx, env); err != nil {
+		return err
+	}
+	return s.DB.SetBackupSchedule(ctx, a, env, c.Expr, strings.TrimSpace(keepText), keep, c.Interval(s.Now()))
+}
+
+// snapshotName names a snapshot's directory by its time (and origin).
+func snapshotName(at time.Time, origin string) string {
+	name := at.UTC().Format("20060102T150405Z") + "-" + origin
+	if origin == "manual" {
+		b := make([]byte, 3)
+		_, _ = rand.Read(b)
+		name += "-" + hex.EncodeToString(b)
+	}
+	return name
+}
+
+// snapshot builds the snapshot of env's active revision.
+func (s *Service) snapshot(ctx context.Context, env *store.Environment, target, origin string, at time.Time, keep string) (*store.Snapshot, string, error) {
+	if env.ActiveRevisionID == nil {
+		return nil, "nothing deployed yet", nil
+	}
+	rev, err := s.DB.RevisionByID(ctx, *env.ActiveRevisionID)
+	if err != nil {
+		return nil, "", err
+	}
+	services := SnapshotServices(rev.Definition)
+	if len(services) == 0 {
+		return nil, "the deployed revision has nothing to snapshot", nil
+	}
+	var cps []store.NewCheckpoint
+	for _, svc := range services {
+		cps = append(cps, store.NewCheckpoint{Kind: KindSnapshot, Name: "Snapshot " + svc.String(),
+			Detail: CheckpointDetail{Service: svc.Name, Snapshot: &SnapshotDetail{Service: svc}}})
+	}
+	if origin == "scheduled" {
+		cps = append(cps, store.NewCheckpoint{Kind: KindRetention, Name: "Apply retention (keep " + keep + ")"})
+	}
+	nr := store.NewRun{EnvironmentID: env.ID, Kind: "backup", RevisionID: &rev.ID, Checkpoints: cps, Enqueue: s.enqueue()}
+	if origin == "manual" {
+		nr.AuditAction = "backup.created"
+		nr.AuditDetail = map[string]any{"origin": "manual"}
+	}
+	return &store.Snapshot{Run: nr, Name: snapshotName(at, origin), Target: target}, "", nil
+}
+
+// StartBackup takes a manual snapshot of env (deployers and admins).
+func (s *Service) StartBackup(ctx context.Context, a store.Actor, env *store.Environment) (*store.Run, error) {
+	target, err := s.requireSnapshotable(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	if env.ActiveRevisionID == nil {
+		return nil, &BackupRefusal{Message: env.Name + " has never been deployed: there is nothing to snapshot yet."}
+	}
+	if env.State != store.EnvironmentActive {
+		return nil, &BackupRefusal{Message: fmt.Sprintf("%s is %s; snapshots wait until it is active again.", env.Name, env.State)}
+	}
+	snap, reason, err := s.snapshot(ctx, env, target, "manual", s.Now(), "")
+	if err != nil {
+		return nil, err
+	}
+	if reason != "" {
+		return nil, &BackupRefusal{Message: "No snapshot: " + reason + "."}
+	}
+	return s.DB.CreateManualBackup(ctx, a, env, *snap)
+}
+
+// FireDueBackups claims every schedule's due fires (see
+// store.FireBackupSchedule): any number of Studio processes may call it
+// at once; each fire produces exactly one snapshot or one skipped record.
+func (s *Service) FireDueBackups(ctx context.Context) error {
+	scheds, err := s.DB.BackupSchedules(ctx)
+	if err != nil {
+		return err
+	}
+	now := s.Now()
+	for _, sc := range scheds {
+		if !sc.ConsideredUntil.Before(now) {
+			continue // nothing due, or the clock stepped back
+		}
+		target, err := s.DB.BackupTarget(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = s.DB.FireBackupSchedule(ctx, store.BackupFire{
+			EnvironmentID: sc.EnvironmentID,
+			Fires: func(expr string, after time.Time) []time.Time {
+				c, err := ParseCron(expr)
+				if err != nil {
+					return nil
+				}
+				return c.Between(after, now)
+			},
+			Snapshot: func(env *store.Environment, sched *store.BackupSchedule, at time.Time) (*store.Snapshot, string, error) {
+				if target == "" {
+					return nil, "no backup target is set", nil
+				}
+				return s.snapshot(ctx, env, target, "scheduled", at, sched.KeepText)
+			},
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartRestore replays snapshot backupID into env (admins, typed
+// confirmation): stop the environment, restore each service from its file
+// (verifying its checksum), start it again.
+func (s *Service) StartRestore(ctx context.Context, a store.Actor, env *store.Environment, backupID int64, confirm string) (*store.Run, error) {
+	b, err := s.DB.BackupByID(ctx, env.ID, backupID)
+	if err != nil {
+		return nil, err
+	}
+	if confirm != env.Name {
+		return nil, &BackupRefusal{Field: "confirm", Message: fmt.Sprintf("A restore replaces the data of %s. Type the environment's name, %s, to confirm.", env.Name, env.Name)}
+	}
+	if !b.Succeeded() || b.RunID == nil {
+		return nil, &BackupRefusal{Message: "Only a completed snapshot can be restored."}
+	}
+	if env.State == store.EnvironmentRestoring {
+		return nil, &BackupRefusal{Message: env.Name + " is being restored already."}
+	}
+	busy, err := s.DB.HasUnfinishedBackupRun(ctx, env.ID)
+	if err != nil {
+		return nil, err
+	}
+	if busy {
+		return nil, &BackupRefusal{Message: fmt.Sprintf("A snapshot or restore of %s is still running. Wait for it to finish.", env.Name)}
+	}
+	src, err := s.DB.Checkpoints(ctx, *b.RunID)
+	if err != nil {
+		return nil, err
+	}
+	cps := []store.NewCheckpoint{{Kind: KindStop, Name: "Stop " + env.Name}}
+	for _, cp := range src {
+		d := DecodeCheckpointDetail(cp.Detail)
+		if cp.Kind != KindSnapshot || d.Snapshot == nil {
+			continue
+		}
+		cps = append(cps, store.NewCheckpoint{Kind: KindRestore, Name: "Restore " + d.Snapshot.Service.String(),
+			Detail: CheckpointDetail{Service: d.Snapshot.Service.Name, Snapshot: d.Snapshot}})
+	}
+	cps = append(cps, store.NewCheckpoint{Kind: KindStart, Name: "Start " + env.Name})
+	return s.DB.CreateRun(ctx, a, env, store.NewRun{EnvironmentID: env.ID, Kind: "restore", RevisionID: env.ActiveRevisionID,
+		Checkpoints: cps, Detail: RunDetail{BackupID: b.ID}, ExclusiveDeploy: true,
+		AuditAction: "backup.restore-started", AuditDetail: map[string]any{"snapshot": b.Name, "confirmation": true},
+		Enqueue: s.enqueue()})
+}
+
+// RemoveBackup deletes a snapshot and its files (admins, typed confirmation).
+func (s *Service) RemoveBackup(ctx context.Context, a store.Actor, env *store.Environment, backupID int64, confirm string) error {
+	b, err := s.DB.BackupByID(ctx, env.ID, backupID)
+	if err != nil {
+		return err
+	}
+	if b.Skipped != "" {
+		return apperr.Errorf(apperr.NotFound, "No such snapshot.")
+	}
+	if confirm != b.Name {
+		return &BackupRefusal{Field: "confirm", Message: fmt.Sprintf("Removing deletes the snapshot's files. Type its name, %s, to confirm.", b.Name)}
+	}
+	if b.RunID != nil && !store.RunFinished(b.RunStatus) {
+		return &BackupRefusal{Message: "This snapshot is still running. Wait for it to finish."}
+	}
+	// A restore that runs may be reading this snapshot's files.
+	if busy, err := s.DB.HasUnfinishedBackupRun(ctx, env.ID); err != nil {
+		return err
+	} else if busy {
+		return &BackupRefusal{Message: fmt.Sprintf("A snapshot or restore of %s is running. Remove snapshots once it has finished.", env.Name)}
+	}
+	if err := s.Platform.RemoveSnapshot(ctx, snapshotDir(b, env)); err != nil {
+		return err
+	}
+	return s.DB.DeleteBackup(ctx, &a, env, b)
+}
+
+// AcceptData accepts env's data as it is after a failed restore (admins,
+// typed confirmation): deploys are allowed again.
+func (s *Service) AcceptData(ctx context.Context, a store.Actor, env *store.Environment, confirm string) error {
+	if confirm != env.Name {
+		return &BackupRefusal{Field: "confirm", Message: fmt.Sprintf("Accepting keeps %s's data as the failed restore left it. Type the environment's name, %s, to confirm.", env.Name, env.Name)}
+	}
+	return s.DB.AcceptEnvironmentData(ctx, a, env)
+}

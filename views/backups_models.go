@@ -1,0 +1,116 @@
+package views
+
+import (
+	"strconv"
+
+	"github.com/skali-dev/studio/paths"
+)
+
+// BackupsPage is the model of an environment's backups page.
+type BackupsPage struct {
+	Chrome  Chrome
+	Project string
+	Env     string
+	// State is the environment's state; Down when a restore failed.
+	State string
+	Down  bool
+	// NoTarget: the installation has no backup target; IsInstallAdmin
+	// links to the admin page.
+	NoTarget       bool
+	IsInstallAdmin bool
+	// Refusal says why backups of this environment are refused (nothing
+	// to snapshot), or "".
+	Refusal string
+	Status  BackupStatusView
+	// CanManage: environment admins (schedule, remove, restore, accept);
+	// CanBackup: deployers and admins (manual snapshot).
+	CanManage bool
+	CanBackup bool
+	// The schedule form: what was posted and its errors.
+	Cron, Keep             string
+	CronError, KeepError   string
+	FormError, AcceptError string
+	// Preview lists the next five fires in UTC of Cron.
+	Preview      []string
+	PreviewError string
+	Snapshots    []BackupRow
+}
+
+// BackupStatusView is the schedule, its next fire, the last good snapshot
+// and the alarm, as the backups and environment pages show them.
+type BackupStatusView struct {
+	Scheduled   bool
+	Cron        string
+	Keep        string
+	Next        string
+	LastSuccess string
+	LastAge     string
+	// Alarm is the red warning's sentence, or "".
+	Alarm string
+}
+
+// BackupRow is one snapshot or skipped fire.
+type BackupRow struct {
+	ID     int64
+	Name   string
+	Origin string
+	At     string
+	Size   string
+	// Run is the backup run (nil for a skipped fire).
+	Run     *RunView
+	Skipped string
+	Expires string
+	// CanRestore and CanRemove: admins, for completed / finished snapshots.
+	CanRestore bool
+	CanRemove  bool
+}
+
+// BackupConfirmPage confirms restoring or removing one snapshot.
+type BackupConfirmPage struct {
+	Chrome  Chrome
+	Project string
+	Env     string
+	// Action is "restore" or "remove".
+	Action       string
+	ID           int64
+	Name         string
+	At           string
+	Origin       string
+	Size         string
+	ConfirmError string
+}
+
+// AdminPage is the installation admin page.
+type AdminPage struct {
+	Chrome      Chrome
+	Target      string
+	TargetError string
+	// Current is the stored target ("" when none).
+	Current string
+	Alarms  []BackupAlarmView
+}
+
+// BackupAlarmView is an environment whose backups are in alarm.
+type BackupAlarmView struct {
+	Project, Env, Reason string
+}
+
+func backupsPath(project, env string) string { return paths.Backups(project, env) }
+
+func backupPath(project, env string, id int64) string {
+	return backupsPath(project, env) + "/" + strconv.FormatInt(id, 10)
+}
+
+// ByteSize reads like 4.1 kB, 12 MB.
+func ByteSize(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + string("kMGTPE"[exp]) + "B"
+}

@@ -1,0 +1,90 @@
+package web_test
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/skali-dev/studio/web/browsertest"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// TestBrowserBackupsScheduleAndManualSnapshot sets a schedule as a person
+// would, sees the preview follow the typing, takes a snapshot by hand and
+// watches it complete; no page is wider than a phone's screen.
+func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	env := s.CreateEnvironment(t, backupWebManifest, "production")
+	admin := s.SignInLocal(t)
+	target := t.TempDir()
+	if resp, _ := s.PostForm(t, admin, "/admin/backup-target", url.Values{"target": {target}}); resp.StatusCode != 303 {
+		t.Fatalf("target: %d", resp.StatusCode)
+	}
+	s.ActivateRevision(t, "vault", "production", 1)
+	const page = "/projects/vault/environments/production/backups"
+
+	b := browsertest.New(t)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS("#cron")))
+	// Typing updates the preview (the script asks the server).
+	b.Do(chromedp.SendKeys(chromedp.CSS("#cron"), "0 3 29 2 *"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="preview"] li:nth-child(5)`)))
+	if got := b.Text(`[data-testid="preview"]`); !strings.Contains(got, "-02-29 03:00") {
+		t.Fatalf("preview = %q", got)
+	}
+	b.Do(chromedp.SendKeys(chromedp.CSS("#cron"), " *"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="preview-error"]`)))
+	b.Do(chromedp.SetValue(chromedp.CSS("#cron"), "0 3 * * "), chromedp.SendKeys(chromedp.CSS("#cron"), "*"),
+		chromedp.SendKeys(chromedp.CSS("#keep"), "7d"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="preview"] li:nth-child(5)`)))
+	b.Do(chromedp.Click(chromedp.CSS(`[data-testid="save-schedule"]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if got := b.Text("#backup-status"); !strings.Contains(got, "0 3 * * *") || !strings.Contains(got, "keep 7d") {
+		t.Fatalf("status card = %q", got)
+	}
+	// A snapshot by hand: its run page, then completion.
+	b.Do(chromedp.Click(chromedp.CSS(`[data-testid="take-snapshot"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status[data-run-kind="backup"][data-run-status="succeeded"]`)))
+	b.Screenshot("backup-run")
+	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS(`tr[data-origin="manual"]`)))
+	b.Screenshot("backups")
+	checkWidth := func(name string) {
+		t.Helper()
+		if w := browsertest.Eval[int](b, `document.documentElement.scrollWidth`); w > 390 {
+			t.Errorf("%s is %dpx wide on a 390px phone", name, w)
+		}
+	}
+	b.Do(chromedp.EmulateViewport(390, 844))
+	b.Screenshot("backups-phone")
+	checkWidth("the backups page")
+	b.Do(chromedp.Navigate(s.URL+"/admin"), chromedp.WaitVisible(chromedp.CSS("#target")))
+	b.Screenshot("admin-phone")
+	checkWidth("the admin page")
+	b.Do(chromedp.Navigate(s.URL+"/projects/vault/environments/production"), chromedp.WaitVisible(chromedp.CSS("#backup-status")))
+	b.Screenshot("environment-backups-phone")
+	checkWidth("the environment page")
+	b.Do(chromedp.EmulateViewport(1280, 900))
+	b.Screenshot("environment-backups")
+	b.Do(chromedp.Navigate(s.URL+"/admin"), chromedp.WaitVisible(chromedp.CSS("#target")))
+	b.Screenshot("admin")
+
+	// A restore of a corrupted snapshot: the pages say it is down, at the top.
+	list, err := s.DB.Backups(t.Context(), env.ID, 1)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("backups: %v %v", list, err)
+	}
+	os.WriteFile(filepath.Join(target, "vault", "production", list[0].Name, "database-main.snapshot"), []byte("x"), 0o600)
+	resp, _ := s.PostForm(t, admin, page+"/"+strconv.FormatInt(list[0].ID, 10)+"/restore", url.Values{"confirm": {"production"}})
+	waitForRun(t, s, admin, resp.Header.Get("Location"))
+	b.Do(chromedp.Navigate(s.URL+"/projects/vault/environments/production"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="restore-failed"]`)))
+	b.Screenshot("environment-restore-failed")
+	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS("#accept-confirm")))
+	b.Screenshot("backups-restore-failed")
+	b.Do(chromedp.EmulateViewport(390, 844))
+	b.Screenshot("backups-restore-failed-phone")
+	checkWidth("the backups page of a failed restore")
+	b.Do(chromedp.EmulateViewport(1280, 900))
+}

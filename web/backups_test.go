@@ -1,0 +1,227 @@
+package web_test
+
+import (
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+const backupWebManifest = `name: vault
+applications:
+  api:
+    image: ghcr.io/acme/api:1
+databases:
+  main:
+    engine: postgres
+    version: 17
+`
+
+func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
+	d := &webtest.Deploys{}
+	s := webtest.Start(t, webtest.WithDeploys(d))
+	root := s.SignInLocal(t)
+	env := s.CreateEnvironment(t, backupWebManifest, "production")
+	staging := s.CreateEnvironment(t, "", "staging")
+	s.AddMember(t, env, "deployer@example.test", store.RoleDeployer)
+	deployer := s.SignInAs(t, "deployer@example.test", "Deployer")
+	const page = "/projects/vault/environments/production/backups"
+
+	// No target: the page says who must set one, and links admins there.
+	if status, body := s.Get(t, root, page); status != 200 || !strings.Contains(body, `data-testid="no-target"`) || !strings.Contains(body, `href="/admin"`) {
+		t.Fatalf("backups page without a target: %d\n%s", status, pageMain(body))
+	}
+	if _, body := s.Get(t, deployer, page); strings.Contains(body, `href="/admin"`) {
+		t.Fatal("a deployer is sent to the admin page")
+	}
+	if resp, body := s.PostForm(t, root, page+"/schedule", url.Values{"cron": {"0 3 * * *"}, "keep": {"7d"}}); resp.StatusCode != 422 || !strings.Contains(body, "installation admin must set one") {
+		t.Fatalf("schedule without a target: %d", resp.StatusCode)
+	}
+
+	// The target is checked on save, its reason next to the field.
+	missing := filepath.Join(t.TempDir(), "nope")
+	for target, want := range map[string]string{"s3://backups/studio": "cannot write to s3:// URLs", missing: "does not exist", "backups": "absolute directory path"} {
+		resp, body := s.PostForm(t, root, "/admin/backup-target", url.Values{"target": {target}})
+		if resp.StatusCode != 422 || !strings.Contains(body, `data-testid="target-error">`) || !strings.Contains(body, want) {
+			t.Fatalf("target %q: %d, want 422 with %q\n%s", target, resp.StatusCode, want, pageMain(body))
+		}
+	}
+	if _, body := s.PostForm(t, root, "/admin/backup-target", url.Values{"target": {"s3://AKIAEXAMPLE:hunter2secret@backups"}}); strings.Contains(body, "hunter2secret") {
+		t.Fatal("a refused target URL with credentials is shown again")
+	}
+	dir := t.TempDir()
+	if resp, _ := s.PostForm(t, root, "/admin/backup-target", url.Values{"target": {dir}}); resp.StatusCode != 303 || resp.Header.Get("Location") != "/admin" {
+		t.Fatalf("set target: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
+	// Bad expressions and durations: an error next to the field, nothing stored.
+	for _, c := range []struct{ cron, keep, field, want string }{
+		{"61 * * * *", "7d", "cron", "61"},
+		{"0 3 * * * *", "7d", "cron", "6 fields"},
+		{"0 3 * * *", "7", "keep", "not a duration"},
+		{"0 3 * * *", "0s", "keep", "keeps nothing"},
+	} {
+		resp, body := s.PostForm(t, root, page+"/schedule", url.Values{"cron": {c.cron}, "keep": {c.keep}})
+		field := regexp.MustCompile(`id="` + c.field + `"[^>]*aria-invalid="true"`)
+		if resp.StatusCode != 422 || !field.MatchString(body) || !strings.Contains(body, c.want) {
+			t.Fatalf("schedule %q %q: %d, want 422 with %q at %s\n%s", c.cron, c.keep, resp.StatusCode, c.want, c.field, pageMain(body))
+		}
+	}
+	if _, err := s.DB.BackupSchedule(t.Context(), env.ID); apperr.CodeOf(err) != apperr.NotFound {
+		t.Fatalf("a refused schedule was stored: %v", err)
+	}
+	// The preview endpoint the script calls.
+	status, js := s.Get(t, root, page+"/schedule/preview?cron="+url.QueryEscape("0 0 29 2 *"))
+	var preview struct {
+		Fires []string `json:"fires"`
+		Error string   `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(js), &preview); status != 200 || err != nil || len(preview.Fires) != 5 || !strings.Contains(preview.Fires[0], "-02-29 00:00") {
+		t.Fatalf("preview: %d %s", status, js)
+	}
+	if _, js := s.Get(t, root, page+"/schedule/preview?cron=61+*+*+*+*"); !strings.Contains(js, `"error"`) {
+		t.Fatalf("preview of a bad expression: %s", js)
+	}
+
+	// A good schedule: 303, then the page shows it and the next five fires.
+	if resp, _ := s.PostForm(t, root, page+"/schedule", url.Values{"cron": {"0 3 * * *"}, "keep": {"7d"}}); resp.StatusCode != 303 || resp.Header.Get("Location") != page {
+		t.Fatalf("schedule: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	_, body := s.Get(t, root, page)
+	if !strings.Contains(body, `<code data-testid="schedule-cron">0 3 * * *</code>`) || strings.Count(body, " 03:00</li>") != 5 {
+		t.Fatalf("backups page after the schedule:\n%s", pageMain(body))
+	}
+
+	// A manual backup before the first deploy is refused; after it, it runs.
+	if resp, body := s.PostForm(t, deployer, page, nil); resp.StatusCode != 422 || !strings.Contains(body, "never been deployed") {
+		t.Fatalf("manual backup before a deploy: %d", resp.StatusCode)
+	}
+	s.ActivateRevision(t, "vault", "production", 1)
+	resp, _ := s.PostForm(t, deployer, page, nil)
+	runPath := resp.Header.Get("Location")
+	if resp.StatusCode != 303 || !strings.Contains(runPath, "/runs/") {
+		t.Fatalf("manual backup: %d %s", resp.StatusCode, runPath)
+	}
+	run := waitForRun(t, s, deployer, runPath)
+	if m := runStatus.FindStringSubmatch(run); m[1] != "succeeded" || m[2] != "backup" {
+		t.Fatalf("backup run %v", m[1:])
+	}
+	_, body = s.Get(t, root, page)
+	if !strings.Contains(body, `data-origin="manual"`) || !strings.Contains(body, `data-run-status="succeeded" data-run-kind="backup"`) || !strings.Contains(body, " kB") {
+		t.Fatalf("the snapshot is not listed:\n%s", pageMain(body))
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "vault", "production")); len(entries) != 1 {
+		t.Fatalf("%d snapshot directories", len(entries))
+	}
+
+	// Staging was never deployed: its fires are skipped, which raises the
+	// alarm on its pages and on the home page.
+	if resp, body := s.PostForm(t, root, "/projects/hello-world/environments/staging/backups/schedule", url.Values{"cron": {"* * * * *"}, "keep": {"1d"}}); resp.StatusCode != 422 || !strings.Contains(body, "nothing to snapshot") {
+		t.Fatalf("a schedule of an environment with nothing to snapshot: %d", resp.StatusCode)
+	}
+	if err := s.DB.SetBackupSchedule(t.Context(), store.Actor{}, env, "* * * * *", "1d", 24*3600e9, 60e9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB.Pool.Exec(t.Context(), `UPDATE backup_schedules SET considered_until = now() - interval '90 seconds'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB.Pool.Exec(t.Context(), `UPDATE environments SET active_revision_id = NULL WHERE id = $1`, env.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Service.FireDueBackups(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, body = s.Get(t, root, "/")
+	if !strings.Contains(body, `data-testid="backup-alarms"`) || !strings.Contains(body, "nothing deployed yet") {
+		t.Fatalf("home page without the alarm:\n%s", pageMain(body))
+	}
+	_, body = s.Get(t, root, "/projects/vault/environments/production")
+	if !strings.Contains(body, `data-testid="backup-alarm"`) {
+		t.Fatalf("environment page without the alarm:\n%s", pageMain(body))
+	}
+	_ = staging
+	// Removing the schedule turns it off; the snapshot stays.
+	if resp, _ := s.PostForm(t, root, page+"/schedule/remove", nil); resp.StatusCode != 303 || resp.Header.Get("Location") != page {
+		t.Fatalf("remove schedule: %d", resp.StatusCode)
+	}
+	if _, err := s.DB.BackupSchedule(t.Context(), env.ID); apperr.CodeOf(err) != apperr.NotFound {
+		t.Fatalf("schedule after remove: %v", err)
+	}
+	if _, body := s.Get(t, root, page); !strings.Contains(body, "No schedule: only manual snapshots.") || !strings.Contains(body, `data-origin="manual"`) {
+		t.Fatalf("backups page after removing the schedule:\n%s", pageMain(body))
+	}
+}
+
+func TestRestoreOfACorruptedSnapshotKeepsDeploysRefusedUntilAccept(t *testing.T) {
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	root := s.SignInLocal(t)
+	env := s.CreateEnvironment(t, backupWebManifest, "production")
+	dir := t.TempDir()
+	s.PostForm(t, root, "/admin/backup-target", url.Values{"target": {dir}})
+	s.ActivateRevision(t, "vault", "production", 1)
+	const envPage = "/projects/vault/environments/production"
+	resp, _ := s.PostForm(t, root, envPage+"/backups", nil)
+	waitForRun(t, s, root, resp.Header.Get("Location"))
+	list, err := s.DB.Backups(t.Context(), env.ID, 10)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("backups %v %v", list, err)
+	}
+	b := list[0]
+	backupPage := envPage + "/backups/" + strconv.FormatInt(b.ID, 10)
+	if status, body := s.Get(t, root, backupPage+"/restore"); status != 200 || !strings.Contains(body, "Type the environment's name") {
+		t.Fatalf("restore page: %d", status)
+	}
+	if resp, body := s.PostForm(t, root, backupPage+"/restore", url.Values{"confirm": {"prod"}}); resp.StatusCode != 422 || !strings.Contains(body, "to confirm") {
+		t.Fatalf("restore without the name: %d", resp.StatusCode)
+	}
+	os.WriteFile(filepath.Join(dir, "vault", "production", b.Name, "database-main.snapshot"), []byte("not what was written"), 0o600)
+	resp, _ = s.PostForm(t, root, backupPage+"/restore", url.Values{"confirm": {"production"}})
+	if resp.StatusCode != 303 {
+		t.Fatalf("restore: %d", resp.StatusCode)
+	}
+	run := waitForRun(t, s, root, resp.Header.Get("Location"))
+	if m := runStatus.FindStringSubmatch(run); m[1] != "failed" || m[2] != "restore" || !strings.Contains(run, "corrupted") {
+		t.Fatalf("restore run %v\n%s", m[1:], pageMain(run))
+	}
+	_, body := s.Get(t, root, envPage)
+	if !strings.Contains(body, `data-testid="restore-failed"`) || strings.Index(body, "restore-failed") > strings.Index(body, "<h1") {
+		t.Fatalf("the environment page does not say it is down at the top:\n%s", pageMain(body))
+	}
+	if resp, body := s.PostForm(t, root, envPage+"/deploys", url.Values{"redeploy": {"1"}}); resp.StatusCode < 400 || !strings.Contains(body, "restore failed") {
+		t.Fatalf("deploy while down: %d", resp.StatusCode)
+	}
+	if resp, _ := s.PostForm(t, root, envPage+"/backups/accept", url.Values{"confirm": {"nope"}}); resp.StatusCode != 422 {
+		t.Fatalf("accept without the name: %d", resp.StatusCode)
+	}
+	if resp, _ := s.PostForm(t, root, envPage+"/backups/accept", url.Values{"confirm": {"production"}}); resp.StatusCode != 303 {
+		t.Fatalf("accept: %d", resp.StatusCode)
+	}
+	if e, _ := s.DB.EnvironmentByID(t.Context(), env.ID); e.State != store.EnvironmentActive {
+		t.Fatalf("state after accept %q", e.State)
+	}
+	var actions []string
+	rows, _ := s.DB.Pool.Query(t.Context(), `SELECT action FROM audit_events WHERE action LIKE 'backup.%' ORDER BY id`)
+	for rows.Next() {
+		var a string
+		rows.Scan(&a)
+		actions = append(actions, a)
+	}
+	if got := strings.Join(actions, " "); got != "backup.target-set backup.created backup.restore-started backup.accepted" {
+		t.Fatalf("audit: %s", got)
+	}
+	// Removing the snapshot takes its name and deletes its files.
+	if resp, _ := s.PostForm(t, root, backupPage+"/remove", url.Values{"confirm": {b.Name}}); resp.StatusCode != 303 {
+		t.Fatalf("remove: %d", resp.StatusCode)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "vault", "production", b.Name)); !os.IsNotExist(err) {
+		t.Fatalf("files left after remove: %v", err)
+	}
+}
