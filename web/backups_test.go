@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
@@ -27,7 +29,8 @@ databases:
 
 func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 	d := &webtest.Deploys{}
-	s := webtest.Start(t, webtest.WithDeploys(d))
+	var metrics *web.Metrics
+	s := webtest.Start(t, webtest.WithDeploys(d), func(deps *web.Deps) { metrics = web.NewMetrics(deps.DB) })
 	root := s.SignInLocal(t)
 	env := s.CreateEnvironment(t, backupWebManifest, "production")
 	staging := s.CreateEnvironment(t, "", "staging")
@@ -146,6 +149,12 @@ func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 	_, body = s.Get(t, root, "/projects/vault/environments/production")
 	if !strings.Contains(body, `data-testid="backup-alarm"`) {
 		t.Fatalf("environment page without the alarm:\n%s", pageMain(body))
+	}
+	// The same state is a Prometheus gauge.
+	rec := httptest.NewRecorder()
+	metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if got := rec.Body.String(); !strings.Contains(got, `studio_backup_alarm{environment="production",project="vault",reason=`) {
+		t.Errorf("metrics lack the backup alarm of vault/production:\n%s", got)
 	}
 	_ = staging
 	// Removing the schedule turns it off; the snapshot stays.

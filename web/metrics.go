@@ -78,8 +78,37 @@ func NewMetrics(db *store.DB) *Metrics {
 			}
 			return float64(n)
 		}),
+		backupAlarms{db: db},
 	)
 	return m
+}
+
+// backupAlarmDesc is studio_backup_alarm: 1 for each environment whose
+// backups need attention (the last scheduled fire failed or was skipped, or
+// no good snapshot within twice the schedule's interval), the state the
+// environment and home pages show in red.
+var backupAlarmDesc = prometheus.NewDesc("studio_backup_alarm",
+	"1 for each environment whose backups need attention: its last scheduled fire failed or was skipped, or it has no good snapshot within twice its schedule's interval.",
+	[]string{"project", "environment", "reason"}, nil)
+
+// backupAlarms reads the alarms at each scrape.
+type backupAlarms struct{ db *store.DB }
+
+// Describe implements prometheus.Collector.
+func (b backupAlarms) Describe(ch chan<- *prometheus.Desc) { ch <- backupAlarmDesc }
+
+// Collect implements prometheus.Collector.
+func (b backupAlarms) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	alarms, err := b.db.BackupAlarms(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(backupAlarmDesc, err)
+		return
+	}
+	for _, a := range alarms {
+		ch <- prometheus.MustNewConstMetric(backupAlarmDesc, prometheus.GaugeValue, 1, a.Project, a.Environment, a.Reason)
+	}
 }
 
 // Handler serves the metrics in the Prometheus text format.
