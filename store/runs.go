@@ -346,10 +346,14 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 	}
 	err = db.InTx(ctx, func(tx pgx.Tx) error {
 		// One statement changes the checkpoint (when it still has a status
-		// of From) and the run, and returns what the events need.
+		// of From) and the run, appends the run's event with the next
+		// sequence number (the run's row lock keeps them without gaps) and
+		// announces it: a change costs one round trip inside its
+		// transaction. The payload is the contract of RunEvent:
+		// {"run": {status, reason, summary}, "checkpoint": {position, kind,
+		// name, status, warning}}, the checkpoint only when one changed.
 		var envID int64
-		var kind, status, reason, summary string
-		var cpKind, cpName *string
+		var kind, status string
 		var wasStarted, wasFinished bool
 		err := tx.QueryRow(ctx, `
 			WITH cp AS (
@@ -357,32 +361,34 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 			           started_at = CASE WHEN started_at IS NULL AND $6 <> 'pending' THEN $5 ELSE started_at END,
 			           finished_at = CASE WHEN $6 IN ('succeeded', 'failed', 'skipped') THEN $5 END
 			    WHERE $2 > 0 AND run_id = $1 AND position = $2 AND ($9::text[] IS NULL OR status = ANY($9))
-			    RETURNING kind, name)
-			UPDATE runs r SET
-			    status = CASE WHEN $3 = '' THEN r.status ELSE $3 END,
-			    reason = CASE WHEN $3 = '' THEN r.reason ELSE $4 END,
-			    detail = COALESCE($10::jsonb, r.detail),
-			    started_at = CASE WHEN r.started_at IS NULL AND $3 IN ('running', 'waiting', 'succeeded', 'succeeded-with-warnings', 'failed') THEN $5 ELSE r.started_at END,
-			    finished_at = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN $5 ELSE r.finished_at END
-			FROM (SELECT started_at IS NOT NULL AS started, finished_at IS NOT NULL AS finished FROM runs WHERE id = $1) old
-			WHERE r.id = $1 AND ($2 = 0 OR EXISTS (SELECT 1 FROM cp))
-			RETURNING r.environment_id, r.kind, r.status, r.reason, COALESCE(r.detail->>'summary', ''), r.cancel_requested,
-			    old.started, old.finished, (SELECT kind FROM cp), (SELECT name FROM cp)`,
-			c.RunID, position, c.Status, c.Reason, now, cpStatus, cpWarning, cpDetail, from, runDetail).
-			Scan(&envID, &kind, &status, &reason, &summary, &cancel, &wasStarted, &wasFinished, &cpKind, &cpName)
+			    RETURNING kind, name),
+			r AS (
+			    UPDATE runs r SET
+			        status = CASE WHEN $3 = '' THEN r.status ELSE $3 END,
+			        reason = CASE WHEN $3 = '' THEN r.reason ELSE $4 END,
+			        detail = COALESCE($10::jsonb, r.detail),
+			        started_at = CASE WHEN r.started_at IS NULL AND $3 IN ('running', 'waiting', 'succeeded', 'succeeded-with-warnings', 'failed') THEN $5 ELSE r.started_at END,
+			        finished_at = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN $5 ELSE r.finished_at END,
+			        last_seq = r.last_seq + 1
+			    FROM (SELECT started_at IS NOT NULL AS started, finished_at IS NOT NULL AS finished FROM runs WHERE id = $1) old
+			    WHERE r.id = $1 AND ($2 = 0 OR EXISTS (SELECT 1 FROM cp))
+			    RETURNING r.id, r.environment_id, r.kind, r.status, r.reason, COALESCE(r.detail->>'summary', '') AS summary,
+			        r.cancel_requested, old.started, old.finished, r.last_seq),
+			ev AS (
+			    INSERT INTO run_events (run_id, seq, checkpoint, payload)
+			    SELECT r.id, r.last_seq, CASE WHEN cp.kind IS NULL THEN NULL ELSE $2 END,
+			        jsonb_build_object('run', jsonb_build_object('status', r.status, 'reason', r.reason, 'summary', r.summary)) ||
+			        CASE WHEN cp.kind IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('checkpoint', jsonb_build_object(
+			            'position', $2::int, 'kind', cp.kind, 'name', cp.name, 'status', $6::text, 'warning', $7::text)) END
+			    FROM r LEFT JOIN cp ON true)
+			SELECT r.environment_id, r.kind, r.status, r.cancel_requested, r.started, r.finished
+			FROM r, LATERAL (SELECT pg_notify($11, r.id::text || ':' || r.last_seq::text)) n`,
+			c.RunID, position, c.Status, c.Reason, now, cpStatus, cpWarning, cpDetail, from, runDetail, RunEventsChannel).
+			Scan(&envID, &kind, &status, &cancel, &wasStarted, &wasFinished)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errNotApplied
 		}
 		if err != nil {
-			return err
-		}
-		payload := runPayload(status, reason, summary)
-		var pos *int
-		if c.Checkpoint != nil && cpKind != nil {
-			pos = &position
-			payload["checkpoint"] = map[string]any{"position": position, "kind": *cpKind, "name": *cpName, "status": cpStatus, "warning": cpWarning}
-		}
-		if _, err := appendRunEvent(ctx, tx, c.RunID, pos, payload); err != nil {
 			return err
 		}
 		runRef := map[string]any{"id": c.RunID, "kind": kind, "status": status}
