@@ -344,7 +344,10 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 			return false, false, err
 		}
 	}
-	err = db.InTx(ctx, func(tx pgx.Tx) error {
+	var envID int64
+	var kind, status string
+	var wasStarted, wasFinished bool
+	change := func(q querier) error {
 		// One statement changes the checkpoint (when it still has a status
 		// of From) and the run, appends the run's event with the next
 		// sequence number (the run's row lock keeps them without gaps) and
@@ -352,10 +355,7 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 		// transaction. The payload is the contract of RunEvent:
 		// {"run": {status, reason, summary}, "checkpoint": {position, kind,
 		// name, status, warning}}, the checkpoint only when one changed.
-		var envID int64
-		var kind, status string
-		var wasStarted, wasFinished bool
-		err := tx.QueryRow(ctx, `
+		err := q.QueryRow(ctx, `
 			WITH cp AS (
 			    UPDATE run_checkpoints SET status = $6, warning = $7, detail = COALESCE($8::jsonb, detail),
 			           started_at = CASE WHEN started_at IS NULL AND $6 <> 'pending' THEN $5 ELSE started_at END,
@@ -391,52 +391,21 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 		if err != nil {
 			return err
 		}
-		runRef := map[string]any{"id": c.RunID, "kind": kind, "status": status}
-		if !wasStarted && c.Status != "" && c.Status != RunPending && c.Status != RunCancelled {
-			if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "run.started", "run": runRef}); err != nil {
-				return err
-			}
-		}
-		if !wasFinished && RunFinished(c.Status) {
-			if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "run.finished", "run": runRef}); err != nil {
-				return err
-			}
-		}
-		if cert := c.Certificate; cert != nil {
-			cert.EnvironmentID = envID
-			if err := upsertCertificate(ctx, tx, cert, now); err != nil {
-				return err
-			}
-			if c.ServiceState != "" {
-				if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "service.state", "run": runRef,
-					"service": map[string]any{"domain": cert.Domain, "state": c.ServiceState}}); err != nil {
-					return err
-				}
-			}
-		}
-		if c.Activate != nil {
-			if _, err := tx.Exec(ctx, `UPDATE environments SET active_revision_id = $2, converging_revision_id = NULL WHERE id = $1`, envID, *c.Activate); err != nil {
-				return err
-			}
-			if c.ActiveDomains != nil {
-				if _, err := tx.Exec(ctx, `DELETE FROM certificates WHERE environment_id = $1 AND state <> 'issued' AND NOT (domain = ANY($2))`,
-					envID, c.ActiveDomains); err != nil {
-					return err
-				}
-			}
-		}
-		if c.EnvironmentState != "" {
-			if err := setEnvironmentState(ctx, tx, envID, &c.RunID, c.EnvironmentState); err != nil {
-				return err
-			}
-		}
-		if c.Converging != nil || c.ClearConverging {
-			if _, err := tx.Exec(ctx, `UPDATE environments SET converging_revision_id = $2 WHERE id = $1`, envID, c.Converging); err != nil {
-				return err
-			}
-		}
 		return nil
-	})
+	}
+	// A change of a checkpoint alone (no run status, certificate or
+	// environment change) is that one statement, atomic on its own: no
+	// BEGIN and COMMIT round trips around it.
+	if c.Status == "" && c.Certificate == nil && c.Activate == nil && c.EnvironmentState == "" && c.Converging == nil && !c.ClearConverging {
+		err = change(db.Pool)
+	} else {
+		err = db.InTx(ctx, func(tx pgx.Tx) error {
+			if err := change(tx); err != nil {
+				return err
+			}
+			return db.runChangeEffects(ctx, tx, c, envID, kind, status, wasStarted, wasFinished, now)
+		})
+	}
 	if errors.Is(err, errNotApplied) {
 		return false, false, nil
 	}
@@ -444,6 +413,58 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 		return false, false, fmt.Errorf("store: run %d change: %w", c.RunID, err)
 	}
 	return cancel, true, nil
+}
+
+// runChangeEffects writes what a change implies beyond its checkpoint, run
+// and run event, inside its transaction: the environment's events (run
+// started or finished, service state), the certificate, activation and
+// the environment's state.
+func (db *DB) runChangeEffects(ctx context.Context, tx pgx.Tx, c RunChange, envID int64, kind, status string, wasStarted, wasFinished bool, now time.Time) error {
+	runRef := map[string]any{"id": c.RunID, "kind": kind, "status": status}
+	if !wasStarted && c.Status != "" && c.Status != RunPending && c.Status != RunCancelled {
+		if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "run.started", "run": runRef}); err != nil {
+			return err
+		}
+	}
+	if !wasFinished && RunFinished(c.Status) {
+		if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "run.finished", "run": runRef}); err != nil {
+			return err
+		}
+	}
+	if cert := c.Certificate; cert != nil {
+		cert.EnvironmentID = envID
+		if err := upsertCertificate(ctx, tx, cert, now); err != nil {
+			return err
+		}
+		if c.ServiceState != "" {
+			if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "service.state", "run": runRef,
+				"service": map[string]any{"domain": cert.Domain, "state": c.ServiceState}}); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Activate != nil {
+		if _, err := tx.Exec(ctx, `UPDATE environments SET active_revision_id = $2, converging_revision_id = NULL WHERE id = $1`, envID, *c.Activate); err != nil {
+			return err
+		}
+		if c.ActiveDomains != nil {
+			if _, err := tx.Exec(ctx, `DELETE FROM certificates WHERE environment_id = $1 AND state <> 'issued' AND NOT (domain = ANY($2))`,
+				envID, c.ActiveDomains); err != nil {
+				return err
+			}
+		}
+	}
+	if c.EnvironmentState != "" {
+		if err := setEnvironmentState(ctx, tx, envID, &c.RunID, c.EnvironmentState); err != nil {
+			return err
+		}
+	}
+	if c.Converging != nil || c.ClearConverging {
+		if _, err := tx.Exec(ctx, `UPDATE environments SET converging_revision_id = $2 WHERE id = $1`, envID, c.Converging); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var errNotApplied = errors.New("store: change not applied")
