@@ -24,28 +24,15 @@ type LiveFragments struct {
 // position names one, that checkpoint's
 // row (id checkpoint-<position>).
 func (f LiveFragments) Run(ctx context.Context, runID int64, position *int) (map[string]templ.Component, error) {
-	run, err := f.DB.RunByID(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	env, err := f.DB.EnvironmentByID(ctx, run.EnvironmentID)
+	run, env, cp, err := f.DB.RunForPage(ctx, runID, position)
 	if err != nil {
 		return nil, err
 	}
 	now := f.DB.Now()
 	vm := runView(env, run, now, false)
 	out := map[string]templ.Component{"run-header": views.RunHeading(vm), "run-summary": views.RunSummary(vm)}
-	if position == nil {
-		return out, nil
-	}
-	cps, err := f.DB.Checkpoints(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	for _, cp := range cps {
-		if cp.Position == *position {
-			out["checkpoint-"+strconv.Itoa(cp.Position)] = views.CheckpointRow(CheckpointView(env, run, cp, now))
-		}
+	if cp != nil {
+		out["checkpoint-"+strconv.Itoa(cp.Position)] = views.CheckpointRow(CheckpointView(env, run, *cp, now))
 	}
 	return out, nil
 }
