@@ -57,3 +57,10 @@ func QuoteList(words []string) string { return quoteList(words) }
 // Closest returns the candidate nearest to word when it is close enough to
 // be a plausible typo, or "".
 func Closest(word string, candidates []string) string { return closest(word, candidates) }
+
+// ResolveAlias follows YAML alias nodes to the node they name.
+func ResolveAlias(n *yaml.Node) *yaml.Node { return resolve(n) }
+
+// KindName names a node's type for "expected X, got Y" messages ("a
+// mapping", "a list", "an integer", ...), as every kind words them.
+func KindName(n *yaml.Node) string { return kindName(n) }

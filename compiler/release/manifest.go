@@ -393,7 +393,7 @@ func (m *manifestChecker) runtimes(key, n *yaml.Node) {
 		if !ok {
 			continue
 		}
-		o := object{node: resolve(f.val), key: f.key, path: p}
+		o := object{node: compiler.ResolveAlias(f.val), key: f.key, path: p}
 		for _, g := range fields {
 			switch g.key.Value {
 			case "files", "profiles", "options":
@@ -519,7 +519,7 @@ func (m *manifestChecker) requirements(key, n *yaml.Node) {
 	}
 	if v := o.get("cpus"); v != nil {
 		if v.Kind != yaml.ScalarNode || (v.ShortTag() != "!!int" && v.ShortTag() != "!!float") {
-			m.errorf(v, o.at("cpus"), "expected a number of CPUs, got "+kindName(v))
+			m.errorf(v, o.at("cpus"), "expected a number of CPUs, got "+compiler.KindName(v))
 		} else if f, err := strconv.ParseFloat(v.Value, 64); err != nil || f <= 0 {
 			m.errorf(v, o.at("cpus"), "the number of CPUs must be more than zero")
 		}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/skali-dev/studio/compiler"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -93,21 +94,21 @@ func (m *manifestChecker) parametersBlock(key, n *yaml.Node) {
 // parameterDefault checks that a default has the parameter's type.
 func (m *manifestChecker) parameterDefault(v *yaml.Node, p, typ string, values []string) string {
 	if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
-		m.errorf(v, p, "a default must be a single value, got "+kindName(v))
+		m.errorf(v, p, "a default must be a single value, got "+compiler.KindName(v))
 		return ""
 	}
 	switch typ {
 	case "int", "integer":
 		if v.ShortTag() != "!!int" {
-			m.errorf(v, p, "the default of an integer parameter must be an integer, got "+kindName(v))
+			m.errorf(v, p, "the default of an integer parameter must be an integer, got "+compiler.KindName(v))
 		}
 	case "bool", "boolean":
 		if v.ShortTag() != "!!bool" {
-			m.errorf(v, p, "the default of a boolean parameter must be true or false, got "+kindName(v))
+			m.errorf(v, p, "the default of a boolean parameter must be true or false, got "+compiler.KindName(v))
 		}
 	case "port":
 		if v.ShortTag() != "!!int" {
-			m.errorf(v, p, "the default of a port parameter must be a port number, got "+kindName(v))
+			m.errorf(v, p, "the default of a port parameter must be a port number, got "+compiler.KindName(v))
 		} else {
 			m.integer(v, p, 1, 65535)
 		}
@@ -136,7 +137,7 @@ func (m *manifestChecker) images(key, n *yaml.Node) {
 			}
 			m.errorf(f.key, p, msg)
 		}
-		v := resolve(f.val)
+		v := compiler.ResolveAlias(f.val)
 		sum := ImageSummary{Name: name}
 		refNode, refPath := v, p
 		if v.Kind == yaml.MappingNode {
@@ -265,7 +266,7 @@ func (m *manifestChecker) operations(key, n *yaml.Node) {
 			continue
 		}
 		m.res.Summary.Operations = append(m.res.Summary.Operations, name)
-		v := resolve(f.val)
+		v := compiler.ResolveAlias(f.val)
 		if v.Kind == yaml.SequenceNode {
 			if name != "migrate" {
 				m.errorf(f.key, p, "only `migrate` may list several steps; `"+name+"` is a single step")

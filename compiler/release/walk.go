@@ -35,7 +35,7 @@ type object struct {
 func (o object) get(k string) *yaml.Node {
 	for _, f := range o.fields {
 		if f.key.Value == k {
-			return resolve(f.val)
+			return compiler.ResolveAlias(f.val)
 		}
 	}
 	return nil
@@ -70,13 +70,6 @@ func join(p, k string) string {
 
 func index(p string, i int) string { return p + "[" + strconv.Itoa(i) + "]" }
 
-func resolve(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	return n
-}
-
 func (c *checker) add(sev compiler.Severity, n *yaml.Node, path, msg string) {
 	line, col := 1, 1
 	if n != nil {
@@ -102,7 +95,7 @@ func (c *checker) notChecked(n *yaml.Node, path, msg string) {
 // where picks the node a diagnostic about a value goes to: a block mapping
 // or list is reported at the key naming it, like skali.yaml diagnostics.
 func where(key, val *yaml.Node) *yaml.Node {
-	val = resolve(val)
+	val = compiler.ResolveAlias(val)
 	if val == nil {
 		return key
 	}
@@ -112,32 +105,8 @@ func where(key, val *yaml.Node) *yaml.Node {
 	return val
 }
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!null":
-			return "null"
-		case "!!bool":
-			return "a boolean"
-		case "!!int":
-			return "an integer"
-		case "!!float":
-			return "a number"
-		case "!!str":
-			return "a string"
-		}
-		return "a scalar"
-	}
-	return "an unsupported node"
-}
-
 func isNull(n *yaml.Node) bool {
-	n = resolve(n)
+	n = compiler.ResolveAlias(n)
 	return n == nil || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
@@ -145,30 +114,30 @@ func isNull(n *yaml.Node) bool {
 // expanding merge keys (<<; explicit keys win). A null value is an empty
 // mapping. ok is false, after a diagnostic, when n is not a mapping.
 func (c *checker) entries(key, n *yaml.Node, path string) ([]field, bool) {
-	n = resolve(n)
+	n = compiler.ResolveAlias(n)
 	if isNull(n) {
 		return nil, true
 	}
 	if n.Kind != yaml.MappingNode {
-		c.errorf(where(key, n), path, "expected a mapping, got "+kindName(n))
+		c.errorf(where(key, n), path, "expected a mapping, got "+compiler.KindName(n))
 		return nil, false
 	}
 	var fs, merged []field
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), n.Content[i+1]
+		k, v := compiler.ResolveAlias(n.Content[i]), n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			c.errorf(k, path, "mapping keys must be plain strings, got "+kindName(k))
+			c.errorf(k, path, "mapping keys must be plain strings, got "+compiler.KindName(k))
 			continue
 		}
 		if k.ShortTag() == "!!merge" {
-			src := resolve(v)
+			src := compiler.ResolveAlias(v)
 			srcs := []*yaml.Node{src}
 			if src.Kind == yaml.SequenceNode {
 				srcs = src.Content
 			}
 			for _, s := range srcs {
-				if s = resolve(s); s.Kind != yaml.MappingNode {
+				if s = compiler.ResolveAlias(s); s.Kind != yaml.MappingNode {
 					c.errorf(s, path, "a merge key (<<) must name a mapping or a list of mappings")
 					continue
 				}
@@ -197,7 +166,7 @@ func (c *checker) entries(key, n *yaml.Node, path string) ([]field, bool) {
 // unknown key at the key itself with the closest known one.
 func (c *checker) object(key, n *yaml.Node, path string, known []string) (object, bool) {
 	fs, ok := c.entries(key, n, path)
-	o := object{node: resolve(n), key: key, path: path}
+	o := object{node: compiler.ResolveAlias(n), key: key, path: path}
 	if !ok {
 		return o, false
 	}
@@ -234,17 +203,17 @@ func (c *checker) missing(o object, k, what string) {
 
 // list returns the items of a sequence; null is an empty list.
 func (c *checker) list(key, n *yaml.Node, path string) ([]*yaml.Node, bool) {
-	n = resolve(n)
+	n = compiler.ResolveAlias(n)
 	if isNull(n) {
 		return nil, true
 	}
 	if n.Kind != yaml.SequenceNode {
-		c.errorf(where(key, n), path, "expected a list, got "+kindName(n))
+		c.errorf(where(key, n), path, "expected a list, got "+compiler.KindName(n))
 		return nil, false
 	}
 	out := make([]*yaml.Node, len(n.Content))
 	for i, it := range n.Content {
-		out[i] = resolve(it)
+		out[i] = compiler.ResolveAlias(it)
 	}
 	return out, true
 }
@@ -253,9 +222,9 @@ func (c *checker) list(key, n *yaml.Node, path string) ([]*yaml.Node, bool) {
 // scalar reads as a string where a string is expected; fields whose
 // reference insists on quotes (mode, owner) check the tag themselves.
 func (c *checker) str(n *yaml.Node, path string) (string, bool) {
-	n = resolve(n)
+	n = compiler.ResolveAlias(n)
 	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-		c.errorf(n, path, "expected a string, got "+kindName(n))
+		c.errorf(n, path, "expected a string, got "+compiler.KindName(n))
 		return "", false
 	}
 	return n.Value, true
@@ -272,18 +241,18 @@ func (c *checker) nonEmpty(n *yaml.Node, path string) (string, bool) {
 }
 
 func (c *checker) boolean(n *yaml.Node, path string) (bool, bool) {
-	n = resolve(n)
+	n = compiler.ResolveAlias(n)
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
-		c.errorf(n, path, "expected true or false, got "+kindName(n))
+		c.errorf(n, path, "expected true or false, got "+compiler.KindName(n))
 		return false, false
 	}
 	return n.Value == "true", true
 }
 
 func (c *checker) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
-	n = resolve(n)
+	n = compiler.ResolveAlias(n)
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-		c.errorf(n, path, "expected an integer, got "+kindName(n))
+		c.errorf(n, path, "expected an integer, got "+compiler.KindName(n))
 		return 0, false
 	}
 	var v int64
