@@ -137,7 +137,7 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 	for _, c := range certs {
 		byDomain[c.Domain] = c
 	}
-	latestRuns, err := h.DB.Runs(ctx, env.ID, latestRunsShown)
+	latestRuns, err := h.DB.Runs(ctx, env.ID, runs.LatestRuns)
 	if err != nil {
 		return err
 	}
@@ -238,6 +238,3 @@ func serviceState(c store.Certificate) string {
 	}
 	return "DNS pending"
 }
-
-// latestRunsShown is how many runs the environment page lists.
-const latestRunsShown = 5

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -71,6 +72,17 @@ type Event struct {
 	// reading the event; zero for events read as backlog.
 	Notified time.Time
 
+	// The stream's state as stored when the event was read (in the same
+	// round trip, after the event), so that a frame is rendered without
+	// another: shared by the events of one read. For a run event, the run,
+	// its environment and the event's checkpoint (nil for a run-level
+	// change); for an environment event, the environment and its newest
+	// runs (at most LatestRuns).
+	Run           *store.Run
+	Environment   *store.Environment
+	CheckpointNow *store.Checkpoint
+	LatestRuns    []store.Run
+
 	memoOnce sync.Once
 	memo     any
 }
@@ -82,6 +94,10 @@ func (e *Event) Memo(f func() any) any {
 	e.memoOnce.Do(func() { e.memo = f() })
 	return e.memo
 }
+
+// LatestRuns is how many of an environment's newest runs its page lists,
+// and so how many the hub reads with the environment's events.
+const LatestRuns = 5
 
 // Errors that end a subscription. A subscriber that gets one closes its
 // client, which reconnects and resumes from its last sequence number.
@@ -299,26 +315,36 @@ func (h *Hub) lastSeq(ctx context.Context, stream Stream) (int64, error) {
 	return h.db.LastRunEventSeq(ctx, stream.ID)
 }
 
-// read returns up to limit stored events of stream after sequence number after.
+// read returns up to limit stored events of stream after sequence number
+// after, with the stream's state read in the same round trip (see Event).
+// A stream whose run or environment is gone has no events.
 func (h *Hub) read(ctx context.Context, stream Stream, after int64, limit int) ([]*Event, error) {
 	if stream.Kind == EnvironmentEvents {
-		evs, err := h.db.EnvironmentEventsAfter(ctx, stream.ID, after, limit)
+		evs, env, latest, err := h.db.EnvironmentEventsWithState(ctx, stream.ID, after, limit, LatestRuns)
+		if apperr.CodeOf(err) == apperr.NotFound {
+			return nil, nil
+		}
 		if err != nil {
 			return nil, err
 		}
 		out := make([]*Event, len(evs))
 		for i, e := range evs {
-			out[i] = &Event{Stream: stream, Seq: e.Seq, At: e.At, RunID: e.RunID, Payload: e.Payload}
+			out[i] = &Event{Stream: stream, Seq: e.Seq, At: e.At, RunID: e.RunID, Payload: e.Payload,
+				Environment: env, LatestRuns: latest}
 		}
 		return out, nil
 	}
-	evs, err := h.db.RunEventsAfter(ctx, stream.ID, after, limit)
+	evs, run, env, err := h.db.RunEventsWithState(ctx, stream.ID, after, limit)
+	if apperr.CodeOf(err) == apperr.NotFound {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*Event, len(evs))
 	for i, e := range evs {
-		out[i] = &Event{Stream: stream, Seq: e.Seq, At: e.At, Checkpoint: e.Checkpoint, Payload: e.Payload}
+		out[i] = &Event{Stream: stream, Seq: e.Seq, At: e.At, Checkpoint: e.Checkpoint, Payload: e.Payload,
+			Run: run, Environment: env, CheckpointNow: e.CheckpointNow}
 	}
 	return out, nil
 }

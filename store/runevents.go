@@ -29,6 +29,9 @@ type RunEvent struct {
 	At         time.Time
 	Checkpoint *int
 	Payload    json.RawMessage
+	// CheckpointNow is the event's checkpoint as stored when the event was
+	// read (RunEventsWithState only; nil for a run-level change).
+	CheckpointNow *Checkpoint
 }
 
 // EnvironmentEvent is one stored change that the environment page shows: a
@@ -175,4 +178,100 @@ func (db *DB) RunQueueDepth(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("store: run queue depth: %w", err)
 	}
 	return n, nil
+}
+
+// RunEventsWithState is RunEventsAfter plus what a run page's live parts
+// are rendered from: each event's checkpoint as stored now, and the run
+// with its environment. The two statements go out in one pipeline (one
+// round trip), the state after the events, so it is never older than them.
+// A run that does not exist is NotFound.
+func (db *DB) RunEventsWithState(ctx context.Context, runID, after int64, limit int) ([]RunEvent, *Run, *Environment, error) {
+	var evs []RunEvent
+	var run Run
+	var env Environment
+	b := &pgx.Batch{}
+	b.Queue(`
+		SELECT e.run_id, e.seq, e.at, e.checkpoint, e.payload,
+		       c.kind, c.name, c.status, c.started_at, c.finished_at, c.warning, c.detail
+		FROM run_events e
+		LEFT JOIN run_checkpoints c ON c.run_id = e.run_id AND c.position = e.checkpoint
+		WHERE e.run_id = $1 AND e.seq > $2 ORDER BY e.seq LIMIT $3`, runID, after, limit).Query(func(rows pgx.Rows) error {
+		var err error
+		evs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunEvent, error) {
+			var e RunEvent
+			var kind, name, status, warning *string
+			var c Checkpoint
+			err := row.Scan(&e.RunID, &e.Seq, &e.At, &e.Checkpoint, &e.Payload,
+				&kind, &name, &status, &c.StartedAt, &c.FinishedAt, &warning, &c.Detail)
+			if err == nil && e.Checkpoint != nil && kind != nil {
+				c.RunID, c.Position, c.Kind, c.Name, c.Status, c.Warning = e.RunID, *e.Checkpoint, *kind, *name, *status, *warning
+				e.CheckpointNow = &c
+			}
+			return e, err
+		})
+		return err
+	})
+	b.Queue(`
+		SELECT `+runColumns+`, `+environmentColumns+`
+		FROM runs r
+		JOIN environments e ON e.id = r.environment_id
+		JOIN projects p ON p.id = e.project_id
+		WHERE r.id = $1`, runID).QueryRow(func(row pgx.Row) error {
+		return row.Scan(
+			&run.ID, &run.EnvironmentID, &run.Kind, &run.Status, &run.Reason, &run.CancelRequested, &run.RevisionID, &run.FromRevisionID,
+			&run.Revision, &run.FromRevision, &run.CreatedBy, &run.CreatedAt, &run.StartedAt, &run.FinishedAt, &run.JobID, &run.Detail, &run.LastSeq,
+			&env.ID, &env.ProjectID, &env.Project, &env.Name, &env.State, &env.ActiveRevisionID, &env.CreatedAt, &env.LastEventSeq)
+	})
+	err := db.Pool.SendBatch(ctx, b).Close()
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, nil, apperr.Errorf(apperr.NotFound, "No such run.")
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("store: run events: %w", err)
+	}
+	return evs, &run, &env, nil
+}
+
+// EnvironmentEventsWithState is EnvironmentEventsAfter plus what an
+// environment page's live parts are rendered from: the environment and its
+// latest runs (newest first, at most latest), read after the events in the
+// same round trip. An environment that does not exist is NotFound.
+func (db *DB) EnvironmentEventsWithState(ctx context.Context, environmentID, after int64, limit, latest int) ([]EnvironmentEvent, *Environment, []Run, error) {
+	var evs []EnvironmentEvent
+	var env Environment
+	var runs []Run
+	b := &pgx.Batch{}
+	b.Queue(`
+		SELECT environment_id, seq, at, run_id, payload FROM environment_events
+		WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, environmentID, after, limit).Query(func(rows pgx.Rows) error {
+		var err error
+		evs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (EnvironmentEvent, error) {
+			var e EnvironmentEvent
+			err := row.Scan(&e.EnvironmentID, &e.Seq, &e.At, &e.RunID, &e.Payload)
+			return e, err
+		})
+		return err
+	})
+	b.Queue(`SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id = $1`, environmentID).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&env.ID, &env.ProjectID, &env.Project, &env.Name, &env.State, &env.ActiveRevisionID, &env.CreatedAt, &env.LastEventSeq)
+	})
+	b.Queue(`SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 ORDER BY r.id DESC LIMIT $2`, environmentID, latest).Query(func(rows pgx.Rows) error {
+		var err error
+		runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
+			r, err := scanRun(row)
+			if err != nil {
+				return Run{}, err
+			}
+			return *r, nil
+		})
+		return err
+	})
+	err := db.Pool.SendBatch(ctx, b).Close()
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, nil, apperr.Errorf(apperr.NotFound, "No such environment.")
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("store: environment events: %w", err)
+	}
+	return evs, &env, runs, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
 )
@@ -85,5 +86,91 @@ func TestRunEventsAreNumberedWithoutGapsAndAnnounced(t *testing.T) {
 		if want := fmt.Sprintf("%d:%d", runID, i); !seen[want] {
 			t.Errorf("no notification %q", want)
 		}
+	}
+}
+
+// The event hub reads a stream's new events together with what the live
+// page renders from them, in one round trip: each event's checkpoint as
+// stored now, the run and its environment, or an environment's newest runs.
+func TestEventsAreReadWithTheStateTheyRender(t *testing.T) {
+	url := storetest.NewURL(t)
+	ctx := context.Background()
+	db, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	var envID int64
+	err = db.Pool.QueryRow(ctx, `
+		WITH p AS (INSERT INTO projects (name) VALUES ('wiki') RETURNING id)
+		INSERT INTO environments (project_id, name) SELECT id, 'production' FROM p RETURNING id`).Scan(&envID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runIDs []int64
+	for range 3 {
+		var id int64
+		if err := db.Pool.QueryRow(ctx, `INSERT INTO runs (environment_id, kind) VALUES ($1, 'deploy') RETURNING id`, envID).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		runIDs = append(runIDs, id)
+	}
+	runID := runIDs[2]
+	if _, err := db.Pool.Exec(ctx, `
+		INSERT INTO run_checkpoints (run_id, position, kind, name, status)
+		VALUES ($1, 0, 'build', 'web', 'pending'), ($1, 1, 'issue-tls', 'shop.example.com', 'pending')`, runID); err != nil {
+		t.Fatal(err)
+	}
+	one := 1
+	for _, p := range []*int{nil, &one, &one} {
+		if _, err := db.AppendRunEvent(ctx, runID, p, map[string]any{"run": map[string]any{"status": "running"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The checkpoint moved on after its events were written: the state
+	// read with them is the newest.
+	if _, err := db.Pool.Exec(ctx, `UPDATE run_checkpoints SET status = 'waiting', warning = 'TLS deferred' WHERE run_id = $1 AND position = 1`, runID); err != nil {
+		t.Fatal(err)
+	}
+	evs, run, env, err := db.RunEventsWithState(ctx, runID, 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].Seq != 2 || evs[1].Seq != 3 {
+		t.Fatalf("events after 1 = %+v, want seq 2 and 3", evs)
+	}
+	for _, e := range evs {
+		if c := e.CheckpointNow; c == nil || c.Position != 1 || c.Name != "shop.example.com" || c.Status != "waiting" || c.Warning != "TLS deferred" {
+			t.Errorf("event %d's checkpoint = %+v, want shop.example.com waiting with TLS deferred", e.Seq, c)
+		}
+	}
+	if run.ID != runID || run.LastSeq != 3 || env.ID != envID || env.Project != "wiki" || env.Name != "production" {
+		t.Errorf("state = run %d (last seq %d) in %s/%s, want run %d (3) in wiki/production", run.ID, run.LastSeq, env.Project, env.Name, runID)
+	}
+	evs, _, _, err = db.RunEventsWithState(ctx, runID, 0, 1)
+	if err != nil || len(evs) != 1 || evs[0].CheckpointNow != nil {
+		t.Errorf("first event = %+v (err %v), want the run-level change alone, without a checkpoint", evs, err)
+	}
+	if _, _, _, err := db.RunEventsWithState(ctx, runID+100, 0, 10); apperr.CodeOf(err) != apperr.NotFound {
+		t.Errorf("events of a run that does not exist: err %v, want NotFound", err)
+	}
+
+	if _, err := db.Pool.Exec(ctx, `
+		WITH s AS (UPDATE environments SET last_event_seq = 1 WHERE id = $1 RETURNING id)
+		INSERT INTO environment_events (environment_id, seq, run_id, payload) SELECT id, 1, $2, '{"type": "run.started"}' FROM s`, envID, runID); err != nil {
+		t.Fatal(err)
+	}
+	envEvs, env, latest, err := db.EnvironmentEventsWithState(ctx, envID, 0, 10, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(envEvs) != 1 || envEvs[0].Seq != 1 || env.ID != envID || env.LastEventSeq != 1 {
+		t.Errorf("environment events = %+v in environment %+v, want seq 1 of environment %d", envEvs, env, envID)
+	}
+	if len(latest) != 2 || latest[0].ID != runIDs[2] || latest[1].ID != runIDs[1] {
+		t.Errorf("latest runs = %d runs, want the newest two (%d, %d), newest first", len(latest), runIDs[2], runIDs[1])
+	}
+	if _, _, _, err := db.EnvironmentEventsWithState(ctx, envID+100, 0, 10, 2); apperr.CodeOf(err) != apperr.NotFound {
+		t.Errorf("events of an environment that does not exist: err %v, want NotFound", err)
 	}
 }

@@ -538,38 +538,3 @@ func (db *DB) HasUnfinishedDeploy(ctx context.Context, envID int64) (bool, error
 	}
 	return ok, nil
 }
-
-// RunForPage reads, in one round trip, what a live update of a run's page
-// renders: the run, its environment, and the checkpoint at position (nil
-// when position is nil or names none).
-func (db *DB) RunForPage(ctx context.Context, runID int64, position *int) (*Run, *Environment, *Checkpoint, error) {
-	var r Run
-	var e Environment
-	var c Checkpoint
-	var cpRun *int64
-	var cpPos *int
-	var cpKind, cpName, cpStatus, cpWarning *string
-	err := db.Pool.QueryRow(ctx, `
-		SELECT `+runColumns+`, `+environmentColumns+`,
-		       c.run_id, c.position, c.kind, c.name, c.status, c.started_at, c.finished_at, c.warning, c.detail
-		FROM runs r
-		JOIN environments e ON e.id = r.environment_id
-		JOIN projects p ON p.id = e.project_id
-		LEFT JOIN run_checkpoints c ON c.run_id = r.id AND c.position = $2
-		WHERE r.id = $1`, runID, position).Scan(
-		&r.ID, &r.EnvironmentID, &r.Kind, &r.Status, &r.Reason, &r.CancelRequested, &r.RevisionID, &r.FromRevisionID,
-		&r.Revision, &r.FromRevision, &r.CreatedBy, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.JobID, &r.Detail, &r.LastSeq,
-		&e.ID, &e.ProjectID, &e.Project, &e.Name, &e.State, &e.ActiveRevisionID, &e.CreatedAt, &e.LastEventSeq,
-		&cpRun, &cpPos, &cpKind, &cpName, &cpStatus, &c.StartedAt, &c.FinishedAt, &cpWarning, &c.Detail)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, nil, apperr.Errorf(apperr.NotFound, "No such run.")
-	}
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("store: run for page: %w", err)
-	}
-	if cpRun == nil {
-		return &r, &e, nil, nil
-	}
-	c.RunID, c.Position, c.Kind, c.Name, c.Status, c.Warning = *cpRun, *cpPos, *cpKind, *cpName, *cpStatus, *cpWarning
-	return &r, &e, &c, nil
-}

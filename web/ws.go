@@ -1,10 +1,12 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -94,7 +96,7 @@ func newStreams(a *app) *streams {
 		access:  &accessCache{entries: map[accessKey]*accessEntry{}},
 	}
 	if s.fragments == nil {
-		s.fragments = pageFragments{live: handlers.LiveFragments{DB: a.deps.DB}}
+		s.fragments = pageFragments{live: handlers.LiveFragments{Now: a.deps.DB.Now}}
 	}
 	if u, err := url.Parse(a.deps.PublicURL); err == nil && u.Host != "" {
 		s.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
@@ -615,12 +617,6 @@ func (s *streams) frame(e *runs.Event) *websocket.PreparedMessage {
 }
 
 func (s *streams) buildFrame(e *runs.Event) *websocket.PreparedMessage {
-	fields := map[string]json.RawMessage{}
-	if err := json.Unmarshal(e.Payload, &fields); err != nil {
-		fields = map[string]json.RawMessage{"payload": e.Payload}
-	}
-	fields["seq"], _ = json.Marshal(e.Seq)
-	fields["at"], _ = json.Marshal(e.At.UTC().Format(time.RFC3339Nano))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var frags []Fragment
@@ -633,12 +629,9 @@ func (s *streams) buildFrame(e *runs.Event) *websocket.PreparedMessage {
 	if err != nil {
 		s.a.logger.Warn("event stream: render fragments", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
 	}
-	if len(frags) > 0 {
-		fields["fragments"], _ = json.Marshal(frags)
-	}
-	data, err := json.Marshal(fields)
+	data, err := encodeFrame(e, frags)
 	if err != nil {
-		s.a.logger.Error("event stream: encode frame", "err", err)
+		s.a.logger.Error("event stream: encode frame", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
 		return nil
 	}
 	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
@@ -647,6 +640,56 @@ func (s *streams) buildFrame(e *runs.Event) *websocket.PreparedMessage {
 		return nil
 	}
 	return pm
+}
+
+// encodeFrame writes an event's frame: its stored payload (a JSON object
+// the runs package wrote) with seq, at and the fragments added. The payload
+// is copied as it is, not decoded and encoded again: this runs for every
+// event on the way to its watchers.
+func encodeFrame(e *runs.Event, frags []Fragment) ([]byte, error) {
+	payload := bytes.TrimSpace(e.Payload)
+	if len(payload) < 2 || payload[0] != '{' || payload[len(payload)-1] != '}' || !json.Valid(payload) {
+		// Not an object: keep it under a name of its own.
+		p := json.RawMessage(`null`)
+		if json.Valid(payload) {
+			p = payload
+		}
+		payload = fmt.Appendf(nil, `{"payload":%s}`, p)
+	}
+	// The payload's own fields first: a reader that meets a name twice
+	// keeps the last, so seq, at and fragments are always the Studio's.
+	body := bytes.TrimSpace(payload[1 : len(payload)-1])
+	buf := make([]byte, 0, len(payload)+64+fragmentsSize(frags))
+	buf = append(buf, '{')
+	if len(body) > 0 {
+		buf = append(buf, body...)
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"seq":`...)
+	buf = strconv.AppendInt(buf, e.Seq, 10)
+	buf = append(buf, `,"at":"`...)
+	buf = e.At.UTC().AppendFormat(buf, time.RFC3339Nano)
+	buf = append(buf, '"')
+	if len(frags) > 0 {
+		// Not escaped for embedding in HTML (the frame never is): a
+		// fragment's markup travels as it is, not as \u003c and friends.
+		w := bytes.NewBuffer(append(buf, `,"fragments":`...))
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(frags); err != nil {
+			return nil, err
+		}
+		buf = bytes.TrimRight(w.Bytes(), "\n")
+	}
+	return append(buf, '}'), nil
+}
+
+func fragmentsSize(frags []Fragment) int {
+	n := 0
+	for _, f := range frags {
+		n += len(f.ID) + len(f.HTML) + 32
+	}
+	return n
 }
 
 // jitter spreads periodic work of many streams: d ± 10 %.

@@ -50,21 +50,19 @@ func (NoFragments) EnvironmentFragments(context.Context, int64, *runs.Event) ([]
 type pageFragments struct{ live handlers.LiveFragments }
 
 // RunFragments implements FragmentRenderer.
-func (p pageFragments) RunFragments(ctx context.Context, runID int64, ev *runs.Event) ([]Fragment, error) {
-	parts, err := p.live.Run(ctx, runID, ev.Checkpoint)
-	if err != nil {
-		return nil, err
+func (p pageFragments) RunFragments(ctx context.Context, _ int64, ev *runs.Event) ([]Fragment, error) {
+	if ev.Run == nil || ev.Environment == nil {
+		return nil, nil
 	}
-	return renderFragments(ctx, parts)
+	return renderFragments(ctx, p.live.Run(ev.Run, ev.Environment, ev.CheckpointNow))
 }
 
 // EnvironmentFragments implements FragmentRenderer.
-func (p pageFragments) EnvironmentFragments(ctx context.Context, environmentID int64, _ *runs.Event) ([]Fragment, error) {
-	parts, err := p.live.Environment(ctx, environmentID)
-	if err != nil {
-		return nil, err
+func (p pageFragments) EnvironmentFragments(ctx context.Context, _ int64, ev *runs.Event) ([]Fragment, error) {
+	if ev.Environment == nil {
+		return nil, nil
 	}
-	return renderFragments(ctx, parts)
+	return renderFragments(ctx, p.live.Environment(ev.Environment, ev.LatestRuns))
 }
 
 // renderFragments renders components by element id, in id order.

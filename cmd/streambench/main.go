@@ -157,15 +157,17 @@ func run() error {
 		return err
 	}
 
-	notifyFloor, err := b.notifyFloor(ctx, 300)
+	notifyFloor, err := b.notifyFloor(ctx, 300, o.interval)
 	if err != nil {
 		return err
 	}
-	wsFloor, err := websocketFloor(300)
+	wsFloor, err := websocketFloor(300, o.interval)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nfloors (300 samples each)\n")
+	// The floors are paced like the scenarios' events: how long a round
+	// trip takes depends on how long the processes slept before it.
+	fmt.Printf("\nfloors (300 samples each, %s apart like the scenarios' events)\n", o.interval)
 	fmt.Printf("  NOTIFY→LISTEN round trip   %s\n", notifyFloor)
 	fmt.Printf("  raw websocket write→read   %s\n", wsFloor)
 	floorP99 := notifyFloor.p99 + wsFloor.p99
@@ -304,9 +306,22 @@ func (b *bench) setup(ctx context.Context) error {
 	return nil
 }
 
+// newRun adds a running deploy with a plan of six checkpoints, so each
+// event's frame carries what a real one does: the run's heading and summary
+// and the changed checkpoint's row.
 func (b *bench) newRun(ctx context.Context) (int64, error) {
 	var id int64
-	err := b.db.Pool.QueryRow(ctx, `INSERT INTO runs (environment_id, kind) VALUES ($1, 'deploy') RETURNING id`, b.envID).Scan(&id)
+	err := b.db.Pool.QueryRow(ctx, `
+		INSERT INTO runs (environment_id, kind, status, started_at) VALUES ($1, 'deploy', 'running', now())
+		RETURNING id`, b.envID).Scan(&id)
+	if err != nil {
+		return 0, err
+	}
+	_, err = b.db.Pool.Exec(ctx, `
+		INSERT INTO run_checkpoints (run_id, position, kind, name, status, started_at, detail)
+		SELECT $1, g, 'issue-tls', 'shop.example.test', 'running', now(),
+		       '{"probe": {"domain": "shop.example.test", "addresses": [{"address": "203.0.113.7", "answer": "here"}]}}'
+		FROM generate_series(0, 5) g`, id)
 	return id, err
 }
 
@@ -364,7 +379,7 @@ func (s stats) String() string {
 
 // notifyFloor measures COMMIT of a NOTIFY → its arrival on a LISTEN
 // connection.
-func (b *bench) notifyFloor(ctx context.Context, n int) (stats, error) {
+func (b *bench) notifyFloor(ctx context.Context, n int, interval time.Duration) (stats, error) {
 	conn, err := pgx.Connect(ctx, b.dbURL)
 	if err != nil {
 		return stats{}, err
@@ -390,14 +405,14 @@ func (b *bench) notifyFloor(ctx context.Context, n int) (stats, error) {
 			return stats{}, err
 		}
 		samples = append(samples, time.Since(at))
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(interval)
 	}
 	return summarize(samples), nil
 }
 
 // websocketFloor measures one websocket write on loopback: the server
 // writes the time it sends, the client notes when it reads it.
-func websocketFloor(n int) (stats, error) {
+func websocketFloor(n int, interval time.Duration) (stats, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return stats{}, err
@@ -415,7 +430,7 @@ func websocketFloor(n int) (stats, error) {
 			if err := c.WritePreparedMessage(pm); err != nil {
 				return
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(interval)
 		}
 	})}
 	go srv.Serve(l)

@@ -1,0 +1,76 @@
+package web
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/runs"
+)
+
+// A frame is the event's stored payload with seq, at and the fragments
+// added; whatever the payload holds, the frame is one valid JSON object
+// whose seq, at and fragments are the Studio's.
+func TestEncodeFrameKeepsThePayloadAndAddsSeqAtAndFragments(t *testing.T) {
+	at := time.Date(2026, 11, 30, 14, 3, 0, 123000000, time.FixedZone("CET", 3600))
+	frags := []Fragment{{ID: "checkpoint-3", HTML: `<tr id="checkpoint-3"><td>a & "b"</td></tr>`}}
+	cases := []struct {
+		name    string
+		payload string
+		frags   []Fragment
+		want    map[string]any
+	}{
+		{
+			name:    "run and checkpoint",
+			payload: `{"run": {"status": "running"}, "checkpoint": {"position": 3, "status": "deferred", "warning": "TLS deferred"}}`,
+			frags:   frags,
+			want: map[string]any{
+				"seq": 7.0, "at": "2026-11-30T13:03:00.123Z",
+				"run":        map[string]any{"status": "running"},
+				"checkpoint": map[string]any{"position": 3.0, "status": "deferred", "warning": "TLS deferred"},
+				"fragments":  []any{map[string]any{"id": "checkpoint-3", "html": `<tr id="checkpoint-3"><td>a & "b"</td></tr>`}},
+			},
+		},
+		{
+			name:    "empty object, no fragments",
+			payload: ` {} `,
+			want:    map[string]any{"seq": 7.0, "at": "2026-11-30T13:03:00.123Z"},
+		},
+		{
+			name:    "payload naming seq and fragments itself",
+			payload: `{"seq": 99, "fragments": "x", "type": "run.finished"}`,
+			frags:   frags,
+			want: map[string]any{
+				"seq": 7.0, "at": "2026-11-30T13:03:00.123Z", "type": "run.finished",
+				"fragments": []any{map[string]any{"id": "checkpoint-3", "html": `<tr id="checkpoint-3"><td>a & "b"</td></tr>`}},
+			},
+		},
+		{
+			name:    "not an object",
+			payload: `[1, 2]`,
+			want:    map[string]any{"seq": 7.0, "at": "2026-11-30T13:03:00.123Z", "payload": []any{1.0, 2.0}},
+		},
+		{
+			name:    "not JSON",
+			payload: `{"run": `,
+			want:    map[string]any{"seq": 7.0, "at": "2026-11-30T13:03:00.123Z", "payload": nil},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := &runs.Event{Stream: runs.RunStream(1), Seq: 7, At: at, Payload: json.RawMessage(c.payload)}
+			data, err := encodeFrame(e, c.frags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(data, &got); err != nil {
+				t.Fatalf("frame %s is not JSON: %v", data, err)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("frame %s\ndecodes to %v\nwant       %v", data, got, c.want)
+			}
+		})
+	}
+}
