@@ -609,12 +609,13 @@ func (s *Subscription) push(evs []*Event, limit int) bool {
 		return false
 	}
 	s.queue = append(s.queue, evs...)
+	if s.notify != nil {
+		s.notify()
+		return true
+	}
 	select {
 	case s.wake <- struct{}{}:
 	default:
-	}
-	if s.notify != nil {
-		s.notify()
 	}
 	return true
 }
@@ -710,6 +711,11 @@ func (s *Subscription) next(ctx context.Context, block bool) ([]*Event, error) {
 		batch, err := s.wait(ctx, block)
 		if err != nil || len(batch) == 0 {
 			return nil, err
+		}
+		if batch[0].Seq == s.last+1 && batch[len(batch)-1].Seq == s.last+int64(len(batch)) {
+			// The common case: the next events, in order, nothing to drop.
+			s.last = batch[len(batch)-1].Seq
+			return batch, nil
 		}
 		out := make([]*Event, 0, len(batch))
 		for _, e := range batch {

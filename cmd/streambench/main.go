@@ -465,7 +465,7 @@ type watcher struct {
 }
 
 func (b *bench) dial(runID, after int64) (*websocket.Conn, error) {
-	d := websocket.Dialer{ReadBufferSize: 1024, WriteBufferSize: 256, HandshakeTimeout: 30 * time.Second}
+	d := websocket.Dialer{ReadBufferSize: 4096, WriteBufferSize: 256, HandshakeTimeout: 30 * time.Second}
 	h := http.Header{"Cookie": {b.cookie}, "Origin": {b.studioURL}}
 	u := fmt.Sprintf("ws%s/projects/%s/environments/production/runs/%d/events?after=%d",
 		strings.TrimPrefix(b.studioURL, "http"), b.project, runID, after)
