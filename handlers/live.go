@@ -35,8 +35,11 @@ func (f LiveFragments) Run(run *store.Run, env *store.Environment, cp *store.Che
 }
 
 // Environment returns, by element id, the components an environment event
-// replaces: the list of its latest runs (id latest-runs).
-func (f LiveFragments) Environment(env *store.Environment, latest []store.Run) map[string]templ.Component {
+// replaces: the list of its latest runs (id latest-runs) and, when cert is
+// set (the event changed a service's state), that hostname's TLS state
+// (every element whose data-live is service-state-<domain>). The domain is the event's own: nothing is shown
+// that the event does not carry already.
+func (f LiveFragments) Environment(env *store.Environment, latest []store.Run, cert *store.Certificate) map[string]templ.Component {
 	now := f.Now()
 	rs := make([]views.RunView, 0, len(latest))
 	for i := range latest {
@@ -44,5 +47,9 @@ func (f LiveFragments) Environment(env *store.Environment, latest []store.Run) m
 	}
 	// The missing-values hint of an empty list needs the values; an event
 	// means a run exists, so the list is never empty here.
-	return map[string]templ.Component{"latest-runs": views.LatestRuns(rs, false)}
+	out := map[string]templ.Component{"latest-runs": views.LatestRuns(rs, false)}
+	if cert != nil {
+		out["service-state-"+cert.Domain] = views.ServiceStateBadge(cert.Domain, serviceState(*cert), cert.State)
+	}
+	return out
 }

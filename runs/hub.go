@@ -76,12 +76,14 @@ type Event struct {
 	// round trip, after the event), so that a frame is rendered without
 	// another: shared by the events of one read. For a run event, the run,
 	// its environment and the event's checkpoint (nil for a run-level
-	// change); for an environment event, the environment and its newest
-	// runs (at most LatestRuns).
+	// change); for an environment event, the environment, its newest runs
+	// (at most LatestRuns) and, for a change of a service's state, the
+	// certificate of its domain.
 	Run           *store.Run
 	Environment   *store.Environment
 	CheckpointNow *store.Checkpoint
 	LatestRuns    []store.Run
+	Certificate   *store.Certificate
 
 	memoOnce sync.Once
 	memo     any
@@ -330,7 +332,7 @@ func (h *Hub) read(ctx context.Context, stream Stream, after int64, limit int) (
 		out := make([]*Event, len(evs))
 		for i, e := range evs {
 			out[i] = &Event{Stream: stream, Seq: e.Seq, At: e.At, RunID: e.RunID, Payload: e.Payload,
-				Environment: env, LatestRuns: latest}
+				Environment: env, LatestRuns: latest, Certificate: e.CertificateNow}
 		}
 		return out, nil
 	}

@@ -42,6 +42,10 @@ type EnvironmentEvent struct {
 	At            time.Time
 	RunID         *int64
 	Payload       json.RawMessage
+	// CertificateNow is, for a change of a service's state, the
+	// certificate of its domain as stored when the event was read
+	// (EnvironmentEventsWithState only).
+	CertificateNow *Certificate
 }
 
 // appendRunEvent appends payload as the next event of the run inside tx and
@@ -233,24 +237,31 @@ func (db *DB) RunEventsWithState(ctx context.Context, runID, after int64, limit 
 }
 
 // EnvironmentEventsWithState is EnvironmentEventsAfter plus what an
-// environment page's live parts are rendered from: the environment and its
-// latest runs (newest first, at most latest), read after the events in the
-// same round trip. An environment that does not exist is NotFound.
+// environment page's live parts are rendered from: the environment, its
+// latest runs (newest first, at most latest) and, for each change of a
+// service's state, the certificate of its domain (CertificateNow), read
+// after the events in the same round trip. An environment that does not
+// exist is NotFound.
 func (db *DB) EnvironmentEventsWithState(ctx context.Context, environmentID, after int64, limit, latest int) ([]EnvironmentEvent, *Environment, []Run, error) {
 	var evs []EnvironmentEvent
+	var domains []*string
 	var env Environment
 	var runs []Run
+	certs := map[string]*Certificate{}
 	b := &pgx.Batch{}
 	b.Queue(`
-		SELECT environment_id, seq, at, run_id, payload FROM environment_events
+		SELECT environment_id, seq, at, run_id, payload, payload->'service'->>'domain' FROM environment_events
 		WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, environmentID, after, limit).Query(func(rows pgx.Rows) error {
-		var err error
-		evs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (EnvironmentEvent, error) {
+		for rows.Next() {
 			var e EnvironmentEvent
-			err := row.Scan(&e.EnvironmentID, &e.Seq, &e.At, &e.RunID, &e.Payload)
-			return e, err
-		})
-		return err
+			var domain *string
+			if err := rows.Scan(&e.EnvironmentID, &e.Seq, &e.At, &e.RunID, &e.Payload, &domain); err != nil {
+				return err
+			}
+			evs = append(evs, e)
+			domains = append(domains, domain)
+		}
+		return rows.Err()
 	})
 	b.Queue(`SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id = $1`, environmentID).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&env.ID, &env.ProjectID, &env.Project, &env.Name, &env.State, &env.ActiveRevisionID, &env.CreatedAt, &env.LastEventSeq)
@@ -266,12 +277,32 @@ func (db *DB) EnvironmentEventsWithState(ctx context.Context, environmentID, aft
 		})
 		return err
 	})
+	b.Queue(`
+		SELECT `+certificateColumns+` FROM certificates
+		WHERE environment_id = $1 AND domain IN (
+			SELECT payload->'service'->>'domain' FROM (
+				SELECT payload FROM environment_events
+				WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e)`, environmentID, after, limit).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			c, err := scanCertificate(rows)
+			if err != nil {
+				return err
+			}
+			certs[c.Domain] = c
+		}
+		return rows.Err()
+	})
 	err := db.Pool.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, nil, apperr.Errorf(apperr.NotFound, "No such environment.")
 	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("store: environment events: %w", err)
+	}
+	for i, d := range domains {
+		if d != nil {
+			evs[i].CertificateNow = certs[*d]
+		}
 	}
 	return evs, &env, runs, nil
 }

@@ -156,16 +156,31 @@ func TestEventsAreReadWithTheStateTheyRender(t *testing.T) {
 	}
 
 	if _, err := db.Pool.Exec(ctx, `
-		WITH s AS (UPDATE environments SET last_event_seq = 1 WHERE id = $1 RETURNING id)
-		INSERT INTO environment_events (environment_id, seq, run_id, payload) SELECT id, 1, $2, '{"type": "run.started"}' FROM s`, envID, runID); err != nil {
+		WITH s AS (UPDATE environments SET last_event_seq = 2 WHERE id = $1 RETURNING id)
+		INSERT INTO environment_events (environment_id, seq, run_id, payload)
+		SELECT id, 1, $2::bigint, '{"type": "run.started"}'::jsonb FROM s
+		UNION ALL
+		SELECT id, 2, $2::bigint, '{"type": "service.state", "service": {"domain": "shop.example.com", "state": "issued"}}' FROM s`, envID, runID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `
+		INSERT INTO certificates (environment_id, domain, route, state)
+		VALUES ($1, 'shop.example.com', 'web / public', 'issued'), ($1, 'other.example.com', 'web / admin', 'deferred')`, envID); err != nil {
 		t.Fatal(err)
 	}
 	envEvs, env, latest, err := db.EnvironmentEventsWithState(ctx, envID, 0, 10, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(envEvs) != 1 || envEvs[0].Seq != 1 || env.ID != envID || env.LastEventSeq != 1 {
-		t.Errorf("environment events = %+v in environment %+v, want seq 1 of environment %d", envEvs, env, envID)
+	if len(envEvs) != 2 || envEvs[0].Seq != 1 || env.ID != envID || env.LastEventSeq != 2 {
+		t.Errorf("environment events = %+v in environment %+v, want seq 1 and 2 of environment %d", envEvs, env, envID)
+	} else {
+		if envEvs[0].CertificateNow != nil {
+			t.Errorf("a run's start came with certificate %+v, want none", envEvs[0].CertificateNow)
+		}
+		if c := envEvs[1].CertificateNow; c == nil || c.Domain != "shop.example.com" || c.State != "issued" || c.Route != "web / public" {
+			t.Errorf("a service's change came with certificate %+v, want shop.example.com issued", c)
+		}
 	}
 	if len(latest) != 2 || latest[0].ID != runIDs[2] || latest[1].ID != runIDs[1] {
 		t.Errorf("latest runs = %d runs, want the newest two (%d, %d), newest first", len(latest), runIDs[2], runIDs[1])

@@ -81,4 +81,25 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 	if got := browsertest.Eval[string](b, `window.studioMarker || "reloaded"`); got != "not reloaded" {
 		t.Error("the environment page reloaded itself; it should have followed the environment's stream")
 	}
+
+	// The domain arrives and someone else asks for a check: the reconcile
+	// run issues the certificate, and the open page shows the run and the
+	// issued certificate without a reload.
+	const badge = `[data-live="service-state-wiki.test"]`
+	if got := browsertest.Eval[[]string](b, `[...document.querySelectorAll('`+badge+`')].map(e => e.textContent)`); len(got) != 2 || got[0] != "DNS pending" || got[1] != "DNS pending" {
+		t.Fatalf("TLS states of wiki.test (by its route and in the certificates card) = %q before the domain arrives, want DNS pending twice", got)
+	}
+	dns.Set("wiki.test", "127.0.0.1")
+	if resp, _ := s.PostForm(t, admin, envPath+"/probe", nil); resp.StatusCode != 303 {
+		t.Fatalf("check now = %d, want 303", resp.StatusCode)
+	}
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#tls ` + badge + `[data-service-state="issued"]`)))
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#latest-runs li:first-child [data-run-kind="reconcile"]`)))
+	if got := browsertest.Eval[string](b, `window.studioMarker || "reloaded"`); got != "not reloaded" {
+		t.Error("the environment page reloaded itself; it should have followed the environment's stream")
+	}
+	if got := browsertest.Eval[[]string](b, `[...document.querySelectorAll('`+badge+`')].map(e => e.textContent)`); len(got) != 2 || got[0] != "issued" || got[1] != "issued" {
+		t.Errorf("TLS states of wiki.test after the reconcile = %q, want issued by its route and in the certificates card", got)
+	}
+	b.Screenshot("environment-live-issued")
 }

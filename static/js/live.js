@@ -6,7 +6,8 @@
 //   <section data-stream="/projects/P/environments/E/runs/5/events" data-last-seq="12">
 //     follows that websocket from sequence number 12: each frame
 //     {"seq": 13, "run": {...}, "checkpoint": {...}, "fragments": [{"id", "html"}]}
-//     replaces the elements with those ids (outerHTML), sets
+//     replaces the elements with those ids, and those whose data-live
+//     names one (outerHTML), sets
 //     data-run-status on #run-status (run streams) or on [data-run-id=ID]
 //     elements (environment streams), and moves data-last-seq on. A lost
 //     connection shows "reconnecting…" in [data-stream-state] (created
@@ -130,10 +131,14 @@
       if (typeof frame.seq !== "number" || frame.seq <= lastSeq) return;
       var swapped = {};
       (frame.fragments || []).forEach(function (f) {
-        var target = f && document.getElementById(f.id);
-        if (!target) return;
-        target.outerHTML = f.html;
-        swapped[f.id] = true;
+        if (!f || !f.id) return;
+        // The element with that id, and every element marked with it in
+        // data-live (a state shown in more than one place).
+        var targets = Array.prototype.slice.call(document.querySelectorAll('[data-live="' + CSS.escape(f.id) + '"]'));
+        var byId = document.getElementById(f.id);
+        if (byId) targets.push(byId);
+        targets.forEach(function (target) { target.outerHTML = f.html; });
+        if (targets.length) swapped[f.id] = true;
       });
       if (!el.isConnected) {
         // A fragment replaced the element that carries data-stream (the run
