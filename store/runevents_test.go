@@ -151,6 +151,10 @@ func TestEventsAreReadWithTheStateTheyRender(t *testing.T) {
 	if err != nil || len(evs) != 1 || evs[0].CheckpointNow != nil {
 		t.Errorf("first event = %+v (err %v), want the run-level change alone, without a checkpoint", evs, err)
 	}
+	evs, run, _, err = db.RunEventsWithState(ctx, runID, 3, 10)
+	if err != nil || len(evs) != 0 || run == nil || run.ID != runID {
+		t.Errorf("events after the last = %+v of run %+v (err %v), want none, and the run", evs, run, err)
+	}
 	if _, _, _, err := db.RunEventsWithState(ctx, runID+100, 0, 10); apperr.CodeOf(err) != apperr.NotFound {
 		t.Errorf("events of a run that does not exist: err %v, want NotFound", err)
 	}
