@@ -37,8 +37,8 @@ func (f LiveFragments) Run(run *store.Run, env *store.Environment, cp *store.Che
 // Environment returns, by element id, the components an environment event
 // replaces: the list of its latest runs (id latest-runs) and, when cert is
 // set (the event changed a service's state), that hostname's TLS state
-// (every element whose data-live is service-state-<domain>). The domain is the event's own: nothing is shown
-// that the event does not carry already.
+// (every element whose data-live is service-state-<domain>). The domain is
+// the event's own: nothing is shown that the event does not carry already.
 func (f LiveFragments) Environment(env *store.Environment, latest []store.Run, cert *store.Certificate) map[string]templ.Component {
 	now := f.Now()
 	rs := make([]views.RunView, 0, len(latest))

@@ -567,10 +567,10 @@ type Subscription struct {
 }
 
 // SetNotify makes the hub call f whenever events are queued for the
-// subscription or it fails, instead of only waking a blocked Next: a
-// subscriber can then run a goroutine only while there is something to
-// write, and call Poll there. f must not block (it runs under the hub's
-// lock).
+// subscription or it fails, instead of waking a blocked Next: a subscriber
+// can then run a goroutine only while there is something to write, and
+// call Poll there (not Next, which would wait for a wake-up that queued
+// events no longer send). f must not block (it runs under the hub's lock).
 func (s *Subscription) SetNotify(f func()) {
 	s.mu.Lock()
 	s.notify = f
