@@ -43,6 +43,39 @@ databases:
     version: 17
 `
 
+// newKilledEnvironment makes a database with the project of killManifest,
+// its environment production and the value it needs, and returns the
+// database, its URL and the key that encrypts values (for the Studio
+// processes a test starts on it).
+func newKilledEnvironment(t *testing.T) (db *store.DB, dbURL, key string) {
+	t.Helper()
+	ctx := context.Background()
+	dbURL = storetest.NewURL(t)
+	key = store.GenerateKey()
+	db, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	keys, err := store.OpenKeyring(ctx, db, store.KeyringOptions{SecretKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := compiler.Compile([]byte(killManifest))
+	p, _, err := db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: "killed", Source: killManifest, Canonical: res.Definition.Canonical(), Hash: res.Hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.NewVault(db, keys).SetValue(ctx, store.Actor{}, env, "API_TOKEN", "t0ken"); err != nil {
+		t.Fatal(err)
+	}
+	return db, dbURL, key
+}
+
 // studioProcess is `studio serve` in a process of its own.
 type studioProcess struct {
 	cmd  *exec.Cmd
@@ -90,29 +123,7 @@ func TestAKilledProcessesRunResumesAfterARestart(t *testing.T) {
 		t.Skip("starts Studio processes")
 	}
 	ctx := context.Background()
-	dbURL := storetest.NewURL(t)
-	key := store.GenerateKey()
-	db, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	keys, err := store.OpenKeyring(ctx, db, store.KeyringOptions{SecretKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := compiler.Compile([]byte(killManifest))
-	p, _, err := db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: "killed", Source: killManifest, Canonical: res.Definition.Canonical(), Hash: res.Hash})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "production")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.NewVault(db, keys).SetValue(ctx, store.Actor{}, env, "API_TOKEN", "t0ken"); err != nil {
-		t.Fatal(err)
-	}
+	db, dbURL, key := newKilledEnvironment(t)
 
 	first := startStudio(t, dbURL, key)
 	jar, _ := cookiejar.New(nil)

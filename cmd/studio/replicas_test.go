@@ -13,9 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/store"
-	"github.com/skali-dev/studio/store/storetest"
 )
 
 // frame is what a stream sends for each event (the fields read here).
@@ -42,29 +40,7 @@ func TestTwoProcessesStreamEachOthersRuns(t *testing.T) {
 		t.Skip("starts Studio processes")
 	}
 	ctx := context.Background()
-	dbURL := storetest.NewURL(t)
-	key := store.GenerateKey()
-	db, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	keys, err := store.OpenKeyring(ctx, db, store.KeyringOptions{SecretKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := compiler.Compile([]byte(killManifest))
-	p, _, err := db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: "killed", Source: killManifest, Canonical: res.Definition.Canonical(), Hash: res.Hash})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "production")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.NewVault(db, keys).SetValue(ctx, store.Actor{}, env, "API_TOKEN", "t0ken"); err != nil {
-		t.Fatal(err)
-	}
+	db, dbURL, key := newKilledEnvironment(t)
 
 	a, b := startStudio(t, dbURL, key), startStudio(t, dbURL, key)
 	signIn := func(s *studioProcess) (*http.Client, string) {
