@@ -1,0 +1,107 @@
+//go:build unix
+
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// TestEventStreamSlowClientNeverDelaysTheOthers watches a run with two
+// clients, one of which never reads (with a small receive buffer), while
+// far more is appended than the silent one's socket buffers hold: the reading
+// client gets every event, in order, while the silent one is still
+// connected (a write to it waits up to 10 s), and the silent one is closed
+// once a write to it has waited that long.
+func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/", nil)
+	var cookie string
+	for _, ck := range admin.Jar.Cookies(req.URL) {
+		cookie = ck.Name + "=" + ck.Value
+	}
+	small := websocket.Dialer{NetDialContext: (&net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}).DialContext}
+	silent, resp, err := small.Dial("ws"+strings.TrimPrefix(s.URL, "http")+runEventsPath(runID, 0), http.Header{"Cookie": {cookie}, "Origin": {s.URL}})
+	if err != nil {
+		t.Fatalf("dial the silent watcher: %v (%v)", err, resp)
+	}
+	defer silent.Close()
+	reader, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+
+	// 1,100 events of 16 KiB each: far more than the silent client's
+	// socket buffers hold (a few MiB).
+	const n = 1100
+	pad := strings.Repeat("x", 16<<10)
+	go func() {
+		for range n {
+			if _, err := s.DB.AppendRunEvent(context.Background(), runID, nil, map[string]any{"run": map[string]any{"status": "running"}, "pad": pad}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for want := int64(1); want <= n; want++ {
+		_ = reader.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, data, err := reader.ReadMessage()
+		if err != nil {
+			t.Fatalf("the reading watcher, waiting for event %d: %v", want, err)
+		}
+		var f streamFrame
+		if err := json.Unmarshal(data, &f); err != nil || f.Seq != want {
+			t.Fatalf("the reading watcher got seq %d (%v), want %d", f.Seq, err, want)
+		}
+	}
+	if got := s.Hub.Subscribers(); got != 2 {
+		t.Errorf("%d subscriptions open once the reader had every event, want 2: the silent watcher should still be there, stuck", got)
+	}
+	// The server gives up on the silent client once a write to it has
+	// waited 10 s.
+	for deadline := time.Now().Add(time.Minute); s.Hub.Subscribers() > 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the silent watcher was never closed")
+		}
+	}
+
+	// Now the silent client reads: it gets a prefix of the events, then the
+	// end of the connection, not all of them.
+	var got int64
+	for {
+		_ = silent.SetReadDeadline(time.Now().Add(time.Minute))
+		_, data, err := silent.ReadMessage()
+		if err != nil {
+			break
+		}
+		var f streamFrame
+		if err := json.Unmarshal(data, &f); err != nil || f.Seq != got+1 {
+			t.Fatalf("the silent watcher got seq %d (%v) after %d", f.Seq, err, got)
+		}
+		got++
+	}
+	if got >= n {
+		t.Errorf("the silent watcher got all %d events; it should have been closed for falling behind", got)
+	}
+}
