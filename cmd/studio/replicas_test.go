@@ -8,6 +8,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,6 +102,7 @@ func TestTwoProcessesStreamEachOthersRuns(t *testing.T) {
 		fragments int
 		err       error
 	}
+	var cutRead atomic.Int64 // what the watcher to be cut has read
 	follow := func(conn *websocket.Conn, reconnect func(after int64) *websocket.Conn) <-chan result {
 		out := make(chan result, 1)
 		go func() {
@@ -125,6 +127,9 @@ func TestTwoProcessesStreamEachOthersRuns(t *testing.T) {
 				}
 				r.seqs = append(r.seqs, f.Seq)
 				last = f.Seq
+				if reconnect != nil {
+					cutRead.Store(last)
+				}
 				for _, fr := range f.Fragments {
 					if strings.HasPrefix(fr.ID, "checkpoint-") && strings.Contains(fr.HTML, `id="`+fr.ID+`"`) {
 						r.fragments++
@@ -159,6 +164,7 @@ func TestTwoProcessesStreamEachOthersRuns(t *testing.T) {
 	if killed != 2 {
 		t.Errorf("terminated %d LISTEN connections, want one per process (2)", killed)
 	}
+	waitFor(t, func() bool { return cutRead.Load() > 0 })
 	cut.Close()
 
 	var lastSeq int64
