@@ -89,6 +89,9 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 	if got := browsertest.Eval[[]string](b, `[...document.querySelectorAll('`+badge+`')].map(e => e.textContent)`); len(got) != 2 || got[0] != "DNS pending" || got[1] != "DNS pending" {
 		t.Fatalf("TLS states of wiki.test (by its route and in the certificates card) = %q before the domain arrives, want DNS pending twice", got)
 	}
+	if n := browsertest.Eval[int](b, `document.querySelectorAll("#tls form").length`); n != 1 {
+		t.Fatalf("%d Check now buttons while the certificate is pending, want 1", n)
+	}
 	dns.Set("wiki.test", "127.0.0.1")
 	if resp, _ := s.PostForm(t, admin, envPath+"/probe", nil); resp.StatusCode != 303 {
 		t.Fatalf("check now = %d, want 303", resp.StatusCode)
@@ -100,6 +103,9 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 	}
 	if got := browsertest.Eval[[]string](b, `[...document.querySelectorAll('`+badge+`')].map(e => e.textContent)`); len(got) != 2 || got[0] != "issued" || got[1] != "issued" {
 		t.Errorf("TLS states of wiki.test after the reconcile = %q, want issued by its route and in the certificates card", got)
+	}
+	if n := browsertest.Eval[int](b, `document.querySelectorAll("#tls form").length`); n != 0 {
+		t.Errorf("Check now is still offered once every certificate is issued")
 	}
 	b.Screenshot("environment-live-issued")
 }

@@ -169,6 +169,14 @@
             .forEach(function (s) { s.setAttribute("data-run-status", run.status); });
         }
       }
+      if (frame.type === "service.state") {
+        // Actions that only make sense while a certificate is pending
+        // (Check now), once none is.
+        var tls = document.getElementById("tls");
+        if (tls && !tls.querySelector('[data-service-state]:not([data-service-state="issued"])')) {
+          tls.querySelectorAll("[data-while-pending]").forEach(function (a) { a.remove(); });
+        }
+      }
       lastSeq = frame.seq;
       el.setAttribute("data-last-seq", String(lastSeq));
       tickCountdowns();
