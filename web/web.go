@@ -305,6 +305,11 @@ func (a *app) handle(fn handlers.Func) http.HandlerFunc {
 		case apperr.Conflict:
 			a.renderError(w, r, http.StatusConflict, apperr.Message(err))
 		case apperr.Unauthorized:
+			if isWebsocketUpgrade(r) {
+				// A handshake cannot follow a redirect: say it plainly.
+				http.Error(w, apperr.Message(err), http.StatusUnauthorized)
+				return
+			}
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
 		case apperr.Forbidden:
 			a.renderError(w, r, http.StatusForbidden, apperr.Message(err))

@@ -190,7 +190,7 @@ func TestEventStreamChecksTheRole(t *testing.T) {
 		path   string
 		status int
 	}{
-		{"anonymous", s.NewClient(), runEventsPath(prodRun, 0), http.StatusSeeOther},
+		{"anonymous", s.NewClient(), runEventsPath(prodRun, 0), http.StatusUnauthorized},
 		{"admin of staging watching production", stager, runEventsPath(prodRun, 0), http.StatusForbidden},
 		{"admin of staging watching production's environment stream", stager, "/projects/hello-world/environments/production/events", http.StatusForbidden},
 		{"viewer of production naming staging's run under production", viewer, runEventsPath(stagingRun, 0), http.StatusNotFound},
