@@ -126,6 +126,9 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		Values:          valuesSummary(store.ValueStates(shown.Contract, stored)),
 	}
 	m.CanDeploy = role.Includes(store.RoleDeployer)
+	if env.ActiveRevisionID != nil {
+		m.ActiveRevisionID = *env.ActiveRevisionID
+	}
 	if m.Backups, err = BackupStatus(r, h.DB, nil, env); err != nil {
 		return err
 	}

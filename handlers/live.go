@@ -35,7 +35,8 @@ func (f LiveFragments) Run(run *store.Run, env *store.Environment, cp *store.Che
 }
 
 // Environment returns, by element id, the components an environment event
-// replaces: the list of its latest runs (id latest-runs) and, when cert is
+// replaces: the list of its latest runs (id latest-runs), its state with the
+// revision it runs (id env-state) and, when cert is
 // set (the event changed a service's state), that hostname's TLS state
 // (every element whose data-live is service-state-<domain>). The domain is
 // the event's own: nothing is shown that the event does not carry already.
@@ -47,7 +48,14 @@ func (f LiveFragments) Environment(env *store.Environment, latest []store.Run, c
 	}
 	// The missing-values hint of an empty list needs the values; an event
 	// means a run exists, so the list is never empty here.
-	out := map[string]templ.Component{"latest-runs": views.LatestRuns(rs, false)}
+	var active int64
+	if env.ActiveRevisionID != nil {
+		active = *env.ActiveRevisionID
+	}
+	out := map[string]templ.Component{
+		"latest-runs": views.LatestRuns(rs, false),
+		"env-state":   views.EnvironmentLiveState(env.State, active),
+	}
 	if cert != nil {
 		out["service-state-"+cert.Domain] = views.ServiceStateBadge(cert.Domain, serviceState(*cert), cert.State)
 	}

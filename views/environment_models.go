@@ -2,9 +2,12 @@ package views
 
 // EnvironmentPage is the model of an environment's overview.
 type EnvironmentPage struct {
-	Chrome  Chrome
-	Project string
-	Name    string
+	// ActiveRevisionID is the id of the revision the environment runs, 0
+	// before its first deploy.
+	ActiveRevisionID int64
+	Chrome           Chrome
+	Project          string
+	Name             string
 	// LastEventSeq is the environment's newest event when the page was
 	// rendered: its live stream resumes after it.
 	LastEventSeq int64

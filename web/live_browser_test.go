@@ -108,4 +108,25 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 		t.Errorf("Check now is still offered once every certificate is issued")
 	}
 	b.Screenshot("environment-live-issued")
+
+	// A deploy of another revision while the page is open: the page says
+	// that it shows what ran before, and offers a reload.
+	if browsertest.Eval[bool](b, `!document.getElementById("env-outdated").hidden`) {
+		t.Fatal("the page says it is outdated before any revision changed")
+	}
+	manifest := strings.Replace(exampleManifest(t, "production"), "max: 5", "max: 8", 1)
+	if resp, body := s.PostForm(t, admin, "/projects/team-wiki/revisions", url.Values{"manifest": {manifest}}); resp.StatusCode != 303 {
+		t.Fatalf("new revision = %d: %.300s", resp.StatusCode, body)
+	}
+	if resp, body := s.PostForm(t, admin, envPath+"/deploys", url.Values{"revision": {"2"}}); resp.StatusCode != 303 {
+		t.Fatalf("deploy of revision 2 = %d: %.300s", resp.StatusCode, body)
+	}
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#env-outdated`)))
+	if got := b.Text("#env-outdated"); !strings.Contains(got, "Reload") {
+		t.Errorf("outdated notice = %q, want a reload link", got)
+	}
+	if got := browsertest.Eval[string](b, `window.studioMarker || "reloaded"`); got != "not reloaded" {
+		t.Error("the environment page reloaded itself; it should have said it is outdated")
+	}
+	b.Screenshot("environment-live-outdated")
 }

@@ -13,6 +13,9 @@
 //     connection shows "reconnecting…" in [data-stream-state] (created
 //     inside the stream element when the page has none) and is retried with
 //     backoff and jitter, resuming after the last applied seq.
+//   #env-state[data-active-revision] (environment page): when a frame's
+//     fragment changes it, #env-outdated is shown (the page shows an older
+//     revision; reload).
 //   <time data-countdown datetime="2026-11-30T14:03:00Z">…</time>
 //     shows the time left until that absolute UTC time ("in 52 min").
 (function () {
@@ -51,6 +54,9 @@
     var path = el.getAttribute("data-stream");
     var lastSeq = parseInt(el.getAttribute("data-last-seq") || "0", 10) || 0;
     var isRun = /\/runs\/[^/]+\/events/.test(path);
+    // The revision the environment ran when the page was rendered.
+    var shown = document.getElementById("env-state");
+    var activeRevision = shown ? shown.getAttribute("data-active-revision") : null;
     var attempt = 0;
     var ws = null;
     var stopped = false;
@@ -168,6 +174,13 @@
           document.querySelectorAll('[data-run-id="' + String(run.id) + '"] [data-run-status], [data-run-id="' + String(run.id) + '"][data-run-status]')
             .forEach(function (s) { s.setAttribute("data-run-status", run.status); });
         }
+      }
+      var envState = document.getElementById("env-state");
+      if (envState && activeRevision !== null && envState.getAttribute("data-active-revision") !== activeRevision) {
+        // A deploy changed what the environment runs: most of the page
+        // shows the old revision. Say so, with a link to reload.
+        var outdated = document.getElementById("env-outdated");
+        if (outdated) outdated.hidden = false;
       }
       if (frame.type === "service.state") {
         // Actions that only make sense while a certificate is pending
