@@ -142,8 +142,8 @@
         // data-live (a state shown in more than one place).
         var targets = Array.prototype.slice.call(document.querySelectorAll('[data-live="' + CSS.escape(f.id) + '"]'));
         var byId = document.getElementById(f.id);
-        if (byId) targets.push(byId);
-        targets.forEach(function (target) { target.outerHTML = f.html; });
+        if (byId && targets.indexOf(byId) < 0) targets.push(byId);
+        targets.forEach(function (target) { if (target.parentNode) target.outerHTML = f.html; });
         if (targets.length) swapped[f.id] = true;
       });
       if (!el.isConnected) {
