@@ -602,6 +602,11 @@ type result struct {
 	// inStudio is the mean time from the hub's notification to the frame
 	// written, from the Studio's own histogram.
 	inStudio time.Duration
+	// studioCPU and watchersCPU are the CPU time of the Studio process and
+	// of this one (its watchers, mostly) over the scenario, divided by its
+	// events (background work included): on one machine they share the
+	// cores.
+	studioCPU, watchersCPU time.Duration
 }
 
 func (r result) String() string {
@@ -612,10 +617,22 @@ func (r result) String() string {
 	if r.idleBytes > 0 {
 		s += fmt.Sprintf("  memory/idle stream %.1f KiB", r.idleBytes/1024)
 	}
+	if r.studioCPU > 0 {
+		s += fmt.Sprintf("  CPU over the scenario per event: Studio %s, bench %s", ms(r.studioCPU), ms(r.watchersCPU))
+	}
 	if r.missing > 0 {
 		s += fmt.Sprintf("  MISSING %d arrivals", r.missing)
 	}
 	return s
+}
+
+// cpuTime is this process's CPU time so far (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // scenario opens idle watchers on a run without events and active watchers
@@ -694,6 +711,7 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 	if err != nil {
 		return res, err
 	}
+	cpuBefore := cpuTime()
 	sent := make([]int64, b.o.events)
 	for i := range b.o.events {
 		seq, at, err := b.appendEvent(ctx, appendSQL, runID)
@@ -720,7 +738,9 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 			return res, w.err
 		}
 	}
+	res.watchersCPU = (cpuTime() - cpuBefore) / time.Duration(b.o.events)
 	if after, err := b.scrape(false); err == nil {
+		res.studioCPU = time.Duration((after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]) / float64(b.o.events) * float64(time.Second))
 		if n := after["studio_event_delivery_seconds_count"] - before["studio_event_delivery_seconds_count"]; n > 0 {
 			res.inStudio = time.Duration((after["studio_event_delivery_seconds_sum"] - before["studio_event_delivery_seconds_sum"]) / n * float64(time.Second))
 		}
