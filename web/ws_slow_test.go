@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,11 +54,15 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
 
-	// 1,100 events of 16 KiB each: far more than the silent client's
-	// socket buffers hold (a few MiB).
-	const n = 1100
+	// Events of 16 KiB, four times as many bytes as the largest send
+	// buffer the kernel gives a socket (and at least 1,100 events): far
+	// more than the silent client's socket buffers hold.
 	pad := strings.Repeat("x", 16<<10)
+	n := int64(max(1100, 4*maxSendBuffer(t)/len(pad)))
+	appended := make(chan struct{})
+	defer func() { <-appended }()
 	go func() {
+		defer close(appended)
 		for range n {
 			if _, err := s.DB.AppendRunEvent(context.Background(), runID, nil, map[string]any{"run": map[string]any{"status": "running"}, "pad": pad}); err != nil {
 				t.Error(err)
@@ -104,4 +110,22 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 	if got >= n {
 		t.Errorf("the silent watcher got all %d events; it should have been closed for falling behind", got)
 	}
+}
+
+// maxSendBuffer is the largest send buffer the kernel gives a TCP socket
+// (the last field of net.ipv4.tcp_wmem), or 4 MiB when it cannot be read.
+func maxSendBuffer(t *testing.T) int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
+	if err != nil {
+		return 4 << 20
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) != 3 {
+		return 4 << 20
+	}
+	n, err := strconv.Atoi(fields[2])
+	if err != nil {
+		t.Fatalf("tcp_wmem %q: %v", data, err)
+	}
+	return n
 }

@@ -65,14 +65,22 @@ func TestTwoProcessesStreamEachOthersRuns(t *testing.T) {
 	clientA, cookieA := signIn(a)
 	_, cookieB := signIn(b)
 	const envPath = "/projects/killed/environments/production"
-	dial := func(s *studioProcess, cookie, path string, after int64) *websocket.Conn {
-		t.Helper()
+	// tryDial may run in any goroutine; dial is for the test's own.
+	tryDial := func(s *studioProcess, cookie, path string, after int64) (*websocket.Conn, error) {
 		u := fmt.Sprintf("ws%s%s?after=%d", strings.TrimPrefix(s.addr, "http"), path, after)
 		c, resp, err := websocket.DefaultDialer.Dial(u, http.Header{"Cookie": {cookie}, "Origin": {s.addr}})
 		if err != nil {
-			t.Fatalf("dial %s: %v (%v)", u, err, resp)
+			return nil, fmt.Errorf("dial %s: %v (%v)", u, err, resp)
 		}
 		t.Cleanup(func() { c.Close() })
+		return c, nil
+	}
+	dial := func(s *studioProcess, cookie, path string, after int64) *websocket.Conn {
+		t.Helper()
+		c, err := tryDial(s, cookie, path, after)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return c
 	}
 	envStream := dial(b, cookieB, envPath+"/events", 0)
@@ -103,7 +111,7 @@ func TestTwoProcessesStreamEachOthersRuns(t *testing.T) {
 		err       error
 	}
 	var cutRead atomic.Int64 // what the watcher to be cut has read
-	follow := func(conn *websocket.Conn, reconnect func(after int64) *websocket.Conn) <-chan result {
+	follow := func(conn *websocket.Conn, reconnect func(after int64) (*websocket.Conn, error)) <-chan result {
 		out := make(chan result, 1)
 		go func() {
 			var r result
@@ -117,7 +125,10 @@ func TestTwoProcessesStreamEachOthersRuns(t *testing.T) {
 						r.err = err
 						return
 					}
-					conn, reconnect = reconnect(last), nil
+					if conn, r.err = reconnect(last); r.err != nil {
+						return
+					}
+					reconnect = nil
 					continue
 				}
 				var f frame
@@ -144,9 +155,9 @@ func TestTwoProcessesStreamEachOthersRuns(t *testing.T) {
 	}
 	resA, resB := follow(onA, nil), follow(onB, nil)
 	resumed := make(chan int64, 1)
-	resCut := follow(cut, func(after int64) *websocket.Conn {
+	resCut := follow(cut, func(after int64) (*websocket.Conn, error) {
 		resumed <- after
-		return dial(b, cookieB, runPath, after)
+		return tryDial(b, cookieB, runPath, after)
 	})
 
 	// Mid-run: both processes lose their LISTEN connection, and one
@@ -158,7 +169,8 @@ func TestTwoProcessesStreamEachOthersRuns(t *testing.T) {
 	})
 	var killed int
 	if err := db.Pool.QueryRow(ctx, `
-		SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'skali-studio-events'`).Scan(&killed); err != nil {
+		SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'skali-studio-events' AND datname = current_database()`).Scan(&killed); err != nil {
 		t.Fatal(err)
 	}
 	if killed != 2 {

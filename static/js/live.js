@@ -136,14 +136,14 @@
     function apply(frame) {
       if (typeof frame.seq !== "number" || frame.seq <= lastSeq) return;
       var swapped = {};
-      (frame.fragments || []).forEach(function (f) {
+      (Array.isArray(frame.fragments) ? frame.fragments : []).forEach(function (f) {
         if (!f || !f.id) return;
         // The element with that id, and every element marked with it in
         // data-live (a state shown in more than one place).
         var targets = Array.prototype.slice.call(document.querySelectorAll('[data-live="' + CSS.escape(f.id) + '"]'));
         var byId = document.getElementById(f.id);
         if (byId && targets.indexOf(byId) < 0) targets.push(byId);
-        targets.forEach(function (target) { if (target.parentNode) target.outerHTML = f.html; });
+        targets.forEach(function (target) { if (target.isConnected) target.outerHTML = f.html; });
         if (targets.length) swapped[f.id] = true;
       });
       if (!el.isConnected) {
