@@ -76,6 +76,29 @@ func newKilledEnvironment(t *testing.T) (db *store.DB, dbURL, key string) {
 	return db, dbURL, key
 }
 
+// deployRevision1 starts a deploy of revision 1 of killed/production
+// through the Studio at addr, as the signed-in client c, and returns the
+// run's id (the database's only run).
+func deployRevision1(t *testing.T, c *http.Client, addr string, db *store.DB) int64 {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, addr+"/projects/killed/environments/production/deploys", strings.NewReader(url.Values{"revision": {"1"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("deploy: %d", resp.StatusCode)
+	}
+	var runID int64
+	if err := db.Pool.QueryRow(context.Background(), `SELECT id FROM runs`).Scan(&runID); err != nil {
+		t.Fatal(err)
+	}
+	return runID
+}
+
 // studioProcess is `studio serve` in a process of its own.
 type studioProcess struct {
 	cmd  *exec.Cmd
@@ -133,21 +156,7 @@ func TestAKilledProcessesRunResumesAfterARestart(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	req, _ := http.NewRequest(http.MethodPost, first.addr+"/projects/killed/environments/production/deploys", strings.NewReader(url.Values{"revision": {"1"}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("deploy: %d", resp.StatusCode)
-	}
-	var runID int64
-	if err := db.Pool.QueryRow(ctx, `SELECT id FROM runs`).Scan(&runID); err != nil {
-		t.Fatal(err)
-	}
+	runID := deployRevision1(t, c, first.addr, db)
 	// Kill the process while it provisions the database (checkpoint 2).
 	waitFor(t, func() bool {
 		var status string

@@ -85,21 +85,7 @@ func TestTwoProcessesStreamEachOthersRuns(t *testing.T) {
 	}
 	envStream := dial(b, cookieB, envPath+"/events", 0)
 
-	req, _ := http.NewRequest(http.MethodPost, a.addr+envPath+"/deploys", strings.NewReader(url.Values{"revision": {"1"}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err := clientA.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("deploy: %d", resp.StatusCode)
-	}
-	var runID int64
-	if err := db.Pool.QueryRow(ctx, `SELECT id FROM runs`).Scan(&runID); err != nil {
-		t.Fatal(err)
-	}
+	runID := deployRevision1(t, clientA, a.addr, db)
 	runPath := fmt.Sprintf("%s/runs/%d/events", envPath, runID)
 	onA, onB, cut := dial(a, cookieA, runPath, 0), dial(b, cookieB, runPath, 0), dial(b, cookieB, runPath, 0)
 
