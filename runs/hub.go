@@ -494,8 +494,15 @@ func (h *Hub) listenOnce() error {
 		h.kickLocked(t)
 	}
 	h.mu.Unlock()
+	// The wait is ended by closing the connection when the hub stops, not
+	// by a context: pgx watches a cancellable context with a goroutine
+	// and a callback registered for every call, which would cost every
+	// notification (every event appended by any process) more than
+	// handling it does.
+	stop := context.AfterFunc(h.ctx, func() { _ = conn.PgConn().Conn().Close() })
+	defer stop()
 	for {
-		n, err := conn.WaitForNotification(h.ctx)
+		n, err := conn.WaitForNotification(context.Background())
 		if err != nil {
 			return err
 		}
