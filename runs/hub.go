@@ -77,8 +77,8 @@ type Event struct {
 	// another: shared by the events of one read. For a run event, the run,
 	// its environment and the event's checkpoint (nil for a run-level
 	// change); for an environment event, the environment, its newest runs
-	// (at most LatestRuns) and, for a change of a service's state, the
-	// certificate of its domain.
+	// (at most LatestRuns), the run the event concerns (Run, if any) and,
+	// for a change of a service's state, the certificate of its domain.
 	Run           *store.Run
 	Environment   *store.Environment
 	CheckpointNow *store.Checkpoint
@@ -332,7 +332,7 @@ func (h *Hub) read(ctx context.Context, stream Stream, after int64, limit int) (
 		out := make([]*Event, len(evs))
 		for i, e := range evs {
 			out[i] = &Event{Stream: stream, Seq: e.Seq, At: e.At, RunID: e.RunID, Payload: e.Payload,
-				Environment: env, LatestRuns: latest, Certificate: e.CertificateNow}
+				Run: e.RunNow, Environment: env, LatestRuns: latest, Certificate: e.CertificateNow}
 		}
 		return out, nil
 	}
@@ -494,12 +494,14 @@ func (h *Hub) listenOnce() error {
 		h.kickLocked(t)
 	}
 	h.mu.Unlock()
-	// The wait is ended by closing the connection when the hub stops, not
-	// by a context: pgx watches a cancellable context with a goroutine
-	// and a callback registered for every call, which would cost every
-	// notification (every event appended by any process) more than
-	// handling it does.
-	stop := context.AfterFunc(h.ctx, func() { _ = conn.PgConn().Conn().Close() })
+	// The wait is ended by a read deadline when the hub stops (what pgx
+	// does itself on a cancelled context), not by passing the context:
+	// pgx watches a cancellable context with a goroutine and a callback
+	// registered for every call, which would cost every notification
+	// (every event appended by any process) more than handling it does.
+	// A timeout leaves the connection whole, so the deferred Close ends
+	// the session cleanly.
+	stop := context.AfterFunc(h.ctx, func() { _ = conn.PgConn().Conn().SetReadDeadline(time.Now()) })
 	defer stop()
 	for {
 		n, err := conn.WaitForNotification(context.Background())

@@ -186,7 +186,8 @@ func run() error {
 	fmt.Printf("  floor p99 (NOTIFY + write)             %s (to the bench's read: %s)\n", ms(floorP99), ms(floorReadP99))
 
 	fmt.Printf("\nscenarios: %d events %s apart; latency = COMMIT sent → frame received by the watcher's kernel\n", o.events, o.interval)
-	fmt.Printf("(and, in parentheses, → frame read by the bench, whose watchers share the 2 cores with the Studio)\n")
+	fmt.Printf("(over loopback that is the end of the Studio's write; in parentheses, → frame read by the bench,\n")
+	fmt.Printf("whose watchers share the cores with the Studio)\n")
 	for _, n := range o.watchers {
 		res, err := b.scenario(ctx, 0, n)
 		if err != nil {
@@ -605,6 +606,9 @@ type result struct {
 	// events (background work included): on one machine they share the
 	// cores.
 	studioCPU, watchersCPU time.Duration
+	// shared is how many frames completed in the same read as another
+	// (their kernel time is the later one's).
+	shared int64
 }
 
 func (r result) String() string {
@@ -617,6 +621,9 @@ func (r result) String() string {
 	}
 	if r.studioCPU > 0 {
 		s += fmt.Sprintf("  CPU over the scenario per event: Studio %s, bench %s", ms(r.studioCPU), ms(r.watchersCPU))
+	}
+	if r.shared > 0 {
+		s += fmt.Sprintf("  (%d frames were read together with a later one and carry its kernel time)", r.shared)
 	}
 	if r.missing > 0 {
 		s += fmt.Sprintf("  MISSING %d arrivals", r.missing)
@@ -710,6 +717,7 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 		return res, err
 	}
 	cpuBefore := cpuTime()
+	sharedBefore := b.poller.shared.Load()
 	sent := make([]int64, b.o.events)
 	for i := range b.o.events {
 		seq, at, err := b.appendEvent(ctx, appendSQL, runID)
@@ -732,6 +740,7 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 		}
 	}
 	res.watchersCPU = (cpuTime() - cpuBefore) / time.Duration(b.o.events)
+	res.shared = b.poller.shared.Load() - sharedBefore
 	if after, err := b.scrape(false); err == nil {
 		res.studioCPU = time.Duration((after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]) / float64(b.o.events) * float64(time.Second))
 		if n := after["studio_event_delivery_seconds_count"] - before["studio_event_delivery_seconds_count"]; n > 0 {

@@ -55,7 +55,11 @@ type poller struct {
 	ep   *os.File
 	mu   sync.Mutex // held while frames are handled; add and remove take it
 	// conns is nil once the poller is closed.
-	conns   map[int32]*rawConn
+	conns map[int32]*rawConn
+	// shared counts the text frames that completed in the same read as
+	// another: their kernel time is that of the read's last segment, later
+	// than their own arrival (the bench fell behind by a frame).
+	shared  atomic.Int64
 	closing atomic.Bool
 	done    chan struct{}
 }
@@ -102,6 +106,9 @@ func (p *poller) add(c *rawConn, leftover []byte) error {
 	if len(leftover) > 0 {
 		now := time.Now().UnixNano()
 		p.consume(c, leftover, now, now)
+		if c.closed {
+			return nil // closed already: nothing more to read
+		}
 	}
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(c.fd)}
 	if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
@@ -201,24 +208,18 @@ func (p *poller) ended(c *rawConn, code int) {
 	_ = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
 }
 
-// kernelTime finds the receive time in recvmsg's control messages.
+// kernelTime finds the receive time in recvmsg's control messages. For TCP
+// it is the time the last segment the read consumed arrived, so frames read
+// together all get the latest one's (see poller.shared).
 func kernelTime(oob []byte) int64 {
-	const hdr = int(unsafe.Sizeof(syscall.Cmsghdr{}))
-	for len(oob) >= hdr {
-		h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		l := int(h.Len)
-		if l < hdr || l > len(oob) {
-			return 0
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0
+	}
+	for _, m := range msgs {
+		if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(syscall.Timespec{})) {
+			return (*syscall.Timespec)(unsafe.Pointer(&m.Data[0])).Nano()
 		}
-		if h.Level == syscall.SOL_SOCKET && h.Type == syscall.SCM_TIMESTAMPNS && l >= hdr+int(unsafe.Sizeof(syscall.Timespec{})) {
-			ts := (*syscall.Timespec)(unsafe.Pointer(&oob[hdr]))
-			return ts.Nano()
-		}
-		l = (l + 7) &^ 7
-		if l > len(oob) {
-			return 0
-		}
-		oob = oob[l:]
 	}
 	return 0
 }
@@ -232,6 +233,12 @@ func (p *poller) consume(c *rawConn, data []byte, kernel, read int64) {
 		c.pending = append(c.pending, data...)
 		data = c.pending
 	}
+	texts := 0
+	defer func() {
+		if texts > 1 {
+			p.shared.Add(int64(texts - 1))
+		}
+	}()
 	for len(data) > 0 && !c.closed {
 		op, payload, size, err := parseFrame(data)
 		if err != nil {
@@ -244,6 +251,7 @@ func (p *poller) consume(c *rawConn, data []byte, kernel, read int64) {
 		}
 		switch op {
 		case 0x1: // text
+			texts++
 			if c.onText != nil {
 				c.onText(payload, kernel, read)
 			}
