@@ -36,11 +36,13 @@ func (f LiveFragments) Run(run *store.Run, env *store.Environment, cp *store.Che
 
 // Environment returns, by element id, the components an environment event
 // replaces: the list of its latest runs (id latest-runs), its state with the
-// revision it runs (id env-state) and, when cert is
+// revision it runs (id env-state), when run is set (the event concerns a
+// run) that run's row of the runs list (id run-row-<id>, inserted in order
+// when the list does not show it yet) and, when cert is
 // set (the event changed a service's state), that hostname's TLS state
 // (every element whose data-live is service-state-<domain>). The domain is
 // the event's own: nothing is shown that the event does not carry already.
-func (f LiveFragments) Environment(env *store.Environment, latest []store.Run, cert *store.Certificate) map[string]templ.Component {
+func (f LiveFragments) Environment(env *store.Environment, latest []store.Run, run *store.Run, cert *store.Certificate) map[string]templ.Component {
 	now := f.Now()
 	rs := make([]views.RunView, 0, len(latest))
 	for i := range latest {
@@ -55,6 +57,9 @@ func (f LiveFragments) Environment(env *store.Environment, latest []store.Run, c
 	out := map[string]templ.Component{
 		"latest-runs": views.LatestRuns(rs, false),
 		"env-state":   views.EnvironmentLiveState(env.State, active),
+	}
+	if run != nil {
+		out[views.RunRowID(run.ID)] = views.RunRow(runView(env, run, now, false))
 	}
 	if cert != nil {
 		out["service-state-"+cert.Domain] = views.ServiceStateBadge(cert.Domain, serviceState(*cert), cert.State)

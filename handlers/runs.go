@@ -36,7 +36,7 @@ func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	m := views.RunsPage{Chrome: h.Chrome(r, "Runs · "+env.Project+" / "+env.Name, "projects"), Project: env.Project, Env: env.Name}
+	m := views.RunsPage{Chrome: h.Chrome(r, "Runs · "+env.Project+" / "+env.Name, "projects"), Project: env.Project, Env: env.Name, LastEventSeq: env.LastEventSeq}
 	now := h.DB.Now()
 	for i := range list {
 		m.Runs = append(m.Runs, runView(env, &list[i], now, false))

@@ -46,6 +46,9 @@ type EnvironmentEvent struct {
 	// certificate of its domain as stored when the event was read
 	// (EnvironmentEventsWithState only).
 	CertificateNow *Certificate
+	// RunNow is the run the event concerns (RunID) as stored when the
+	// event was read (EnvironmentEventsWithState only).
+	RunNow *Run
 }
 
 // appendRunEvent appends payload as the next event of the run inside tx and
@@ -239,15 +242,16 @@ func (db *DB) RunEventsWithState(ctx context.Context, runID, after int64, limit 
 // EnvironmentEventsWithState is EnvironmentEventsAfter plus what an
 // environment page's live parts are rendered from: the environment, its
 // latest runs (newest first, at most latest) and, for each change of a
-// service's state, the certificate of its domain (CertificateNow), read
-// after the events in the same round trip. An environment that does not
-// exist is NotFound.
+// service's state, the certificate of its domain (CertificateNow), and the
+// run each event concerns (RunNow), read after the events in the same round
+// trip. An environment that does not exist is NotFound.
 func (db *DB) EnvironmentEventsWithState(ctx context.Context, environmentID, after int64, limit, latest int) ([]EnvironmentEvent, *Environment, []Run, error) {
 	var evs []EnvironmentEvent
 	var domains []*string
 	var env Environment
 	var runs []Run
 	certs := map[string]*Certificate{}
+	concerned := map[int64]*Run{}
 	b := &pgx.Batch{}
 	b.Queue(`
 		SELECT environment_id, seq, at, run_id, payload, payload->'service'->>'domain' FROM environment_events
@@ -292,6 +296,21 @@ func (db *DB) EnvironmentEventsWithState(ctx context.Context, environmentID, aft
 		}
 		return rows.Err()
 	})
+	b.Queue(`
+		SELECT `+runColumns+` FROM runs r
+		WHERE r.environment_id = $1 AND r.id IN (
+			SELECT run_id FROM (
+				SELECT run_id FROM environment_events
+				WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e)`, environmentID, after, limit).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			r, err := scanRun(rows)
+			if err != nil {
+				return err
+			}
+			concerned[r.ID] = r
+		}
+		return rows.Err()
+	})
 	err := db.Pool.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, nil, apperr.Errorf(apperr.NotFound, "No such environment.")
@@ -302,6 +321,9 @@ func (db *DB) EnvironmentEventsWithState(ctx context.Context, environmentID, aft
 	for i, d := range domains {
 		if d != nil {
 			evs[i].CertificateNow = certs[*d]
+		}
+		if id := evs[i].RunID; id != nil {
+			evs[i].RunNow = concerned[*id]
 		}
 	}
 	return evs, &env, runs, nil

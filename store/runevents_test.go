@@ -160,11 +160,13 @@ func TestEventsAreReadWithTheStateTheyRender(t *testing.T) {
 	}
 
 	if _, err := db.Pool.Exec(ctx, `
-		WITH s AS (UPDATE environments SET last_event_seq = 2 WHERE id = $1 RETURNING id)
+		WITH s AS (UPDATE environments SET last_event_seq = 3 WHERE id = $1 RETURNING id)
 		INSERT INTO environment_events (environment_id, seq, run_id, payload)
 		SELECT id, 1, $2::bigint, '{"type": "run.started"}'::jsonb FROM s
 		UNION ALL
-		SELECT id, 2, $2::bigint, '{"type": "service.state", "service": {"domain": "shop.example.com", "state": "issued"}}' FROM s`, envID, runID); err != nil {
+		SELECT id, 2, $2::bigint, '{"type": "service.state", "service": {"domain": "shop.example.com", "state": "issued"}}' FROM s
+		UNION ALL
+		SELECT id, 3, NULL, '{"type": "environment.state", "state": "down"}' FROM s`, envID, runID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, `
@@ -176,9 +178,19 @@ func TestEventsAreReadWithTheStateTheyRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(envEvs) != 2 || envEvs[0].Seq != 1 || env.ID != envID || env.LastEventSeq != 2 {
-		t.Errorf("environment events = %+v in environment %+v, want seq 1 and 2 of environment %d", envEvs, env, envID)
+	if len(envEvs) != 3 || envEvs[0].Seq != 1 || env.ID != envID || env.LastEventSeq != 3 {
+		t.Errorf("environment events = %+v in environment %+v, want seq 1 to 3 of environment %d", envEvs, env, envID)
 	} else {
+		// The run of an event comes with it, also when it is not one of
+		// the latest (the runs list shows more).
+		for _, e := range envEvs[:2] {
+			if e.RunNow == nil || e.RunNow.ID != runID || e.RunNow.LastSeq != 3 {
+				t.Errorf("event %d came with run %+v, want run %d as stored (last seq 3)", e.Seq, e.RunNow, runID)
+			}
+		}
+		if envEvs[2].RunNow != nil {
+			t.Errorf("an environment's own change came with run %+v, want none", envEvs[2].RunNow)
+		}
 		if envEvs[0].CertificateNow != nil {
 			t.Errorf("a run's start came with certificate %+v, want none", envEvs[0].CertificateNow)
 		}

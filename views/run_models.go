@@ -1,5 +1,7 @@
 package views
 
+import "strconv"
+
 // RunView is a run as its header and the runs lists show it.
 type RunView struct {
 	Project, Env string
@@ -88,7 +90,13 @@ type RunsPage struct {
 	Project string
 	Env     string
 	Runs    []RunView
+	// LastEventSeq is the environment's newest event when the page was
+	// read: the page follows the environment's stream after it.
+	LastEventSeq int64
 }
+
+// RunRowID is the element id of a run's row in the runs list.
+func RunRowID(runID int64) string { return "run-row-" + strconv.FormatInt(runID, 10) }
 
 // ServiceStateView is one hostname of the environment with its TLS state.
 type ServiceStateView struct {

@@ -130,3 +130,54 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 	}
 	b.Screenshot("environment-live-outdated")
 }
+
+// TestBrowserRunsListFollowsTheEnvironment opens an environment's runs
+// list before it has any run: a deploy appears at the top as it starts
+// and its row turns to its outcome when it ends, a second one appears
+// above it, each run is listed once, and the page never reloads.
+func TestBrowserRunsListFollowsTheEnvironment(t *testing.T) {
+	dns := &webtest.Resolver{}
+	d := &webtest.Deploys{Resolver: dns, StepDelay: 150 * time.Millisecond}
+	s := webtest.Start(t, webtest.WithDeploys(d))
+	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
+	admin := s.SignInLocal(t)
+	const envPath = "/projects/team-wiki/environments/production"
+	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "x"} {
+		s.PostForm(t, admin, envPath+"/values", url.Values{"name": {name}, "value": {value}})
+	}
+	dns.Set("wiki.test", "127.0.0.2")
+
+	b := browsertest.New(t)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(s.URL+envPath+"/runs"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if got := b.Text("main"); !strings.Contains(got, "No runs yet.") {
+		t.Fatalf("runs list of a new environment = %q, want it to say there are no runs", got)
+	}
+	browsertest.Eval[any](b, `window.studioMarker = "not reloaded"`)
+
+	if resp, body := s.PostForm(t, admin, envPath+"/deploys", url.Values{"revision": {"1"}}); resp.StatusCode != 303 {
+		t.Fatalf("deploy = %d: %.300s", resp.StatusCode, body)
+	}
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#runs-rows tr:first-child [data-run-status="running"]`)))
+	if got := b.Text("main"); strings.Contains(got, "No runs yet.") {
+		t.Error("the runs list still says there are no runs once one started")
+	}
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#runs-rows tr:first-child [data-run-status="succeeded-with-warnings"]`)))
+	if got := b.Text("#runs-rows tr:first-child"); !strings.Contains(got, "1 route deferred") {
+		t.Errorf("the finished run's row = %q, want its deferred route", got)
+	}
+
+	if resp, body := s.PostForm(t, admin, envPath+"/deploys", url.Values{"revision": {"1"}, "redeploy": {"1"}}); resp.StatusCode != 303 {
+		t.Fatalf("redeploy = %d: %.300s", resp.StatusCode, body)
+	}
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#runs-rows tr:nth-child(2) [data-run-status="succeeded-with-warnings"]`)))
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#runs-rows tr:first-child [data-run-status="succeeded-with-warnings"]`)))
+	ids := browsertest.Eval[[]int](b, `[...document.querySelectorAll("#runs-rows tr")].map(e => Number(e.dataset.runId))`)
+	if len(ids) != 2 || ids[0] <= ids[1] {
+		t.Errorf("runs listed = %v, want the two runs once each, newest first", ids)
+	}
+	if got := browsertest.Eval[string](b, `window.studioMarker || "reloaded"`); got != "not reloaded" {
+		t.Error("the runs list reloaded itself; it should have followed the environment's stream")
+	}
+	b.Screenshot("runs-list-live")
+}

@@ -62,7 +62,7 @@ func (p pageFragments) EnvironmentFragments(ctx context.Context, _ int64, ev *ru
 	if ev.Environment == nil {
 		return nil, nil
 	}
-	return renderFragments(ctx, p.live.Environment(ev.Environment, ev.LatestRuns, ev.Certificate))
+	return renderFragments(ctx, p.live.Environment(ev.Environment, ev.LatestRuns, ev.Run, ev.Certificate))
 }
 
 // renderFragments renders components by element id, in id order.

@@ -1,5 +1,5 @@
 // Skali Studio: live pages. Progressive enhancement only: every page works
-// without this script, which makes run and environment pages follow their
+// without this script, which makes run, environment and runs-list pages follow their
 // event stream and ticks countdowns.
 //
 // Contract with the pages (see web/ws.go for the frames):
@@ -13,6 +13,9 @@
 //     connection shows "reconnecting…" in [data-stream-state] (created
 //     inside the stream element when the page has none) and is retried with
 //     backoff and jitter, resuming after the last applied seq.
+//   A fragment with no element of its id whose root has
+//     data-insert-into="LIST" is inserted into #LIST in data-run-id order,
+//     newest first (the runs list: a run that starts appears).
 //   #env-state[data-active-revision] (environment page): when a frame's
 //     fragment changes it, #env-outdated is shown (the page shows an older
 //     revision; reload).
@@ -133,6 +136,29 @@
       timer = setTimeout(connect, delay);
     }
 
+    // insert adds a fragment the page does not show yet (a run that has
+    // just started, on the runs list) to the list its root names in
+    // data-insert-into, before the first entry with a lower data-run-id
+    // (newest first), and shows the list if it was empty.
+    function insert(html) {
+      var t = document.createElement("template");
+      t.innerHTML = html;
+      var node = t.content.firstElementChild;
+      var into = node && node.getAttribute("data-insert-into");
+      var list = into && document.getElementById(into);
+      if (!list) return false;
+      var id = Number(node.getAttribute("data-run-id"));
+      var before = null;
+      for (var c = list.firstElementChild; c; c = c.nextElementSibling) {
+        if (Number(c.getAttribute("data-run-id")) < id) { before = c; break; }
+      }
+      list.insertBefore(node, before);
+      var hidden = list.closest("[hidden]");
+      if (hidden) hidden.hidden = false;
+      document.querySelectorAll('[data-empty-of="' + CSS.escape(into) + '"]').forEach(function (e) { e.remove(); });
+      return true;
+    }
+
     function apply(frame) {
       if (typeof frame.seq !== "number" || frame.seq <= lastSeq) return;
       var swapped = {};
@@ -144,7 +170,7 @@
         var byId = document.getElementById(f.id);
         if (byId && targets.indexOf(byId) < 0) targets.push(byId);
         targets.forEach(function (target) { if (target.isConnected) target.outerHTML = f.html; });
-        if (targets.length) swapped[f.id] = true;
+        if (targets.length || insert(f.html)) swapped[f.id] = true;
       });
       if (!el.isConnected) {
         // A fragment replaced the element that carries data-stream (the run
