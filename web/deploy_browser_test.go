@@ -19,15 +19,9 @@ import (
 // the page shows the retry time.
 func TestBrowserDeploysWithADomainPointingElsewhere(t *testing.T) {
 	dns := &webtest.Resolver{}
-	d := &webtest.Deploys{Resolver: dns}
-	s := webtest.Start(t, webtest.WithDeploys(d))
-	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
-	admin := s.SignInLocal(t)
+	d := &webtest.Deploys{}
+	s, _ := deployableWiki(t, d, dns, "127.0.0.2")
 	const envPath = "/projects/team-wiki/environments/production"
-	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "x"} {
-		s.PostForm(t, admin, envPath+"/values", url.Values{"name": {name}, "value": {value}})
-	}
-	dns.Set("wiki.test", "127.0.0.2")
 
 	b := browsertest.New(t)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
@@ -86,14 +80,8 @@ func TestBrowserDeploysWithADomainPointingElsewhere(t *testing.T) {
 // and changes the application, and types the confirmation.
 func TestBrowserShowsADestructivePlan(t *testing.T) {
 	dns := &webtest.Resolver{}
-	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))
-	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
-	admin := s.SignInLocal(t)
+	s, admin := deployableWiki(t, &webtest.Deploys{}, dns, "127.0.0.1")
 	const envPath = "/projects/team-wiki/environments/production"
-	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "x"} {
-		s.PostForm(t, admin, envPath+"/values", url.Values{"name": {name}, "value": {value}})
-	}
-	dns.Set("wiki.test", "127.0.0.1")
 	resp, _ := s.PostForm(t, admin, envPath+"/deploys", url.Values{})
 	waitForRun(t, s, admin, resp.Header.Get("Location"))
 	src := exampleManifest(t, "production")

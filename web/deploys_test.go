@@ -113,14 +113,8 @@ func TestDeployFromThePlanToTheRunPage(t *testing.T) {
 
 func TestDeferredDomainShowsDNSPendingAndCheckNow(t *testing.T) {
 	dns := &webtest.Resolver{}
-	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))
-	c := s.SignInLocal(t)
-	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
+	s, c := deployableWiki(t, &webtest.Deploys{}, dns, "127.0.0.2")
 	const envPath = "/projects/team-wiki/environments/production"
-	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "x"} {
-		s.PostForm(t, c, envPath+"/values", url.Values{"name": {name}, "value": {value}})
-	}
-	dns.Set("wiki.test", "127.0.0.2")
 	resp, _ := s.PostForm(t, c, envPath+"/deploys", url.Values{})
 	page := waitForRun(t, s, c, resp.Header.Get("Location"))
 	for _, want := range []string{`data-run-status="succeeded-with-warnings"`, "succeeded · with warnings", "1 route deferred",
@@ -153,14 +147,8 @@ func TestDeferredDomainShowsDNSPendingAndCheckNow(t *testing.T) {
 
 func TestDestructiveDeployAsksForTheEnvironmentsName(t *testing.T) {
 	dns := &webtest.Resolver{}
-	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))
-	c := s.SignInLocal(t)
-	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
+	s, c := deployableWiki(t, &webtest.Deploys{}, dns, "127.0.0.1")
 	const envPath = "/projects/team-wiki/environments/production"
-	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "x"} {
-		s.PostForm(t, c, envPath+"/values", url.Values{"name": {name}, "value": {value}})
-	}
-	dns.Set("wiki.test", "127.0.0.1")
 	resp, _ := s.PostForm(t, c, envPath+"/deploys", url.Values{})
 	waitForRun(t, s, c, resp.Header.Get("Location"))
 
@@ -187,4 +175,23 @@ func TestDestructiveDeployAsksForTheEnvironmentsName(t *testing.T) {
 	}
 	waitForRun(t, s, c, resp.Header.Get("Location"))
 	assertAudit(t, s, "deploy.started", "run 2", `"confirmation": true`)
+}
+
+// deployableWiki starts a Studio whose deploys use d and dns, with the
+// example project's production environment and the values its manifest
+// requires, signed in as the local administrator; wiki.test resolves to
+// address (127.0.0.1 is this Studio's edge; anything else is elsewhere).
+func deployableWiki(t *testing.T, d *webtest.Deploys, dns *webtest.Resolver, address string) (*webtest.Server, *http.Client) {
+	t.Helper()
+	d.Resolver = dns
+	s := webtest.Start(t, webtest.WithDeploys(d))
+	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
+	admin := s.SignInLocal(t)
+	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "x"} {
+		if resp, _ := s.PostForm(t, admin, "/projects/team-wiki/environments/production/values", url.Values{"name": {name}, "value": {value}}); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("set %s: %d", name, resp.StatusCode)
+		}
+	}
+	dns.Set("wiki.test", address)
+	return s, admin
 }

@@ -19,15 +19,8 @@ import (
 // environment page lists the run live too.
 func TestBrowserWatchesADeployLive(t *testing.T) {
 	dns := &webtest.Resolver{}
-	d := &webtest.Deploys{Resolver: dns, StepDelay: 250 * time.Millisecond}
-	s := webtest.Start(t, webtest.WithDeploys(d))
-	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
-	admin := s.SignInLocal(t)
+	s, admin := deployableWiki(t, &webtest.Deploys{StepDelay: 250 * time.Millisecond}, dns, "127.0.0.2") // elsewhere: the route is deferred
 	const envPath = "/projects/team-wiki/environments/production"
-	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "x"} {
-		s.PostForm(t, admin, envPath+"/values", url.Values{"name": {name}, "value": {value}})
-	}
-	dns.Set("wiki.test", "127.0.0.2") // elsewhere: the route is deferred
 
 	b := browsertest.New(t)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
@@ -137,15 +130,8 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 // above it, each run is listed once, and the page never reloads.
 func TestBrowserRunsListFollowsTheEnvironment(t *testing.T) {
 	dns := &webtest.Resolver{}
-	d := &webtest.Deploys{Resolver: dns, StepDelay: 150 * time.Millisecond}
-	s := webtest.Start(t, webtest.WithDeploys(d))
-	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
-	admin := s.SignInLocal(t)
+	s, admin := deployableWiki(t, &webtest.Deploys{StepDelay: 150 * time.Millisecond}, dns, "127.0.0.2") // elsewhere: the route is deferred
 	const envPath = "/projects/team-wiki/environments/production"
-	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "x"} {
-		s.PostForm(t, admin, envPath+"/values", url.Values{"name": {name}, "value": {value}})
-	}
-	dns.Set("wiki.test", "127.0.0.2")
 
 	b := browsertest.New(t)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
