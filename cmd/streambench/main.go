@@ -130,6 +130,14 @@ func run() error {
 	ctx := context.Background()
 	limit := raiseFileLimit()
 	fmt.Printf("streambench: %d CPUs, open files limit %d\n", numCPU(), limit)
+	// Each open watcher is a socket in this process and one in the Studio.
+	need := slices.Max(append(o.watchers, 1))
+	if o.idle > 0 {
+		need = max(need, o.idle+o.active)
+	}
+	if limit > 0 && uint64(need+200) > limit {
+		return fmt.Errorf("%d watchers at once need about %d open files per process; the limit here is %d (raise the hard limit, e.g. ulimit -Hn, or ask for fewer)", need, need+200, limit)
+	}
 
 	dir, err := os.MkdirTemp("", "streambench-")
 	if err != nil {
