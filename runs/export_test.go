@@ -21,3 +21,15 @@ func (h *Hub) DebugState() string {
 // SetBeforeInitForTest makes f run before a new topic reads its starting
 // point. Call it before the first Subscribe.
 func (h *Hub) SetBeforeInitForTest(f func()) { h.beforeInit = f }
+
+// ConnectedForTest reports whether the hub's connection is up (it
+// listens only while it follows a stream).
+func (h *Hub) ConnectedForTest() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.wake != nil
+}
+
+// SetBeforeListenForTest makes f run before the hub starts listening. Call
+// it before the first Subscribe.
+func (h *Hub) SetBeforeListenForTest(f func()) { h.beforeListen = f }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
@@ -126,7 +127,9 @@ type HubOptions struct {
 
 // Hub fans the events of runs and environments out to the subscribers of
 // this process. It holds one dedicated connection (not from the pool) that
-// LISTENs on store.RunEventsChannel and store.EnvironmentEventsChannel. A
+// LISTENs on store.RunEventsChannel and store.EnvironmentEventsChannel
+// while the process follows at least one stream (so that PostgreSQL does
+// not wake a process nobody watches through for every event). A
 // notification carries only "<id>:<seq>"; the hub coalesces the
 // notifications of a stream, reads the new events once from the table and
 // hands the same events to every subscriber of that stream. Events appended
@@ -142,16 +145,21 @@ type Hub struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu        sync.Mutex
-	topics    map[Stream]*topic
-	closed    bool
+	mu     sync.Mutex
+	topics map[Stream]*topic
+	closed bool
+	// listening says the connection LISTENs (it does while topics is
+	// not empty); waiting says the listener waits for a notification, and
+	// wake ends that wait.
 	listening bool
+	waiting   bool
+	wake      func()
 	subs      int
 	idle      chan struct{} // closed when subs drops to 0 after Close
 
 	// beforeInit, when set (by tests), runs before a topic's starting
-	// point is read.
-	beforeInit func()
+	// point is read; beforeListen before the connection starts listening.
+	beforeInit, beforeListen func()
 }
 
 // topic is the shared state of one followed stream.
@@ -194,7 +202,8 @@ func NewHub(db *store.DB, opts HubOptions) *Hub {
 	return h
 }
 
-// Listening reports whether the hub's LISTEN connection is up.
+// Listening reports whether the hub listens for notifications: it does
+// while it follows a stream and its connection is up.
 func (h *Hub) Listening() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -271,6 +280,9 @@ func (h *Hub) Subscribe(ctx context.Context, stream Stream, after int64) (*Subsc
 	if !ok {
 		t = &topic{stream: stream, subs: map[*Subscription]struct{}{}, readyCh: make(chan struct{})}
 		h.topics[stream] = t
+		if len(h.topics) == 1 {
+			h.wakeListenerLocked()
+		}
 	}
 	t.subs[s] = struct{}{}
 	h.subs++
@@ -360,6 +372,9 @@ func (h *Hub) failTopic(t *topic, err error) {
 	}
 	if h.topics[t.stream] == t {
 		delete(h.topics, t.stream)
+		if len(h.topics) == 0 {
+			h.wakeListenerLocked()
+		}
 	}
 	h.mu.Unlock()
 	for _, s := range subs {
@@ -458,9 +473,6 @@ func (h *Hub) listen() {
 	failures := 0
 	for h.ctx.Err() == nil {
 		err := h.listenOnce()
-		h.mu.Lock()
-		h.listening = false
-		h.mu.Unlock()
 		if h.ctx.Err() != nil {
 			return
 		}
@@ -480,31 +492,52 @@ func (h *Hub) listenOnce() error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	for _, ch := range []string{store.RunEventsChannel, store.EnvironmentEventsChannel} {
-		if _, err := conn.Exec(h.ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+	// The wait is ended by a read deadline (what pgx does itself on a
+	// cancelled context), not by passing a context: pgx watches a
+	// cancellable context with a goroutine and a callback registered for
+	// every call, which would cost every notification (every event
+	// appended by any process) more than handling it does. A timeout
+	// leaves the connection whole. The deadline is set when the hub stops
+	// and, while the loop waits, when the first stream is followed or the
+	// last one left (see wakeListenerLocked).
+	raw := conn.PgConn().Conn()
+	wake := func() { _ = raw.SetReadDeadline(time.Now()) }
+	stop := context.AfterFunc(h.ctx, wake)
+	defer stop()
+	h.mu.Lock()
+	h.wake = wake
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.wake, h.waiting, h.listening = nil, false, false
+		h.mu.Unlock()
+	}()
+	listening := false
+	for {
+		// Clear a deadline first, then look: a wake-up that comes after
+		// the look finds the loop waiting (or about to) and ends that wait.
+		_ = raw.SetReadDeadline(time.Time{})
+		if err := h.ctx.Err(); err != nil {
 			return err
 		}
-	}
-	// Anything appended while no connection listened is read now: every
-	// followed stream is read again from its cursor.
-	h.mu.Lock()
-	h.listening = true
-	for _, t := range h.topics {
-		t.dirty = true
-		h.kickLocked(t)
-	}
-	h.mu.Unlock()
-	// The wait is ended by a read deadline when the hub stops (what pgx
-	// does itself on a cancelled context), not by passing the context:
-	// pgx watches a cancellable context with a goroutine and a callback
-	// registered for every call, which would cost every notification
-	// (every event appended by any process) more than handling it does.
-	// A timeout leaves the connection whole, so the deferred Close ends
-	// the session cleanly.
-	stop := context.AfterFunc(h.ctx, func() { _ = conn.PgConn().Conn().SetReadDeadline(time.Now()) })
-	defer stop()
-	for {
+		h.mu.Lock()
+		want := len(h.topics) > 0
+		h.waiting = want == listening
+		h.mu.Unlock()
+		if want != listening {
+			if err := h.setListening(conn, want); err != nil {
+				return err
+			}
+			listening = want
+			continue
+		}
 		n, err := conn.WaitForNotification(context.Background())
+		h.mu.Lock()
+		h.waiting = false
+		h.mu.Unlock()
+		if pgconn.Timeout(err) {
+			continue // woken: see above
+		}
 		if err != nil {
 			return err
 		}
@@ -515,6 +548,45 @@ func (h *Hub) listenOnce() error {
 			continue
 		}
 		h.notified(stream, seq, at)
+	}
+}
+
+// setListening starts or stops listening on conn. The hub listens only
+// while it follows a stream: every notifying commit of every process
+// makes PostgreSQL wake each listening session, and a process nobody
+// watches through need not be woken. When it starts, every followed stream
+// is read again from its cursor: whatever was appended while nothing
+// listened is delivered then.
+func (h *Hub) setListening(conn *pgx.Conn, on bool) error {
+	if on {
+		if h.beforeListen != nil {
+			h.beforeListen()
+		}
+		for _, ch := range []string{store.RunEventsChannel, store.EnvironmentEventsChannel} {
+			if _, err := conn.Exec(h.ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+				return err
+			}
+		}
+	} else if _, err := conn.Exec(h.ctx, "UNLISTEN *"); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.listening = on
+	if on {
+		for _, t := range h.topics {
+			t.dirty = true
+			h.kickLocked(t)
+		}
+	}
+	return nil
+}
+
+// wakeListenerLocked ends the listener's wait, so that it starts or stops
+// listening, when the hub's first stream is followed or its last one left.
+func (h *Hub) wakeListenerLocked() {
+	if h.waiting && h.wake != nil {
+		h.wake()
 	}
 }
 
@@ -661,6 +733,9 @@ func (s *Subscription) detach() {
 			delete(t.subs, s)
 			if len(t.subs) == 0 {
 				delete(h.topics, s.stream)
+				if len(h.topics) == 0 {
+					h.wakeListenerLocked()
+				}
 			}
 		}
 	}

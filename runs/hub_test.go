@@ -44,7 +44,7 @@ func newHub(t testing.TB, db *store.DB, opts runs.HubOptions) *runs.Hub {
 	t.Helper()
 	h := runs.NewHub(db, opts)
 	t.Cleanup(h.Close)
-	waitFor(t, "the hub to listen", h.Listening)
+	waitFor(t, "the hub to connect", h.ConnectedForTest)
 	return h
 }
 
@@ -393,5 +393,68 @@ func TestHubSubscriberJoiningAStreamBeingSetUp(t *testing.T) {
 			t.Errorf("first subscriber: %v", err)
 		}
 		sub.Close()
+	}
+}
+
+// TestHubListensOnlyWhileItFollowsAStream: a hub that follows nothing does
+// not listen (PostgreSQL would wake it for every event of every run);
+// following a stream while events are appended starts listening without
+// losing or repeating any; when the last subscriber leaves it stops, and
+// it starts again for the next.
+func TestHubListensOnlyWhileItFollowsAStream(t *testing.T) {
+	db := storetest.NewDB(t)
+	_, runID := newRun(t, db)
+	h := newHub(t, db, runs.HubOptions{})
+	time.Sleep(50 * time.Millisecond)
+	if h.Listening() {
+		t.Fatal("the hub listens while it follows no stream")
+	}
+	// The first time, an event is committed after the subscription's
+	// starting point and before the hub listens: nothing announces it to
+	// this hub, so it must read it when it starts listening.
+	listen := make(chan struct{})
+	var once sync.Once
+	h.SetBeforeListenForTest(func() { once.Do(func() { <-listen }) })
+	{
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if evs, err := sub.Backlog(ctx); err != nil || len(evs) != 0 {
+			t.Fatalf("backlog of a run without events = %d events, %v", len(evs), err)
+		}
+		appendEvents(t, db, runID, 1) // after the backlog: only live reading can deliver it
+		close(listen)
+		if err := collect(ctx, sub, 0, 1); err != nil {
+			t.Fatalf("an event committed before the hub listened: %v; hub: %s", err, h.DebugState())
+		}
+		sub.Close()
+		cancel()
+		waitFor(t, "the hub to stop listening once nothing is followed", func() bool { return !h.Listening() })
+	}
+
+	for round := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		from := int64(1 + round*40)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			appendEvents(t, db, runID, 40) // races the subscription and the LISTEN
+		}()
+		sub, err := h.Subscribe(ctx, runs.RunStream(runID), from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := collect(ctx, sub, from, from+40); err != nil {
+			t.Fatalf("round %d: %v; hub: %s", round, err, h.DebugState())
+		}
+		<-done
+		if !h.Listening() {
+			t.Errorf("round %d: the hub does not listen while it follows a stream", round)
+		}
+		sub.Close()
+		cancel()
+		waitFor(t, "the hub to stop listening once nothing is followed", func() bool { return !h.Listening() })
 	}
 }

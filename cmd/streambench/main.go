@@ -9,7 +9,8 @@
 // floors: a plain NOTIFY→LISTEN round trip and one raw websocket write, the
 // Studio's memory per open stream (heap and stacks after a GC in the child,
 // from its metrics) and the event-write throughput with and without
-// NOTIFY.
+// NOTIFY (with no stream open, when the Studio does not listen, and with
+// one).
 //
 // The watchers are a websocket client of the bench's own (rawclient.go):
 // one epoll loop reads them all, so the bench takes little of the CPU it
@@ -220,11 +221,35 @@ func run() error {
 			o.idle, o.active, res, pass(res.lat.p99 <= 120*time.Millisecond), pass(res.read.p99 <= 120*time.Millisecond), pass(res.idleBytes <= 6*1024))
 	}
 
+	// The Studio listens only while it follows a stream: measure with
+	// nothing followed, then with one stream open on another run.
+	if err := b.waitStreamsOpen(ctx, func(n int) bool { return n == 0 }, "no"); err != nil {
+		return err
+	}
 	with, without, err := b.throughput(ctx, 4, 1500*time.Millisecond)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nevent writes (4 writers, 4 alternating rounds of 1.5 s): with NOTIFY %.0f/s, without %.0f/s, ratio %.2f (goal ≥ 0.8: %s)\n",
+	fmt.Printf("\nevent writes (4 writers, 4 alternating rounds of 1.5 s each way), NOTIFY on / off:\n")
+	fmt.Printf("  no stream open (the Studio does not listen): %.0f/s / %.0f/s, ratio %.2f (goal ≥ 0.8: %s)\n",
+		with, without, with/without, pass(with/without >= 0.8))
+	idleRun, err := b.newRun(ctx)
+	if err != nil {
+		return err
+	}
+	ws, err := b.openWatchers(idleRun, 1, 0)
+	if err != nil {
+		return err
+	}
+	if err := b.waitStreams(ctx, 1); err != nil {
+		return err
+	}
+	with, without, err = b.throughput(ctx, 4, 1500*time.Millisecond)
+	b.closeWatchers(ws)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  one stream open (the Studio listens):        %.0f/s / %.0f/s, ratio %.2f (goal ≥ 0.8: %s)\n",
 		with, without, with/without, pass(with/without >= 0.8))
 	return nil
 }
@@ -780,17 +805,23 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 
 // waitStreams waits until the Studio reports n open streams.
 func (b *bench) waitStreams(ctx context.Context, n int) error {
+	return b.waitStreamsOpen(ctx, func(open int) bool { return open >= n }, strconv.Itoa(n))
+}
+
+// waitStreamsOpen waits until the number of streams the Studio reports
+// open satisfies ok.
+func (b *bench) waitStreamsOpen(ctx context.Context, ok func(int) bool, want string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		m, err := b.scrape(false)
 		if err != nil {
 			return err
 		}
-		if int(m["studio_event_streams_open"]) >= n {
+		if ok(int(m["studio_event_streams_open"])) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the Studio reports %v open streams, want %d", m["studio_event_streams_open"], n)
+			return fmt.Errorf("the Studio reports %v open streams, want %s", m["studio_event_streams_open"], want)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
