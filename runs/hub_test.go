@@ -415,6 +415,9 @@ func TestHubListensOnlyWhileItFollowsAStream(t *testing.T) {
 	listen := make(chan struct{})
 	var once sync.Once
 	h.SetBeforeListenForTest(func() { once.Do(func() { <-listen }) })
+	var released sync.Once
+	release := func() { released.Do(func() { close(listen) }) }
+	t.Cleanup(release) // before the hub's Close (cleanups run last first), should the test stop early
 	{
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
@@ -425,7 +428,7 @@ func TestHubListensOnlyWhileItFollowsAStream(t *testing.T) {
 			t.Fatalf("backlog of a run without events = %d events, %v", len(evs), err)
 		}
 		appendEvents(t, db, runID, 1) // after the backlog: only live reading can deliver it
-		close(listen)
+		release()
 		if err := collect(ctx, sub, 0, 1); err != nil {
 			t.Fatalf("an event committed before the hub listened: %v; hub: %s", err, h.DebugState())
 		}
