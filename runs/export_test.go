@@ -6,7 +6,7 @@ import "fmt"
 func (h *Hub) DebugState() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := fmt.Sprintf("listening=%v subs=%d", h.listening, h.subs)
+	out := fmt.Sprintf("channels=%d subs=%d", h.channels, h.subs)
 	for s, t := range h.topics {
 		out += fmt.Sprintf(" | %v: cursor=%d ready=%v dirty=%v fetching=%v subs=%d", s, t.cursor, t.ready, t.dirty, t.fetching, len(t.subs))
 		for sub := range t.subs {
@@ -33,3 +33,11 @@ func (h *Hub) ConnectedForTest() bool {
 // SetBeforeListenForTest makes f run before the hub starts listening. Call
 // it before the first Subscribe.
 func (h *Hub) SetBeforeListenForTest(f func()) { h.beforeListen = f }
+
+// ChannelsForTest returns how many channels the hub's connection LISTENs
+// to.
+func (h *Hub) ChannelsForTest() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.channels
+}

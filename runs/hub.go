@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -127,9 +128,10 @@ type HubOptions struct {
 
 // Hub fans the events of runs and environments out to the subscribers of
 // this process. It holds one dedicated connection (not from the pool) that
-// LISTENs on store.RunEventsChannel and store.EnvironmentEventsChannel
-// while the process follows at least one stream (so that PostgreSQL does
-// not wake a process nobody watches through for every event). A
+// LISTENs on the channel of each stream the process follows
+// (store.RunEventsChannel, store.EnvironmentEventsChannel), and on no
+// other: PostgreSQL sends it nothing of the runs nobody watches through
+// it, and a process that follows nothing does not listen at all. A
 // notification carries only "<id>:<seq>"; the hub coalesces the
 // notifications of a stream, reads the new events once from the table and
 // hands the same events to every subscriber of that stream. Events appended
@@ -148,14 +150,16 @@ type Hub struct {
 	mu     sync.Mutex
 	topics map[Stream]*topic
 	closed bool
-	// listening says the connection LISTENs (it does while topics is
-	// not empty); waiting says the listener waits for a notification, and
-	// wake ends that wait.
-	listening bool
+	// channels is how many channels the connection LISTENs to; waiting
+	// says the listener waits for a notification (with no channel to
+	// listen to or leave), and wake ends that wait.
+	channels  int
 	waiting   bool
 	wake      func()
 	subs      int
 	idle      chan struct{} // closed when subs drops to 0 after Close
+	// heard counts the notifications received.
+	heard atomic.Int64
 
 	// beforeInit, when set (by tests), runs before a topic's starting
 	// point is read; beforeListen before the connection starts listening.
@@ -178,6 +182,9 @@ type topic struct {
 	fetching bool
 	// notified is when the first notification not read yet arrived.
 	notified time.Time
+	// listened says the connection LISTENs on the stream's channel and
+	// the stream was read again after that started.
+	listened bool
 }
 
 // NewHub starts a hub on db. Close it to stop listening and end every
@@ -207,8 +214,13 @@ func NewHub(db *store.DB, opts HubOptions) *Hub {
 func (h *Hub) Listening() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.listening
+	return h.channels > 0
 }
+
+// Notifications returns how many notifications the hub has received since
+// it started: one per announced event of a stream it follows (it hears
+// nothing of the others), fewer reads when they are coalesced.
+func (h *Hub) Notifications() int64 { return h.heard.Load() }
 
 // Subscribers returns how many subscriptions are open.
 func (h *Hub) Subscribers() int {
@@ -280,9 +292,7 @@ func (h *Hub) Subscribe(ctx context.Context, stream Stream, after int64) (*Subsc
 	if !ok {
 		t = &topic{stream: stream, subs: map[*Subscription]struct{}{}, readyCh: make(chan struct{})}
 		h.topics[stream] = t
-		if len(h.topics) == 1 {
-			h.wakeListenerLocked()
-		}
+		h.wakeListenerLocked()
 	}
 	t.subs[s] = struct{}{}
 	h.subs++
@@ -372,9 +382,7 @@ func (h *Hub) failTopic(t *topic, err error) {
 	}
 	if h.topics[t.stream] == t {
 		delete(h.topics, t.stream)
-		if len(h.topics) == 0 {
-			h.wakeListenerLocked()
-		}
+		h.wakeListenerLocked()
 	}
 	h.mu.Unlock()
 	for _, s := range subs {
@@ -495,11 +503,10 @@ func (h *Hub) listenOnce() error {
 	// The wait is ended by a read deadline (what pgx does itself on a
 	// cancelled context), not by passing a context: pgx watches a
 	// cancellable context with a goroutine and a callback registered for
-	// every call, which would cost every notification (every event
-	// appended by any process) more than handling it does. A timeout
-	// leaves the connection whole. The deadline is set when the hub stops
-	// and, while the loop waits, when the first stream is followed or the
-	// last one left (see wakeListenerLocked).
+	// every call, which would cost every notification more than handling
+	// it does. A timeout leaves the connection whole. The deadline is set
+	// when the hub stops and, while the loop waits, when a stream is
+	// followed or left (see wakeListenerLocked).
 	raw := conn.PgConn().Conn()
 	wake := func() { _ = raw.SetReadDeadline(time.Now()) }
 	stop := context.AfterFunc(h.ctx, wake)
@@ -509,10 +516,14 @@ func (h *Hub) listenOnce() error {
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
-		h.wake, h.waiting, h.listening = nil, false, false
+		h.wake, h.waiting, h.channels = nil, false, 0
+		for _, t := range h.topics {
+			t.listened = false // the next connection listens again
+		}
 		h.mu.Unlock()
 	}()
-	listening := false
+	// channels are the streams this connection LISTENs to.
+	channels := map[Stream]bool{}
 	for {
 		// Clear a deadline first, then look: a wake-up that comes after
 		// the look finds the loop waiting (or about to) and ends that wait.
@@ -520,15 +531,11 @@ func (h *Hub) listenOnce() error {
 		if err := h.ctx.Err(); err != nil {
 			return err
 		}
-		h.mu.Lock()
-		want := len(h.topics) > 0
-		h.waiting = want == listening
-		h.mu.Unlock()
-		if want != listening {
-			if err := h.setListening(conn, want); err != nil {
+		listen, leave := h.channelChanges(channels)
+		if len(listen) > 0 || len(leave) > 0 {
+			if err := h.changeChannels(conn, channels, listen, leave); err != nil {
 				return err
 			}
-			listening = want
 			continue
 		}
 		n, err := conn.WaitForNotification(context.Background())
@@ -542,6 +549,7 @@ func (h *Hub) listenOnce() error {
 			return err
 		}
 		at := time.Now()
+		h.heard.Add(1)
 		stream, seq, ok := parseNotification(n.Channel, n.Payload)
 		if !ok {
 			h.logger.Warn("event hub: malformed notification", "channel", n.Channel)
@@ -551,30 +559,74 @@ func (h *Hub) listenOnce() error {
 	}
 }
 
-// setListening starts or stops listening on conn. The hub listens only
-// while it follows a stream: every notifying commit of every process
-// makes PostgreSQL wake each listening session, and a process nobody
-// watches through need not be woken. When it starts, every followed stream
-// is read again from its cursor: whatever was appended while nothing
-// listened is delivered then.
-func (h *Hub) setListening(conn *pgx.Conn, on bool) error {
-	if on {
-		if h.beforeListen != nil {
+// maxChannelChanges bounds the LISTEN and UNLISTEN statements sent in one
+// round trip.
+const maxChannelChanges = 256
+
+// channelChanges returns the followed streams whose channel the connection
+// does not listen to yet (or was not read again since), and the channels
+// it listens to that no followed stream needs any more. With neither, it
+// marks the listener as waiting, under the same lock.
+func (h *Hub) channelChanges(channels map[Stream]bool) (listen, leave []Stream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s, t := range h.topics {
+		if len(listen) == maxChannelChanges {
+			break
+		}
+		if !t.listened {
+			listen = append(listen, s)
+		}
+	}
+	for s := range channels {
+		if len(leave) == maxChannelChanges {
+			break
+		}
+		if _, ok := h.topics[s]; !ok {
+			leave = append(leave, s)
+		}
+	}
+	h.waiting = len(listen) == 0 && len(leave) == 0
+	return listen, leave
+}
+
+// changeChannels LISTENs to the channels of listen and UNLISTENs those of
+// leave, in one round trip, then reads each stream of listen again from
+// its cursor: an event committed before its channel was listened to (and
+// after its starting point) was announced to nobody here, and is
+// delivered now.
+func (h *Hub) changeChannels(conn *pgx.Conn, channels map[Stream]bool, listen, leave []Stream) error {
+	var sql strings.Builder
+	for _, s := range leave {
+		sql.WriteString("UNLISTEN " + pgx.Identifier{s.channel()}.Sanitize() + ";")
+	}
+	for _, s := range listen {
+		if !channels[s] {
+			sql.WriteString("LISTEN " + pgx.Identifier{s.channel()}.Sanitize() + ";")
+		}
+	}
+	if sql.Len() > 0 {
+		if len(listen) > 0 && h.beforeListen != nil {
 			h.beforeListen()
 		}
-		for _, ch := range []string{store.RunEventsChannel, store.EnvironmentEventsChannel} {
-			if _, err := conn.Exec(h.ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
-				return err
-			}
+		// No arguments: the simple protocol, which takes several
+		// statements at once.
+		if _, err := conn.Exec(h.ctx, sql.String()); err != nil {
+			return err
 		}
-	} else if _, err := conn.Exec(h.ctx, "UNLISTEN *"); err != nil {
-		return err
+	}
+	for _, s := range leave {
+		delete(channels, s)
+	}
+	for _, s := range listen {
+		channels[s] = true
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.listening = on
-	if on {
-		for _, t := range h.topics {
+	h.channels = len(channels)
+	for _, s := range listen {
+		if t, ok := h.topics[s]; ok {
+			t.listened = true
 			t.dirty = true
 			h.kickLocked(t)
 		}
@@ -582,27 +634,37 @@ func (h *Hub) setListening(conn *pgx.Conn, on bool) error {
 	return nil
 }
 
-// wakeListenerLocked ends the listener's wait, so that it starts or stops
-// listening, when the hub's first stream is followed or its last one left.
+// wakeListenerLocked ends the listener's wait, so that it listens to the
+// channel of a stream followed now or leaves that of a stream left.
 func (h *Hub) wakeListenerLocked() {
 	if h.waiting && h.wake != nil {
+		h.waiting = false
 		h.wake()
 	}
 }
 
-// parseNotification reads "<id>:<seq>" from a notification on channel.
+// channel is the PostgreSQL channel the stream's events are announced on.
+func (s Stream) channel() string {
+	if s.Kind == EnvironmentEvents {
+		return store.EnvironmentEventsChannel(s.ID)
+	}
+	return store.RunEventsChannel(s.ID)
+}
+
+// parseNotification reads a notification of channel "<prefix><id>" with
+// payload "<id>:<seq>".
 func parseNotification(channel, payload string) (Stream, int64, bool) {
 	var kind StreamKind
-	switch channel {
-	case store.RunEventsChannel:
-		kind = RunEvents
-	case store.EnvironmentEventsChannel:
-		kind = EnvironmentEvents
-	default:
+	var idText string
+	if rest, ok := strings.CutPrefix(channel, store.RunEventsChannelPrefix); ok {
+		kind, idText = RunEvents, rest
+	} else if rest, ok := strings.CutPrefix(channel, store.EnvironmentEventsChannelPrefix); ok {
+		kind, idText = EnvironmentEvents, rest
+	} else {
 		return Stream{}, 0, false
 	}
-	idText, seqText, ok := strings.Cut(payload, ":")
-	if !ok {
+	payloadID, seqText, ok := strings.Cut(payload, ":")
+	if !ok || payloadID != idText {
 		return Stream{}, 0, false
 	}
 	id, err1 := strconv.ParseInt(idText, 10, 64)
@@ -733,9 +795,7 @@ func (s *Subscription) detach() {
 			delete(t.subs, s)
 			if len(t.subs) == 0 {
 				delete(h.topics, s.stream)
-				if len(h.topics) == 0 {
-					h.wakeListenerLocked()
-				}
+				h.wakeListenerLocked()
 			}
 		}
 	}

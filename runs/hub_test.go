@@ -234,7 +234,7 @@ func appendEnvironmentEvent(t testing.TB, db *store.DB, envID, runID int64) {
 		WITH s AS (UPDATE environments SET last_event_seq = last_event_seq + 1 WHERE id = $1 RETURNING id, last_event_seq),
 		     i AS (INSERT INTO environment_events (environment_id, seq, run_id, payload)
 		           SELECT id, last_event_seq, $2, '{"type": "run.started"}' FROM s RETURNING environment_id, seq)
-		SELECT pg_notify('environment_events', i.environment_id::text || ':' || i.seq::text) FROM i`, envID, runID)
+		SELECT pg_notify('environment_events.' || i.environment_id::text, i.environment_id::text || ':' || i.seq::text) FROM i`, envID, runID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,5 +459,73 @@ func TestHubListensOnlyWhileItFollowsAStream(t *testing.T) {
 		sub.Close()
 		cancel()
 		waitFor(t, "the hub to stop listening once nothing is followed", func() bool { return !h.Listening() })
+	}
+}
+
+// TestHubHearsOnlyTheStreamsItFollows: PostgreSQL announces an event only
+// to the processes that follow its run or environment, so a Studio is not
+// woken for the events of runs nobody watches through it; it hears a run
+// from the moment it is followed and no longer once it is left.
+func TestHubHearsOnlyTheStreamsItFollows(t *testing.T) {
+	db := storetest.NewDB(t)
+	envA, runA := newRun(t, db)
+	envB, runB := newRun(t, db)
+	h := newHub(t, db, runs.HubOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	subA, err := h.Subscribe(ctx, runs.RunStream(runA), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subA.Close()
+	subEnvA, err := h.Subscribe(ctx, runs.EnvironmentStream(envA), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subEnvA.Close()
+	waitFor(t, "the hub to listen to the two streams it follows", func() bool { return h.ChannelsForTest() == 2 })
+
+	// heard appends to B's run and environment, which nobody follows, then
+	// one event to A's run and one to A's environment, and returns how
+	// many notifications the hub received meanwhile. Notifications arrive
+	// in commit order, so once A's events are delivered any of B's would
+	// have arrived before them.
+	last := int64(0)
+	heard := func(what string) int64 {
+		t.Helper()
+		before := h.Notifications()
+		appendEvents(t, db, runB, 20)
+		appendEnvironmentEvent(t, db, envB, runB)
+		appendEvents(t, db, runA, 1)
+		appendEnvironmentEvent(t, db, envA, runA)
+		if err := collect(ctx, subA, last, last+1); err != nil {
+			t.Fatalf("%s: run A: %v; hub: %s", what, err, h.DebugState())
+		}
+		if err := collect(ctx, subEnvA, last, last+1); err != nil {
+			t.Fatalf("%s: environment A: %v; hub: %s", what, err, h.DebugState())
+		}
+		last++
+		return h.Notifications() - before
+	}
+	if n := heard("B not followed"); n != 2 {
+		t.Errorf("following run A and its environment, the hub heard %d notifications for 2 events of A and 21 of B; want 2", n)
+	}
+
+	subB, err := h.Subscribe(ctx, runs.RunStream(runB), 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the hub to listen to run B", func() bool { return h.ChannelsForTest() == 3 })
+	if n := heard("B followed"); n != 22 {
+		t.Errorf("following run B too, the hub heard %d notifications, want 22 (20 of run B, 2 of A)", n)
+	}
+	if err := collect(ctx, subB, 20, 40); err != nil {
+		t.Fatalf("run B once followed: %v", err)
+	}
+	subB.Close()
+	waitFor(t, "the hub to leave run B's channel", func() bool { return h.ChannelsForTest() == 2 })
+	if n := heard("B left"); n != 2 {
+		t.Errorf("once run B was left, the hub heard %d notifications, want 2 (A's only)", n)
 	}
 }

@@ -5,20 +5,36 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/skali-dev/studio/apperr"
 )
 
-// Channels on which appended events are announced. A notification's payload
-// is only "<id>:<seq>" (the run or environment id and the new sequence
-// number): NOTIFY serialises committing transactions, so it stays tiny, and
-// listeners read the events themselves from the tables.
+// Appended events are announced on a channel of their run or environment
+// ("run_events.<id>", "environment_events.<id>"), so that a listener hears
+// only of the streams it LISTENs to: a process following three runs is not
+// woken for every event of every other run on the database. A
+// notification's payload is only "<id>:<seq>" (the run or environment id
+// and the new sequence number): NOTIFY serialises committing transactions,
+// so it stays tiny, and listeners read the events themselves from the
+// tables.
 const (
-	RunEventsChannel         = "run_events"
-	EnvironmentEventsChannel = "environment_events"
+	RunEventsChannelPrefix         = "run_events."
+	EnvironmentEventsChannelPrefix = "environment_events."
 )
+
+// RunEventsChannel is the channel the run's events are announced on.
+func RunEventsChannel(runID int64) string {
+	return RunEventsChannelPrefix + strconv.FormatInt(runID, 10)
+}
+
+// EnvironmentEventsChannel is the channel the environment's events are
+// announced on.
+func EnvironmentEventsChannel(environmentID int64) string {
+	return EnvironmentEventsChannelPrefix + strconv.FormatInt(environmentID, 10)
+}
 
 // RunEvent is one stored change of a run: its per-run sequence number, the
 // checkpoint position it concerns (nil for a run-level change) and its JSON
@@ -65,8 +81,8 @@ func appendRunEvent(ctx context.Context, tx pgx.Tx, runID int64, checkpoint *int
 		WITH s AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1 RETURNING id, last_seq),
 		     i AS (INSERT INTO run_events (run_id, seq, checkpoint, payload)
 		           SELECT id, last_seq, $2, $3 FROM s RETURNING run_id, seq)
-		SELECT i.seq FROM i, LATERAL (SELECT pg_notify($4, i.run_id::text || ':' || i.seq::text)) n`,
-		runID, checkpoint, data, RunEventsChannel).Scan(&seq)
+		SELECT i.seq FROM i, LATERAL (SELECT pg_notify($4::text || i.run_id::text, i.run_id::text || ':' || i.seq::text)) n`,
+		runID, checkpoint, data, RunEventsChannelPrefix).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("store: append run event: %w", err)
 	}
@@ -85,8 +101,8 @@ func appendEnvironmentEvent(ctx context.Context, tx pgx.Tx, environmentID int64,
 		WITH s AS (UPDATE environments SET last_event_seq = last_event_seq + 1 WHERE id = $1 RETURNING id, last_event_seq),
 		     i AS (INSERT INTO environment_events (environment_id, seq, run_id, payload)
 		           SELECT id, last_event_seq, $2, $3 FROM s RETURNING environment_id, seq)
-		SELECT i.seq FROM i, LATERAL (SELECT pg_notify($4, i.environment_id::text || ':' || i.seq::text)) n`,
-		environmentID, runID, data, EnvironmentEventsChannel).Scan(&seq)
+		SELECT i.seq FROM i, LATERAL (SELECT pg_notify($4::text || i.environment_id::text, i.environment_id::text || ':' || i.seq::text)) n`,
+		environmentID, runID, data, EnvironmentEventsChannelPrefix).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("store: append environment event: %w", err)
 	}

@@ -38,7 +38,7 @@ func TestRunEventsAreNumberedWithoutGapsAndAnnounced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer listener.Close(ctx)
-	if _, err := listener.Exec(ctx, "LISTEN "+store.RunEventsChannel); err != nil {
+	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{store.RunEventsChannel(runID)}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 

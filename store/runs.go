@@ -382,8 +382,8 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 			            'position', $2::int, 'kind', cp.kind, 'name', cp.name, 'status', $6::text, 'warning', $7::text)) END
 			    FROM r LEFT JOIN cp ON true)
 			SELECT r.environment_id, r.kind, r.status, r.cancel_requested, r.started, r.finished
-			FROM r, LATERAL (SELECT pg_notify($11, r.id::text || ':' || r.last_seq::text)) n`,
-			c.RunID, position, c.Status, c.Reason, now, cpStatus, cpWarning, cpDetail, from, runDetail, RunEventsChannel).
+			FROM r, LATERAL (SELECT pg_notify($11::text || r.id::text, r.id::text || ':' || r.last_seq::text)) n`,
+			c.RunID, position, c.Status, c.Reason, now, cpStatus, cpWarning, cpDetail, from, runDetail, RunEventsChannelPrefix).
 			Scan(&envID, &kind, &status, &cancel, &wasStarted, &wasFinished)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errNotApplied

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -27,6 +29,7 @@ type Metrics struct {
 	deliveryDelay prometheus.Histogram
 	requests      *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
+	hubOnce       sync.Once
 }
 
 // NewMetrics registers the Studio's metrics; the run queue's depth is read
@@ -109,6 +112,20 @@ func (b backupAlarms) Collect(ch chan<- prometheus.Metric) {
 	for _, a := range alarms {
 		ch <- prometheus.MustNewConstMetric(backupAlarmDesc, prometheus.GaugeValue, 1, a.Project, a.Environment, a.Reason)
 	}
+}
+
+// followHub adds the hub's notification count to the metrics (once, should
+// the same metrics serve several applications, as in tests).
+func (m *Metrics) followHub(h *runs.Hub) {
+	if m == nil || h == nil {
+		return
+	}
+	m.hubOnce.Do(func() {
+		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "studio_event_notifications_total",
+			Help: "Notifications the event hub received: one per announced event of a stream this process follows (it listens to no other).",
+		}, func() float64 { return float64(h.Notifications()) }))
+	})
 }
 
 // Handler serves the metrics in the Prometheus text format.

@@ -95,6 +95,7 @@ func newStreams(a *app) *streams {
 		origins: map[string]bool{},
 		access:  &accessCache{entries: map[accessKey]*accessEntry{}},
 	}
+	s.metrics.followHub(s.hub)
 	if s.fragments == nil {
 		s.fragments = pageFragments{live: handlers.LiveFragments{Now: a.deps.DB.Now}}
 	}

@@ -139,7 +139,7 @@ func TestEnvironmentEventStream(t *testing.T) {
 		     i AS (INSERT INTO environment_events (environment_id, seq, run_id, payload)
 		           SELECT id, last_event_seq, $2, '{"type": "run.started", "run": {"id": 1, "kind": "deploy", "status": "running"}}' FROM s
 		           RETURNING environment_id, seq)
-		SELECT pg_notify('environment_events', i.environment_id::text || ':' || i.seq::text) FROM i`, env.ID, runID)
+		SELECT pg_notify('environment_events.' || i.environment_id::text, i.environment_id::text || ':' || i.seq::text) FROM i`, env.ID, runID)
 	if err != nil {
 		t.Fatal(err)
 	}
