@@ -153,11 +153,11 @@ type Hub struct {
 	// channels is how many channels the connection LISTENs to; waiting
 	// says the listener waits for a notification (with no channel to
 	// listen to or leave), and wake ends that wait.
-	channels  int
-	waiting   bool
-	wake      func()
-	subs      int
-	idle      chan struct{} // closed when subs drops to 0 after Close
+	channels int
+	waiting  bool
+	wake     func()
+	subs     int
+	idle     chan struct{} // closed when subs drops to 0 after Close
 	// heard counts the notifications received.
 	heard atomic.Int64
 
