@@ -8,7 +8,7 @@ func (h *Hub) DebugState() string {
 	defer h.mu.Unlock()
 	out := fmt.Sprintf("channels=%d subs=%d", h.channels, h.subs)
 	for s, t := range h.topics {
-		out += fmt.Sprintf(" | %v: cursor=%d ready=%v dirty=%v fetching=%v subs=%d", s, t.cursor, t.ready, t.dirty, t.fetching, len(t.subs))
+		out += fmt.Sprintf(" | %v: cursor=%d ready=%v dirty=%v fetching=%v listened=%v subs=%d", s, t.cursor, t.ready, t.dirty, t.fetching, t.listened, len(t.subs))
 		for sub := range t.subs {
 			sub.mu.Lock()
 			out += fmt.Sprintf(" [last=%d live=%v queue=%d err=%v]", sub.last, sub.live, len(sub.queue), sub.err)
@@ -40,4 +40,21 @@ func (h *Hub) ChannelsForTest() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.channels
+}
+
+// QuietForTest reports whether the hub LISTENs to the channel of every
+// stream it follows, and to no other, with no read under way or due: from
+// then on only a notification makes it read.
+func (h *Hub) QuietForTest() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.channels != len(h.topics) {
+		return false
+	}
+	for _, t := range h.topics {
+		if !t.ready || !t.listened || t.dirty || t.fetching {
+			return false
+		}
+	}
+	return true
 }

@@ -480,9 +480,13 @@ func (h *Hub) listen() {
 	defer close(h.done)
 	failures := 0
 	for h.ctx.Err() == nil {
-		err := h.listenOnce()
+		start := time.Now()
+		connected, err := h.listenOnce()
 		if h.ctx.Err() != nil {
 			return
+		}
+		if connected && time.Since(start) > 10*time.Second {
+			failures = 0 // it was up a while: this is a new outage, retry soon
 		}
 		failures++
 		h.logger.Warn("event hub: LISTEN connection lost; reconnecting", "err", err, "attempt", failures)
@@ -490,14 +494,16 @@ func (h *Hub) listen() {
 	}
 }
 
-func (h *Hub) listenOnce() error {
+// listenOnce connects and listens until the connection fails or the hub
+// closes; connected says it got as far as connecting.
+func (h *Hub) listenOnce() (connected bool, err error) {
 	cfg := h.db.Pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = "skali-studio-events"
 	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	cancel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.Background())
 	// The wait is ended by a read deadline (what pgx does itself on a
@@ -529,12 +535,12 @@ func (h *Hub) listenOnce() error {
 		// the look finds the loop waiting (or about to) and ends that wait.
 		_ = raw.SetReadDeadline(time.Time{})
 		if err := h.ctx.Err(); err != nil {
-			return err
+			return true, err
 		}
 		listen, leave := h.channelChanges(channels)
 		if len(listen) > 0 || len(leave) > 0 {
 			if err := h.changeChannels(conn, channels, listen, leave); err != nil {
-				return err
+				return true, err
 			}
 			continue
 		}
@@ -546,7 +552,7 @@ func (h *Hub) listenOnce() error {
 			continue // woken: see above
 		}
 		if err != nil {
-			return err
+			return true, err
 		}
 		at := time.Now()
 		h.heard.Add(1)
@@ -559,8 +565,8 @@ func (h *Hub) listenOnce() error {
 	}
 }
 
-// maxChannelChanges bounds the LISTEN and UNLISTEN statements sent in one
-// round trip.
+// maxChannelChanges bounds the LISTEN statements, and the UNLISTEN
+// statements, sent in one round trip.
 const maxChannelChanges = 256
 
 // channelChanges returns the followed streams whose channel the connection
@@ -600,13 +606,15 @@ func (h *Hub) changeChannels(conn *pgx.Conn, channels map[Stream]bool, listen, l
 	for _, s := range leave {
 		sql.WriteString("UNLISTEN " + pgx.Identifier{s.channel()}.Sanitize() + ";")
 	}
+	listens := false
 	for _, s := range listen {
 		if !channels[s] {
 			sql.WriteString("LISTEN " + pgx.Identifier{s.channel()}.Sanitize() + ";")
+			listens = true
 		}
 	}
 	if sql.Len() > 0 {
-		if len(listen) > 0 && h.beforeListen != nil {
+		if listens && h.beforeListen != nil {
 			h.beforeListen()
 		}
 		// No arguments: the simple protocol, which takes several

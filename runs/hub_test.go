@@ -484,13 +484,15 @@ func TestHubHearsOnlyTheStreamsItFollows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer subEnvA.Close()
-	waitFor(t, "the hub to listen to the two streams it follows", func() bool { return h.ChannelsForTest() == 2 })
+	waitFor(t, "the hub to listen to the two streams it follows", h.QuietForTest)
+	live(t, ctx, subA, subEnvA)
 
-	// heard appends to B's run and environment, which nobody follows, then
-	// one event to A's run and one to A's environment, and returns how
-	// many notifications the hub received meanwhile. Notifications arrive
-	// in commit order, so once A's events are delivered any of B's would
-	// have arrived before them.
+	// heard appends to B's run and environment, then one event to A's run
+	// and one to A's environment, and returns how many notifications the
+	// hub received meanwhile. The subscribers are live and the hub quiet,
+	// so A's events are read only once their notifications arrive; and
+	// notifications arrive in commit order on one connection, so by then
+	// any of B's have arrived too.
 	last := int64(0)
 	heard := func(what string) int64 {
 		t.Helper()
@@ -516,7 +518,8 @@ func TestHubHearsOnlyTheStreamsItFollows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the hub to listen to run B", func() bool { return h.ChannelsForTest() == 3 })
+	waitFor(t, "the hub to listen to run B", func() bool { return h.ChannelsForTest() == 3 && h.QuietForTest() })
+	live(t, ctx, subB)
 	if n := heard("B followed"); n != 22 {
 		t.Errorf("following run B too, the hub heard %d notifications, want 22 (20 of run B, 2 of A)", n)
 	}
@@ -524,8 +527,19 @@ func TestHubHearsOnlyTheStreamsItFollows(t *testing.T) {
 		t.Fatalf("run B once followed: %v", err)
 	}
 	subB.Close()
-	waitFor(t, "the hub to leave run B's channel", func() bool { return h.ChannelsForTest() == 2 })
+	waitFor(t, "the hub to leave run B's channel", func() bool { return h.ChannelsForTest() == 2 && h.QuietForTest() })
 	if n := heard("B left"); n != 2 {
 		t.Errorf("once run B was left, the hub heard %d notifications, want 2 (A's only)", n)
+	}
+}
+
+// live reads the (empty) backlog of each subscription, so that from then
+// on it gets only events the hub reads after a notification.
+func live(t *testing.T, ctx context.Context, subs ...*runs.Subscription) {
+	t.Helper()
+	for _, sub := range subs {
+		if evs, err := sub.Backlog(ctx); err != nil || len(evs) != 0 {
+			t.Fatalf("backlog = %d events, %v; want none", len(evs), err)
+		}
 	}
 }

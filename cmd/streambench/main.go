@@ -916,6 +916,12 @@ func (b *bench) throughput(ctx context.Context, writers int, d time.Duration, fo
 		last := make([]int64, writers)
 		var ws []*watcher
 		defer func() { b.closeWatchers(ws) }()
+		if follow {
+			// The previous round's watchers first leave.
+			if err := b.waitStreamsOpen(ctx, func(n int) bool { return n == 0 }, "no"); err != nil {
+				return 0, err
+			}
+		}
 		for i := range runIDs {
 			runID, err := b.newRun(ctx)
 			if err != nil {
@@ -931,7 +937,7 @@ func (b *bench) throughput(ctx context.Context, writers int, d time.Duration, fo
 			}
 		}
 		if follow {
-			if err := b.waitStreams(ctx, writers); err != nil {
+			if err := b.waitStreamsOpen(ctx, func(n int) bool { return n == writers }, strconv.Itoa(writers)); err != nil {
 				return 0, err
 			}
 		}
