@@ -154,10 +154,13 @@ type Hub struct {
 	// says the listener waits for a notification (with no channel to
 	// listen to or leave), and wake ends that wait.
 	channels int
-	waiting  bool
-	wake     func()
-	subs     int
-	idle     chan struct{} // closed when subs drops to 0 after Close
+	// changed says topics were added or removed since the listener last
+	// compared them with its channels (or that it has more to change).
+	changed bool
+	waiting bool
+	wake    func()
+	subs    int
+	idle    chan struct{} // closed when subs drops to 0 after Close
 	// heard counts the notifications received.
 	heard atomic.Int64
 
@@ -292,7 +295,7 @@ func (h *Hub) Subscribe(ctx context.Context, stream Stream, after int64) (*Subsc
 	if !ok {
 		t = &topic{stream: stream, subs: map[*Subscription]struct{}{}, readyCh: make(chan struct{})}
 		h.topics[stream] = t
-		h.wakeListenerLocked()
+		h.topicsChangedLocked()
 	}
 	t.subs[s] = struct{}{}
 	h.subs++
@@ -382,7 +385,7 @@ func (h *Hub) failTopic(t *topic, err error) {
 	}
 	if h.topics[t.stream] == t {
 		delete(h.topics, t.stream)
-		h.wakeListenerLocked()
+		h.topicsChangedLocked()
 	}
 	h.mu.Unlock()
 	for _, s := range subs {
@@ -512,13 +515,14 @@ func (h *Hub) listenOnce() (connected bool, err error) {
 	// every call, which would cost every notification more than handling
 	// it does. A timeout leaves the connection whole. The deadline is set
 	// when the hub stops and, while the loop waits, when a stream is
-	// followed or left (see wakeListenerLocked).
+	// followed or left (see topicsChangedLocked).
 	raw := conn.PgConn().Conn()
 	wake := func() { _ = raw.SetReadDeadline(time.Now()) }
 	stop := context.AfterFunc(h.ctx, wake)
 	defer stop()
 	h.mu.Lock()
 	h.wake = wake
+	h.changed = true // a new connection listens to every followed stream
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
@@ -576,6 +580,10 @@ const maxChannelChanges = 256
 func (h *Hub) channelChanges(channels map[Stream]bool) (listen, leave []Stream) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !h.changed {
+		h.waiting = true // nothing to compare: no scan per notification
+		return nil, nil
+	}
 	for s, t := range h.topics {
 		if len(listen) == maxChannelChanges {
 			break
@@ -593,6 +601,9 @@ func (h *Hub) channelChanges(channels map[Stream]bool) (listen, leave []Stream) 
 		}
 	}
 	h.waiting = len(listen) == 0 && len(leave) == 0
+	// Once these are done, another look finds nothing, unless a list was
+	// cut short or topics change meanwhile (which sets changed again).
+	h.changed = len(listen) == maxChannelChanges || len(leave) == maxChannelChanges
 	return listen, leave
 }
 
@@ -642,9 +653,11 @@ func (h *Hub) changeChannels(conn *pgx.Conn, channels map[Stream]bool, listen, l
 	return nil
 }
 
-// wakeListenerLocked ends the listener's wait, so that it listens to the
-// channel of a stream followed now or leaves that of a stream left.
-func (h *Hub) wakeListenerLocked() {
+// topicsChangedLocked tells the listener that a stream was followed or
+// left, ending its wait, so that it listens to the stream's channel or
+// leaves it.
+func (h *Hub) topicsChangedLocked() {
+	h.changed = true
 	if h.waiting && h.wake != nil {
 		h.waiting = false
 		h.wake()
@@ -803,7 +816,7 @@ func (s *Subscription) detach() {
 			delete(t.subs, s)
 			if len(t.subs) == 0 {
 				delete(h.topics, s.stream)
-				h.wakeListenerLocked()
+				h.topicsChangedLocked()
 			}
 		}
 	}

@@ -543,3 +543,73 @@ func live(t *testing.T, ctx context.Context, subs ...*runs.Subscription) {
 		}
 	}
 }
+
+// TestHubFollowsManyStreamsAtOnce: more streams are followed at once than
+// the listener changes in one round trip; each is listened to and delivers
+// its live events, and leaving half of them leaves their channels only.
+func TestHubFollowsManyStreamsAtOnce(t *testing.T) {
+	db := storetest.NewDB(t)
+	h := newHub(t, db, runs.HubOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 300 // more than one round trip of LISTENs
+	runIDs := make([]int64, n)
+	subs := make([]*runs.Subscription, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		_, runIDs[i] = newRun(t, db)
+	}
+	// The first LISTEN waits until every stream is followed, so that the
+	// listener then finds them all to listen to at once.
+	followed := make(chan struct{})
+	var once sync.Once
+	h.SetBeforeListenForTest(func() { once.Do(func() { <-followed }) })
+	var released sync.Once
+	release := func() { released.Do(func() { close(followed) }) }
+	t.Cleanup(release)
+	for i := range n {
+		wg.Go(func() {
+			sub, err := h.Subscribe(ctx, runs.RunStream(runIDs[i]), 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			subs[i] = sub
+		})
+	}
+	wg.Wait()
+	release()
+	if t.Failed() {
+		return
+	}
+	waitFor(t, "the hub to listen to every followed stream", func() bool { return h.ChannelsForTest() == n && h.QuietForTest() })
+	live(t, ctx, subs...)
+	for round, from := range []int{0, n / 2} {
+		for i := from; i < n; i++ {
+			appendEvents(t, db, runIDs[i], 1)
+		}
+		for i := from; i < n; i++ {
+			if err := collect(ctx, subs[i], int64(round), int64(round+1)); err != nil {
+				t.Fatalf("round %d, stream %d: %v", round, i, err)
+			}
+		}
+		if round == 0 {
+			for _, sub := range subs[:n/2] {
+				sub.Close()
+			}
+			waitFor(t, "the hub to leave the channels of the streams left", func() bool { return h.ChannelsForTest() == n-n/2 && h.QuietForTest() })
+		}
+	}
+	before := h.Notifications()
+	appendEvents(t, db, runIDs[0], 1) // left: not heard
+	appendEvents(t, db, runIDs[n-1], 1)
+	if err := collect(ctx, subs[n-1], 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if heard := h.Notifications() - before; heard != 1 {
+		t.Errorf("the hub heard %d notifications for one event of a stream it follows and one of a stream it left; want 1", heard)
+	}
+	for _, sub := range subs[n/2:] {
+		sub.Close()
+	}
+}
