@@ -70,6 +70,7 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 			}
 		}
 	}()
+	start := time.Now()
 	for want := int64(1); want <= n; want++ {
 		_ = reader.SetReadDeadline(time.Now().Add(30 * time.Second))
 		_, data, err := reader.ReadMessage()
@@ -82,7 +83,8 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 		}
 	}
 	if got := s.Hub.Subscribers(); got != 2 {
-		t.Errorf("%d subscriptions open once the reader had every event, want 2: the silent watcher should still be there, stuck", got)
+		t.Errorf("%d subscriptions open once the reader had every event (%d events of %d KiB, in %s), want 2: the silent watcher should still be there, stuck",
+			got, n, len(pad)>>10, time.Since(start).Round(time.Millisecond))
 	}
 	// The server gives up on the silent client once a write to it has
 	// waited 10 s.
@@ -95,10 +97,12 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 	// Now the silent client reads: it gets a prefix of the events, then the
 	// end of the connection, not all of them.
 	var got int64
+	var end error
 	for {
 		_ = silent.SetReadDeadline(time.Now().Add(time.Minute))
 		_, data, err := silent.ReadMessage()
 		if err != nil {
+			end = err
 			break
 		}
 		var f streamFrame
@@ -108,7 +112,7 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 		got++
 	}
 	if got >= n {
-		t.Errorf("the silent watcher got all %d events; it should have been closed for falling behind", got)
+		t.Errorf("the silent watcher got all %d events, then %v; it should have been closed for falling behind", got, end)
 	}
 }
 
