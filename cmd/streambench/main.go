@@ -9,8 +9,8 @@
 // floors: a plain NOTIFY→LISTEN round trip and one raw websocket write, the
 // Studio's memory per open stream (heap and stacks after a GC in the child,
 // from its metrics) and the event-write throughput with and without
-// NOTIFY (with no stream open, when the Studio does not listen, and with
-// one).
+// NOTIFY: with no stream open (the Studio does not listen), with a stream
+// of another run open, and with every written run watched.
 //
 // The watchers are a websocket client of the bench's own (rawclient.go):
 // one epoll loop reads them all, so the bench takes little of the CPU it
@@ -393,7 +393,7 @@ const appendSQL = `
 	WITH s AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1 RETURNING id, last_seq),
 	     i AS (INSERT INTO run_events (run_id, seq, checkpoint, payload)
 	           SELECT id, last_seq, $2, $3 FROM s RETURNING run_id, seq)
-	SELECT i.seq FROM i, LATERAL (SELECT pg_notify('run_events.' || i.run_id::text, i.run_id::text || ':' || i.seq::text)) n`
+	SELECT i.seq FROM i, LATERAL (SELECT pg_notify('` + store.RunEventsChannelPrefix + `' || i.run_id::text, i.run_id::text || ':' || i.seq::text)) n`
 
 // appendNoNotifySQL is the same append without the notification.
 const appendNoNotifySQL = `
