@@ -58,3 +58,11 @@ func (h *Hub) QuietForTest() bool {
 	}
 	return true
 }
+
+// QueuedForTest returns how many live events wait in the subscription's
+// queue.
+func (s *Subscription) QueuedForTest() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}

@@ -928,6 +928,22 @@ func (s *Subscription) Backlog(ctx context.Context) ([]*Event, error) {
 		return nil, nil
 	}
 	s.last = evs[len(evs)-1].Seq
+	// Live events queued while the backlog is read are the same events
+	// again: drop those this page delivered, so that they do not count
+	// against the queue's limit. A subscriber that joins during a burst
+	// and keeps up through its backlog is not behind, and must not be
+	// closed as if it were.
+	s.mu.Lock()
+	i := 0
+	for i < len(s.queue) && s.queue[i].Seq <= s.last {
+		i++
+	}
+	if i > 0 {
+		n := copy(s.queue, s.queue[i:])
+		clear(s.queue[n:])
+		s.queue = s.queue[:n]
+	}
+	s.mu.Unlock()
 	return evs, nil
 }
 

@@ -169,6 +169,66 @@ func TestHubClosesSubscriberThatNeverReads(t *testing.T) {
 	}
 }
 
+// TestHubSubscriberCatchingUpDuringABurstIsNotBehind: a subscriber that
+// joins while events pour in reads them as backlog, and the same events
+// arrive live meanwhile. Those already read must not count against its
+// queue's limit: only a subscriber that is really that far behind the
+// stream is closed.
+func TestHubSubscriberCatchingUpDuringABurstIsNotBehind(t *testing.T) {
+	db := storetest.NewDB(t)
+	_, runID := newRun(t, db)
+	h := newHub(t, db, runs.HubOptions{QueueLimit: 10, PageSize: 5})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	waitFor(t, "the hub to listen", h.QuietForTest)
+	queued := func(n int) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("%d live events to be queued", n), func() bool { return sub.QueuedForTest() >= n || sub.Err() != nil })
+	}
+	want := int64(1)
+	page := func(n int) {
+		t.Helper()
+		evs, err := sub.Backlog(ctx)
+		if err != nil || len(evs) != n {
+			t.Fatalf("backlog page = %d events, %v; want %d; hub: %s", len(evs), err, n, h.DebugState())
+		}
+		for _, e := range evs {
+			if e.Seq != want {
+				t.Fatalf("backlog: seq %d, want %d", e.Seq, want)
+			}
+			want++
+		}
+	}
+
+	appendEvents(t, db, runID, 8) // 1-8: queued live, and in the table
+	queued(8)
+	page(5)                       // 1-5 read from the table: 6-8 are all the queue still needs
+	appendEvents(t, db, runID, 6) // 9-14: 9 ahead of what was read, within the limit of 10
+	queued(9)
+	if err := sub.Err(); err != nil {
+		t.Fatalf("a subscriber 9 events behind, with a limit of 10, was closed: %v", err)
+	}
+	page(5) // 6-10
+	page(4) // 11-14
+	page(0) // caught up: live from now on
+	appendEvents(t, db, runID, 1)
+	if err := collect(ctx, sub, 14, 15); err != nil {
+		t.Fatalf("live after the backlog: %v; hub: %s", err, h.DebugState())
+	}
+
+	// Really behind: 11 events it has not read, with a limit of 10.
+	appendEvents(t, db, runID, 11)
+	waitFor(t, "the subscriber 11 events behind to be closed", func() bool { return sub.Err() != nil })
+	if _, err := sub.Next(ctx); !errors.Is(err, runs.ErrSlowSubscriber) {
+		t.Errorf("a subscriber 11 events behind got %v, want ErrSlowSubscriber", err)
+	}
+}
+
 // TestHubsOfTwoProcessesSeeEveryEvent runs two hubs on two pools of one
 // database, as two Studio processes would, and appends events through
 // either: a watcher on each sees all of them.
