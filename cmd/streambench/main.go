@@ -6,7 +6,9 @@
 // metrics), signs in, opens websocket watchers on a run's event stream,
 // appends events and measures, per event and watcher, the time from commit
 // to the frame's arrival (p50, p99, max). In the same run it measures the
-// floors: a plain NOTIFY→LISTEN round trip and one raw websocket write, the
+// floors: a plain NOTIFY→LISTEN round trip and one raw websocket write
+// (and, apart from the goal's floor, the same round trip followed by the
+// events read the Studio runs after each notification), the
 // Studio's memory per open stream (heap and stacks after a GC in the child,
 // from its metrics) and the event-write throughput with and without
 // NOTIFY: with no stream open (the Studio does not listen), with a stream
@@ -185,6 +187,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	readFloor, err := b.readFloor(ctx, 300, o.interval)
+	if err != nil {
+		return err
+	}
 	// The floors are paced like the scenarios' events: how long a round
 	// trip takes depends on how long the processes slept before it.
 	fmt.Printf("\nfloors (300 samples each, %s apart like the scenarios' events)\n", o.interval)
@@ -193,6 +199,9 @@ func run() error {
 	fmt.Printf("  raw websocket write→read by the bench  %s\n", wsRead)
 	floorP99, floorReadP99 := notifyFloor.p99+wsArrived.p99, notifyFloor.p99+wsRead.p99
 	fmt.Printf("  floor p99 (NOTIFY + write)             %s (to the bench's read: %s)\n", ms(floorP99), ms(floorReadP99))
+	fmt.Printf("  and what the design adds to it, not part of the goal's floor: the events read\n")
+	fmt.Printf("  COMMIT → notified → the Studio's read   %s\n", readFloor)
+	fmt.Printf("  floor p99 with the read (+ write)      %s\n", ms(readFloor.p99+wsArrived.p99))
 
 	fmt.Printf("\nscenarios: %d events %s apart; latency = COMMIT sent → frame received by the watcher's kernel\n", o.events, o.interval)
 	fmt.Printf("(over loopback that is the end of the Studio's write; in parentheses, → frame read by the bench,\n")
@@ -465,6 +474,47 @@ func (b *bench) notifyFloor(ctx context.Context, n int, interval time.Duration) 
 		}
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return stats{}, err
+		}
+		samples = append(samples, time.Since(at))
+		time.Sleep(interval)
+	}
+	return summarize(samples), nil
+}
+
+// readFloor measures what the Studio must do before it can write a frame:
+// COMMIT of an appended event → its notification on a LISTEN connection →
+// the events read the hub runs after each notification
+// (store.RunEventsWithState, on a pool connection). It is the NOTIFY floor
+// plus the read the design requires (a notification carries only id and
+// sequence number), without the Studio's own work.
+func (b *bench) readFloor(ctx context.Context, n int, interval time.Duration) (stats, error) {
+	runID, err := b.newRun(ctx)
+	if err != nil {
+		return stats{}, err
+	}
+	conn, err := pgx.Connect(ctx, b.dbURL)
+	if err != nil {
+		return stats{}, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{store.RunEventsChannel(runID)}.Sanitize()); err != nil {
+		return stats{}, err
+	}
+	var samples []time.Duration
+	for range n {
+		seq, at, err := b.appendEvent(ctx, appendSQL, runID)
+		if err != nil {
+			return stats{}, err
+		}
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return stats{}, err
+		}
+		evs, _, _, err := b.db.RunEventsWithState(ctx, runID, seq-1, 500)
+		if err != nil {
+			return stats{}, err
+		}
+		if len(evs) != 1 || evs[0].Seq != seq {
+			return stats{}, fmt.Errorf("read floor: read %d events after %d, want event %d", len(evs), seq-1, seq)
 		}
 		samples = append(samples, time.Since(at))
 		time.Sleep(interval)
