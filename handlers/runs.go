@@ -26,17 +26,36 @@ type Runs struct {
 // NewRuns returns the run handlers.
 func NewRuns(b *Base, svc *runs.Service) *Runs { return &Runs{Base: b, Runs: svc} }
 
-// ShowRunsPage lists the environment's runs (any role).
+// RunsPageSize is how many runs one page of the runs list shows.
+const RunsPageSize = 100
+
+// ShowRunsPage lists the environment's runs (any role), newest first, a
+// page at a time: ?before=N lists the runs older than run N.
 func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
 	env, _, err := h.Environment(r, store.RoleViewer)
 	if err != nil {
 		return err
 	}
-	list, err := h.DB.Runs(r.Context(), env.ID, 100)
+	var before int64
+	if q := r.URL.Query().Get("before"); q != "" {
+		before, err = strconv.ParseInt(q, 10, 64)
+		if err != nil || before < 1 {
+			return apperr.Errorf(apperr.Invalid, "before must be a run number, such as 120.")
+		}
+	}
+	list, err := h.DB.RunsBefore(r.Context(), env.ID, before, RunsPageSize+1)
 	if err != nil {
 		return err
 	}
-	m := views.RunsPage{Chrome: h.Chrome(r, "Runs · "+env.Project+" / "+env.Name, "projects"), Project: env.Project, Env: env.Name, LastEventSeq: env.LastEventSeq}
+	m := views.RunsPage{Chrome: h.Chrome(r, "Runs · "+env.Project+" / "+env.Name, "projects"), Project: env.Project, Env: env.Name,
+		LastEventSeq: env.LastEventSeq, Before: before}
+	if len(list) > RunsPageSize {
+		list = list[:RunsPageSize]
+		m.OlderURL = paths.RunsBefore(env.Project, env.Name, list[len(list)-1].ID)
+	}
+	if before > 0 {
+		m.NewestURL = paths.Runs(env.Project, env.Name)
+	}
 	now := h.DB.Now()
 	for i := range list {
 		m.Runs = append(m.Runs, runView(env, &list[i], now, false))

@@ -78,6 +78,12 @@ func Probe(project, env string) string { return Environment(project, env) + "/pr
 // Runs is an environment's runs list.
 func Runs(project, env string) string { return Environment(project, env) + "/runs" }
 
+// RunsBefore is the page of the runs list after run before: the runs older
+// than it.
+func RunsBefore(project, env string, before int64) string {
+	return Runs(project, env) + "?before=" + strconv.FormatInt(before, 10)
+}
+
 // Run is a run's page.
 func Run(project, env string, id int64) string {
 	return Runs(project, env) + "/" + strconv.FormatInt(id, 10)

@@ -93,6 +93,13 @@ type RunsPage struct {
 	// LastEventSeq is the environment's newest event when the page was
 	// read: the page follows the environment's stream after it.
 	LastEventSeq int64
+	// Before is set on a page of older runs: it lists the runs before run
+	// number Before, and a run that starts is not inserted into it.
+	// OlderURL is the next page of older runs, if there are more;
+	// NewestURL the first page, on the others.
+	Before    int64
+	OlderURL  string
+	NewestURL string
 }
 
 // RunRowID is the element id of a run's row in the runs list.

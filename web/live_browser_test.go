@@ -1,7 +1,9 @@
 package web_test
 
 import (
+	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,4 +168,74 @@ func TestBrowserRunsListFollowsTheEnvironment(t *testing.T) {
 		t.Error("the runs list reloaded itself; it should have followed the environment's stream")
 	}
 	b.Screenshot("runs-list-live")
+}
+
+// TestBrowserRunsPagesShowOnlyTheirOwnRuns: with more runs than a page
+// holds, the first page inserts a run that starts, but not an old run that
+// finishes (it belongs on a later page); a page of older runs updates its
+// own rows in place and inserts neither a new run nor one of another page.
+func TestBrowserRunsPagesShowOnlyTheirOwnRuns(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	var ids []int64 // oldest first
+	for range 150 {
+		ids = append(ids, s.CreateRun(t, env, "deploy"))
+	}
+	// event appends an environment event about run id (whose status it
+	// sets first), as the runner does when a run starts or ends, and
+	// returns its sequence number.
+	event := func(id int64, typ, status string) int64 {
+		t.Helper()
+		var seq int64
+		err := s.DB.Pool.QueryRow(t.Context(), `
+			WITH r AS (UPDATE runs SET status = $3 WHERE id = $2),
+			     s AS (UPDATE environments SET last_event_seq = last_event_seq + 1 WHERE id = $1 RETURNING id, last_event_seq),
+			     i AS (INSERT INTO environment_events (environment_id, seq, run_id, payload)
+			           SELECT id, last_event_seq, $2, jsonb_build_object('type', $4::text, 'run', jsonb_build_object('id', $2::bigint, 'kind', 'deploy', 'status', $3::text)) FROM s
+			           RETURNING environment_id, seq)
+			SELECT i.seq FROM i, LATERAL (SELECT pg_notify('environment_events.' || i.environment_id::text, i.environment_id::text || ':' || i.seq::text)) n`,
+			env.ID, id, status, typ).Scan(&seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+	rows := func(b *browsertest.Browser) []int64 {
+		return browsertest.Eval[[]int64](b, `[...document.querySelectorAll("#runs-rows tr")].map(e => Number(e.dataset.runId))`)
+	}
+	const list = "/projects/hello-world/environments/production/runs"
+
+	b := browsertest.New(t)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(s.URL+list), chromedp.WaitVisible(chromedp.CSS("#runs-rows")))
+	if got := rows(b); len(got) != 100 || got[0] != ids[149] || got[99] != ids[50] {
+		t.Fatalf("first page lists %d runs (%v…), want the newest 100, %d to %d", len(got), got[:min(3, len(got))], ids[149], ids[50])
+	}
+	old := ids[9] // on the second page
+	seq := event(old, "run.finished", "succeeded")
+	b.Do(chromedp.WaitReady(chromedp.CSS(fmt.Sprintf(`[data-stream][data-last-seq="%d"]`, seq))))
+	if got := rows(b); len(got) != 100 || slices.Contains(got, old) {
+		t.Errorf("after run %d (of the second page) finished, the first page lists %d runs, with it: %v", old, len(got), slices.Contains(got, old))
+	}
+	fresh := s.CreateRun(t, env, "deploy")
+	seq = event(fresh, "run.started", "running")
+	b.Do(chromedp.WaitReady(chromedp.CSS(fmt.Sprintf(`[data-stream][data-last-seq="%d"]`, seq))))
+	if got := rows(b); len(got) != 101 || got[0] != fresh {
+		t.Errorf("after run %d started, the first page lists %d runs, starting with %d; want it at the top", fresh, len(got), got[0])
+	}
+
+	older := browsertest.Eval[string](b, `document.querySelector('a[href*="?before="]').href`)
+	b.Do(chromedp.Navigate(older), chromedp.WaitVisible(chromedp.CSS("#runs-rows")))
+	if got := rows(b); len(got) != 50 || got[0] != ids[49] || got[49] != ids[0] {
+		t.Fatalf("second page lists %d runs, want the oldest 50", len(got))
+	}
+	event(old, "run.finished", "failed")
+	b.Do(chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#run-row-%d [data-run-status="failed"]`, old))))
+	newer := s.CreateRun(t, env, "deploy")
+	seq = event(newer, "run.started", "running")
+	b.Do(chromedp.WaitReady(chromedp.CSS(fmt.Sprintf(`[data-stream][data-last-seq="%d"]`, seq))))
+	if got := rows(b); len(got) != 50 || slices.Contains(got, newer) || slices.Contains(got, fresh) {
+		t.Errorf("after run %d started, the second page lists %d runs (with it: %v); a page of older runs takes no new one", newer, len(got), slices.Contains(got, newer))
+	}
+	b.Screenshot("runs-list-older-page")
 }

@@ -148,6 +148,9 @@
       var list = into && document.getElementById(into);
       if (!list) return false;
       var id = Number(node.getAttribute("data-run-id"));
+      // A page of older runs shows neither newer nor older ones than its own.
+      var lo = list.getAttribute("data-min-run"), hi = list.getAttribute("data-max-run");
+      if ((lo && id < Number(lo)) || (hi && id > Number(hi))) return false;
       var before = null;
       for (var c = list.firstElementChild; c; c = c.nextElementSibling) {
         if (Number(c.getAttribute("data-run-id")) < id) { before = c; break; }
