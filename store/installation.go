@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // InstallationSecret returns the installation-wide secret stored under key
@@ -32,15 +34,15 @@ func (v *Vault) InstallationSecret(ctx context.Context, key string, generate fun
 	if err != nil {
 		return nil, err
 	}
-	enc := keyID + ":" + base64.StdEncoding.EncodeToString(nonce) + ":" + base64.StdEncoding.EncodeToString(ct)
-	if _, err := v.db.Pool.Exec(ctx, `INSERT INTO installation_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, "sealed:"+key, enc); err != nil {
+	enc := encodeSealed(keyID, nonce, ct)
+	if _, err := v.db.Pool.Exec(ctx, `INSERT INTO installation_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, sealedPrefix+key, enc); err != nil {
 		return nil, fmt.Errorf("store: store installation secret %s: %w", key, err)
 	}
 	return v.readSecret(ctx, key)
 }
 
 func (v *Vault) readSecret(ctx context.Context, key string) ([]byte, error) {
-	rows, _ := v.db.Pool.Query(ctx, `SELECT value FROM installation_settings WHERE key = $1`, "sealed:"+key)
+	rows, _ := v.db.Pool.Query(ctx, `SELECT value FROM installation_settings WHERE key = $1`, sealedPrefix+key)
 	var enc string
 	found := false
 	for rows.Next() {
@@ -55,16 +57,80 @@ func (v *Vault) readSecret(ctx context.Context, key string) ([]byte, error) {
 	if !found {
 		return nil, nil
 	}
+	keyID, nonce, ct, err := decodeSealed(key, enc)
+	if err != nil {
+		return nil, err
+	}
+	return v.keys.open(keyID, 0, key, 1, nonce, ct)
+}
+
+// sealedPrefix marks the installation settings that hold a sealed secret.
+const sealedPrefix = "sealed:"
+
+// An installation secret is stored as "<key id>:<nonce>:<ciphertext>", the
+// last two in base64.
+func encodeSealed(keyID string, nonce, ct []byte) string {
+	return keyID + ":" + base64.StdEncoding.EncodeToString(nonce) + ":" + base64.StdEncoding.EncodeToString(ct)
+}
+
+func decodeSealed(key, enc string) (keyID string, nonce, ct []byte, err error) {
 	parts := strings.Split(enc, ":")
 	if len(parts) != 3 {
-		return nil, fmt.Errorf("store: installation secret %s is malformed", key)
+		return "", nil, nil, fmt.Errorf("store: installation secret %s is malformed", key)
 	}
 	nonce, err1 := base64.StdEncoding.DecodeString(parts[1])
 	ct, err2 := base64.StdEncoding.DecodeString(parts[2])
 	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("store: installation secret %s is malformed", key)
+		return "", nil, nil, fmt.Errorf("store: installation secret %s is malformed", key)
 	}
-	return v.keys.open(parts[0], 0, key, 1, nonce, ct)
+	return parts[0], nonce, ct, nil
+}
+
+// resealInstallationSecrets seals every installation secret that another
+// key sealed under newID, each in a short transaction of its own (a key
+// rotation's part for them), and returns how many it sealed again.
+func (v *Vault) resealInstallationSecrets(ctx context.Context, newID string) (int, error) {
+	rows, _ := v.db.Pool.Query(ctx, `SELECT key FROM installation_settings
+		WHERE starts_with(key, $2) AND split_part(value, ':', 1) <> $1 ORDER BY key`, newID, sealedPrefix)
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range keys {
+		name := strings.TrimPrefix(k, sealedPrefix)
+		sealed := false
+		err := v.db.InTx(ctx, func(tx pgx.Tx) error {
+			sealed = false
+			var enc string
+			if err := tx.QueryRow(ctx, `SELECT value FROM installation_settings WHERE key = $1 FOR UPDATE`, k).Scan(&enc); err != nil {
+				return err
+			}
+			keyID, nonce, ct, err := decodeSealed(name, enc)
+			if err != nil || keyID == newID {
+				return err
+			}
+			pt, err := v.keys.open(keyID, 0, name, 1, nonce, ct)
+			if err != nil {
+				return fmt.Errorf("installation secret %s: %w", name, err)
+			}
+			nonce, ct, err = v.keys.seal(newID, 0, name, 1, pt)
+			clear(pt)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE installation_settings SET value = $2 WHERE key = $1`, k, encodeSealed(newID, nonce, ct))
+			sealed = err == nil
+			return err
+		})
+		if err != nil {
+			return n, err
+		}
+		if sealed {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // InstallationSetting returns a plain (not secret) installation setting,

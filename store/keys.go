@@ -404,7 +404,8 @@ func (k *Keyring) check(ctx context.Context, db *DB) error {
 			}
 			active = first
 		}
-		rows, _ = tx.Query(ctx, `SELECT DISTINCT key_id FROM environment_values WHERE ciphertext IS NOT NULL`)
+		rows, _ = tx.Query(ctx, `SELECT DISTINCT key_id FROM environment_values WHERE ciphertext IS NOT NULL
+			UNION SELECT split_part(value, ':', 1) FROM installation_settings WHERE starts_with(key, $1)`, sealedPrefix)
 		used, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return fmt.Errorf("store: read value keys in use: %w", err)
@@ -416,7 +417,7 @@ func (k *Keyring) check(ctx context.Context, db *DB) error {
 			}
 		}
 		if len(missing) > 0 {
-			return fmt.Errorf("values in this database are encrypted with key %s, which %s does not hold: "+
+			return fmt.Errorf("values or installation secrets in this database are encrypted with key %s, which %s does not hold: "+
 				"configure that key (STUDIO_SECRET_KEY, or the secret.key file of the data directory that created these values); "+
 				"a different key cannot read them", strings.Join(missing, ", "), k.Source())
 		}
@@ -430,6 +431,9 @@ type RotationResult struct {
 	Active string
 	// Reencrypted counts the values sealed again.
 	Reencrypted int
+	// Secrets counts the installation's own secrets (the edge's secret, the
+	// development CA's key) sealed again.
+	Secrets int
 	// Retired are the ids of the keys no value uses any more; they may be
 	// removed from the configuration.
 	Retired []string
@@ -536,16 +540,24 @@ func (v *Vault) RotateKey(ctx context.Context, a Actor, newID string, progress f
 			}
 		}
 	}
+	// The installation's own secrets (the edge's, the development CA's key)
+	// are sealed with the same keys: a retired key must open none of them.
+	res.Secrets, err = v.resealInstallationSecrets(ctx, newID)
+	if err != nil {
+		return res, fmt.Errorf("store: rotate: %w", err)
+	}
 	err = v.db.InTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE value_keys IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return err
 		}
 		var left int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM environment_values WHERE ciphertext IS NOT NULL AND key_id <> $1`, newID).Scan(&left); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM environment_values WHERE ciphertext IS NOT NULL AND key_id <> $1)
+			+ (SELECT count(*) FROM installation_settings WHERE starts_with(key, $2) AND split_part(value, ':', 1) <> $1)`,
+			newID, sealedPrefix).Scan(&left); err != nil {
 			return err
 		}
 		if left > 0 {
-			return fmt.Errorf("%d values are still under an old key; run the rotation again", left)
+			return fmt.Errorf("%d values or installation secrets are still under an old key; run the rotation again", left)
 		}
 		rows, _ := tx.Query(ctx, `UPDATE value_keys SET state = 'retired', retired_at = now() WHERE state = 'readable' RETURNING id`)
 		retired, err := pgx.CollectRows(rows, pgx.RowTo[string])
@@ -556,7 +568,7 @@ func (v *Vault) RotateKey(ctx context.Context, a Actor, newID string, progress f
 		res.Retired = retired
 		e := a.event("values.key-rotated")
 		e.Target = newID
-		e.Detail = map[string]any{"active": newID, "retired": nonNil(retired), "reencrypted": res.Reencrypted}
+		e.Detail = map[string]any{"active": newID, "retired": nonNil(retired), "reencrypted": res.Reencrypted, "installation_secrets": res.Secrets}
 		return auditTx(ctx, tx, e)
 	})
 	if err != nil {

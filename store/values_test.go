@@ -488,3 +488,66 @@ func mustKey(t *testing.T, s string) []byte {
 	}
 	return k
 }
+
+// TestRotationReSealsTheInstallationSecrets: the installation's own secrets
+// (the edge's secret, the development CA's key) are sealed with the value
+// keys too, so a rotation seals them again: after it the new key alone
+// opens them, unchanged, and the retired key is needed for nothing.
+func TestRotationReSealsTheInstallationSecrets(t *testing.T) {
+	oldKey, newKey := store.GenerateKey(), store.GenerateKey()
+	f := newValuesFixture(t, oldKey)
+	ctx := context.Background()
+	secrets := map[string][]byte{}
+	for _, name := range []string{"edge-secret", "dev-ca-key"} {
+		s, err := f.vault.InstallationSecret(ctx, name, func() ([]byte, error) { return []byte(name + "-" + store.GenerateKey()), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets[name] = s
+	}
+	if _, err := f.vault.SetValue(ctx, f.actor, f.env, "TOKEN", "tok-1"); err != nil {
+		t.Fatal(err)
+	}
+	rotator, err := store.OpenKeyring(ctx, f.db, store.KeyringOptions{SecretKey: newKey + "," + oldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.NewVault(f.db, rotator).RotateKey(ctx, store.Actor{RequestID: "test"}, rotator.IDs()[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Secrets != 2 || res.Reencrypted != 1 || len(res.Retired) != 1 {
+		t.Errorf("rotation = %+v, want 1 value and 2 installation secrets sealed again, and the old key retired", res)
+	}
+
+	newOnly, err := store.OpenKeyring(ctx, f.db, store.KeyringOptions{SecretKey: newKey})
+	if err != nil {
+		t.Fatalf("the new key alone after the rotation: %v", err)
+	}
+	v := store.NewVault(f.db, newOnly)
+	for name, want := range secrets {
+		got, err := v.InstallationSecret(ctx, name, func() ([]byte, error) {
+			return nil, fmt.Errorf("%s generated again: it should have been read", name)
+		})
+		if err != nil {
+			t.Fatalf("installation secret %s with the new key alone: %v", name, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("installation secret %s changed in the rotation", name)
+		}
+	}
+	// Rotating again finds nothing to do.
+	res, err = store.NewVault(f.db, newOnly).RotateKey(ctx, store.Actor{RequestID: "test"}, newOnly.IDs()[0], nil)
+	if err != nil || res.Secrets != 0 || res.Reencrypted != 0 {
+		t.Errorf("a second rotation = %+v, %v; want nothing to do", res, err)
+	}
+	// A keyring without the key an installation secret is sealed with is
+	// refused when it is opened, not when the secret is first needed.
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE installation_settings SET value = $1 || substr(value, strpos(value, ':'))
+		WHERE key = 'sealed:edge-secret'`, store.KeyID(mustKey(t, oldKey))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.OpenKeyring(ctx, f.db, store.KeyringOptions{SecretKey: newKey}); err == nil || !strings.Contains(err.Error(), store.KeyID(mustKey(t, oldKey))) {
+		t.Errorf("a keyring without the key of an installation secret: %v, want it refused, naming that key", err)
+	}
+}

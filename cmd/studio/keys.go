@@ -152,7 +152,8 @@ func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "Every value is now encrypted with key %s (%d re-encrypted).\n", res.Active, res.Reencrypted)
+	fmt.Fprintf(stdout, "Every value and installation secret is now encrypted with key %s (%d values and %d installation secrets re-encrypted).\n",
+		res.Active, res.Reencrypted, res.Secrets)
 	if len(res.Retired) > 0 {
 		fmt.Fprintf(stdout, "Retired: %v.", res.Retired)
 		if cfg.SecretKey != "" {

@@ -8,6 +8,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -89,4 +90,99 @@ func TestServeOnAFreshDataDirectory(t *testing.T) {
 	if _, err := os.Stat(dir + "/postgres/postmaster.pid"); err == nil {
 		t.Error("postmaster.pid is still there: PostgreSQL was not stopped")
 	}
+}
+
+// TestServeStartsAgainAfterAKeyRotation follows the README's rotation on a
+// data directory: `studio keys rotate` while the Studio is stopped, then
+// `studio serve` again. The rotation leaves the new key alone in
+// secret.key, and the Studio starts on it: its own secrets (the edge's)
+// moved to the new key with the values.
+func TestServeStartsAgainAfterAKeyRotation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster from scratch")
+	}
+	dir, err := os.MkdirTemp("", "studio-rotate-test-") // not t.TempDir: PostgreSQL's user must reach it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("STUDIO_SECRET_KEY", "")
+	serve := func() (addr string, stop func()) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		out, outW := io.Pipe()
+		var errOut strings.Builder
+		done := make(chan error, 1)
+		go func() {
+			done <- runServe(ctx, []string{"--addr", "127.0.0.1:0", "--data-dir", dir}, outW, &syncWriter{w: &errOut})
+			outW.Close()
+		}()
+		lines := bufio.NewScanner(out)
+		for addr == "" && lines.Scan() {
+			addr, _ = strings.CutPrefix(lines.Text(), "Skali Studio is serving on ")
+		}
+		go io.Copy(io.Discard, out)
+		if addr == "" {
+			cancel()
+			t.Fatalf("serve did not start: %v", <-done)
+		}
+		return addr, func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("serve returned %v after a stop signal", err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatal("serve did not stop within 60s")
+			}
+		}
+	}
+
+	addr, stop := serve()
+	resp, err := http.Get(addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	stop()
+
+	var out, errOut strings.Builder
+	if code := run([]string{"keys", "rotate", "--data-dir", dir}, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("keys rotate exited %d: %s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "installation secrets re-encrypted") || strings.Contains(out.String(), " 0 installation secrets") {
+		t.Errorf("keys rotate says:\n%s\nwant the installation's secrets re-encrypted", out.String())
+	}
+	keys, err := os.ReadFile(dir + "/secret.key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.TrimSpace(string(keys)), "\n"); n != 1 {
+		t.Errorf("secret.key holds %d keys after the rotation, want the new one alone:\n%s", n, keys)
+	}
+
+	addr, stop = serve()
+	defer stop()
+	resp, err = http.Get(addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz after the rotation = %d, want 200", resp.StatusCode)
+	}
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
