@@ -2,6 +2,7 @@ package runs_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 )
@@ -515,4 +517,49 @@ func TestRestoreWithCorruptedFileBlocksDeploysUntilAccept(t *testing.T) {
 		t.Fatalf("state after a good restore %q", env.State)
 	}
 	f.deploy(runs.DeployRequest{Redeploy: true})
+}
+
+// TestDeployRefusedWhileARestoreWaits: a restore stops the environment only
+// once its job runs; until then the environment still reads active. A
+// deploy asked for meanwhile must not start beside the restore, and a
+// restore asked for while a deploy waits must not either.
+func TestDeployRefusedWhileARestoreWaits(t *testing.T) {
+	f, _ := newBackupFixture(t)
+	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	b, err := f.db.BackupByRun(f.ctx, run.ID)
+	if err != nil || !b.Succeeded() {
+		t.Fatalf("snapshot: %v %+v", err, b)
+	}
+	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := f.reloadEnv(); env.State != store.EnvironmentActive {
+		t.Fatalf("state %q before the restore's job ran, want it still active (the case under test)", env.State)
+	}
+	_, err = f.svc.StartDeploy(f.ctx, store.Actor{}, f.reloadEnv(), runs.DeployRequest{Redeploy: true})
+	if apperr.CodeOf(err) != apperr.Conflict || !strings.Contains(err.Error(), fmt.Sprintf("Restore run %d", restore.ID)) {
+		t.Fatalf("deploy while restore run %d waits: %v; want it refused, naming the restore", restore.ID, err)
+	}
+	var deploys int
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT count(*) FROM runs WHERE environment_id = $1 AND kind = 'deploy' AND finished_at IS NULL`, f.env.ID).Scan(&deploys); err != nil || deploys != 0 {
+		t.Fatalf("%d unfinished deploys after the refusal (%v), want none", deploys, err)
+	}
+	f.execute(restore.ID)
+	if r := f.run(restore.ID); r.Status != store.RunSucceeded {
+		t.Fatalf("restore: %s (%s)", r.Status, r.Reason)
+	}
+	// Once it has finished, deploys start again; and a restore waits for
+	// a deploy that is under way.
+	dep, err := f.svc.StartDeploy(f.ctx, store.Actor{}, f.reloadEnv(), runs.DeployRequest{Redeploy: true})
+	if err != nil {
+		t.Fatalf("deploy after the restore: %v", err)
+	}
+	if _, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production"); apperr.CodeOf(err) != apperr.Conflict || !strings.Contains(err.Error(), fmt.Sprintf("Deploy run %d", dep.ID)) {
+		t.Fatalf("restore while deploy run %d waits: %v; want it refused, naming the deploy", dep.ID, err)
+	}
 }

@@ -105,7 +105,7 @@ type NewRun struct {
 	// AuditAction and AuditDetail record who started the run; no record when empty.
 	AuditAction string
 	AuditDetail map[string]any
-	// ExclusiveDeploy refuses the run while another deploy of the
+	// ExclusiveDeploy refuses the run while a deploy or a restore of the
 	// environment is unfinished.
 	ExclusiveDeploy bool
 	// Enqueue inserts the job that executes the run inside the same
@@ -137,12 +137,19 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 			return err
 		}
 		if nr.ExclusiveDeploy {
+			// Under the environment's lock: a deploy or restore created
+			// before this one commits is seen here, whatever the state the
+			// caller read (a restore stops the environment only once its
+			// job runs).
 			var other int64
-			err := tx.QueryRow(ctx, `SELECT id FROM runs WHERE environment_id = $1 AND kind = 'deploy' AND finished_at IS NULL ORDER BY id LIMIT 1`, env.ID).Scan(&other)
-			if err == nil {
+			var kind string
+			err := tx.QueryRow(ctx, `SELECT id, kind FROM runs WHERE environment_id = $1 AND kind IN ('deploy', 'restore') AND finished_at IS NULL ORDER BY id LIMIT 1`, env.ID).Scan(&other, &kind)
+			switch {
+			case err == nil && kind == "restore":
+				return apperr.Errorf(apperr.Conflict, "Restore run %d of %s is still in progress. Wait for it to finish.", other, env.Name)
+			case err == nil:
 				return apperr.Errorf(apperr.Conflict, "Deploy run %d of %s is still in progress. Wait for it to finish or cancel it first.", other, env.Name)
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
+			case !errors.Is(err, pgx.ErrNoRows):
 				return err
 			}
 		}
