@@ -58,7 +58,7 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 	now := svc.Now()
 	m := views.BackupsPage{
 		Chrome:  h.Chrome(r, "Backups · "+env.Project+" / "+env.Name, "projects"),
-		Project: env.Project, Env: env.Name, State: env.State, Down: env.State == store.EnvironmentRestoreFailed,
+		Project: env.Project, Env: env.Name, State: env.State, Down: env.State == store.EnvironmentRestoreFailed, LastEventSeq: env.LastEventSeq,
 		IsInstallAdmin: u != nil && u.IsAdmin,
 		CanManage:      role.Includes(store.RoleAdmin), CanBackup: role.Includes(store.RoleDeployer),
 		CronError: f.cronErr, KeepError: f.keepErr, FormError: f.formErr, AcceptError: f.acceptErr,

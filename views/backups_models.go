@@ -14,6 +14,10 @@ type BackupsPage struct {
 	// State is the environment's state; Down when a restore failed.
 	State string
 	Down  bool
+	// LastEventSeq is the environment's newest event when the page was
+	// read: the page follows the environment's stream after it, and reads
+	// itself again when a snapshot or restore starts or ends.
+	LastEventSeq int64
 	// NoTarget: the installation has no backup target; IsInstallAdmin
 	// links to the admin page.
 	NoTarget       bool

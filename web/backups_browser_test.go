@@ -88,3 +88,62 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 	checkWidth("the backups page of a failed restore")
 	b.Do(chromedp.EmulateViewport(1280, 900))
 }
+
+// TestBrowserBackupsPageFollowsSnapshotsAndRestores keeps the backups page
+// open while someone else takes a snapshot and then restores a corrupted
+// one: the snapshot appears and completes, then the page says the
+// environment is down and stops offering snapshots, all without a reload
+// and without losing what the admin was typing in the schedule form.
+func TestBrowserBackupsPageFollowsSnapshotsAndRestores(t *testing.T) {
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	env := s.CreateEnvironment(t, backupWebManifest, "production")
+	admin := s.SignInLocal(t)
+	target := t.TempDir()
+	if resp, _ := s.PostForm(t, admin, "/admin/backup-target", url.Values{"target": {target}}); resp.StatusCode != 303 {
+		t.Fatalf("target: %d", resp.StatusCode)
+	}
+	s.ActivateRevision(t, "vault", "production", 1)
+	const page = "/projects/vault/environments/production/backups"
+
+	b := browsertest.New(t)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS("#cron")),
+		chromedp.WaitReady(chromedp.CSS(`[data-stream][data-stream-status="live"]`)))
+	if got := b.Text("#snapshots"); !strings.Contains(got, "No snapshots yet") {
+		t.Fatalf("snapshots of a new environment = %q", got)
+	}
+	b.Do(chromedp.SendKeys(chromedp.CSS("#cron"), "15 4 * * 1"))
+	browsertest.Eval[any](b, `window.studioMarker = "not reloaded"`)
+
+	// Someone else takes a snapshot.
+	resp, _ := s.PostForm(t, admin, page, url.Values{})
+	if resp.StatusCode != 303 {
+		t.Fatalf("take a snapshot: %d", resp.StatusCode)
+	}
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#snapshots tr[data-origin="manual"] [data-run-status="succeeded"]`)))
+	if got := b.Text("#backup-status"); strings.Contains(got, "None yet") {
+		t.Errorf("the status card still says no good snapshot once one completed: %q", got)
+	}
+
+	// A restore of a corrupted copy of it fails: the page says so.
+	list, err := s.DB.Backups(t.Context(), env.ID, 1)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("backups: %v %v", list, err)
+	}
+	os.WriteFile(filepath.Join(target, "vault", "production", list[0].Name, "database-main.snapshot"), []byte("x"), 0o600)
+	resp, _ = s.PostForm(t, admin, page+"/"+strconv.FormatInt(list[0].ID, 10)+"/restore", url.Values{"confirm": {"production"}})
+	if resp.StatusCode != 303 {
+		t.Fatalf("restore: %d", resp.StatusCode)
+	}
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#backup-alerts [data-testid="restore-failed"]`)))
+	if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="take-snapshot"]').length`); n != 0 {
+		t.Error("the page still offers a snapshot while the environment is down")
+	}
+	if got := browsertest.Eval[string](b, `document.getElementById("cron").value`); got != "15 4 * * 1" {
+		t.Errorf("the schedule form holds %q after the live updates, want what was typed", got)
+	}
+	if got := browsertest.Eval[string](b, `window.studioMarker || "reloaded"`); got != "not reloaded" {
+		t.Error("the backups page reloaded itself; it should have followed the environment's stream")
+	}
+	b.Screenshot("backups-live-restore-failed")
+}

@@ -58,3 +58,54 @@
     timer = setTimeout(update, 200);
   });
 })();
+
+// Backups page: it follows the environment's stream (live.js). When a
+// snapshot or a restore starts or ends, or the environment's state changes,
+// read the page again and swap the parts marked data-backups-live (status,
+// snapshots, the header's action, the restore-failed callout). The schedule
+// form is not among them: what an admin is typing stays.
+(function () {
+  "use strict";
+  var page = document.querySelector(".backups-page[data-stream][data-refresh]");
+  if (!page) return;
+  var kinds = { backup: true, restore: true };
+  var timer = null;
+  var busy = false;
+  var again = false;
+
+  function refresh() {
+    if (busy) {
+      again = true;
+      return;
+    }
+    busy = true;
+    fetch(page.getAttribute("data-refresh"), { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) {
+        if (!r.ok) throw new Error("backups page: " + r.status);
+        return r.text();
+      })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        document.querySelectorAll("[data-backups-live]").forEach(function (el) {
+          var fresh = el.id && doc.getElementById(el.id);
+          if (fresh) el.replaceWith(document.importNode(fresh, true));
+        });
+      })
+      .catch(function () {})
+      .then(function () {
+        busy = false;
+        if (again) {
+          again = false;
+          refresh();
+        }
+      });
+  }
+
+  page.addEventListener("studio:event", function (e) {
+    var f = e.detail || {};
+    var concerned = (f.run && kinds[f.run.kind]) || f.type === "environment.state";
+    if (!concerned) return;
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 100);
+  });
+})();
