@@ -438,20 +438,25 @@ func TestBackupFiresExactlyOnceAcrossTwoProcesses(t *testing.T) {
 	}
 }
 
+// snapshot takes a snapshot of f's environment by hand and returns it,
+// completed.
+func snapshot(t *testing.T, f *fixture) *store.Backup {
+	t.Helper()
+	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	b, err := f.db.BackupByRun(f.ctx, run.ID)
+	if err != nil || !b.Succeeded() {
+		t.Fatalf("snapshot: %v %+v", err, b)
+	}
+	return b
+}
+
 func TestRestoreWithCorruptedFileBlocksDeploysUntilAccept(t *testing.T) {
 	f, target := newBackupFixture(t)
-	snap := func() *store.Backup {
-		run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.execute(run.ID)
-		b, err := f.db.BackupByRun(f.ctx, run.ID)
-		if err != nil || !b.Succeeded() {
-			t.Fatalf("snapshot: %v %+v", err, b)
-		}
-		return b
-	}
+	snap := func() *store.Backup { return snapshot(t, f) }
 	restore := func(b *store.Backup) *store.Run {
 		if _, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "nope"); err == nil {
 			t.Fatal("restore without the typed name")
@@ -525,15 +530,7 @@ func TestRestoreWithCorruptedFileBlocksDeploysUntilAccept(t *testing.T) {
 // restore asked for while a deploy waits must not either.
 func TestDeployRefusedWhileARestoreWaits(t *testing.T) {
 	f, _ := newBackupFixture(t)
-	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.execute(run.ID)
-	b, err := f.db.BackupByRun(f.ctx, run.ID)
-	if err != nil || !b.Succeeded() {
-		t.Fatalf("snapshot: %v %+v", err, b)
-	}
+	b := snapshot(t, f)
 	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production")
 	if err != nil {
 		t.Fatal(err)

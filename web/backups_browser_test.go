@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -10,14 +11,16 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
-// TestBrowserBackupsScheduleAndManualSnapshot sets a schedule as a person
-// would, sees the preview follow the typing, takes a snapshot by hand and
-// watches it complete; no page is wider than a phone's screen.
-func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
+// backupsReady starts a Studio with backupWebManifest's environment
+// production deployed (revision 1 active) and a backup target, and signs
+// in its admin.
+func backupsReady(t *testing.T) (*webtest.Server, *store.Environment, *http.Client, string) {
+	t.Helper()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	env := s.CreateEnvironment(t, backupWebManifest, "production")
 	admin := s.SignInLocal(t)
@@ -26,6 +29,14 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 		t.Fatalf("target: %d", resp.StatusCode)
 	}
 	s.ActivateRevision(t, "vault", "production", 1)
+	return s, env, admin, target
+}
+
+// TestBrowserBackupsScheduleAndManualSnapshot sets a schedule as a person
+// would, sees the preview follow the typing, takes a snapshot by hand and
+// watches it complete; no page is wider than a phone's screen.
+func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
+	s, env, admin, target := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 
 	b := browsertest.New(t)
@@ -95,14 +106,7 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 // environment is down and stops offering snapshots, all without a reload
 // and without losing what the admin was typing in the schedule form.
 func TestBrowserBackupsPageFollowsSnapshotsAndRestores(t *testing.T) {
-	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
-	env := s.CreateEnvironment(t, backupWebManifest, "production")
-	admin := s.SignInLocal(t)
-	target := t.TempDir()
-	if resp, _ := s.PostForm(t, admin, "/admin/backup-target", url.Values{"target": {target}}); resp.StatusCode != 303 {
-		t.Fatalf("target: %d", resp.StatusCode)
-	}
-	s.ActivateRevision(t, "vault", "production", 1)
+	s, env, admin, target := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 
 	b := browsertest.New(t)
