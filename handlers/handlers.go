@@ -97,7 +97,9 @@ func (b *Base) Chrome(r *http.Request, title, nav string) views.Chrome {
 		}
 		c.User.SeesAudit = ok
 	}
-	if b.Sessions != nil {
+	// A page's script reading the page again (X-Studio-Refresh) leaves the
+	// one-time message for the next page the person opens.
+	if b.Sessions != nil && r.Header.Get("X-Studio-Refresh") == "" {
 		if msg := b.Sessions.PopString(r.Context(), sessionFlash); msg != "" {
 			c.Flash = &views.Flash{Kind: b.Sessions.PopString(r.Context(), sessionFlashKind), Message: msg}
 		}

@@ -22,20 +22,24 @@ func (v *Vault) InstallationSecret(ctx context.Context, key string, generate fun
 	if err != nil {
 		return nil, err
 	}
-	keyID, err := v.db.ActiveKeyID(ctx)
-	if err != nil || keyID == "" {
-		ids := v.keys.IDs()
-		if len(ids) == 0 {
-			return nil, fmt.Errorf("store: installation secret %s: no value-encryption key", key)
+	defer clear(plain)
+	// Sealed and stored under a share lock of the active key, as a value
+	// is: a rotation switching keys waits for it, and finds it when it
+	// seals the installation's secrets again.
+	err = v.db.InTx(ctx, func(tx pgx.Tx) error {
+		keyID, err := activeKey(ctx, tx)
+		if err != nil {
+			return err
 		}
-		keyID = ids[0]
-	}
-	nonce, ct, err := v.keys.seal(keyID, 0, key, 1, plain)
+		nonce, ct, err := v.keys.seal(keyID, 0, key, 1, plain)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO installation_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`,
+			sealedPrefix+key, encodeSealed(keyID, nonce, ct))
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	enc := encodeSealed(keyID, nonce, ct)
-	if _, err := v.db.Pool.Exec(ctx, `INSERT INTO installation_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, sealedPrefix+key, enc); err != nil {
 		return nil, fmt.Errorf("store: store installation secret %s: %w", key, err)
 	}
 	return v.readSecret(ctx, key)

@@ -404,8 +404,7 @@ func (k *Keyring) check(ctx context.Context, db *DB) error {
 			}
 			active = first
 		}
-		rows, _ = tx.Query(ctx, `SELECT DISTINCT key_id FROM environment_values WHERE ciphertext IS NOT NULL
-			UNION SELECT split_part(value, ':', 1) FROM installation_settings WHERE starts_with(key, $1)`, sealedPrefix)
+		rows, _ = tx.Query(ctx, `SELECT DISTINCT key_id FROM environment_values WHERE ciphertext IS NOT NULL`)
 		used, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return fmt.Errorf("store: read value keys in use: %w", err)
@@ -417,9 +416,32 @@ func (k *Keyring) check(ctx context.Context, db *DB) error {
 			}
 		}
 		if len(missing) > 0 {
-			return fmt.Errorf("values or installation secrets in this database are encrypted with key %s, which %s does not hold: "+
+			return fmt.Errorf("values in this database are encrypted with key %s, which %s does not hold: "+
 				"configure that key (STUDIO_SECRET_KEY, or the secret.key file of the data directory that created these values); "+
 				"a different key cannot read them", strings.Join(missing, ", "), k.Source())
+		}
+		// The installation's own secrets: a Studio whose rotation predates
+		// their re-sealing may have lost their key with the retired one.
+		rows, _ = tx.Query(ctx, `SELECT substr(key, length($1) + 1), split_part(value, ':', 1) FROM installation_settings
+			WHERE starts_with(key, $1) ORDER BY key`, sealedPrefix)
+		secrets, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Name, KeyID string }])
+		if err != nil {
+			return fmt.Errorf("store: read installation secrets: %w", err)
+		}
+		var lost, lostKeys []string
+		for _, sec := range secrets {
+			if !held[sec.KeyID] {
+				lost = append(lost, sec.Name)
+				if !slices.Contains(lostKeys, sec.KeyID) {
+					lostKeys = append(lostKeys, sec.KeyID)
+				}
+			}
+		}
+		if len(lost) > 0 {
+			return fmt.Errorf("the installation's secrets %s are sealed with key %s, which %s does not hold: configure that key; "+
+				"if it is lost, delete them (DELETE FROM installation_settings WHERE key IN ('sealed:%s')) and the Studio generates new ones "+
+				"(the development CA is then a new one: it signs the certificates issued from then on)",
+				strings.Join(lost, ", "), strings.Join(lostKeys, ", "), k.Source(), strings.Join(lost, "', 'sealed:"))
 		}
 		return nil
 	})

@@ -248,7 +248,7 @@ func (db *DB) Runs(ctx context.Context, envID int64, limit int) ([]Run, error) {
 // RunsBefore is Runs from the run before run number before on (older than
 // it; 0: from the newest), so a long list is read page by page.
 func (db *DB) RunsBefore(ctx context.Context, envID, before int64, limit int) ([]Run, error) {
-	rows, _ := db.Pool.Query(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 AND ($2 = 0 OR r.id < $2) ORDER BY r.id DESC LIMIT $3`, envID, before, limit)
+	rows, _ := db.Pool.Query(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 AND ($2::bigint = 0 OR r.id < $2::bigint) ORDER BY r.id DESC LIMIT $3`, envID, before, limit)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
 		r, err := scanRun(row)
 		if err != nil {

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -142,6 +143,23 @@ func TestBrowserBackupsPageFollowsSnapshotsAndRestores(t *testing.T) {
 	b.Do(chromedp.WaitVisible(chromedp.CSS(`#backup-alerts [data-testid="restore-failed"]`)))
 	if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="take-snapshot"]').length`); n != 0 {
 		t.Error("the page still offers a snapshot while the environment is down")
+	}
+	// What the admin types into the accept form survives a later update.
+	b.Do(chromedp.SendKeys(chromedp.CSS("#accept-confirm"), "prod"))
+	refreshed := browsertest.Eval[string](b, `document.querySelector("[data-stream]").dataset.refreshed || "0"`)
+	var seq int64
+	if err := s.DB.Pool.QueryRow(t.Context(), `
+		WITH s AS (UPDATE environments SET last_event_seq = last_event_seq + 1 WHERE id = $1 RETURNING id, last_event_seq, state),
+		     i AS (INSERT INTO environment_events (environment_id, seq, payload)
+		           SELECT id, last_event_seq, jsonb_build_object('type', 'environment.state', 'state', state) FROM s RETURNING environment_id, seq)
+		SELECT i.seq FROM i, LATERAL (SELECT pg_notify('environment_events.' || i.environment_id::text, i.environment_id::text || ':' || i.seq::text)) n`,
+		env.ID).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(refreshed)
+	b.Do(chromedp.WaitReady(chromedp.CSS(fmt.Sprintf(`[data-stream][data-last-seq="%d"][data-refreshed="%d"]`, seq, n+1))))
+	if got := browsertest.Eval[string](b, `document.getElementById("accept-confirm").value`); got != "prod" {
+		t.Errorf("the accept form holds %q after a live update, want what was typed", got)
 	}
 	if got := browsertest.Eval[string](b, `document.getElementById("cron").value`); got != "15 4 * * 1" {
 		t.Errorf("the schedule form holds %q after the live updates, want what was typed", got)

@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -98,9 +100,25 @@ func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 	if resp, _ := s.PostForm(t, root, page+"/schedule", url.Values{"cron": {"0 3 * * *"}, "keep": {"7d"}}); resp.StatusCode != 303 || resp.Header.Get("Location") != page {
 		t.Fatalf("schedule: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
+	// The page's script reading the page again (X-Studio-Refresh) leaves
+	// the one-time message for the page the person opens next.
+	req, _ := http.NewRequest(http.MethodGet, s.URL+page, nil)
+	req.Header.Set("X-Studio-Refresh", "1")
+	again, err := root.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refreshed, _ := io.ReadAll(again.Body)
+	again.Body.Close()
+	if again.StatusCode != 200 || strings.Contains(string(refreshed), `class="flash`) {
+		t.Errorf("the page read again by its script: %d, with the flash message: %v", again.StatusCode, strings.Contains(string(refreshed), `class="flash`))
+	}
 	_, body := s.Get(t, root, page)
 	if !strings.Contains(body, `<code data-testid="schedule-cron">0 3 * * *</code>`) || strings.Count(body, " 03:00</li>") != 5 {
 		t.Fatalf("backups page after the schedule:\n%s", pageMain(body))
+	}
+	if !strings.Contains(body, `class="flash`) {
+		t.Error("the page opened after saving the schedule has no flash message: a refresh spent it")
 	}
 
 	// A manual backup before the first deploy is refused; after it, it runs.

@@ -104,8 +104,13 @@ func TestRunsListIsReadPageByPage(t *testing.T) {
 			t.Errorf("before=%s: %d, want 400 saying what before must be\n%s", bad, status, pageMain(body))
 		}
 	}
+	// Past every run, even past 32 bits: the newest runs.
+	status, body := s.Get(t, c, list+"?before=3000000000")
+	if ids := runRows(body); status != http.StatusOK || len(ids) != 100 || ids[0] != want[0] {
+		t.Errorf("before=3000000000: %d, %d runs, want 200 and the newest 100\n%s", status, len(ids), pageMain(body))
+	}
 	// Before the oldest run: an empty page that still leads back.
-	status, body := s.Get(t, c, list+"?before="+strconv.FormatInt(want[len(want)-1], 10))
+	status, body = s.Get(t, c, list+"?before="+strconv.FormatInt(want[len(want)-1], 10))
 	if status != http.StatusOK || len(runRows(body)) != 0 || !strings.Contains(body, "No older runs.") || !strings.Contains(body, "← Newest runs") {
 		t.Errorf("the page before the oldest run: %d\n%s", status, pageMain(body))
 	}

@@ -72,6 +72,8 @@
   var timer = null;
   var busy = false;
   var again = false;
+  var skipped = false;
+  var refreshed = 0; // shown in data-refreshed: how many times the page was read again
 
   function refresh() {
     if (busy) {
@@ -79,17 +81,35 @@
       return;
     }
     busy = true;
-    fetch(page.getAttribute("data-refresh"), { credentials: "same-origin", headers: { Accept: "text/html" } })
+    // X-Studio-Refresh: the server keeps a one-time flash message for the
+    // next page the person opens instead of spending it here.
+    fetch(page.getAttribute("data-refresh"), {
+      credentials: "same-origin",
+      headers: { Accept: "text/html", "X-Studio-Refresh": "1" },
+    })
       .then(function (r) {
+        if (r.redirected) {
+          // Signed out meanwhile: show where the server sends the person.
+          location.reload();
+          throw new Error("backups page: redirected");
+        }
         if (!r.ok) throw new Error("backups page: " + r.status);
         return r.text();
       })
       .then(function (html) {
         var doc = new DOMParser().parseFromString(html, "text/html");
         document.querySelectorAll("[data-backups-live]").forEach(function (el) {
+          // A part the person is using (focus in it, or text typed into
+          // it) waits for the next refresh.
+          if (el.contains(document.activeElement) || edited(el)) {
+            skipped = true;
+            return;
+          }
           var fresh = el.id && doc.getElementById(el.id);
           if (fresh) el.replaceWith(document.importNode(fresh, true));
         });
+        refreshed++;
+        page.setAttribute("data-refreshed", String(refreshed));
       })
       .catch(function () {})
       .then(function () {
@@ -100,6 +120,20 @@
         }
       });
   }
+
+  function edited(el) {
+    return Array.prototype.some.call(el.querySelectorAll("input, textarea"), function (i) {
+      return i.type !== "hidden" && i.value !== i.defaultValue;
+    });
+  }
+
+  // A part skipped while in use is read again once the person leaves it.
+  page.addEventListener("focusout", function () {
+    if (!skipped) return;
+    skipped = false;
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 300);
+  });
 
   page.addEventListener("studio:event", function (e) {
     var f = e.detail || {};
