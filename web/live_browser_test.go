@@ -238,4 +238,9 @@ func TestBrowserRunsPagesShowOnlyTheirOwnRuns(t *testing.T) {
 		t.Errorf("after run %d started, the second page lists %d runs (with it: %v); a page of older runs takes no new one", newer, len(got), slices.Contains(got, newer))
 	}
 	b.Screenshot("runs-list-older-page")
+	b.Do(chromedp.EmulateViewport(390, 844))
+	if w := browsertest.Eval[int](b, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("a page of older runs is %dpx wide on a 390px phone", w)
+	}
+	b.Screenshot("runs-list-older-page-phone")
 }
