@@ -90,9 +90,9 @@ func decodeSealed(key, enc string) (keyID string, nonce, ct []byte, err error) {
 	return parts[0], nonce, ct, nil
 }
 
-// resealInstallationSecrets seals every installation secret that another
-// key sealed under newID, each in a short transaction of its own (a key
-// rotation's part for them), and returns how many it sealed again.
+// resealInstallationSecrets seals again under newID every installation
+// secret sealed with another key, each in a short transaction of its own
+// (a key rotation's part for them), and returns how many it sealed again.
 func (v *Vault) resealInstallationSecrets(ctx context.Context, newID string) (int, error) {
 	rows, _ := v.db.Pool.Query(ctx, `SELECT key FROM installation_settings
 		WHERE starts_with(key, $2) AND split_part(value, ':', 1) <> $1 ORDER BY key`, newID, sealedPrefix)
