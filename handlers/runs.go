@@ -176,6 +176,8 @@ func runView(env *store.Environment, run *store.Run, now time.Time, canCancel bo
 		end := now
 		if run.FinishedAt != nil {
 			end = *run.FinishedAt
+		} else {
+			v.RunningSince = run.StartedAt.UTC().Format(time.RFC3339Nano)
 		}
 		v.Duration = durationText(end.Sub(*run.StartedAt))
 	}

@@ -19,9 +19,13 @@ type RunView struct {
 	CreatedBy          string
 	Created            string
 	Started            string
-	Duration           string
-	Deferred           int
-	Warnings           int
+	// Duration is how long the run took, or for an unfinished run how long
+	// it had run when the page was rendered; RunningSince (RFC 3339, UTC)
+	// is then when it started, for the page's script to keep counting.
+	Duration     string
+	RunningSince string
+	Deferred     int
+	Warnings     int
 	// Subject says what a reconcile run is about (a domain).
 	Subject   string
 	Summary   string

@@ -32,9 +32,17 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 	if status := browsertest.Eval[string](b, `document.getElementById("run-status").dataset.runStatus`); status == "succeeded-with-warnings" {
 		t.Fatal("the run had finished before the page could watch it; the steps need to be slower")
 	}
+	// While it runs, the header says for how long, and keeps counting.
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#run-header time[data-elapsed]`)))
+	if got := b.Text("#run-header"); !strings.Contains(got, "running for") || strings.Contains(got, "took") {
+		t.Errorf("the header of a running run = %q, want how long it has been running", got)
+	}
 	b.Do(chromedp.WaitVisible(chromedp.CSS(`#run-status[data-run-status="succeeded-with-warnings"]`)))
 	if got := browsertest.Eval[string](b, `window.studioMarker || "reloaded"`); got != "not reloaded" {
 		t.Fatal("the run page reloaded itself; it should have followed the run's stream")
+	}
+	if got := b.Text("#run-header"); !strings.Contains(got, "took") || strings.Contains(got, "running for") {
+		t.Errorf("the header of the finished run = %q, want how long it took", got)
 	}
 	page := b.Text("main")
 	for _, want := range []string{"succeeded · with warnings", "1 route deferred", "cert deferred · domain not pointing here yet", "warning: TLS deferred: wiki.test"} {
@@ -189,7 +197,8 @@ func TestBrowserRunsPagesShowOnlyTheirOwnRuns(t *testing.T) {
 		t.Helper()
 		var seq int64
 		err := s.DB.Pool.QueryRow(t.Context(), `
-			WITH r AS (UPDATE runs SET status = $3 WHERE id = $2),
+			WITH r AS (UPDATE runs SET status = $3, started_at = COALESCE(started_at, now()),
+			                          finished_at = CASE WHEN $4::text = 'run.finished' THEN now() END WHERE id = $2),
 			     s AS (UPDATE environments SET last_event_seq = last_event_seq + 1 WHERE id = $1 RETURNING id, last_event_seq),
 			     i AS (INSERT INTO environment_events (environment_id, seq, run_id, payload)
 			           SELECT id, last_event_seq, $2, jsonb_build_object('type', $4::text, 'run', jsonb_build_object('id', $2::bigint, 'kind', 'deploy', 'status', $3::text)) FROM s
@@ -223,6 +232,16 @@ func TestBrowserRunsPagesShowOnlyTheirOwnRuns(t *testing.T) {
 	b.Do(chromedp.WaitReady(chromedp.CSS(fmt.Sprintf(`[data-stream][data-last-seq="%d"]`, seq))))
 	if got := rows(b); len(got) != 101 || got[0] != fresh {
 		t.Errorf("after run %d started, the first page lists %d runs, starting with %d; want it at the top", fresh, len(got), got[0])
+	}
+	// No event follows, yet its duration keeps counting.
+	elapsed := fmt.Sprintf(`#run-row-%d time[data-elapsed]`, fresh)
+	first := b.Text(elapsed)
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Text(elapsed) == first {
+		if time.Now().After(deadline) {
+			t.Fatalf("the running run's duration stayed %q for 5 s", first)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	older := browsertest.Eval[string](b, `document.querySelector('a[href*="?before="]').href`)

@@ -21,6 +21,8 @@
 //     revision; reload).
 //   <time data-countdown datetime="2026-11-30T14:03:00Z">…</time>
 //     shows the time left until that absolute UTC time ("in 52 min").
+//   <time data-elapsed datetime="2026-11-30T14:03:00Z">…</time>
+//     shows the time since then ("2 min"): how long a run has been running.
 (function () {
   "use strict";
 
@@ -35,6 +37,16 @@
     m = m % 60;
     return "in " + h + " h" + (m ? " " + (m < 10 ? "0" : "") + m + " min" : "");
   }
+  // Elapsed times ("running for 2 min"), as the server writes durations.
+  function formatElapsed(ms) {
+    var s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) return s + "s";
+    var m = Math.floor(s / 60);
+    if (m < 60) return m + " min";
+    var h = Math.floor(m / 60);
+    m = m % 60;
+    return h + "h" + (m ? " " + m + "m" : "");
+  }
   function tickCountdowns() {
     var now = Date.now();
     document.querySelectorAll("time[data-countdown]").forEach(function (el) {
@@ -43,9 +55,15 @@
       var text = formatRemaining(at - now);
       if (el.textContent !== text) el.textContent = text;
     });
+    document.querySelectorAll("time[data-elapsed]").forEach(function (el) {
+      var at = Date.parse(el.getAttribute("datetime"));
+      if (isNaN(at)) return;
+      var text = formatElapsed(now - at);
+      if (el.textContent !== text) el.textContent = text;
+    });
   }
   var streams = document.querySelectorAll("[data-stream]");
-  if (document.querySelector("time[data-countdown]") || streams.length) {
+  if (document.querySelector("time[data-countdown], time[data-elapsed]") || streams.length) {
     tickCountdowns();
     setInterval(tickCountdowns, 1000);
   }
