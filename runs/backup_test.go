@@ -560,3 +560,27 @@ func TestDeployRefusedWhileARestoreWaits(t *testing.T) {
 		t.Fatalf("restore while deploy run %d waits: %v; want it refused, naming the deploy", dep.ID, err)
 	}
 }
+
+// TestBackupFiresAreClaimedAsTheMinuteStarts: cron fires fall on whole
+// minutes, so the claim runs a second after each minute starts, whenever
+// the process started: a fire is never claimed a minute late.
+func TestBackupFiresAreClaimedAsTheMinuteStarts(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse("15:04:05.000", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, c := range []struct{ now, want string }{
+		{"05:49:00.000", "05:49:01.000"},
+		{"05:49:00.500", "05:49:01.000"},
+		{"05:49:01.000", "05:50:01.000"},
+		{"05:49:47.300", "05:50:01.000"},
+		{"23:59:59.999", "00:00:01.000"},
+	} {
+		if got := runs.BackupClaimAfter(at(c.now)); !got.Equal(at(c.want)) && !got.Equal(at(c.want).Add(24*time.Hour)) {
+			t.Errorf("claim after %s = %s, want %s", c.now, got.Format("15:04:05.000"), c.want)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package runs
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // DebugState describes the hub's topics, for test failure messages.
 func (h *Hub) DebugState() string {
@@ -66,3 +69,7 @@ func (s *Subscription) QueuedForTest() int {
 	defer s.mu.Unlock()
 	return len(s.queue)
 }
+
+// BackupClaimAfter is when the backup fires are next claimed after t (with
+// the default one-minute interval).
+func BackupClaimAfter(t time.Time) time.Time { return minuteStarts{}.Next(t) }

@@ -138,7 +138,11 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	}
 	if o.BackupInterval > 0 {
 		// Every process schedules it; the fires are claimed in the database.
-		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(o.BackupInterval),
+		var every river.PeriodicSchedule = river.PeriodicInterval(o.BackupInterval)
+		if o.BackupInterval == time.Minute {
+			every = minuteStarts{}
+		}
+		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(every,
 			func() (river.JobArgs, *river.InsertOpts) { return BackupScheduleArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	client, err := river.NewClient(riverpgxv5.New(s.DB.Pool), cfg)
@@ -186,4 +190,19 @@ func (s *Service) StopAndCancelRiver(ctx context.Context) error {
 		return nil
 	}
 	return s.river.StopAndCancel(ctx)
+}
+
+// minuteStarts is a River schedule that runs a second after every minute
+// starts. Cron expressions fire on whole minutes, so due fires are claimed
+// within about a second of their time rather than up to a minute after it,
+// as an interval counted from when the process started would.
+type minuteStarts struct{}
+
+// Next implements river.PeriodicSchedule.
+func (minuteStarts) Next(t time.Time) time.Time {
+	next := t.Truncate(time.Minute).Add(time.Second)
+	if !next.After(t) {
+		next = next.Add(time.Minute)
+	}
+	return next
 }
