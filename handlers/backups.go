@@ -128,7 +128,7 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 		v.Scheduled, v.Cron, v.Keep = true, sched.Cron, sched.KeepText
 		if c, err := runs.ParseCron(sched.Cron); err == nil {
 			if next := c.Next(now); !next.IsZero() {
-				v.Next = next.Format("2006-01-02 15:04 UTC") + " (in " + durationText(next.Sub(now)) + ")"
+				v.Next, v.NextAt, v.NextIn = next.Format("2006-01-02 15:04 UTC"), next.UTC().Format(time.RFC3339), "in "+durationText(next.Sub(now))
 			}
 		}
 	}
@@ -138,7 +138,7 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 	}
 	for _, b := range list {
 		if b.Succeeded() {
-			v.LastSuccess = b.At().UTC().Format("2006-01-02 15:04 UTC")
+			v.LastSuccess, v.LastAt = b.At().UTC().Format("2006-01-02 15:04 UTC"), b.At().UTC().Format(time.RFC3339Nano)
 			v.LastAge = durationText(now.Sub(b.At()))
 			break
 		}

@@ -43,12 +43,17 @@ type BackupsPage struct {
 // BackupStatusView is the schedule, its next fire, the last good snapshot
 // and the alarm, as the backups and environment pages show them.
 type BackupStatusView struct {
-	Scheduled   bool
-	Cron        string
-	Keep        string
-	Next        string
-	LastSuccess string
-	LastAge     string
+	Scheduled bool
+	Cron      string
+	Keep      string
+	// Next is the next fire ("2026-12-02 03:00 UTC"), NextAt the same in
+	// RFC 3339 and NextIn how far off it is when rendered ("in 22h 2m"):
+	// the page's script counts it down.
+	Next, NextAt, NextIn string
+	// LastSuccess is when the newest good snapshot was taken, LastAt the
+	// same in RFC 3339 and LastAge how long ago when rendered ("48s"): the
+	// script counts it on.
+	LastSuccess, LastAt, LastAge string
 	// Alarm is the red warning's sentence, or "".
 	Alarm string
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -62,6 +63,17 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#run-status[data-run-kind="backup"][data-run-status="succeeded"]`)))
 	b.Screenshot("backup-run")
 	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS(`tr[data-origin="manual"]`)))
+	// The next fire counts down, and the last good snapshot's age counts
+	// on, without a reload or an event.
+	if got := b.Text(`#backup-status time[data-countdown]`); !strings.HasPrefix(got, "in ") {
+		t.Errorf("next fire = %q, want how far off it is", got)
+	}
+	age := b.Text(`#backup-status time[data-elapsed]`)
+	for deadline := time.Now().Add(5 * time.Second); b.Text(`#backup-status time[data-elapsed]`) == age; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the last good snapshot's age stayed %q for 5 s", age)
+		}
+	}
 	b.Screenshot("backups")
 	checkWidth := func(name string) {
 		t.Helper()
