@@ -3,6 +3,7 @@ package runs
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -15,6 +16,10 @@ import (
 // day-of-month month day-of-week). robfig/cron's default parser also takes
 // descriptors (@daily) and a CRON_TZ= prefix; the reference's schedules
 // are five fields in UTC, so neither is accepted.
+// outOfRange matches the cron library's "end of range (61) above maximum
+// (59): 61" and "beginning of range (0) below minimum (1): 0".
+var outOfRange = regexp.MustCompile(`^(end|beginning) of range \((\d+)\) (?:above maximum|below minimum) \((\d+)\)`)
+
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
 
 // CronSchedule is a parsed five-field cron expression evaluated in UTC.
@@ -37,6 +42,14 @@ func ParseCron(expr string) (*CronSchedule, error) {
 	if err != nil {
 		msg := err.Error()
 		msg = strings.TrimPrefix(msg, "failed to parse int from ")
+		// The library's words for a value out of its field's range.
+		if m := outOfRange.FindStringSubmatch(msg); m != nil {
+			if m[1] == "end" {
+				msg = fmt.Sprintf("%s is above %s, the largest value of its field", m[2], m[3])
+			} else {
+				msg = fmt.Sprintf("%s is below %s, the smallest value of its field", m[2], m[3])
+			}
+		}
 		return nil, fmt.Errorf("%q is not a cron expression: %s. Fields are minute (0-59), hour (0-23), day of month (1-31), month (1-12) and day of week (0-6).", expr, msg)
 	}
 	return &CronSchedule{Expr: expr, sched: s}, nil
@@ -105,7 +118,7 @@ func ParseRetention(s string) (time.Duration, error) {
 	}
 	d, err := compiler.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("%q %s.", s, err)
+		return 0, fmt.Errorf("%q is not a duration: write a number and a unit (ms, s, m, h, d or w), such as 7d, 2w or 36h.", s)
 	}
 	if d <= 0 {
 		return 0, fmt.Errorf("%q keeps nothing; write a retention longer than zero, such as 7d.", s)

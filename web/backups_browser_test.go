@@ -51,6 +51,14 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 		t.Fatalf("preview = %q", got)
 	}
 	b.Do(chromedp.SendKeys(chromedp.CSS("#cron"), " *"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="preview-error"]`)))
+	// Posted as it is, it is refused next to the field; once what is typed
+	// is valid again, that error goes.
+	b.Do(chromedp.Click(chromedp.CSS(`[data-testid="save-schedule"]`)), chromedp.WaitVisible(chromedp.CSS(`.field-error #cron`)))
+	b.Do(chromedp.SetValue(chromedp.CSS("#cron"), "0 3 * * "), chromedp.SendKeys(chromedp.CSS("#cron"), "*"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="preview"] li:nth-child(5)`)))
+	if browsertest.Eval[bool](b, `!!(document.getElementById("cron").closest(".field-error") || document.querySelector("#cron[aria-invalid]"))`) {
+		t.Error("the cron field still shows the refused expression's error once what is typed is valid")
+	}
 	b.Do(chromedp.SetValue(chromedp.CSS("#cron"), "0 3 * * "), chromedp.SendKeys(chromedp.CSS("#cron"), "*"),
 		chromedp.SendKeys(chromedp.CSS("#keep"), "7d"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="preview"] li:nth-child(5)`)))

@@ -69,7 +69,8 @@ func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 
 	// Bad expressions and durations: an error next to the field, nothing stored.
 	for _, c := range []struct{ cron, keep, field, want string }{
-		{"61 * * * *", "7d", "cron", "61"},
+		{"61 * * * *", "7d", "cron", "61 is above 59, the largest value of its field"},
+		{"0 3 * * *", "7", "keep", "such as 7d, 2w or 36h"},
 		{"0 3 * * * *", "7d", "cron", "6 fields"},
 		{"0 3 * * *", "7", "keep", "not a duration"},
 		{"0 3 * * *", "0s", "keep", "keeps nothing"},
@@ -78,6 +79,13 @@ func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 		field := regexp.MustCompile(`id="` + c.field + `"[^>]*aria-invalid="true"`)
 		if resp.StatusCode != 422 || !field.MatchString(body) || !strings.Contains(body, c.want) {
 			t.Fatalf("schedule %q %q: %d, want 422 with %q at %s\n%s", c.cron, c.keep, resp.StatusCode, c.want, c.field, pageMain(body))
+		}
+	}
+	// Two mistakes show at once.
+	both, bothBody := s.PostForm(t, root, page+"/schedule", url.Values{"cron": {"0 25 * * *"}, "keep": {"soon"}})
+	for _, field := range []string{"cron", "keep"} {
+		if !regexp.MustCompile(`id="` + field + `"[^>]*aria-invalid="true"`).MatchString(bothBody) {
+			t.Errorf("schedule with a bad cron and a bad retention: %d, the %s field is not marked\n%s", both.StatusCode, field, pageMain(bothBody))
 		}
 	}
 	if _, err := s.DB.BackupSchedule(t.Context(), env.ID); apperr.CodeOf(err) != apperr.NotFound {

@@ -11,7 +11,23 @@
   var timer = null;
   var seq = 0;
 
+  // A valid expression clears the error the last post left under the
+  // field: it no longer describes what is typed.
+  function clearFieldError() {
+    var field = input.closest(".field-error");
+    if (!field) return;
+    field.classList.remove("field-error");
+    input.removeAttribute("aria-invalid");
+    var err = field.querySelector(".error-text");
+    if (err) {
+      err.className = "hint";
+      err.removeAttribute("role");
+      err.textContent = "minute hour day-of-month month day-of-week: 0 3 * * * is every day at 03:00 UTC.";
+    }
+  }
+
   function show(fires, problem) {
+    if (!problem) clearFieldError();
     var label = box.querySelector(".label");
     box.textContent = "";
     if (label) box.appendChild(label);
