@@ -195,6 +195,9 @@ func (h *Backups) refusal(w http.ResponseWriter, r *http.Request, env *store.Env
 	if !errors.As(err, &br) {
 		return err
 	}
+	if br.Also != nil && br.Also.Field == "keep" {
+		f.keepErr = br.Also.Message
+	}
 	switch br.Field {
 	case "cron":
 		f.cronErr = br.Message
@@ -225,10 +228,6 @@ func (h *Backups) SetSchedule(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f := backupsForm{cron: r.PostForm.Get("cron"), keep: r.PostForm.Get("keep"), posted: true}
-	// Both fields are checked, so that two mistakes show at once.
-	if _, err := runs.ParseRetention(f.keep); err != nil {
-		f.keepErr = err.Error()
-	}
 	if err := svc.SetBackupSchedule(r.Context(), ActorOf(r), env, f.cron, f.keep); err != nil {
 		return h.refusal(w, r, env, role, f, err)
 	}

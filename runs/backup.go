@@ -23,6 +23,9 @@ type BackupRefusal struct {
 	Message   string
 	NoTarget  bool
 	ErrorCode apperr.Code
+	// Also is a refusal of another field of the same form (a schedule with
+	// a bad cron and a bad retention), so both show at once.
+	Also *BackupRefusal
 }
 
 func (e *BackupRefusal) Error() string { return e.Message }
@@ -88,16 +91,21 @@ func (s *Service) requireSnapshotable(ctx context.Context, env *store.Environmen
 // SetBackupSchedule validates and stores env's schedule: a five-field cron
 // expression in UTC and a retention. Nothing changes when either is wrong.
 func (s *Service) SetBackupSchedule(ctx context.Context, a store.Actor, env *store.Environment, cronText, keepText string) error {
-	c, err := ParseCron(cronText)
-	if err != nil {
-		return &BackupRefusal{Field: "cron", Message: err.Error()}
-	}
-	if c.Next(s.Now()).IsZero() {
-		return &BackupRefusal{Field: "cron", Message: fmt.Sprintf("%q never fires (no such date).", c.Expr)}
-	}
+	// Both fields are checked, so that two mistakes show at once.
+	var keepRefusal *BackupRefusal
 	keep, err := ParseRetention(keepText)
 	if err != nil {
-		return &BackupRefusal{Field: "keep", Message: err.Error()}
+		keepRefusal = &BackupRefusal{Field: "keep", Message: err.Error()}
+	}
+	c, err := ParseCron(cronText)
+	if err != nil {
+		return &BackupRefusal{Field: "cron", Message: err.Error(), Also: keepRefusal}
+	}
+	if c.Next(s.Now()).IsZero() {
+		return &BackupRefusal{Field: "cron", Message: fmt.Sprintf("%q never fires (no such date).", c.Expr), Also: keepRefusal}
+	}
+	if keepRefusal != nil {
+		return keepRefusal
 	}
 	if _, err := s.requireSnapshotable(ctx, env); err != nil {
 		return err

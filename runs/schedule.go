@@ -16,11 +16,11 @@ import (
 // day-of-month month day-of-week). robfig/cron's default parser also takes
 // descriptors (@daily) and a CRON_TZ= prefix; the reference's schedules
 // are five fields in UTC, so neither is accepted.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
+
 // outOfRange matches the cron library's "end of range (61) above maximum
 // (59): 61" and "beginning of range (0) below minimum (1): 0".
 var outOfRange = regexp.MustCompile(`^(end|beginning) of range \((\d+)\) (?:above maximum|below minimum) \((\d+)\)`)
-
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
 
 // CronSchedule is a parsed five-field cron expression evaluated in UTC.
 type CronSchedule struct {
