@@ -19,10 +19,11 @@
     field.classList.remove("field-error");
     input.removeAttribute("aria-invalid");
     var err = field.querySelector(".error-text");
-    if (err) {
-      err.className = "hint";
-      err.removeAttribute("role");
-      err.textContent = "minute hour day-of-month month day-of-week: 0 3 * * * is every day at 03:00 UTC.";
+    var hint = field.querySelector("[data-cron-hint]");
+    if (err) err.remove();
+    if (hint) {
+      hint.id = "cron-help";
+      hint.hidden = false;
     }
   }
 
