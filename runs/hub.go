@@ -163,6 +163,9 @@ type Hub struct {
 	idle    chan struct{} // closed when subs drops to 0 after Close
 	// heard counts the notifications received.
 	heard atomic.Int64
+	// observeRead, when set, is told how long each read after
+	// notifications took (see ObserveReads).
+	observeRead atomic.Pointer[func(StreamKind, time.Duration)]
 
 	// beforeInit, when set (by tests), runs before a topic's starting
 	// point is read; beforeListen before the connection starts listening.
@@ -224,6 +227,14 @@ func (h *Hub) Listening() bool {
 // it started: one per announced event of a stream it follows (it hears
 // nothing of the others), fewer reads when they are coalesced.
 func (h *Hub) Notifications() int64 { return h.heard.Load() }
+
+// ObserveReads has f told, for every read of a followed stream's new
+// events after notifications (one per stream and read, whatever the
+// number of subscribers; backlog reads are not counted), how long it took:
+// the database's share of the time from notification to delivery.
+func (h *Hub) ObserveReads(f func(StreamKind, time.Duration)) {
+	h.observeRead.Store(&f)
+}
 
 // Subscribers returns how many subscriptions are open.
 func (h *Hub) Subscribers() int {
@@ -435,7 +446,11 @@ func (h *Hub) fetch(t *topic) {
 		t.notified = time.Time{}
 		h.mu.Unlock()
 
+		start := time.Now()
 		evs, err := h.read(h.ctx, t.stream, cursor, h.opts.PageSize)
+		if f := h.observeRead.Load(); f != nil && err == nil {
+			(*f)(t.stream.Kind, time.Since(start))
+		}
 		if err != nil {
 			if h.ctx.Err() != nil {
 				h.mu.Lock()

@@ -27,6 +27,7 @@ type Metrics struct {
 	deliveredRun  prometheus.Counter
 	slowClosed    *prometheus.CounterVec
 	deliveryDelay prometheus.Histogram
+	hubRead       *prometheus.HistogramVec
 	requests      *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	hubOnce       sync.Once
@@ -55,6 +56,11 @@ func NewMetrics(db *store.DB) *Metrics {
 			Help:    "Time from receiving an event's notification to writing it to a subscriber.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
+		hubRead: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "studio_event_hub_read_seconds",
+			Help:    "Time the event hub took to read a followed stream's new events, with the state their frames are rendered from, after notifications: one read per stream, whatever the number of subscribers. By stream kind.",
+			Buckets: []float64{.00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"stream"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "studio_http_requests_total",
 			Help: "HTTP requests by method, chi route pattern and status code.",
@@ -66,7 +72,7 @@ func NewMetrics(db *store.DB) *Metrics {
 		}, []string{"method", "route"}),
 	}
 	m.deliveredRun = m.delivered.WithLabelValues("run")
-	reg.MustRegister(m.openStreams, m.delivered, m.slowClosed, m.deliveryDelay, m.requests, m.duration,
+	reg.MustRegister(m.openStreams, m.delivered, m.slowClosed, m.deliveryDelay, m.hubRead, m.requests, m.duration,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -114,8 +120,9 @@ func (b backupAlarms) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// followHub adds the hub's notification count to the metrics (once, should
-// the same metrics serve several applications, as in tests).
+// followHub adds the hub's notification count and read times to the
+// metrics (once, should the same metrics serve several applications, as in
+// tests).
 func (m *Metrics) followHub(h *runs.Hub) {
 	if m == nil || h == nil {
 		return
@@ -125,6 +132,15 @@ func (m *Metrics) followHub(h *runs.Hub) {
 			Name: "studio_event_notifications_total",
 			Help: "Notifications the event hub received: one per announced event of a stream this process follows (it listens to no other).",
 		}, func() float64 { return float64(h.Notifications()) }))
+		read := map[runs.StreamKind]prometheus.Observer{
+			runs.RunEvents:         m.hubRead.WithLabelValues(runs.RunEvents.String()),
+			runs.EnvironmentEvents: m.hubRead.WithLabelValues(runs.EnvironmentEvents.String()),
+		}
+		h.ObserveReads(func(k runs.StreamKind, d time.Duration) {
+			if o, ok := read[k]; ok {
+				o.Observe(d.Seconds())
+			}
+		})
 	})
 }
 

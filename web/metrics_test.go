@@ -12,7 +12,8 @@ import (
 )
 
 // TestMetrics checks that requests are counted by route pattern and that
-// an open stream, its delivered events and the run queue show in /metrics.
+// an open stream, its delivered events, the hub's reads and the run queue
+// show in /metrics.
 func TestMetrics(t *testing.T) {
 	var metrics *web.Metrics
 	s := webtest.Start(t, func(d *web.Deps) {
@@ -33,6 +34,7 @@ func TestMetrics(t *testing.T) {
 		`studio_event_streams_open{stream="run"} 1`,
 		`studio_events_delivered_total{stream="run"}`,
 		`studio_event_delivery_seconds_count`,
+		`studio_event_hub_read_seconds_count{stream="run"}`,
 		`studio_run_queue_depth 1`,
 		`go_goroutines`,
 	}
@@ -62,6 +64,10 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+	// An event that went out live was read once after its notification.
+	if strings.Contains(body, `studio_event_hub_read_seconds_count{stream="run"} 0`) {
+		t.Errorf("the hub's reads after notifications were not counted")
 	}
 	if t.Failed() {
 		t.Logf("metrics:\n%s", body)

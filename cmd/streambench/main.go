@@ -698,8 +698,9 @@ type result struct {
 	missing    int
 	active     int
 	// inStudio is the mean time from the hub's notification to the frame
-	// written, from the Studio's own histogram.
-	inStudio time.Duration
+	// written, from the Studio's own histogram; hubRead the mean time of
+	// the hub's reads of the table after notifications (part of it).
+	inStudio, hubRead time.Duration
 	// studioCPU and watchersCPU are the CPU time of the Studio process and
 	// of this one (its watchers, mostly) over the scenario, divided by its
 	// events (background work included): on one machine they share the
@@ -711,7 +712,8 @@ type result struct {
 }
 
 func (r result) String() string {
-	s := r.lat.String() + fmt.Sprintf("  (read by the watcher: %s; in the Studio, notification→written: mean %s)", r.read, ms(r.inStudio))
+	s := r.lat.String() + fmt.Sprintf("  (read by the watcher: %s; in the Studio, notification→written: mean %s, of which the events read: mean %s)",
+		r.read, ms(r.inStudio), ms(r.hubRead))
 	if r.activeByte > 0 && r.active >= 100 {
 		s += fmt.Sprintf("  memory/active stream %.1f KiB", r.activeByte/1024)
 	}
@@ -844,6 +846,9 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 		res.studioCPU = time.Duration((after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]) / float64(b.o.events) * float64(time.Second))
 		if n := after["studio_event_delivery_seconds_count"] - before["studio_event_delivery_seconds_count"]; n > 0 {
 			res.inStudio = time.Duration((after["studio_event_delivery_seconds_sum"] - before["studio_event_delivery_seconds_sum"]) / n * float64(time.Second))
+		}
+		if n := after["studio_event_hub_read_seconds_count"] - before["studio_event_hub_read_seconds_count"]; n > 0 {
+			res.hubRead = time.Duration((after["studio_event_hub_read_seconds_sum"] - before["studio_event_hub_read_seconds_sum"]) / n * float64(time.Second))
 		}
 	}
 	b.closeWatchers(watchers) // the poller no longer touches them
