@@ -233,6 +233,9 @@ func TestBrowserRunsPagesShowOnlyTheirOwnRuns(t *testing.T) {
 	if got := rows(b); len(got) != 101 || got[0] != fresh {
 		t.Errorf("after run %d started, the first page lists %d runs, starting with %d; want it at the top", fresh, len(got), got[0])
 	}
+	if got, want := b.Text(".pager [data-range-of]"), fmt.Sprintf("Runs %d to %d", fresh, ids[50]); got != want {
+		t.Errorf("after run %d started, the pager says %q, want %q", fresh, got, want)
+	}
 	// No event follows, yet its duration keeps counting.
 	elapsed := fmt.Sprintf(`#run-row-%d time[data-elapsed]`, fresh)
 	first := b.Text(elapsed)

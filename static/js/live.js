@@ -157,7 +157,8 @@
     // insert adds a fragment the page does not show yet (a run that has
     // just started, on the runs list) to the list its root names in
     // data-insert-into, before the first entry with a lower data-run-id
-    // (newest first), and shows the list if it was empty.
+    // (newest first), updates the range a pager shows of that list, and
+    // shows the list if it was empty.
     function insert(html) {
       var t = document.createElement("template");
       t.innerHTML = html;
@@ -174,6 +175,12 @@
         if (Number(c.getAttribute("data-run-id")) < id) { before = c; break; }
       }
       list.insertBefore(node, before);
+      // A pager's "Runs X to Y" follows the list's first and last rows.
+      document.querySelectorAll('[data-range-of="' + CSS.escape(into) + '"]').forEach(function (r) {
+        var first = r.querySelector("[data-range-first]"), last = r.querySelector("[data-range-last]");
+        if (first && list.firstElementChild) first.textContent = list.firstElementChild.getAttribute("data-run-id");
+        if (last && list.lastElementChild) last.textContent = list.lastElementChild.getAttribute("data-run-id");
+      });
       var hidden = list.closest("[hidden]");
       if (hidden) hidden.hidden = false;
       document.querySelectorAll('[data-empty-of="' + CSS.escape(into) + '"]').forEach(function (e) { e.remove(); });
