@@ -170,7 +170,10 @@ func runView(env *store.Environment, run *store.Run, now time.Time, canCancel bo
 		StatusText: runs.StatusText(run.Status), Reason: run.Reason, Revision: run.Revision, FromRevision: run.FromRevision,
 		CreatedBy: run.CreatedBy, Created: humanize.Clock(run.CreatedAt), Deferred: det.Deferred, Warnings: det.Warnings,
 		Summary: det.Summary, Finished: store.RunFinished(run.Status), CanCancel: canCancel, CancelRequested: run.CancelRequested,
-		Subject: det.Domain, LastSeq: run.LastSeq}
+		Subject: det.Domain, LastSeq: run.LastSeq, ExecutorLost: run.ExecutorLost()}
+	if v.ExecutorLost {
+		v.ExecutorLostAt = humanize.Clock(*run.ExecutorLostAt)
+	}
 	if run.StartedAt != nil {
 		v.Started = humanize.Clock(*run.StartedAt)
 		end := now

@@ -17,10 +17,10 @@ type holdingRelease struct {
 	proceed chan struct{}
 }
 
-func (h *holdingRelease) Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand) error {
+func (h *holdingRelease) Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand, key runs.ReleaseKey) error {
 	close(h.started)
 	<-h.proceed
-	return h.Platform.Release(ctx, envID, app, cmd)
+	return h.Platform.Release(ctx, envID, app, cmd, key)
 }
 
 func TestCancelLetsARunningReleaseCommandFinishThenStops(t *testing.T) {

@@ -26,8 +26,12 @@ type Platform interface {
 	BucketBytes(ctx context.Context, envID int64, name string) int64
 	// Build builds or imports an application's image and returns its reference.
 	Build(ctx context.Context, envID int64, app string, a *compiler.Application) (string, error)
-	// Release runs the application's release command once; ctx carries its timeout.
-	Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand) error
+	// Release runs the application's release command once; ctx carries its
+	// timeout. The platform keeps what the command came to under key.
+	Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand, key ReleaseKey) error
+	// ReleaseOutcome says what the release command started under key came
+	// to, for a run resumed after the process that ran it stopped.
+	ReleaseOutcome(ctx context.Context, key ReleaseKey) (ReleaseOutcome, error)
 	// Rollout replaces the application's version by its strategy; ctx
 	// carries the rollout timeout.
 	Rollout(ctx context.Context, envID int64, app string, a *compiler.Application) error
@@ -38,6 +42,32 @@ type Platform interface {
 
 	// Backups (runs/backup_local.go).
 	BackupPlatform
+}
+
+// ReleaseKey names the release command of one run's checkpoint.
+type ReleaseKey struct {
+	RunID    int64
+	Position int
+}
+
+// ReleaseState is what a platform knows of a release command.
+type ReleaseState int
+
+// What a release command came to, as its platform knows it.
+const (
+	// ReleaseUnknown: the platform cannot tell (it was started and its
+	// end was never seen); running it again is not safe.
+	ReleaseUnknown ReleaseState = iota
+	// ReleaseNotStarted: it never started, so running it is safe.
+	ReleaseNotStarted
+	ReleaseSucceeded
+	ReleaseFailed
+)
+
+// ReleaseOutcome is a release command's state and, when it failed, why.
+type ReleaseOutcome struct {
+	State ReleaseState
+	Error string
 }
 
 // Issuance is the ACME-shaped record of one issuance attempt.
@@ -112,6 +142,9 @@ func (f *Faults) get(read func(f *Faults) string) string {
 // delay per step and injected faults, but resolves DNS, probes addresses
 // and issues X.509 certificates for real.
 type Local struct {
+	// DB keeps what release commands came to (ReleaseOutcome); without it
+	// nothing is kept and every outcome is unknown.
+	DB        *store.DB
 	StepDelay time.Duration
 	Faults    *Faults
 	Prober    *Prober
@@ -166,15 +199,53 @@ func (l *Local) Build(ctx context.Context, envID int64, app string, a *compiler.
 	return fmt.Sprintf("registry.local/%d/%s:%s", envID, app, randomToken()[:12]), nil
 }
 
-// Release implements Platform.
-func (l *Local) Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand) error {
-	if err := l.step(ctx); err != nil {
-		return err
+// Release implements Platform. The simulated command runs inside this
+// process, so it dies with it: the outcome records its start and its end.
+func (l *Local) Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand, key ReleaseKey) error {
+	if l.DB != nil {
+		if err := withRetry(ctx, func(ctx context.Context, _ int) error { return l.DB.StartLocalRelease(ctx, key.RunID, key.Position) }); err != nil {
+			return err
+		}
 	}
-	if r := l.Faults.get(func(f *Faults) string { return f.Release[app] }); r != "" {
-		return fmt.Errorf("%s", r)
+	err := l.step(ctx)
+	if err == nil {
+		if r := l.Faults.get(func(f *Faults) string { return f.Release[app] }); r != "" {
+			err = fmt.Errorf("%s", r)
+		}
 	}
-	return nil
+	if l.DB != nil && ctx.Err() == nil {
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		if rerr := withRetry(ctx, func(ctx context.Context, _ int) error {
+			return l.DB.FinishLocalRelease(ctx, key.RunID, key.Position, msg)
+		}); rerr != nil && err == nil {
+			return rerr
+		}
+	}
+	return err
+}
+
+// ReleaseOutcome implements Platform.
+func (l *Local) ReleaseOutcome(ctx context.Context, key ReleaseKey) (ReleaseOutcome, error) {
+	if l.DB == nil {
+		return ReleaseOutcome{State: ReleaseUnknown}, nil
+	}
+	o, err := l.DB.LocalRelease(ctx, key.RunID, key.Position)
+	switch {
+	case err != nil:
+		return ReleaseOutcome{}, err
+	case !o.Started:
+		return ReleaseOutcome{State: ReleaseNotStarted}, nil
+	case !o.Finished:
+		// Started by a process that stopped before it ended: the command
+		// stopped with it, halfway.
+		return ReleaseOutcome{State: ReleaseUnknown}, nil
+	case o.Error != "":
+		return ReleaseOutcome{State: ReleaseFailed, Error: o.Error}, nil
+	}
+	return ReleaseOutcome{State: ReleaseSucceeded}, nil
 }
 
 // Rollout implements Platform.
@@ -286,6 +357,6 @@ func NewLocal(ctx context.Context, db *store.DB, vault *store.Vault, o LocalOpti
 		o.Faults = &Faults{}
 	}
 	id := Identity{Secret: secret}
-	return &Local{StepDelay: o.StepDelay, Faults: o.Faults, CA: ca,
+	return &Local{DB: db, StepDelay: o.StepDelay, Faults: o.Faults, CA: ca,
 		Prober: &Prober{Resolver: o.Resolver, EdgePort: o.EdgePort, Identity: id, Timeout: o.ProbeTimeout}}, id, nil
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/skali-dev/studio/store"
 )
 
 // RunArgs is the River job that executes one run.
@@ -97,6 +99,11 @@ type RiverOptions struct {
 	// PollInterval is how often idle processes look for jobs besides
 	// LISTEN/NOTIFY (River's default when zero).
 	PollInterval time.Duration
+	// Lease is how long a run's lease lasts unless its executor renews it
+	// (default DefaultLease): a killed executor's run is shown as
+	// "executor lost" and taken over by a live process that long after its
+	// last renewal, plus at most a quarter of it.
+	Lease time.Duration
 }
 
 // StartRiver starts the River client that executes runs and reconciles:
@@ -110,6 +117,9 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	}
 	if o.RescueAfter <= 0 {
 		o.RescueAfter = 15 * time.Minute
+	}
+	if o.Lease > 0 {
+		s.Runner.Lease = o.Lease
 	}
 	workers := river.NewWorkers()
 	s.Runner.YieldAfter = min(time.Minute, o.RescueAfter/2)
@@ -149,23 +159,94 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	if err != nil {
 		return fmt.Errorf("runs: river: %w", err)
 	}
-	if err := client.Start(ctx); err != nil {
+	// Not ctx: a cancelled Start context cancels every running job at
+	// once, which is a crash, not a stop. StopRiver stops it gracefully.
+	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("runs: river: %w", err)
 	}
 	s.river = client
+	superviseCtx, stopSupervising := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopSupervising = stopSupervising
+	s.supervising.Go(func() { s.superviseLeases(superviseCtx) })
 	return nil
 }
 
-// StopRiver stops taking jobs and waits for the running ones to finish;
-// when ctx ends first, it cancels them (they resume elsewhere).
+// StopRiver stops taking jobs and lets running executions reach their
+// next safe point, where they record what they finished and give their
+// run back for another process to resume. When ctx ends first, it cancels
+// them: a step in flight then stops (and is resumed elsewhere), while what
+// is already done is still recorded.
 func (s *Service) StopRiver(ctx context.Context) error {
 	if s.river == nil {
 		return nil
 	}
+	s.Runner.Stop()
+	defer func() {
+		s.stopSupervising()
+		s.supervising.Wait()
+	}()
 	if err := s.river.Stop(ctx); err != nil {
-		return s.river.StopAndCancel(context.Background())
+		s.Logger.Warn("shutdown: runs did not reach a safe point in time; stopping them", "err", err)
+		hard, cancel := context.WithTimeout(context.Background(), retryWindow)
+		defer cancel()
+		return s.river.StopAndCancel(hard)
 	}
 	return nil
+}
+
+// superviseLeases looks for runs whose executor is gone every quarter of a
+// lease, and hands each to a new job that any live process may take (this
+// one included). Every process does it; the database gives each lost run
+// to one of them.
+func (s *Service) superviseLeases(ctx context.Context) {
+	t := time.NewTicker(s.Runner.lease() / 4)
+	defer t.Stop()
+	for {
+		if _, err := s.TakeOverLostRuns(ctx); err != nil && ctx.Err() == nil {
+			s.Logger.Warn("take over runs whose executor is gone", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// TakeOverLostRuns marks every run whose lease expired "executor lost",
+// cancels the job its lost executor held and enqueues a new one, in one
+// transaction per pass (see store.TakeOverLostRuns). It returns the runs it
+// took over.
+func (s *Service) TakeOverLostRuns(ctx context.Context) ([]int64, error) {
+	var requeue func(ctx context.Context, tx pgx.Tx, l store.LostRun) (int64, error)
+	if s.river != nil {
+		requeue = s.requeueLost
+	}
+	ids, err := s.DB.TakeOverLostRuns(ctx, requeue)
+	for _, id := range ids {
+		s.Logger.Warn("run executor lost; the run is resumed by a live process", "run", id)
+	}
+	return ids, err
+}
+
+// requeueLost cancels the job a lost executor held and enqueues a new one
+// for its run, inside the transaction that marks the run lost.
+func (s *Service) requeueLost(ctx context.Context, tx pgx.Tx, l store.LostRun) (int64, error) {
+	if l.JobID != nil {
+		if _, err := s.river.JobCancelTx(ctx, tx, *l.JobID); err != nil && !errors.Is(err, river.ErrNotFound) {
+			return 0, err
+		}
+	}
+	res, err := s.river.InsertTx(ctx, tx, RunArgs{RunID: l.ID}, s.runInsertOpts(l.Kind))
+	if err != nil {
+		return 0, err
+	}
+	return res.Job.ID, nil
+}
+
+// runInsertOpts are the options of the job that executes a run of kind.
+func (s *Service) runInsertOpts(kind string) *river.InsertOpts {
+	return &river.InsertOpts{MaxAttempts: 100}
 }
 
 // enqueue returns the function that inserts a run's job inside the run's

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
@@ -18,6 +21,10 @@ import (
 // Runner executes runs checkpoint by checkpoint. The checkpoint rows are
 // the truth: a finished checkpoint is never done again, so a run that a
 // killed process left behind resumes where it stopped.
+//
+// An execution holds the run's lease (store.ClaimRunLease) and renews it
+// every Lease/4; every change it writes is fenced by that lease, so an
+// executor that lost its run to another process changes nothing more.
 type Runner struct {
 	DB       *store.DB
 	Vault    *store.Vault
@@ -30,7 +37,25 @@ type Runner struct {
 	// back (default a minute), so River never takes a live execution for
 	// the job of a killed process.
 	YieldAfter time.Duration
+	// Lease is how long a claim on a run lasts unless renewed (default
+	// 20 s): a run whose executor died shows "executor lost" that long
+	// after its last renewal at most, and is taken over right after.
+	Lease time.Duration
+
+	// stopping: the process is shutting down; executions give their job
+	// back at the next safe point.
+	stopping atomic.Bool
 }
+
+// DefaultLease is how long a run's lease lasts unless renewed.
+const DefaultLease = 20 * time.Second
+
+func (r *Runner) lease() time.Duration { return cmp.Or(r.Lease, DefaultLease) }
+
+// Stop makes every execution of this runner give its run back at its next
+// safe point (between checkpoints, or once the step in flight is recorded),
+// for another process, or this one restarted, to resume.
+func (r *Runner) Stop() { r.stopping.Store(true) }
 
 // Result is where Execute left a run: finished, or waiting until a time.
 type Result struct {
@@ -41,6 +66,11 @@ type Result struct {
 // ErrTakenOver means another executor changed the run while this one
 // worked on it; this one stops.
 var ErrTakenOver = errors.New("runs: the run was changed by another executor")
+
+// errLeaseExpired means the execution could not renew its lease in time
+// (the database was out of reach): another process may take the run over,
+// so this one stops.
+var errLeaseExpired = errors.New("runs: the run's lease expired before it could be renewed")
 
 // stepResult is what one checkpoint's work came to.
 type stepResult struct {
@@ -65,12 +95,99 @@ type runContext struct {
 	det RunDetail
 	env *store.Environment
 	def *compiler.Definition
+	// lease is the owner name of this execution's lease on the run.
+	lease string
 	// detDirty: det changed and is not stored yet.
 	detDirty bool
 }
 
-// Execute works on the run until it finishes or has to wait.
+// processName names this process in lease owners: host and pid, for an
+// operator reading the runs table.
+var processName = func() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}()
+
+// Execute works on the run until it finishes or has to wait. It first
+// claims the run's lease; while another live execution holds it, it
+// returns at once with the time that lease would expire.
 func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
+	owner := processName + ":" + randomToken()[:12]
+	var ok bool
+	var heldUntil time.Time
+	err := withRetry(ctx, func(ctx context.Context, _ int) (err error) {
+		ok, heldUntil, err = r.DB.ClaimRunLease(ctx, runID, owner, r.lease())
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if !ok {
+		run, err := r.DB.RunByID(ctx, runID)
+		if err != nil {
+			return Result{}, err
+		}
+		if store.RunFinished(run.Status) {
+			return Result{Finished: true}, nil
+		}
+		// Another live execution works on it: look again once its lease
+		// would have expired.
+		return Result{WaitUntil: r.Now().Add(max(time.Until(heldUntil), time.Second))}, nil
+	}
+	ctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	done := make(chan struct{})
+	var beat sync.WaitGroup
+	beat.Go(func() { r.renew(ctx, runID, owner, lost, done) })
+	res, err := r.execute(ctx, runID, owner)
+	close(done)
+	beat.Wait()
+	if cause := context.Cause(ctx); cause == ErrTakenOver || cause == errLeaseExpired {
+		r.Logger.Warn("run lease lost", "run", runID, "cause", cause)
+		return Result{}, ErrTakenOver
+	}
+	if !res.Finished {
+		// Waiting in the database (or yielding): no process executes the
+		// run until its job runs again.
+		if rerr := withRetry(ctx, func(ctx context.Context, _ int) error { return r.DB.ReleaseRunLease(ctx, runID, owner) }); rerr != nil {
+			r.Logger.Warn("release run lease", "run", runID, "err", rerr)
+		}
+	}
+	return res, err
+}
+
+// renew renews the execution's lease until done is closed. When another
+// process holds the lease now, or it could not be renewed before it
+// expired, it cancels the execution with that cause.
+func (r *Runner) renew(ctx context.Context, runID int64, owner string, lost context.CancelCauseFunc, done <-chan struct{}) {
+	every := r.lease() / 4
+	t := time.NewTicker(every)
+	defer t.Stop()
+	expires := time.Now().Add(r.lease())
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		sent := time.Now()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
+		ok, err := r.DB.RenewRunLease(rctx, runID, owner, r.lease())
+		cancel()
+		switch {
+		case err == nil && ok:
+			expires = sent.Add(r.lease())
+		case err == nil:
+			lost(ErrTakenOver)
+			return
+		case time.Now().After(expires):
+			lost(errLeaseExpired)
+			return
+		}
+	}
+}
+
+func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result, error) {
 	run, err := r.DB.RunByID(ctx, runID)
 	if err != nil {
 		return Result{}, err
@@ -78,7 +195,7 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 	if store.RunFinished(run.Status) {
 		return Result{Finished: true}, nil
 	}
-	rc := &runContext{run: run, det: DecodeRunDetail(run.Detail)}
+	rc := &runContext{run: run, det: DecodeRunDetail(run.Detail), lease: owner}
 	if rc.env, err = r.DB.EnvironmentByID(ctx, run.EnvironmentID); err != nil {
 		return Result{}, err
 	}
@@ -97,7 +214,7 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 	// change returns it, so checking it costs no query.
 	cancel := run.CancelRequested
 	if run.Status != store.RunRunning && !cancel {
-		if cancel, _, err = r.DB.ApplyRunChangeCancel(ctx, store.RunChange{RunID: runID, Status: store.RunRunning}); err != nil {
+		if cancel, _, err = r.apply(ctx, store.RunChange{RunID: runID, Status: store.RunRunning, Lease: owner}); err != nil {
 			return Result{}, err
 		}
 	}
@@ -106,38 +223,38 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 		if store.CheckpointDone(cp.Status) {
 			continue
 		}
-		// A long run gives its job back now and then, so River never
-		// takes a live execution for the job of a killed process.
-		if time.Since(began) > cmp.Or(r.YieldAfter, time.Minute) {
-			return Result{WaitUntil: r.Now()}, nil
-		}
 		// A safe point: between checkpoints (a release command that runs
 		// is never stopped halfway; it is inside one step).
 		if cancel {
-			if cp.Status == store.CheckpointWaiting {
-				// A wait is a safe point too: the checkpoint ends there.
-				d := DecodeCheckpointDetail(cp.Detail)
-				if _, err := r.record(ctx, rc, cp, stepResult{status: store.CheckpointSkipped, warning: "cancelled while waiting", detail: d}); err != nil {
-					return Result{}, err
-				}
-				return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled while %s waited.", cp.Name), nil)
-			}
-			return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled before %s.", cp.Name), nil)
+			return r.cancelAt(ctx, rc, cp)
+		}
+		// A long run gives its job back now and then, so River never
+		// takes a live execution for the job of a killed process; a
+		// process that shuts down gives it back at once.
+		if r.stopping.Load() || time.Since(began) > cmp.Or(r.YieldAfter, time.Minute) {
+			return Result{WaitUntil: r.Now()}, nil
 		}
 		if cp.Kind == KindRelease && cp.Status == store.CheckpointRunning {
-			// The process that ran it stopped; a release command runs once
-			// per deployment and is never retried on its own.
-			res := stepResult{status: store.CheckpointFailed, detail: DecodeCheckpointDetail(cp.Detail),
-				reason: "The Studio stopped while the release command of " + DecodeCheckpointDetail(cp.Detail).Application + " ran; it is not run again by itself. Deploy again."}
-			res.detail.Error = res.reason
-			if _, err := r.record(ctx, rc, cp, res); err != nil {
+			// The process that ran it stopped (or this one could not record
+			// it): ask the platform what the command came to before anything
+			// else, since a release command runs once per deployment.
+			res, again, err := r.releaseOutcome(ctx, rc, cp)
+			if err != nil {
 				return Result{}, err
 			}
-			return r.finish(ctx, rc, store.RunFailed, res.reason, &res)
+			if !again {
+				if cancel, err = r.record(ctx, rc, cp, res); err != nil {
+					return Result{}, err
+				}
+				if res.status == store.CheckpointFailed {
+					return r.finish(ctx, rc, store.RunFailed, res.reason, &res)
+				}
+				continue
+			}
 		}
-		if cp.Status == store.CheckpointPending || cp.Kind == KindRelease {
+		if cp.Status == store.CheckpointPending {
 			var ok bool
-			if cancel, ok, err = r.DB.ApplyRunChangeCancel(ctx, store.RunChange{RunID: runID, Checkpoint: &store.CheckpointChange{
+			if cancel, ok, err = r.apply(ctx, store.RunChange{RunID: runID, Lease: owner, Checkpoint: &store.CheckpointChange{
 				Position: cp.Position, Status: store.CheckpointRunning, From: []string{store.CheckpointPending}}}); err != nil {
 				return Result{}, err
 			} else if !ok {
@@ -149,11 +266,13 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 			return Result{}, err
 		}
 		if res.status == store.CheckpointWaiting {
-			if _, err := r.DB.ApplyRunChange(ctx, store.RunChange{RunID: runID, Status: store.RunWaiting, Detail: rc.dirtyDetail(),
+			if _, ok, err := r.apply(ctx, store.RunChange{RunID: runID, Status: store.RunWaiting, Detail: rc.dirtyDetail(), Lease: owner,
 				Checkpoint: &store.CheckpointChange{Position: cp.Position, Status: store.CheckpointWaiting, Warning: res.warning, Detail: res.detail,
 					From: []string{store.CheckpointRunning, store.CheckpointWaiting}},
 				Certificate: res.cert, ServiceState: res.service}); err != nil {
 				return Result{}, err
+			} else if !ok {
+				return Result{}, ErrTakenOver
 			}
 			return Result{WaitUntil: res.until}, nil
 		}
@@ -167,10 +286,105 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 	return r.finish(ctx, rc, "", "", nil)
 }
 
+// cancelAt ends a run asked to cancel at checkpoint cp, its first
+// unfinished one. A wait is a safe point: the checkpoint ends there. A
+// step left running by an executor that is gone is recorded as not
+// finished; the checkpoints after it stay pending and read "not run".
+func (r *Runner) cancelAt(ctx context.Context, rc *runContext, cp store.Checkpoint) (Result, error) {
+	d := DecodeCheckpointDetail(cp.Detail)
+	switch cp.Status {
+	case store.CheckpointWaiting:
+		if _, err := r.record(ctx, rc, cp, stepResult{status: store.CheckpointSkipped, warning: "cancelled while waiting", detail: d}); err != nil {
+			return Result{}, err
+		}
+		return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled while %s waited.", cp.Name), nil)
+	case store.CheckpointRunning:
+		if cp.Kind == KindRelease {
+			res, again, err := r.releaseOutcome(ctx, rc, cp)
+			if err != nil {
+				return Result{}, err
+			}
+			if !again && res.status == store.CheckpointSucceeded {
+				if _, err := r.record(ctx, rc, cp, res); err != nil {
+					return Result{}, err
+				}
+				return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled after %s.", cp.Name), nil)
+			}
+		}
+		if _, err := r.record(ctx, rc, cp, stepResult{status: store.CheckpointSkipped, detail: d,
+			warning: "did not finish: the run was cancelled after the Studio process executing it stopped"}); err != nil {
+			return Result{}, err
+		}
+		return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled while %s ran; it did not finish.", cp.Name), nil)
+	}
+	return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled before %s.", cp.Name), nil)
+}
+
+// releaseOutcome decides what becomes of a release command found running
+// when an execution starts: the platform says what it came to. again
+// reports that it never started, so running it now is safe.
+func (r *Runner) releaseOutcome(ctx context.Context, rc *runContext, cp store.Checkpoint) (res stepResult, again bool, err error) {
+	d := DecodeCheckpointDetail(cp.Detail)
+	var out ReleaseOutcome
+	err = withRetry(ctx, func(ctx context.Context, _ int) (err error) {
+		out, err = r.Platform.ReleaseOutcome(ctx, ReleaseKey{RunID: rc.run.ID, Position: cp.Position})
+		return err
+	})
+	if err != nil {
+		return stepResult{}, false, err
+	}
+	switch out.State {
+	case ReleaseNotStarted:
+		return stepResult{}, true, nil
+	case ReleaseSucceeded:
+		return stepResult{status: store.CheckpointSucceeded, detail: d}, false, nil
+	case ReleaseFailed:
+		reason := fmt.Sprintf("The release command of %s failed: %s", d.Application, out.Error)
+		d.Error = reason
+		return stepResult{status: store.CheckpointFailed, detail: d, reason: reason}, false, nil
+	}
+	reason := "The Studio stopped while the release command of " + d.Application + " ran, and the platform cannot tell whether it finished; it is not run again by itself. Deploy again."
+	d.Error = reason
+	return stepResult{status: store.CheckpointFailed, detail: d, reason: reason}, false, nil
+}
+
+// apply writes a change of the run under the execution's lease, retried
+// while the database is out of reach (and after the execution's context
+// ends: what a step finished is recorded). A retry whose earlier attempt
+// committed finds the checkpoint changed already: that counts as applied.
+func (r *Runner) apply(ctx context.Context, c store.RunChange) (cancel, applied bool, err error) {
+	err = withRetry(ctx, func(ctx context.Context, attempt int) (err error) {
+		cancel, applied, err = r.DB.ApplyRunChangeCancel(ctx, c)
+		if err != nil || applied || attempt == 0 {
+			return err
+		}
+		run, err := r.DB.RunByID(ctx, c.RunID)
+		if err != nil {
+			return err
+		}
+		cancel = run.CancelRequested
+		if c.Checkpoint == nil {
+			applied = c.Status != "" && run.Status == c.Status
+			return nil
+		}
+		cps, err := r.DB.Checkpoints(ctx, c.RunID)
+		if err != nil {
+			return err
+		}
+		for _, cp := range cps {
+			if cp.Position == c.Checkpoint.Position {
+				applied = cp.Status == c.Checkpoint.Status
+			}
+		}
+		return nil
+	})
+	return cancel, applied, err
+}
+
 // record stores a finished checkpoint and reports whether the run has
 // been asked to cancel.
 func (r *Runner) record(ctx context.Context, rc *runContext, cp store.Checkpoint, res stepResult) (bool, error) {
-	cancel, ok, err := r.DB.ApplyRunChangeCancel(ctx, store.RunChange{RunID: rc.run.ID, Detail: rc.dirtyDetail(),
+	cancel, ok, err := r.apply(ctx, store.RunChange{RunID: rc.run.ID, Detail: rc.dirtyDetail(), Lease: rc.lease,
 		Checkpoint: &store.CheckpointChange{Position: cp.Position, Status: res.status, Warning: res.warning, Detail: res.detail,
 			From: []string{store.CheckpointRunning, store.CheckpointWaiting}},
 		Certificate: res.cert, ServiceState: res.service, Activate: res.activate, ActiveDomains: res.activeDomains,
@@ -196,7 +410,11 @@ func (rc *runContext) dirtyDetail() any {
 
 // finish ends the run: status "" means it went through every checkpoint.
 func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason string, failed *stepResult) (Result, error) {
-	cps, err := r.DB.Checkpoints(ctx, rc.run.ID)
+	var cps []store.Checkpoint
+	err := withRetry(ctx, func(ctx context.Context, _ int) (err error) {
+		cps, err = r.DB.Checkpoints(ctx, rc.run.ID)
+		return err
+	})
 	if err != nil {
 		return Result{}, err
 	}
@@ -222,8 +440,11 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 	if failed != nil && failed.converge && rc.run.Kind == "deploy" && rc.run.FromRevisionID == nil && rc.env.ActiveRevisionID == nil {
 		change.Converging = rc.run.RevisionID
 	}
-	if _, err := r.DB.ApplyRunChange(ctx, change); err != nil {
+	change.Lease = rc.lease
+	if _, ok, err := r.apply(ctx, change); err != nil {
 		return Result{}, err
+	} else if !ok {
+		return Result{}, ErrTakenOver
 	}
 	return Result{Finished: true}, nil
 }
@@ -359,7 +580,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		// Not the run's context: a cancel or shutdown lets the command
 		// finish or reach its timeout instead of stopping it halfway.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rcmd.Timeout)
-		err := r.Platform.Release(cctx, rc.env.ID, d.Application, rcmd)
+		err := r.Platform.Release(cctx, rc.env.ID, d.Application, rcmd, ReleaseKey{RunID: rc.run.ID, Position: cp.Position})
 		timedOut := cctx.Err() != nil
 		cancel()
 		if err != nil {

@@ -2,11 +2,13 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +30,9 @@ type Service struct {
 	Now      func() time.Time
 	Logger   *slog.Logger
 	river    *river.Client[pgx.Tx]
+	// stopSupervising ends superviseLeases; supervising waits for it.
+	stopSupervising context.CancelFunc
+	supervising     sync.WaitGroup
 }
 
 // NewService returns a service on db whose runs use platform.
@@ -250,13 +255,23 @@ func referencedServices(a *compiler.Application) []string {
 
 var serviceReference = regexp.MustCompile(`^\{\{(databases|buckets)\.([^.}]+)\.`)
 
-// Cancel asks a run to stop at its next safe point and wakes its job.
+// Cancel asks a run to stop at its next safe point. A run that no live
+// process executes (queued, waiting, or whose executor is gone) stands at
+// a safe point already: it is claimed here and ends cancelled at once,
+// every unfinished checkpoint marked as not run. A run that a live
+// executor works on stops when that executor reaches its next safe point.
 func (s *Service) Cancel(ctx context.Context, a store.Actor, env *store.Environment, runID int64) (*store.Run, error) {
 	run, err := s.DB.RequestCancel(ctx, a, env, runID)
 	if err != nil {
 		return nil, err
 	}
+	if _, err := s.Runner.Execute(ctx, runID); err != nil && !errors.Is(err, ErrTakenOver) {
+		s.Logger.Warn("cancel run", "run", runID, "err", err)
+	}
 	s.wake(ctx, run)
+	if now, err := s.DB.RunByID(ctx, runID); err == nil {
+		run = now
+	}
 	return run, nil
 }
 

@@ -247,6 +247,15 @@ func (db *DB) FireBackupSchedule(ctx context.Context, f BackupFire) (BackupFireR
 		if len(fires) == 0 {
 			return nil
 		}
+		// A snapshot or restore whose executor was lost holds the
+		// environment until a live process takes it over and it ends, or
+		// someone cancels it: the fires wait for it (nothing is recorded
+		// and considered_until stays), then one catch-up is taken.
+		var held bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE environment_id = $1 AND kind IN ('backup', 'restore')
+			AND finished_at IS NULL AND orphaned)`, f.EnvironmentID).Scan(&held); err != nil || held {
+			return err
+		}
 		env, err := scanEnvironment(tx.QueryRow(ctx, `SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id = $1`, f.EnvironmentID))
 		if err != nil {
 			return err

@@ -240,10 +240,8 @@ func (db *DB) RunEventsWithState(ctx context.Context, runID, after int64, limit 
 		JOIN environments e ON e.id = r.environment_id
 		JOIN projects p ON p.id = e.project_id
 		WHERE r.id = $1`, runID).QueryRow(func(row pgx.Row) error {
-		return row.Scan(
-			&run.ID, &run.EnvironmentID, &run.Kind, &run.Status, &run.Reason, &run.CancelRequested, &run.RevisionID, &run.FromRevisionID,
-			&run.Revision, &run.FromRevision, &run.CreatedBy, &run.CreatedAt, &run.StartedAt, &run.FinishedAt, &run.JobID, &run.Detail, &run.LastSeq,
-			&env.ID, &env.ProjectID, &env.Project, &env.Name, &env.State, &env.ActiveRevisionID, &env.CreatedAt, &env.LastEventSeq)
+		return row.Scan(append(run.scanTargets(),
+			&env.ID, &env.ProjectID, &env.Project, &env.Name, &env.State, &env.ActiveRevisionID, &env.CreatedAt, &env.LastEventSeq)...)
 	})
 	err := db.Pool.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -72,6 +72,17 @@ type Run struct {
 	// LastSeq is the sequence number of the run's newest event: a page
 	// rendered from this row follows the run's stream after it.
 	LastSeq int64
+	// ExecutorLostAt is when the run's lease was found expired: the process
+	// executing it stopped renewing it (killed, or cut off from the
+	// database). It is cleared when a live process takes the run over.
+	ExecutorLostAt *time.Time
+}
+
+// scanTargets are the destinations of runColumns, in order.
+func (r *Run) scanTargets() []any {
+	return []any{&r.ID, &r.EnvironmentID, &r.Kind, &r.Status, &r.Reason, &r.CancelRequested, &r.RevisionID, &r.FromRevisionID,
+		&r.Revision, &r.FromRevision, &r.CreatedBy, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.JobID, &r.Detail, &r.LastSeq,
+		&r.ExecutorLostAt}
 }
 
 // Checkpoint is one step of a run.
@@ -216,12 +227,11 @@ var runColumns = `r.id, r.environment_id, r.kind, r.status, r.reason, r.cancel_r
 	COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
 	COALESCE((SELECT number FROM revisions WHERE id = r.from_revision_id), 0),
 	` + displayNameOf("r.created_by") + `,
-	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail, r.last_seq`
+	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail, r.last_seq, r.executor_lost_at`
 
 func scanRun(row pgx.Row) (*Run, error) {
 	var r Run
-	err := row.Scan(&r.ID, &r.EnvironmentID, &r.Kind, &r.Status, &r.Reason, &r.CancelRequested, &r.RevisionID, &r.FromRevisionID,
-		&r.Revision, &r.FromRevision, &r.CreatedBy, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.JobID, &r.Detail, &r.LastSeq)
+	err := row.Scan(r.scanTargets()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
 	}
@@ -308,6 +318,11 @@ type RunChange struct {
 	// EnvironmentState sets the environment's state (a restore: restoring,
 	// active, down: restore failed) when not "".
 	EnvironmentState string
+	// Lease, when set, applies the change only while this lease owner
+	// holds the run's lease: an executor that lost its run to another
+	// process (see ClaimRunLease) changes nothing any more. A change that
+	// finishes the run gives the lease up.
+	Lease string
 }
 
 // CheckpointChange is a checkpoint's new state.
@@ -374,6 +389,7 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 			           started_at = CASE WHEN started_at IS NULL AND $6 <> 'pending' THEN $5 ELSE started_at END,
 			           finished_at = CASE WHEN $6 IN ('succeeded', 'failed', 'skipped') THEN $5 END
 			    WHERE $2 > 0 AND run_id = $1 AND position = $2 AND ($9::text[] IS NULL OR status = ANY($9))
+			      AND ($12::text = '' OR EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $12))
 			    RETURNING kind, name),
 			r AS (
 			    UPDATE runs r SET
@@ -382,9 +398,16 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 			        detail = COALESCE($10::jsonb, r.detail),
 			        started_at = CASE WHEN r.started_at IS NULL AND $3 IN ('running', 'waiting', 'succeeded', 'succeeded-with-warnings', 'failed') THEN $5 ELSE r.started_at END,
 			        finished_at = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN $5 ELSE r.finished_at END,
+			        lease_owner = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN NULL ELSE r.lease_owner END,
+			        lease_expires_at = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN NULL ELSE r.lease_expires_at END,
+			        executor_lost_at = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN NULL ELSE r.executor_lost_at END,
 			        last_seq = r.last_seq + 1
 			    FROM (SELECT started_at IS NOT NULL AS started, finished_at IS NOT NULL AS finished FROM runs WHERE id = $1) old
 			    WHERE r.id = $1 AND ($2 = 0 OR EXISTS (SELECT 1 FROM cp))
+			      AND ($12::text = '' OR r.lease_owner = $12)
+			      -- A run finishes once: a change that would finish it again
+			      -- (retried after its commit's answer was lost) is not applied.
+			      AND NOT (old.finished AND $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled'))
 			    RETURNING r.id, r.environment_id, r.kind, r.status, r.reason, COALESCE(r.detail->>'summary', '') AS summary,
 			        r.cancel_requested, old.started, old.finished, r.last_seq),
 			ev AS (
@@ -396,7 +419,7 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 			    FROM r LEFT JOIN cp ON true)
 			SELECT r.environment_id, r.kind, r.status, r.cancel_requested, r.started, r.finished
 			FROM r, LATERAL (SELECT pg_notify($11::text || r.id::text, r.id::text || ':' || r.last_seq::text)) n`,
-			c.RunID, position, c.Status, c.Reason, now, cpStatus, cpWarning, cpDetail, from, runDetail, RunEventsChannelPrefix).
+			c.RunID, position, c.Status, c.Reason, now, cpStatus, cpWarning, cpDetail, from, runDetail, RunEventsChannelPrefix, c.Lease).
 			Scan(&envID, &kind, &status, &cancel, &wasStarted, &wasFinished)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errNotApplied

@@ -33,6 +33,10 @@ type RunView struct {
 	CanCancel bool
 	// CancelRequested: the run stops at its next safe point.
 	CancelRequested bool
+	// ExecutorLost: the process executing the unfinished run is gone
+	// (since ExecutorLostAt, a clock time) and a live process resumes it.
+	ExecutorLost   bool
+	ExecutorLostAt string
 }
 
 // CheckpointView is one checkpoint row of a run page.

@@ -32,6 +32,8 @@ type Config struct {
 	ReconcileInterval  time.Duration
 	LocalFaults        string
 	RunRescueAfter     time.Duration
+	RunLease           time.Duration
+	ShutdownTimeout    time.Duration
 	MetricsAddr        string
 }
 
@@ -61,7 +63,9 @@ func (c *Config) settings() []setting {
 		{"edge-port", "STUDIO_EDGE_PORT", "port on which probes and ACME challenges reach a domain's addresses", &c.EdgePort, "80"},
 		{"reconcile-interval", "STUDIO_RECONCILE_INTERVAL", "how often deferred and failed domains are probed again", &c.ReconcileInterval, "1m"},
 		{"local-faults", "STUDIO_LOCAL_FAULTS", "JSON file of faults the local platform injects (demos)", &c.LocalFaults, ""},
-		{"run-rescue-after", "STUDIO_RUN_RESCUE_AFTER", "how long a run may look running before another process resumes it (a killed process)", &c.RunRescueAfter, "15m"},
+		{"run-rescue-after", "STUDIO_RUN_RESCUE_AFTER", "last resort for a job River itself lost: how long it may look running before another process resumes it", &c.RunRescueAfter, "15m"},
+		{"run-lease", "STUDIO_RUN_LEASE", "how long a run's executor may go without renewing its lease before the run shows \"executor lost\" and a live process takes it over", &c.RunLease, "20s"},
+		{"shutdown-timeout", "STUDIO_SHUTDOWN_TIMEOUT", "on SIGTERM, how long running steps may take to reach a safe point before they are stopped (they resume in the next process)", &c.ShutdownTimeout, "30s"},
 		{"metrics-addr", "STUDIO_METRICS_ADDR", "address to serve Prometheus metrics on, at /metrics (empty: off)", &c.MetricsAddr, ""},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/skali-dev/studio/runs"
@@ -109,14 +110,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	runService := runs.NewService(db.DB, vault, local, time.Now, logger)
-	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter}); err != nil {
+	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter,
+		Lease: cfg.RunLease}); err != nil {
 		return err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// stopRuns stops taking runs and lets the running ones reach a safe
+	// point within the shutdown timeout (once, whichever way serve ends).
+	stopRuns := sync.OnceValue(func() error {
+		stopCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
-		_ = runService.StopRiver(stopCtx)
-	}()
+		return runService.StopRiver(stopCtx)
+	})
+	defer stopRuns()
 	// The hub holds this process's LISTEN connection and fans run events
 	// out to the event stream websockets.
 	hub := runs.NewHub(db.DB, runs.HubOptions{Logger: logger})
@@ -189,7 +194,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down")
+	logger.Info("shutting down: running steps finish or reach a safe point", "timeout", cfg.ShutdownTimeout)
+	runsStopped := make(chan error, 1)
+	go func() { runsStopped <- stopRuns() }()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -202,6 +209,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if metricsSrv != nil {
 		_ = metricsSrv.Shutdown(shutdownCtx)
 	}
+	if err := <-runsStopped; err != nil {
+		logger.Warn("shutdown: runs", "err", err)
+	}
+	logger.Info("stopped")
 	return nil
 }
 
