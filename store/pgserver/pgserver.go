@@ -165,6 +165,20 @@ func (p *Server) Stop() {
 	p.log.Info("private PostgreSQL stopped")
 }
 
+// Interrupt sends the running server SIGINT, PostgreSQL's fast shutdown:
+// every connection is cut and the server exits, as in an operator's
+// restart. The supervisor starts it again after a few seconds (tests of
+// what a database restart does to the Studio).
+func (p *Server) Interrupt() error {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return errors.New("pgserver: not running")
+	}
+	return cmd.Process.Signal(syscall.SIGINT)
+}
+
 // supervise restarts the server when it exits without Stop having been
 // called, so that a crashed or externally stopped database comes back and
 // /readyz turns green again.

@@ -1,0 +1,271 @@
+package runs_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/store"
+)
+
+// deadOwner names an executor that claimed a run and then died: it never
+// renews its lease again.
+const deadOwner = "gone-host:4242:deadbeef"
+
+// leaveRunning makes the run look like a process that died in the middle
+// of checkpoint position: every checkpoint before it succeeded, it is
+// running, and the dead executor's lease expires at once.
+func (f *fixture) leaveRunning(runID int64, position int) {
+	f.t.Helper()
+	if ok, _, err := f.db.ClaimRunLease(f.ctx, runID, deadOwner, time.Millisecond); err != nil || !ok {
+		f.t.Fatalf("claim: %v %v", ok, err)
+	}
+	apply := func(c store.RunChange) {
+		c.RunID, c.Lease = runID, deadOwner
+		if ok, err := f.db.ApplyRunChange(f.ctx, c); err != nil || !ok {
+			f.t.Fatalf("apply %+v: %v %v", c, ok, err)
+		}
+	}
+	apply(store.RunChange{Status: store.RunRunning})
+	for p := 1; p <= position; p++ {
+		apply(store.RunChange{Checkpoint: &store.CheckpointChange{Position: p, Status: store.CheckpointRunning}})
+		if p < position {
+			apply(store.RunChange{Checkpoint: &store.CheckpointChange{Position: p, Status: store.CheckpointSucceeded}})
+		}
+	}
+	time.Sleep(5 * time.Millisecond) // the lease expires
+}
+
+// executorLostEvents counts the run's events that say its executor is lost
+// (true) and back (false).
+func executorLostEvents(t *testing.T, evs []store.RunEvent) (lost, back int) {
+	t.Helper()
+	for _, e := range evs {
+		var p struct {
+			Run struct {
+				ExecutorLost *bool `json:"executorLost"`
+			} `json:"run"`
+		}
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case p.Run.ExecutorLost == nil:
+		case *p.Run.ExecutorLost:
+			lost++
+		default:
+			back++
+		}
+	}
+	return lost, back
+}
+
+func TestARunWhoseExecutorIsGoneIsMarkedLostThenResumedWithoutRepeatingASteps(t *testing.T) {
+	f := newFixture(t, wiki("10m"), wikiValues)
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	run := f.deploy(runs.DeployRequest{})
+	f.leaveRunning(run.ID, 3) // provisioning the bucket
+
+	ids, err := f.svc.TakeOverLostRuns(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || ids[0] != run.ID {
+		t.Fatalf("took over %v, want run %d", ids, run.ID)
+	}
+	if got := f.run(run.ID); !got.ExecutorLost() || got.Status != store.RunRunning {
+		t.Fatalf("after the lease expired: status %s, executor lost %v", got.Status, got.ExecutorLost())
+	}
+	if again, _ := f.svc.TakeOverLostRuns(f.ctx); len(again) != 0 {
+		t.Fatalf("a lost run was taken over twice: %v", again)
+	}
+	// The dead executor comes back to life (a long pause): nothing it
+	// writes is applied any more once another execution holds the run.
+	if res := f.execute(run.ID); !res.Finished {
+		t.Fatalf("the resumed run waits until %v", res.WaitUntil)
+	}
+	if ok, err := f.db.ApplyRunChange(f.ctx, store.RunChange{RunID: run.ID, Lease: deadOwner,
+		Checkpoint: &store.CheckpointChange{Position: 4, Status: store.CheckpointFailed}}); err != nil || ok {
+		t.Fatalf("the old executor's change was applied: %v %v", ok, err)
+	}
+
+	got := f.run(run.ID)
+	if got.Status != store.RunSucceeded || got.ExecutorLost() {
+		t.Fatalf("resumed run: %s (%s), executor lost %v", got.Status, got.Reason, got.ExecutorLost())
+	}
+	evs := f.events(run.ID)
+	per := map[int]int{}
+	for _, e := range evs {
+		if e.Checkpoint != nil {
+			per[*e.Checkpoint]++
+		}
+	}
+	for _, cp := range f.checkpoints(run.ID) {
+		if cp.Status != store.CheckpointSucceeded {
+			t.Errorf("%s is %s", cp.Name, cp.Status)
+		}
+		// running, then succeeded: a finished step is not done again, and
+		// the one in flight is not started twice.
+		if per[cp.Position] != 2 {
+			t.Errorf("%s has %d events, want 2", cp.Name, per[cp.Position])
+		}
+	}
+	if lost, back := executorLostEvents(t, evs); lost != 1 || back != 1 {
+		t.Fatalf("executor lost events: %d lost, %d back; want 1 and 1", lost, back)
+	}
+}
+
+func TestALiveExecutionIsNotTakenOverNorRunTwice(t *testing.T) {
+	f := newFixture(t, wiki("10m"), wikiValues)
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	hold := &holdingRelease{Platform: f.local, started: make(chan struct{}), proceed: make(chan struct{})}
+	svc := runs.NewService(f.db, f.vault, hold, f.clock.Now, nil)
+	svc.Runner.Lease = 400 * time.Millisecond
+	run, err := svc.StartDeploy(f.ctx, store.Actor{}, f.reloadEnv(), runs.DeployRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.Runner.Execute(context.Background(), run.ID)
+		done <- err
+	}()
+	<-hold.started
+	// Several lease periods pass while the release command runs: the
+	// executor renews its lease, so nothing takes it over.
+	time.Sleep(1200 * time.Millisecond)
+	if ids, err := svc.TakeOverLostRuns(f.ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("a live execution was taken over: %v %v", ids, err)
+	}
+	res, err := svc.Runner.Execute(f.ctx, run.ID)
+	if err != nil || res.Finished || res.WaitUntil.IsZero() {
+		t.Fatalf("a second execution of a live run: %+v %v", res, err)
+	}
+	close(hold.proceed)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := f.run(run.ID); got.Status != store.RunSucceeded {
+		t.Fatalf("run %s (%s)", got.Status, got.Reason)
+	}
+}
+
+func TestCancelEndsARunWhoseExecutorIsGoneAtOnce(t *testing.T) {
+	f := newFixture(t, wiki("10m"), wikiValues)
+	run := f.deploy(runs.DeployRequest{})
+	f.leaveRunning(run.ID, 4) // building web
+	if _, err := f.svc.TakeOverLostRuns(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := f.run(run.ID)
+	if got.Status != store.RunCancelled || got.ExecutorLost() {
+		t.Fatalf("run %s (%s), executor lost %v; want cancelled at once", got.Status, got.Reason, got.ExecutorLost())
+	}
+	if !strings.Contains(got.Reason, "Build web") {
+		t.Fatalf("reason %q does not say where it stopped", got.Reason)
+	}
+	for _, cp := range f.checkpoints(run.ID) {
+		switch {
+		case cp.Position < 4 && cp.Status != store.CheckpointSucceeded,
+			cp.Position == 4 && (cp.Status != store.CheckpointSkipped || !strings.Contains(cp.Warning, "did not finish")),
+			cp.Position > 4 && cp.Status != store.CheckpointPending:
+			t.Errorf("%s: %s %q", cp.Name, cp.Status, cp.Warning)
+		}
+	}
+	// The environment takes a new deploy: the cancelled run no longer
+	// holds it.
+	if _, err := f.svc.StartDeploy(f.ctx, store.Actor{}, f.reloadEnv(), runs.DeployRequest{}); err != nil {
+		t.Fatalf("a deploy after the cancel: %v", err)
+	}
+}
+
+func TestCancelEndsAQueuedRunAtOnce(t *testing.T) {
+	f := newFixture(t, wiki("10m"), wikiValues)
+	run := f.deploy(runs.DeployRequest{})
+	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.run(run.ID); got.Status != store.RunCancelled || got.Reason != "Cancelled before Check values." {
+		t.Fatalf("run %s (%q)", got.Status, got.Reason)
+	}
+}
+
+// countingRelease counts the release commands the platform runs.
+type countingRelease struct {
+	runs.Platform
+	n atomic.Int32
+}
+
+func (c *countingRelease) Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand, key runs.ReleaseKey) error {
+	c.n.Add(1)
+	return c.Platform.Release(ctx, envID, app, cmd, key)
+}
+
+func TestAReleaseCommandFoundRunningIsAskedOfThePlatformFirst(t *testing.T) {
+	cases := []struct {
+		name string
+		// outcome is what the platform recorded before the process died:
+		// "" nothing, "started", "succeeded" or a failure.
+		outcome    string
+		wantStatus string
+		wantRuns   int32
+	}{
+		{"never started: run now", "", store.RunSucceeded, 1},
+		{"finished: recorded as finished", "succeeded", store.RunSucceeded, 0},
+		{"failed: recorded as failed", "relation users already exists", store.RunFailed, 0},
+		{"started, end unknown: not run again", "started", store.RunFailed, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, wiki("10m"), wikiValues)
+			f.resolver.Set("wiki.test", here)
+			f.resolver.Set("www.wiki.test", here)
+			count := &countingRelease{Platform: f.local}
+			f.svc = runs.NewService(f.db, f.vault, count, f.clock.Now, nil)
+			run := f.deploy(runs.DeployRequest{})
+			release, _ := f.checkpoint(run.ID, runs.KindRelease)
+			f.leaveRunning(run.ID, release.Position)
+			if c.outcome != "" {
+				if err := f.db.StartLocalRelease(f.ctx, run.ID, release.Position); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.outcome != "" && c.outcome != "started" {
+				msg := c.outcome
+				if msg == "succeeded" {
+					msg = ""
+				}
+				if err := f.db.FinishLocalRelease(f.ctx, run.ID, release.Position, msg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := f.svc.TakeOverLostRuns(f.ctx); err != nil {
+				t.Fatal(err)
+			}
+			f.execute(run.ID)
+			got := f.run(run.ID)
+			if got.Status != c.wantStatus {
+				t.Fatalf("run %s (%s), want %s", got.Status, got.Reason, c.wantStatus)
+			}
+			if n := count.n.Load(); n != c.wantRuns {
+				t.Fatalf("the release command ran %d times, want %d", n, c.wantRuns)
+			}
+			if c.outcome == "started" && !strings.Contains(got.Reason, "cannot tell whether it finished") {
+				t.Fatalf("reason %q", got.Reason)
+			}
+			if c.wantStatus == store.RunFailed && c.outcome != "started" && !strings.Contains(got.Reason, c.outcome) {
+				t.Fatalf("reason %q does not carry the command's failure", got.Reason)
+			}
+		})
+	}
+}
