@@ -1,0 +1,81 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// TestARunWhoseExecutorIsLostSaysSoLiveAndOnEveryPage: a run whose
+// executor stopped renewing its lease is marked lost; a watcher of the run
+// page gets the new heading at once, and the run page, the runs list and
+// the environment page all say "executor lost · resuming" while the run's
+// machine status stays running.
+func TestARunWhoseExecutorIsLostSaysSoLiveAndOnEveryPage(t *testing.T) {
+	ctx := context.Background()
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+	if ok, _, err := s.DB.ClaimRunLease(ctx, runID, "gone:1:x", time.Millisecond); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if ok, err := s.DB.ApplyRunChange(ctx, store.RunChange{RunID: runID, Status: store.RunRunning, Lease: "gone:1:x"}); err != nil || !ok {
+		t.Fatalf("start: %v %v", ok, err)
+	}
+	run, err := s.DB.RunByID(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPath := fmt.Sprintf("/projects/hello-world/environments/production/runs/%d", runID)
+	if _, body := s.Get(t, admin, runPath); strings.Contains(body, "executor lost") {
+		t.Fatal("a run with a live lease shows its executor lost")
+	}
+	conn, _, err := s.DialStream(t, admin, runEventsPath(runID, run.LastSeq), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // the lease expires
+	if ids, err := s.DB.TakeOverLostRuns(ctx, nil); err != nil || len(ids) != 1 {
+		t.Fatalf("take over: %v %v", ids, err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, data, err := conn.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Run struct {
+			Status       string `json:"status"`
+			ExecutorLost bool   `json:"executorLost"`
+		} `json:"run"`
+		Fragments []struct{ ID, HTML string } `json:"fragments"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Run.Status != store.RunRunning || !f.Run.ExecutorLost {
+		t.Fatalf("frame run %+v, want running with its executor lost", f.Run)
+	}
+	var header string
+	for _, fr := range f.Fragments {
+		if fr.ID == "run-header" {
+			header = fr.HTML
+		}
+	}
+	if !strings.Contains(header, "executor lost · resuming") || !strings.Contains(header, `data-run-status="running"`) {
+		t.Fatalf("the live heading does not say the executor is lost: %s", header)
+	}
+	for _, path := range []string{runPath, "/projects/hello-world/environments/production/runs", "/projects/hello-world/environments/production"} {
+		code, body := s.Get(t, admin, path)
+		if code != 200 || !strings.Contains(body, "executor lost · resuming") {
+			t.Errorf("%s (%d) does not say the run's executor is lost", path, code)
+		}
+	}
+}
