@@ -269,3 +269,48 @@ func TestAReleaseCommandFoundRunningIsAskedOfThePlatformFirst(t *testing.T) {
 		})
 	}
 }
+
+func TestAScheduledFireWaitsForASnapshotWhoseExecutorIsLost(t *testing.T) {
+	f, _ := newBackupFixture(t)
+	f.setSchedule("* * * * *", "1d")
+	f.clock.Set(start.Add(time.Minute + time.Second))
+	f.fire()
+	rows := f.backupRows()
+	if len(rows) != 1 || rows[0].RunID == nil {
+		t.Fatalf("first fire: %+v", rows)
+	}
+	snapshot := *rows[0].RunID
+	f.leaveRunning(snapshot, 1) // the process died while it snapshotted
+	if _, err := f.svc.TakeOverLostRuns(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Fires fall while no live process has resumed the snapshot yet: they
+	// wait, instead of being skipped one after another.
+	for m := 2; m <= 4; m++ {
+		f.clock.Set(start.Add(time.Duration(m)*time.Minute + time.Second))
+		f.fire()
+	}
+	if rows := f.backupRows(); len(rows) != 1 {
+		t.Fatalf("fires while the snapshot's executor was lost: %+v", rows)
+	}
+	f.execute(snapshot) // taken over: it finishes
+	if got := f.run(snapshot); got.Status != store.RunSucceeded {
+		t.Fatalf("resumed snapshot: %s %s", got.Status, got.Reason)
+	}
+	f.clock.Set(start.Add(5*time.Minute + time.Second))
+	f.fire()
+	rows = f.backupRows()
+	var taken, skipped int
+	for _, b := range rows[1:] {
+		if b.RunID != nil {
+			taken++
+		} else {
+			skipped++
+		}
+	}
+	// One catch-up snapshot (at 13:05); the three waiting fires are
+	// recorded as missed, as after downtime.
+	if taken != 1 || skipped != 3 || rows[len(rows)-1].RunID == nil {
+		t.Fatalf("after the snapshot finished: %d taken, %d skipped: %+v", taken, skipped, rows)
+	}
+}

@@ -272,7 +272,7 @@ func (db *DB) FireBackupSchedule(ctx context.Context, f BackupFire) (BackupFireR
 		}
 		last := fires[len(fires)-1]
 		for _, at := range fires[:len(fires)-1] {
-			if err := skip(at, "missed: no Studio was running at this time (one catch-up snapshot was taken instead)"); err != nil {
+			if err := skip(at, "missed: no Studio was running at this time, or a lost snapshot still held the environment (one catch-up snapshot was taken instead)"); err != nil {
 				return err
 			}
 		}
