@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
@@ -30,6 +29,9 @@ type Login struct {
 	// Failures limits failed sign-ins per client address (local links and
 	// OIDC callbacks alike).
 	Failures *SignInLimiter
+	// PublicURL is the address people use to reach the Studio: the page to
+	// return to after signing in must be on it (see SignInTarget).
+	PublicURL string
 }
 
 // NewLogin returns the sign-in handlers.
@@ -49,8 +51,8 @@ const (
 // the visitor's form was refused because they were not signed in.
 func LoginURL(next string, expired bool) string {
 	q := url.Values{}
-	if safeNext(next) && next != "/" {
-		q.Set(loginNext, next)
+	if target, ok := SignInTarget(nil, next); ok && target != "/" {
+		q.Set(loginNext, target)
 	}
 	if expired {
 		q.Set(loginExpired, "1")
@@ -61,9 +63,14 @@ func LoginURL(next string, expired bool) string {
 	return "/login?" + q.Encode()
 }
 
-// safeNext reports whether next is a path on this site (not //host or /\host).
-func safeNext(next string) bool {
-	return strings.HasPrefix(next, "/") && !strings.HasPrefix(next, "//") && !strings.HasPrefix(next, "/\\") && len(next) <= 2048
+// origin is the public URL that pages to return to must be on; nil (paths
+// only) when it is not set or not a URL.
+func (h *Login) origin() *url.URL {
+	u, err := url.Parse(h.PublicURL)
+	if err != nil || u.Host == "" {
+		return nil
+	}
+	return u
 }
 
 // ShowLoginPage renders the sign-in page.
@@ -77,8 +84,8 @@ func (h *Login) ShowLoginPage(w http.ResponseWriter, r *http.Request) error {
 		LocalEnabled: h.LocalEnabled,
 		OIDCStart:    "/login/oidc",
 	}
-	if next := r.URL.Query().Get(loginNext); safeNext(next) && next != "/" {
-		m.OIDCStart += "?" + url.Values{loginNext: {next}}.Encode()
+	if target, ok := SignInTarget(h.origin(), r.URL.Query().Get(loginNext)); ok && target != "/" {
+		m.OIDCStart += "?" + url.Values{loginNext: {target}}.Encode()
 	}
 	if r.URL.Query().Get(loginExpired) != "" {
 		m.Notice = "You are not signed in (or your session has expired), so nothing was changed. Sign in and try again."
@@ -92,10 +99,13 @@ func (h *Login) SignInLocal(w http.ResponseWriter, r *http.Request) error {
 	if !h.LocalEnabled {
 		return apperr.Errorf(apperr.NotFound, "Local sign-in is turned off on this installation.")
 	}
-	if blocked, err := h.refuseIfLimited(w, r); blocked {
-		return err
-	}
+	// The link is checked before the limit: a valid link is unguessable, so
+	// it signs in however many wrong ones came from the same address (behind
+	// a proxy, that may be everybody's). The limit stops guessing only.
 	if err := h.DB.UseLoginToken(ctx, r.URL.Query().Get("token")); err != nil {
+		if blocked, refused := h.refuseIfLimited(w, r); blocked {
+			return refused
+		}
 		h.recordFailure(r, "local", map[string]any{"method": "local", "reason": apperr.Message(err)})
 		return h.renderFailure(w, r, http.StatusUnauthorized, apperr.Message(err))
 	}
@@ -110,7 +120,8 @@ func (h *Login) SignInLocal(w http.ResponseWriter, r *http.Request) error {
 }
 
 // refuseIfLimited answers 429 with Retry-After when the client's address has
-// used up its failed sign-ins; blocked says whether it did.
+// used up its failed sign-ins; blocked says whether it did. It is asked only
+// about attempts that cannot succeed, never about a valid one.
 func (h *Login) refuseIfLimited(w http.ResponseWriter, r *http.Request) (blocked bool, err error) {
 	wait, ok := h.Failures.Allow(ClientAddr(r))
 	if ok {
@@ -173,11 +184,12 @@ func (h *Login) SignOut(w http.ResponseWriter, r *http.Request) error {
 }
 
 // AfterSignIn returns where to go after signing in: the page an anonymous
-// visitor asked for (remembered by web's sign-in redirect) or the home page.
+// visitor asked for (remembered when the sign-in started, already checked
+// by SignInTarget, and checked again here) or the home page.
 func (b *Base) AfterSignIn(ctx context.Context) string {
-	next := b.Sessions.PopString(ctx, sessionAfterLogin)
-	if !safeNext(next) {
+	target, ok := SignInTarget(nil, b.Sessions.PopString(ctx, sessionAfterLogin))
+	if !ok {
 		return "/"
 	}
-	return next
+	return target
 }

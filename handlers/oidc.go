@@ -136,8 +136,10 @@ func (h *OIDC) StartSignIn(w http.ResponseWriter, r *http.Request) error {
 		// the flow, so abandoned sign-ins do not pile up in the database.
 		h.Sessions.SetDeadline(ctx, time.Now().Add(OIDCFlowTTL))
 	}
-	if next := r.URL.Query().Get(loginNext); safeNext(next) {
-		h.Sessions.Put(ctx, sessionAfterLogin, next)
+	if target, ok := SignInTarget(h.login.origin(), r.URL.Query().Get(loginNext)); ok {
+		h.Sessions.Put(ctx, sessionAfterLogin, target)
+	} else {
+		h.Sessions.Remove(ctx, sessionAfterLogin)
 	}
 	h.Sessions.Put(ctx, sessionOIDCState, state)
 	h.Sessions.Put(ctx, sessionOIDCNonce, nonce)
@@ -151,9 +153,16 @@ func (h *OIDC) StartSignIn(w http.ResponseWriter, r *http.Request) error {
 // Callback finishes a sign-in: it checks state, exchanges the code with the
 // PKCE verifier, verifies the ID token (signature, issuer, audience, expiry)
 // and its nonce, records the user and starts the session.
+//
+// The failed-sign-in limit does not stop a callback that carries the state
+// of the flow this browser started: that state is unguessable, so such a
+// callback is somebody finishing their own sign-in, not guessing. Only a
+// callback without it can be refused, and a failure of either kind counts.
 func (h *OIDC) Callback(w http.ResponseWriter, r *http.Request) error {
-	if blocked, err := h.login.refuseIfLimited(w, r); blocked {
-		return err
+	if !h.continuesFlow(r) {
+		if blocked, err := h.login.refuseIfLimited(w, r); blocked {
+			return err
+		}
 	}
 	u, err := h.callback(r)
 	if err != nil {
@@ -167,6 +176,14 @@ func (h *OIDC) Callback(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return SeeOther(w, r, h.AfterSignIn(r.Context()))
+}
+
+// continuesFlow reports whether r carries the state of the sign-in that
+// this browser's session started (without using the flow up).
+func (h *OIDC) continuesFlow(r *http.Request) bool {
+	state := h.Sessions.GetString(r.Context(), sessionOIDCState)
+	got := r.URL.Query().Get("state")
+	return state != "" && subtle.ConstantTimeCompare([]byte(got), []byte(state)) == 1
 }
 
 func (h *OIDC) callback(r *http.Request) (*store.User, error) {

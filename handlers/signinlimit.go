@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"math"
 	"net"
 	"net/http"
@@ -91,10 +92,23 @@ func (l *SignInLimiter) Take(addr string) {
 	b.tokens = math.Max(0, b.tokens-1)
 }
 
-// ClientAddr is the address a request came from: the peer of the
-// connection. Forwarded-for headers are not trusted, since any client can
-// send them.
+type clientAddrKey struct{}
+
+// WithClientAddr returns ctx carrying the address the request came from, as
+// web found it (the peer of the connection, or the client a trusted proxy
+// forwarded for).
+func WithClientAddr(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, clientAddrKey{}, addr)
+}
+
+// ClientAddr is the address a request came from: the one web put in the
+// context (see WithClientAddr), else the peer of the connection.
+// Forwarded-for headers are believed only from trusted proxies, and web
+// decides that, since any client can send them.
 func ClientAddr(r *http.Request) string {
+	if addr, ok := r.Context().Value(clientAddrKey{}).(string); ok && addr != "" {
+		return addr
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr

@@ -246,7 +246,7 @@ func (a *app) requireUser(next http.Handler) http.Handler {
 		// travels in the sign-in URL, so anonymous requests write nothing.
 		target := handlers.LoginURL("", true)
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			target = handlers.LoginURL(r.URL.Path, false)
+			target = handlers.LoginURL(r.URL.EscapedPath(), false)
 		}
 		http.Redirect(w, r, target, http.StatusSeeOther)
 	})

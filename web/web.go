@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -64,6 +65,10 @@ type Deps struct {
 	Fragments FragmentRenderer
 	// Metrics records Prometheus metrics when set (see NewMetrics).
 	Metrics *Metrics
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed when the sign-in limits tell clients apart; from any other
+	// peer the header is ignored. None by default.
+	TrustedProxies []netip.Prefix
 }
 
 // RateLimit is a token bucket: Burst attempts at once, then one per Every.
@@ -146,6 +151,7 @@ func (a *app) routes(https bool) http.Handler {
 	validate := handlers.NewValidate(a.base)
 	failures := handlers.NewSignInLimiter(a.deps.SignInFailures.Burst, a.deps.SignInFailures.Every)
 	login := handlers.NewLogin(a.base, a.deps.LocalLogin, a.deps.OIDCIssuer != "", failures)
+	login.PublicURL = a.deps.PublicURL
 	oidcLogin := handlers.NewOIDC(a.base, login, handlers.OIDCConfig{
 		Issuer:       a.deps.OIDCIssuer,
 		ClientID:     a.deps.OIDCClientID,
@@ -167,6 +173,7 @@ func (a *app) routes(https bool) http.Handler {
 
 	r := chi.NewRouter()
 	r.Use(requestID, a.deps.Metrics.instrument, accessLog(a.logger), a.recoverer, securityHeaders(https, ""), a.limitBody(a.deps.MaxBodyBytes))
+	r.Use(clientAddress(a.deps.TrustedProxies))
 
 	// Probes and assets need no session.
 	r.Get("/healthz", health.Live)

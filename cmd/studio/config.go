@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -35,6 +36,10 @@ type Config struct {
 	RunLease           time.Duration
 	ShutdownTimeout    time.Duration
 	MetricsAddr        string
+	TrustedProxies     string
+
+	// trustedProxies is TrustedProxies read as address ranges.
+	trustedProxies []netip.Prefix
 }
 
 type setting struct {
@@ -67,6 +72,7 @@ func (c *Config) settings() []setting {
 		{"run-lease", "STUDIO_RUN_LEASE", "how long a run's executor may go without renewing its lease before the run shows \"executor lost\" and a live process takes it over", &c.RunLease, "20s"},
 		{"shutdown-timeout", "STUDIO_SHUTDOWN_TIMEOUT", "on SIGTERM, how long running steps may take to reach a safe point before they are stopped (they resume in the next process)", &c.ShutdownTimeout, "30s"},
 		{"metrics-addr", "STUDIO_METRICS_ADDR", "address to serve Prometheus metrics on, at /metrics (empty: off)", &c.MetricsAddr, ""},
+		{"trusted-proxies", "STUDIO_TRUSTED_PROXIES", "comma-separated addresses or CIDR ranges of reverse proxies whose X-Forwarded-For tells who the client is (empty: none, the header is ignored)", &c.TrustedProxies, ""},
 	}
 }
 
@@ -124,7 +130,39 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
 	}
+	proxies, err := parseTrustedProxies(c.TrustedProxies)
+	if err != nil {
+		return err
+	}
+	c.trustedProxies = proxies
 	return nil
+}
+
+// parseTrustedProxies reads a comma-separated list of addresses and CIDR
+// ranges ("10.0.0.0/8, 192.0.2.7, 2001:db8::/32").
+func parseTrustedProxies(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(item); err == nil {
+			if p.Addr().Is4In6() && p.Bits() >= 96 {
+				// Peers are compared unmapped: ::ffff:10.0.0.0/104 is 10.0.0.0/8.
+				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(item); err == nil && a.Zone() == "" {
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		return nil, fmt.Errorf("--trusted-proxies: %q is neither an address nor a CIDR range such as 10.0.0.0/8", item)
+	}
+	return out, nil
 }
 
 func orDefault(s, def string) string {

@@ -160,6 +160,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Admins:             splitList(cfg.Admins),
 		Hub:                hub,
 		Metrics:            metrics,
+		TrustedProxies:     cfg.trustedProxies,
 	})
 	srv := &http.Server{
 		Handler:           handler,
