@@ -19,8 +19,8 @@ type RunArgs struct {
 // Kind implements river.JobArgs.
 func (RunArgs) Kind() string { return "studio_run" }
 
-// ReconcileArgs is the periodic River job that re-probes deferred and
-// failed domains.
+// ReconcileArgs is the periodic River job that queues a reconcile of each
+// environment with deferred or failed domains (Service.QueueReconciles).
 type ReconcileArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -75,13 +75,33 @@ type reconcileWorker struct {
 }
 
 func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs]) error {
-	return w.service.Reconcile(ctx)
+	return w.service.QueueReconciles(ctx)
+}
+
+// QueueReconcile is the River queue of reconciles: the periodic job, each
+// environment's probes and the reconcile runs. Its own worker count
+// (RiverOptions.ReconcileWorkers) is all they can take, so silent domains
+// never hold up deploys, backups or restores on the default queue.
+const QueueReconcile = "reconcile"
+
+// runInsertOpts returns how the job executing a run of kind is inserted:
+// reconcile runs on the reconcile queue, every other run on the default
+// queue. Whatever inserts a run's job again uses it too.
+func runInsertOpts(kind string) *river.InsertOpts {
+	o := &river.InsertOpts{MaxAttempts: 100}
+	if kind == "reconcile" {
+		o.Queue = QueueReconcile
+	}
+	return o
 }
 
 // RiverOptions tune the River client.
 type RiverOptions struct {
 	// Workers is how many runs one process executes at once (default 20).
 	Workers int
+	// ReconcileWorkers is how many reconciles one process works on at once,
+	// besides Workers (default 4).
+	ReconcileWorkers int
 	// ReconcileInterval is how often deferred and failed domains are
 	// re-probed (default 1m; negative turns the reconciler off).
 	ReconcileInterval time.Duration
@@ -105,6 +125,9 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	if o.Workers <= 0 {
 		o.Workers = 20
 	}
+	if o.ReconcileWorkers <= 0 {
+		o.ReconcileWorkers = 4
+	}
 	if o.ReconcileInterval == 0 {
 		o.ReconcileInterval = time.Minute
 	}
@@ -115,12 +138,14 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	s.Runner.YieldAfter = min(time.Minute, o.RescueAfter/2)
 	river.AddWorker(workers, &runWorker{runner: s.Runner, timeout: o.RescueAfter})
 	river.AddWorker(workers, &reconcileWorker{service: s})
+	river.AddWorker(workers, &reconcileEnvironmentWorker{service: s})
 	river.AddWorker(workers, &backupScheduleWorker{service: s})
 	if o.BackupInterval == 0 {
 		o.BackupInterval = time.Minute
 	}
 	cfg := &river.Config{
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}},
+		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers},
+			QueueReconcile: {MaxWorkers: o.ReconcileWorkers}},
 		Workers:              workers,
 		RescueStuckJobsAfter: o.RescueAfter,
 		// Steps carry their own timeouts (release command, rollout), and a
@@ -134,7 +159,7 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	}
 	if o.ReconcileInterval > 0 {
 		cfg.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(o.ReconcileInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil }, nil)}
+			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, reconcileInsertOpts() }, nil)}
 	}
 	if o.BackupInterval > 0 {
 		// Every process schedules it; the fires are claimed in the database.
@@ -176,6 +201,20 @@ func (s *Service) enqueue() func(ctx context.Context, tx pgx.Tx, runID int64) (i
 	}
 	return func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) {
 		res, err := s.river.InsertTx(ctx, tx, RunArgs{RunID: runID}, &river.InsertOpts{MaxAttempts: 100})
+		if err != nil {
+			return 0, err
+		}
+		return res.Job.ID, nil
+	}
+}
+
+// enqueueKind is enqueue for a run of kind, on its queue (runInsertOpts).
+func (s *Service) enqueueKind(kind string) func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) {
+	if s.river == nil {
+		return nil
+	}
+	return func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) {
+		res, err := s.river.InsertTx(ctx, tx, RunArgs{RunID: runID}, runInsertOpts(kind))
 		if err != nil {
 			return 0, err
 		}

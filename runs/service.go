@@ -27,7 +27,10 @@ type Service struct {
 	Runner   *Runner
 	Now      func() time.Time
 	Logger   *slog.Logger
-	river    *river.Client[pgx.Tx]
+	// ReconcileDeadline bounds the probes of one environment's reconcile
+	// (default ReconcileDeadline).
+	ReconcileDeadline time.Duration
+	river             *river.Client[pgx.Tx]
 }
 
 // NewService returns a service on db whose runs use platform.
