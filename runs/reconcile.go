@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -204,9 +203,11 @@ func (s *Service) reconcileEnvironment(ctx context.Context, a store.Actor, args 
 	probeCtx, cancel := context.WithTimeout(ctx, s.reconcileDeadline())
 	defer cancel()
 	var out []CheckResult
+	notProbed := 0
 	for _, c := range todo {
 		if probeCtx.Err() != nil {
 			out = append(out, CheckResult{Domain: c.Domain, NotProbed: true})
+			notProbed++
 			continue
 		}
 		busy, err := s.DB.UnfinishedReconcile(ctx, env.ID, c.Domain)
@@ -233,7 +234,7 @@ func (s *Service) reconcileEnvironment(ctx context.Context, a store.Actor, args 
 		}
 		out = append(out, res)
 	}
-	if notProbed := len(out) - len(slices.DeleteFunc(slices.Clone(out), func(r CheckResult) bool { return r.NotProbed })); notProbed > 0 {
+	if notProbed > 0 {
 		s.Logger.Info("reconcile: deadline passed; the next reconcile probes the rest", "environment", env.ID,
 			"deadline", s.reconcileDeadline(), "not_probed", notProbed)
 	}
