@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -139,20 +140,31 @@ func (h *Runs) CheckNow(w http.ResponseWriter, r *http.Request) error {
 		return apperr.Errorf(apperr.Conflict, "Runs are not available on this Studio.")
 	}
 	results, err := h.Runs.CheckNow(r.Context(), ActorOf(r), env, strings.TrimSpace(r.PostForm.Get("domain")))
-	if err != nil {
+	switch {
+	case errors.Is(err, runs.ErrCheckUnderWay):
+		h.Flash(r.Context(), "info", fmt.Sprintf("A check of %s's domains is already queued or running, so none was added. "+
+			"A domain that answers here starts its issuance on its own, and this page shows it.", env.Name))
+		return SeeOther(w, r, paths.Environment(env.Project, env.Name))
+	case errors.Is(err, runs.ErrCheckStillRunning):
+		h.Flash(r.Context(), "info", fmt.Sprintf("The check of %s's domains is still running: a domain whose addresses stay silent takes up to %d seconds. "+
+			"A domain that answers here starts its issuance on its own, and this page shows it.", env.Name, int(runs.DefaultProbeDeadline.Seconds())))
+		return SeeOther(w, r, paths.Environment(env.Project, env.Name))
+	case err != nil:
 		return err
 	}
 	var parts []string
 	for _, res := range results {
 		switch {
+		case res.NotProbed:
+			parts = append(parts, res.Domain+" was not reached before the check's deadline; the next reconcile probes it")
 		case res.Run != nil:
 			parts = append(parts, res.Domain+" answers here: issuing now (CA rate limits still apply)")
 		case res.Verdict == runs.PointsHere:
 			parts = append(parts, res.Domain+" answers here; an issuance is already under way")
 		case res.Verdict == runs.PointsPartial:
-			parts = append(parts, res.Domain+" is partial: some addresses still answer elsewhere")
+			parts = append(parts, res.Domain+" is partial: some addresses still answer elsewhere"+notAskedText(res))
 		default:
-			parts = append(parts, res.Domain+" does not point here yet")
+			parts = append(parts, res.Domain+" does not point here yet"+notAskedText(res))
 		}
 	}
 	msg := "No deferred or failed domains to check."
@@ -161,6 +173,15 @@ func (h *Runs) CheckNow(w http.ResponseWriter, r *http.Request) error {
 	}
 	h.Flash(r.Context(), "info", msg)
 	return SeeOther(w, r, paths.Environment(env.Project, env.Name))
+}
+
+// notAskedText says how many of a domain's addresses its probe's deadline
+// left unasked, if any.
+func notAskedText(res runs.CheckResult) string {
+	if res.NotAsked == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of its %d addresses were not asked before the probe's deadline)", res.NotAsked, res.Addresses)
 }
 
 // runView builds the header model of a run.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -29,6 +30,9 @@ const (
 	AnsweredOther   = "answered as another server"
 	NoAnswerRefused = "no answer: connection refused"
 	NoAnswerTimeout = "timeout"
+	// NotAsked is an address the probe did not reach before the domain's
+	// deadline: it did not answer as this installation either.
+	NotAsked = "not asked: the probe's deadline passed first"
 )
 
 // AddressAnswer is one resolved address of a domain and what it answered.
@@ -44,6 +48,9 @@ type ProbeResult struct {
 	Verdict   string          `json:"verdict"`
 	// DNSError says why no address was resolved.
 	DNSError string `json:"dnsError,omitempty"`
+	// NotAsked counts the addresses left unasked when the domain's
+	// deadline passed (their answer is NotAsked).
+	NotAsked int `json:"notAsked,omitempty"`
 }
 
 // Resolver looks up a host's addresses; *net.Resolver is one.
@@ -118,6 +125,10 @@ func (id Identity) Handler() http.Handler {
 	})
 }
 
+// DefaultProbeDeadline bounds a domain's whole probe unless
+// Prober.Deadline says otherwise.
+const DefaultProbeDeadline = 10 * time.Second
+
 // Prober finds out where a domain points: it resolves the A and AAAA
 // records and asks each address, on the edge port with the domain as Host,
 // to prove it is this installation.
@@ -127,23 +138,64 @@ type Prober struct {
 	Identity Identity
 	// Timeout bounds each address's answer (default 3s).
 	Timeout time.Duration
+	// Concurrency is how many of a domain's addresses are asked at once
+	// (default 8).
+	Concurrency int
+	// Deadline bounds a domain's whole probe, its DNS lookup included
+	// (default DefaultProbeDeadline): a domain resolving to hundreds of silent addresses
+	// costs that long, not hundreds of timeouts.
+	Deadline time.Duration
 }
 
-// Probe checks domain now, address by address.
+// Probe checks domain now, asking up to Concurrency of its addresses at
+// once. The addresses not asked before the deadline are listed as NotAsked
+// and count as not answering here.
 func (p *Prober) Probe(ctx context.Context, domain string) ProbeResult {
+	deadline := p.Deadline
+	if deadline <= 0 {
+		deadline = DefaultProbeDeadline
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
 	res := ProbeResult{Domain: domain, Verdict: PointsElsewhere}
 	ips, err := p.Resolver.LookupIP(ctx, "ip", domain)
 	if err != nil {
 		res.DNSError = dnsErrorText(err)
 		return res
 	}
-	here := 0
-	for _, ip := range ips {
-		answer := p.ask(ctx, domain, ip)
-		if answer == AnsweredHere {
-			here++
+	answers := make([]string, len(ips))
+	concurrency := p.Concurrency
+	if concurrency <= 0 {
+		concurrency = 8
+	}
+	slots := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	for i, ip := range ips {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 		}
-		res.Addresses = append(res.Addresses, AddressAnswer{Address: ip.String(), Answer: answer})
+		if ctx.Err() != nil {
+			answers[i] = NotAsked
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = p.ask(ctx, domain, ip)
+			<-slots
+		}()
+	}
+	wg.Wait()
+	here := 0
+	for i, ip := range ips {
+		switch answers[i] {
+		case AnsweredHere:
+			here++
+		case NotAsked:
+			res.NotAsked++
+		}
+		res.Addresses = append(res.Addresses, AddressAnswer{Address: ip.String(), Answer: answers[i]})
 	}
 	switch {
 	case len(ips) > 0 && here == len(ips):

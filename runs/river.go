@@ -21,8 +21,8 @@ type RunArgs struct {
 // Kind implements river.JobArgs.
 func (RunArgs) Kind() string { return "studio_run" }
 
-// ReconcileArgs is the periodic River job that re-probes deferred and
-// failed domains.
+// ReconcileArgs is the periodic River job that queues a reconcile of each
+// environment with deferred or failed domains (Service.QueueReconciles).
 type ReconcileArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -77,13 +77,33 @@ type reconcileWorker struct {
 }
 
 func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs]) error {
-	return w.service.Reconcile(ctx)
+	return w.service.QueueReconciles(ctx)
+}
+
+// QueueReconcile is the River queue of reconciles: the periodic job, each
+// environment's probes and the reconcile runs. Its own worker count
+// (RiverOptions.ReconcileWorkers) is all they can take, so silent domains
+// never hold up deploys, backups or restores on the default queue.
+const QueueReconcile = "reconcile"
+
+// runInsertOpts returns how the job executing a run of kind is inserted:
+// reconcile runs on the reconcile queue, every other run on the default
+// queue. Whatever inserts a run's job again uses it too.
+func runInsertOpts(kind string) *river.InsertOpts {
+	o := &river.InsertOpts{MaxAttempts: 100}
+	if kind == "reconcile" {
+		o.Queue = QueueReconcile
+	}
+	return o
 }
 
 // RiverOptions tune the River client.
 type RiverOptions struct {
 	// Workers is how many runs one process executes at once (default 20).
 	Workers int
+	// ReconcileWorkers is how many reconciles one process works on at once,
+	// besides Workers (default 4).
+	ReconcileWorkers int
 	// ReconcileInterval is how often deferred and failed domains are
 	// re-probed (default 1m; negative turns the reconciler off).
 	ReconcileInterval time.Duration
@@ -112,6 +132,9 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	if o.Workers <= 0 {
 		o.Workers = 20
 	}
+	if o.ReconcileWorkers <= 0 {
+		o.ReconcileWorkers = 4
+	}
 	if o.ReconcileInterval == 0 {
 		o.ReconcileInterval = time.Minute
 	}
@@ -125,12 +148,14 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	s.Runner.YieldAfter = min(time.Minute, o.RescueAfter/2)
 	river.AddWorker(workers, &runWorker{runner: s.Runner, timeout: o.RescueAfter})
 	river.AddWorker(workers, &reconcileWorker{service: s})
+	river.AddWorker(workers, &reconcileEnvironmentWorker{service: s})
 	river.AddWorker(workers, &backupScheduleWorker{service: s})
 	if o.BackupInterval == 0 {
 		o.BackupInterval = time.Minute
 	}
 	cfg := &river.Config{
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers}},
+		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers},
+			QueueReconcile: {MaxWorkers: o.ReconcileWorkers}},
 		Workers:              workers,
 		RescueStuckJobsAfter: o.RescueAfter,
 		// Steps carry their own timeouts (release command, rollout), and a
@@ -144,7 +169,7 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	}
 	if o.ReconcileInterval > 0 {
 		cfg.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(o.ReconcileInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil }, nil)}
+			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, reconcileInsertOpts() }, nil)}
 	}
 	if o.BackupInterval > 0 {
 		// Every process schedules it; the fires are claimed in the database.
@@ -237,26 +262,27 @@ func (s *Service) requeueLost(ctx context.Context, tx pgx.Tx, l store.LostRun) (
 			return 0, err
 		}
 	}
-	res, err := s.river.InsertTx(ctx, tx, RunArgs{RunID: l.ID}, s.runInsertOpts(l.Kind))
+	res, err := s.river.InsertTx(ctx, tx, RunArgs{RunID: l.ID}, runInsertOpts(l.Kind))
 	if err != nil {
 		return 0, err
 	}
 	return res.Job.ID, nil
 }
 
-// runInsertOpts are the options of the job that executes a run of kind.
-func (s *Service) runInsertOpts(kind string) *river.InsertOpts {
-	return &river.InsertOpts{MaxAttempts: 100}
+// enqueue returns the function that inserts the job of a deploy, backup or
+// restore run inside the run's own transaction, or nil without a River
+// client.
+func (s *Service) enqueue() func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) {
+	return s.enqueueKind("")
 }
 
-// enqueue returns the function that inserts a run's job inside the run's
-// own transaction, or nil without a River client.
-func (s *Service) enqueue() func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) {
+// enqueueKind is enqueue for a run of kind, on its queue (runInsertOpts).
+func (s *Service) enqueueKind(kind string) func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) {
 	if s.river == nil {
 		return nil
 	}
 	return func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) {
-		res, err := s.river.InsertTx(ctx, tx, RunArgs{RunID: runID}, &river.InsertOpts{MaxAttempts: 100})
+		res, err := s.river.InsertTx(ctx, tx, RunArgs{RunID: runID}, runInsertOpts(kind))
 		if err != nil {
 			return 0, err
 		}

@@ -29,7 +29,10 @@ type Service struct {
 	Runner   *Runner
 	Now      func() time.Time
 	Logger   *slog.Logger
-	river    *river.Client[pgx.Tx]
+	// ReconcileDeadline bounds the probes of one environment's reconcile
+	// (default ReconcileDeadline).
+	ReconcileDeadline time.Duration
+	river             *river.Client[pgx.Tx]
 	// stopSupervising ends superviseLeases; supervising waits for it.
 	stopSupervising context.CancelFunc
 	supervising     sync.WaitGroup

@@ -198,14 +198,19 @@ func (r *Runner) tlsFailed(d CheckpointDetail, cert *store.Certificate, reason s
 }
 
 func verdictText(p ProbeResult) string {
+	var text string
 	switch {
 	case p.DNSError != "":
 		return p.DNSError
 	case p.Verdict == PointsPartial:
-		return "partial: some addresses answer elsewhere"
+		text = "partial: some addresses answer elsewhere"
 	default:
-		return "its addresses answer elsewhere"
+		text = "its addresses answer elsewhere"
 	}
+	if p.NotAsked > 0 {
+		text += fmt.Sprintf("; %d of %d addresses were not asked before the probe's deadline", p.NotAsked, len(p.Addresses))
+	}
+	return text
 }
 
 // rolloutTimeout is the longest rollout timeout of the run's applications
