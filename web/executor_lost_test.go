@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
@@ -78,4 +81,41 @@ func TestARunWhoseExecutorIsLostSaysSoLiveAndOnEveryPage(t *testing.T) {
 			t.Errorf("%s (%d) does not say the run's executor is lost", path, code)
 		}
 	}
+}
+
+// TestBrowserRunPageShowsItsExecutorLostWithoutAReload opens a running
+// run's page in a browser; its executor's lease then expires and the run
+// is marked lost: the heading says so live, with the machine status still
+// running, and the page offers Cancel.
+func TestBrowserRunPageShowsItsExecutorLostWithoutAReload(t *testing.T) {
+	ctx := context.Background()
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	if ok, _, err := s.DB.ClaimRunLease(ctx, runID, "gone:1:x", 300*time.Millisecond); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if ok, err := s.DB.ApplyRunChange(ctx, store.RunChange{RunID: runID, Status: store.RunRunning, Lease: "gone:1:x"}); err != nil || !ok {
+		t.Fatalf("start: %v %v", ok, err)
+	}
+	b := browsertest.New(t)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(fmt.Sprintf("%s/projects/hello-world/environments/production/runs/%d", s.URL, runID)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status[data-run-status="running"]`)),
+		chromedp.WaitReady(chromedp.CSS(`[data-stream][data-stream-status="live"]`)))
+	if strings.Contains(b.Text("main"), "executor lost") {
+		t.Fatal("the page says the executor is lost while its lease holds")
+	}
+	time.Sleep(400 * time.Millisecond)
+	if ids, err := s.DB.TakeOverLostRuns(ctx, nil); err != nil || len(ids) != 1 {
+		t.Fatalf("take over: %v %v", ids, err)
+	}
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`#run-status[data-executor-lost][data-run-status="running"]`)))
+	page := b.Text("main")
+	for _, want := range []string{"executor lost · resuming", "resumes it from its last recorded checkpoint", "Cancel run"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the run page lacks %q", want)
+		}
+	}
+	b.Screenshot("run-executor-lost")
 }
