@@ -102,7 +102,7 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 		for _, hx := range pv.Hostnames {
 			v.Hostnames = append(v.Hostnames, hx.Expression)
 			if flagged[hx.Expression] == "" {
-				flagged[hx.Expression] = pv.Name + " is also used outside hostnames"
+				flagged[hx.Expression] = "not shown · uses " + pv.Name
 			}
 		}
 		for _, u := range pv.Elsewhere {
@@ -116,6 +116,10 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 	}
 	for _, hx := range dp.Hostnames {
 		hv := views.PlanHostView{Route: hx.Route, Expression: hx.Expression, TLS: hx.TLS, Note: flagged[hx.Expression]}
+		if hx.Alias {
+			// The hostname column shows the alias; the route says whose it is.
+			hv.Route = strings.TrimSuffix(hx.Route, " "+hx.Expression)
+		}
 		// Viewers never get resolved hostnames into their page's model: the
 		// plan's revision is not active here (store.Vault.ResolvePlannedHostnames).
 		if rh, ok := dp.Resolved[hx.Expression]; ok && m.ShowHostnames {
