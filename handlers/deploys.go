@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -94,14 +93,33 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 		}
 		m.Changes = append(m.Changes, cv)
 	}
+	// A hostname built from a value the project also uses outside
+	// hostnames is never resolved here (runs.DeployPlan.Resolved withholds
+	// it): only an admin may publish it, by typing the environment's name.
 	flagged := map[string]string{}
-	for _, s := range dp.SharedHostnameValues {
-		m.Shared = append(m.Shared, fmt.Sprintf("%s builds the hostname %s, and the active revision also uses it in %s. Hostnames are public: the value should not be a secret.",
-			s.Name, s.Hostname, strings.Join(s.Elsewhere, ", ")))
-		flagged[s.Hostname] = s.Name + " is also used outside hostnames"
+	for _, pv := range dp.PublicValues {
+		v := views.PublicValueView{Name: pv.Name}
+		for _, hx := range pv.Hostnames {
+			v.Hostnames = append(v.Hostnames, hx.Expression)
+			if flagged[hx.Expression] == "" {
+				flagged[hx.Expression] = "not shown · uses " + pv.Name
+			}
+		}
+		for _, u := range pv.Elsewhere {
+			v.Elsewhere = append(v.Elsewhere, views.ValueUseView{Field: u.Field, Revision: u.Revision})
+		}
+		m.PublicValues = append(m.PublicValues, v)
+	}
+	m.CanPublish = role.Includes(store.RoleAdmin)
+	if dp.PublishesValues() && !m.CanPublish {
+		m.CanStart = false
 	}
 	for _, hx := range dp.Hostnames {
 		hv := views.PlanHostView{Route: hx.Route, Expression: hx.Expression, TLS: hx.TLS, Note: flagged[hx.Expression]}
+		if hx.Alias {
+			// The hostname column shows the alias; the route says whose it is.
+			hv.Route = strings.TrimSuffix(hx.Route, " "+hx.Expression)
+		}
 		// Viewers never get resolved hostnames into their page's model: the
 		// plan's revision is not active here (store.Vault.ResolvePlannedHostnames).
 		if rh, ok := dp.Resolved[hx.Expression]; ok && m.ShowHostnames {
@@ -116,8 +134,9 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 }
 
 // StartDeploy starts a deploy (deployers and admins): fields revision,
-// confirm and redeploy. A refused deploy re-renders the plan with the
-// reason next to the field it concerns.
+// confirm, redeploy, and confirm_public_value (the environment's name typed
+// by an admin to publish a value in a hostname). A refused deploy
+// re-renders the plan with the reason next to the field it concerns.
 func (h *Deploys) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 	if err := ParseForm(r); err != nil {
 		return err
@@ -134,7 +153,8 @@ func (h *Deploys) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req := runs.DeployRequest{Revision: rev, Confirm: strings.TrimSpace(r.PostForm.Get("confirm")), Redeploy: r.PostForm.Get("redeploy") == "1"}
+	req := runs.DeployRequest{Revision: rev, Confirm: strings.TrimSpace(r.PostForm.Get("confirm")), Redeploy: r.PostForm.Get("redeploy") == "1",
+		ConfirmPublicValue: strings.TrimSpace(r.PostForm.Get("confirm_public_value"))}
 	run, err := svc.StartDeploy(r.Context(), ActorOf(r), env, req)
 	var refusal *runs.DeployRefusal
 	if errors.As(err, &refusal) {
@@ -143,6 +163,7 @@ func (h *Deploys) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 			return perr
 		}
 		m.Error, m.ErrorField, m.Confirm, m.RedeployChecked = refusal.Message, refusal.Field, req.Confirm, req.Redeploy
+		m.ConfirmPublicValue = req.ConfirmPublicValue
 		return Render(w, r, http.StatusUnprocessableEntity, views.DeployPlan(m))
 	}
 	if err != nil {

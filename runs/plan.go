@@ -32,6 +32,10 @@ type PlanInput struct {
 	StoredValues []string
 	// BucketBytes is what each live bucket stores, by key.
 	BucketBytes map[string]int64
+	// Revisions are the definitions of every revision of the project, by
+	// number: a value any of them uses outside hostnames must not build a
+	// hostname without an admin's typed consent (From and To count too).
+	Revisions map[int]*compiler.Definition
 }
 
 // Plan is what a deploy would do.
@@ -51,20 +55,43 @@ type Plan struct {
 	Destructive []string
 	// Refused says why the deploy is refused outright; empty when it may go ahead.
 	Refused []string
-	// SharedHostnameValues are values used in a hostname of the new revision
-	// that the active revision also uses outside hostnames: a hostname is
-	// public, so such a value should not be a secret.
-	SharedHostnameValues []SharedValue
+	// PublicValues are values that build a hostname of the new revision
+	// and that a revision of the project also uses outside hostnames.
+	// Hostnames are public by nature (DNS, certificates, logs), so such a
+	// deploy is refused to deployers and needs an admin's typed name.
+	PublicValues []PublicValue
 }
 
-// SharedValue is a value used in a hostname and elsewhere.
-type SharedValue struct {
+// PublicValue is a value a hostname would publish although the project
+// also uses it outside hostnames, where it may be a secret.
+type PublicValue struct {
 	Name string
-	// Hostname is the hostname expression that uses it; Elsewhere says
-	// where else the active revision uses it.
-	Hostname  string
-	Elsewhere []string
+	// Hostnames are the routes of the new revision whose hostname uses it.
+	Hostnames []HostnameExpression
+	// Elsewhere says where revisions use it outside hostnames, by field.
+	Elsewhere []ValueUse
 }
+
+// ValueUse is a field that references a value, with the newest revision
+// of the project that does.
+type ValueUse struct {
+	// Field is a path such as "web.environment.SESSION_SECRET".
+	Field    string
+	Revision int
+}
+
+// PublicValueNames names the plan's PublicValues, sorted.
+func (p *Plan) PublicValueNames() []string {
+	names := make([]string, 0, len(p.PublicValues))
+	for _, v := range p.PublicValues {
+		names = append(names, v.Name)
+	}
+	return names
+}
+
+// PublishesValues reports whether the deploy would put a value the
+// project also uses outside hostnames into a hostname.
+func (p *Plan) PublishesValues() bool { return len(p.PublicValues) > 0 }
 
 // ServiceChange is an application, database or bucket created, changed or removed.
 type ServiceChange struct {
@@ -182,35 +209,96 @@ func PlanDeploy(in PlanInput) *Plan {
 			p.OrphanedValues = append(p.OrphanedValues, n)
 		}
 	}
-	if in.From != nil {
-		p.SharedHostnameValues = sharedHostnameValues(in.From, in.To)
+	revisions := maps.Clone(in.Revisions)
+	if revisions == nil {
+		revisions = map[int]*compiler.Definition{}
 	}
+	if in.From != nil && revisions[in.FromRevision] == nil {
+		revisions[in.FromRevision] = in.From
+	}
+	if revisions[in.ToRevision] == nil {
+		revisions[in.ToRevision] = to
+	}
+	p.PublicValues = publicValues(to, revisions)
 	return p
 }
 
-// sharedHostnameValues finds values that to uses in hostnames and from uses
-// outside them (in an application's environment).
-func sharedHostnameValues(from, to *compiler.Definition) []SharedValue {
-	elsewhere := map[string][]string{}
-	for _, an := range slices.Sorted(maps.Keys(from.Applications)) {
-		a := from.Applications[an]
-		for _, k := range slices.Sorted(maps.Keys(a.Environment)) {
-			for _, n := range compiler.ValueRefs(a.Environment[k]) {
-				elsewhere[n] = append(elsewhere[n], fmt.Sprintf("applications.%s.environment.%s", an, k))
-			}
-		}
-	}
-	var out []SharedValue
-	seen := map[string]bool{}
+// publicValues finds the values that build a hostname of to and that any
+// of revisions uses outside hostnames.
+func publicValues(to *compiler.Definition, revisions map[int]*compiler.Definition) []PublicValue {
+	inHostnames := map[string][]HostnameExpression{}
 	for _, h := range HostnameExpressions(to) {
 		for _, n := range compiler.ValueRefs(h.Expression) {
-			if uses := elsewhere[n]; len(uses) > 0 && !seen[n] {
-				seen[n] = true
-				out = append(out, SharedValue{Name: n, Hostname: h.Expression, Elsewhere: uses})
+			inHostnames[n] = append(inHostnames[n], h)
+		}
+	}
+	if len(inHostnames) == 0 {
+		return nil
+	}
+	newest := map[string]map[string]int{} // value → field → newest revision
+	for number, def := range revisions {
+		for n, fields := range compiler.ValueUses(withoutHostnames(def)) {
+			if _, ok := inHostnames[n]; !ok {
+				continue
+			}
+			if newest[n] == nil {
+				newest[n] = map[string]int{}
+			}
+			for _, f := range fields {
+				newest[n][f] = max(newest[n][f], number)
 			}
 		}
 	}
+	var out []PublicValue
+	for _, n := range slices.Sorted(maps.Keys(newest)) {
+		pv := PublicValue{Name: n, Hostnames: inHostnames[n]}
+		for _, f := range slices.Sorted(maps.Keys(newest[n])) {
+			pv.Elsewhere = append(pv.Elsewhere, ValueUse{Field: f, Revision: newest[n][f]})
+		}
+		out = append(out, pv)
+	}
 	return out
+}
+
+// withoutHostnames returns a copy of def whose route domains, aliases and
+// bucket route domains are empty, so that what references values in it is
+// everything but hostnames. def is left as it is.
+func withoutHostnames(def *compiler.Definition) *compiler.Definition {
+	if def == nil {
+		return nil
+	}
+	out := *def
+	out.Applications = make(map[string]*compiler.Application, len(def.Applications))
+	for an, a := range def.Applications {
+		if a == nil {
+			continue
+		}
+		ac := *a
+		ac.Routes = make(map[string]*compiler.Route, len(a.Routes))
+		for rn, rt := range a.Routes {
+			if rt == nil {
+				continue
+			}
+			rc := *rt
+			rc.Domain, rc.Aliases = "", nil
+			ac.Routes[rn] = &rc
+		}
+		out.Applications[an] = &ac
+	}
+	out.Buckets = make(map[string]*compiler.Bucket, len(def.Buckets))
+	for bn, b := range def.Buckets {
+		if b == nil {
+			continue
+		}
+		bc := *b
+		if b.Route != nil {
+			rc := *b.Route
+			rc.Domain = ""
+			bc.Route = &rc
+		}
+		out.Buckets[bn] = &bc
+	}
+	return &out
 }
 
 // HostnameExpression is a hostname of a definition as written, with the

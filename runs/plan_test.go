@@ -1,6 +1,7 @@
 package runs_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -103,11 +104,66 @@ func TestPlanListsFieldChangesMissingAndOrphanedValues(t *testing.T) {
 	}
 }
 
-func TestPlanFlagsAHostnameValueUsedElsewhere(t *testing.T) {
-	from := compile(t, planBase)
-	to := compile(t, strings.Replace(planBase, `"${APP_DOMAIN}"`, `"${API_TOKEN}.example.com"`, 1))
-	p := runs.PlanDeploy(runs.PlanInput{From: from, To: to, FromRevision: 1, ToRevision: 2, StoredValues: []string{"API_TOKEN", "APP_DOMAIN"}})
-	if len(p.SharedHostnameValues) != 1 || p.SharedHostnameValues[0].Name != "API_TOKEN" {
-		t.Fatalf("shared = %+v", p.SharedHostnameValues)
+// TestPlanFlagsAHostnameBuiltFromAValueUsedElsewhere: a hostname is public,
+// so a value that any revision of the project uses outside hostnames (where
+// it may be a secret) must not build one unnoticed; a value used only in
+// hostnames, like APP_DOMAIN, is what hostnames are for.
+func TestPlanFlagsAHostnameBuiltFromAValueUsedElsewhere(t *testing.T) {
+	aliased := func(alias string) string {
+		return strings.Replace(planBase, `{domain: "${APP_DOMAIN}", port: http}`, `{domain: "${APP_DOMAIN}", port: http, aliases: ["`+alias+`"]}`, 1)
+	}
+	cases := []struct {
+		name      string
+		from, to  string
+		older     string // revision 1 when set (from is then revision 2)
+		wantNames string
+		wantUses  string
+	}{
+		{name: "value only in hostnames", from: planBase, to: aliased("www.${APP_DOMAIN}")},
+		{name: "first deploy of a value only in hostnames", to: planBase},
+		{name: "alias from a value the new revision uses in environment", from: planBase, to: aliased("${API_TOKEN}.x.example"),
+			wantNames: "API_TOKEN", wantUses: "web.environment.TOKEN@3"},
+		{name: "domain from a value the active revision uses in environment", from: planBase,
+			to:        strings.Replace(strings.Replace(planBase, `"${APP_DOMAIN}"`, `"${API_TOKEN}.example.com"`, 1), `TOKEN: "${API_TOKEN}"`, `TOKEN: "fixed"`, 1),
+			wantNames: "API_TOKEN", wantUses: "web.environment.TOKEN@2"},
+		{name: "first deploy with the value in environment", to: aliased("${API_TOKEN}.x.example"),
+			wantNames: "API_TOKEN", wantUses: "web.environment.TOKEN@3"},
+		{name: "value used elsewhere only by an older revision", older: strings.Replace(planBase, `TOKEN: "${API_TOKEN}"`, `TOKEN: "${API_TOKEN}"`+"\n      SHOWN: \"${APP_DOMAIN}\"", 1),
+			from: planBase, to: planBase, wantNames: "APP_DOMAIN", wantUses: "web.environment.SHOWN@1"},
+		{name: "bucket route from a value used in environment", from: planBase,
+			to:        strings.Replace(planBase, "quotas: {storage: 10GB}", "quotas: {storage: 10GB}\n    route: {domain: \"files-${API_TOKEN}.example.com\"}", 1),
+			wantNames: "API_TOKEN", wantUses: "web.environment.TOKEN@3"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := runs.PlanInput{To: compile(t, c.to), ToRevision: 3, StoredValues: []string{"API_TOKEN", "APP_DOMAIN"},
+				Revisions: map[int]*compiler.Definition{}}
+			if c.from != "" {
+				in.From, in.FromRevision = compile(t, c.from), 2
+				in.Revisions[2] = in.From
+			}
+			if c.older != "" {
+				in.Revisions[1] = compile(t, c.older)
+			}
+			p := runs.PlanDeploy(in)
+			var uses []string
+			for _, pv := range p.PublicValues {
+				for _, u := range pv.Elsewhere {
+					uses = append(uses, fmt.Sprintf("%s@%d", u.Field, u.Revision))
+				}
+				if len(pv.Hostnames) == 0 {
+					t.Errorf("%s: no hostname named", pv.Name)
+				}
+			}
+			if got := strings.Join(p.PublicValueNames(), ","); got != c.wantNames {
+				t.Errorf("public values = %q, want %q", got, c.wantNames)
+			}
+			if got := strings.Join(uses, ","); got != c.wantUses {
+				t.Errorf("used elsewhere = %q, want %q", got, c.wantUses)
+			}
+			if p.PublishesValues() != (c.wantNames != "") {
+				t.Errorf("PublishesValues = %v", p.PublishesValues())
+			}
+		})
 	}
 }

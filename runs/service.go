@@ -55,10 +55,14 @@ type DeployPlan struct {
 	*Plan
 	To   *store.Revision
 	From *store.Revision
-	// Hostnames are the new revision's hostnames resolved with the
-	// environment's values, by expression.
+	// Hostnames are the new revision's hostnames as written; Resolved holds
+	// them resolved with the environment's values, by expression, except
+	// those built from a PublicValue: those are withheld from every page
+	// until an admin chooses to publish them (StartDeploy).
 	Hostnames []HostnameExpression
 	Resolved  map[string]store.ResolvedHost
+	// resolved is Resolved with the withheld hostnames, for the run.
+	resolved map[string]store.ResolvedHost
 	// Latest is the project's newest revision number.
 	Latest int
 }
@@ -76,7 +80,14 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 		}
 	}
 	dp := &DeployPlan{To: to, Latest: latest.Number}
-	in := PlanInput{To: to.Definition, ToRevision: to.Number, BucketBytes: map[string]int64{}}
+	in := PlanInput{To: to.Definition, ToRevision: to.Number, BucketBytes: map[string]int64{}, Revisions: map[int]*compiler.Definition{}}
+	revisions, err := s.DB.Revisions(ctx, env.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range revisions {
+		in.Revisions[r.Number] = r.Definition
+	}
 	if env.ActiveRevisionID != nil {
 		if dp.From, err = s.DB.RevisionByID(ctx, *env.ActiveRevisionID); err != nil {
 			return nil, err
@@ -95,14 +106,26 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 	}
 	dp.Plan = PlanDeploy(in)
 	dp.Hostnames = HostnameExpressions(to.Definition)
-	dp.Resolved = map[string]store.ResolvedHost{}
+	dp.resolved = map[string]store.ResolvedHost{}
 	if s.Vault != nil {
-		if dp.Resolved, err = s.Vault.ResolvePlannedHostnames(ctx, env.ID, to.Definition); err != nil {
+		if dp.resolved, err = s.Vault.ResolvePlannedHostnames(ctx, env.ID, to.Definition); err != nil {
 			return nil, err
 		}
 	}
+	withheld := map[string]bool{}
+	for _, pv := range dp.PublicValues {
+		for _, h := range pv.Hostnames {
+			withheld[h.Expression] = true
+		}
+	}
+	dp.Resolved = map[string]store.ResolvedHost{}
+	for e, rh := range dp.resolved {
+		if !withheld[e] {
+			dp.Resolved[e] = rh
+		}
+	}
 	for _, h := range dp.Hostnames {
-		if rh := dp.Resolved[h.Expression]; rh.NotAHostname {
+		if rh := dp.resolved[h.Expression]; rh.NotAHostname {
 			dp.Refused = append(dp.Refused, fmt.Sprintf("The values of %s (%s) do not make a hostname.", h.Route, h.Expression))
 		}
 	}
@@ -117,10 +140,16 @@ type DeployRequest struct {
 	Confirm string
 	// Redeploy confirms deploying the active revision again.
 	Redeploy bool
+	// ConfirmPublicValue is the environment's name typed by an admin to
+	// publish, in a hostname, values the project also uses outside
+	// hostnames (DeployPlan.PublicValues).
+	ConfirmPublicValue string
 }
 
 // DeployRefusal is a deploy that cannot start as asked, with the form
-// field it concerns ("confirm", "redeploy", "revision" or "").
+// field it concerns ("confirm", "redeploy", "revision",
+// "confirm_public_value", "public_value" for a deployer who may not
+// publish them, or "").
 type DeployRefusal struct {
 	Field   string
 	Message string
@@ -141,27 +170,45 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 	if err != nil {
 		return nil, err
 	}
+	mayPublish := false
+	if dp.PublishesValues() {
+		role, err := s.DB.EnvironmentRole(ctx, a.User, env.ID)
+		if err != nil {
+			return nil, err
+		}
+		mayPublish = role.Includes(store.RoleAdmin)
+	}
 	switch {
 	case len(dp.MissingValues) > 0:
 		return nil, &DeployRefusal{Message: fmt.Sprintf("Required values are missing: %s. Set them on the values page first.", joinNames(dp.MissingValues))}
 	case len(dp.Refused) > 0:
 		return nil, &DeployRefusal{Message: "This deploy is refused: " + dp.Refused[0]}
+	case dp.PublishesValues() && !mayPublish:
+		return nil, &DeployRefusal{Field: "public_value", Message: fmt.Sprintf(
+			"Only an admin of %s can deploy a hostname built from %s, which the project also uses outside hostnames: hostnames are public (DNS, certificates, logs).",
+			env.Name, joinNames(dp.PublicValueNames()))}
 	case dp.Redeploy && !req.Redeploy:
 		return nil, &DeployRefusal{Field: "redeploy", Message: fmt.Sprintf("Revision %d is already active. Tick redeploy to deploy it again.", dp.To.Number)}
 	case dp.NeedsConfirmation() && req.Confirm != env.Name:
 		return nil, &DeployRefusal{Field: "confirm", Message: fmt.Sprintf("This deploy destroys data. Type the environment's name, %s, to confirm.", env.Name)}
+	case dp.PublishesValues() && req.ConfirmPublicValue != env.Name:
+		return nil, &DeployRefusal{Field: "confirm_public_value", Message: fmt.Sprintf("This deploy publishes %s in a hostname. Type the environment's name, %s, to publish it.", joinNames(dp.PublicValueNames()), env.Name)}
 	}
 	nr := store.NewRun{
 		EnvironmentID:   env.ID,
 		Kind:            "deploy",
 		RevisionID:      &dp.To.ID,
-		Checkpoints:     DeployCheckpoints(dp.To, dp.Resolved),
+		Checkpoints:     DeployCheckpoints(dp.To, dp.resolved),
 		Detail:          RunDetail{Confirmed: dp.NeedsConfirmation(), Redeploy: dp.Redeploy},
 		ExclusiveDeploy: true,
 		AuditAction:     "deploy.started",
 		AuditDetail: map[string]any{"revision": dp.To.Number, "confirmation": dp.NeedsConfirmation() && req.Confirm == env.Name,
 			"redeploy": dp.Redeploy, "rollback": dp.Rollback},
 		Enqueue: s.enqueue(),
+	}
+	if dp.PublishesValues() {
+		// Names only: the audit log is read by people who may not read values.
+		nr.AuditDetail["published_values"] = dp.PublicValueNames()
 	}
 	if dp.From != nil {
 		nr.FromRevisionID = &dp.From.ID

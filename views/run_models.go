@@ -142,7 +142,12 @@ type DeployPlanPage struct {
 	Orphaned     []string
 	Destructive  []string
 	Refused      []string
-	Shared       []string
+	// PublicValues are values a hostname of the revision is built from that
+	// the project also uses outside hostnames (names and expressions only).
+	// Their hostnames are never resolved on the page; only an admin
+	// (CanPublish) may deploy them, by typing the environment's name.
+	PublicValues []PublicValueView
+	CanPublish   bool
 	// Hostnames are resolved only for deployers and admins.
 	Hostnames     []PlanHostView
 	ShowHostnames bool
@@ -152,6 +157,33 @@ type DeployPlanPage struct {
 	Error, ErrorField string
 	Confirm           string
 	RedeployChecked   bool
+	// ConfirmPublicValue is what was typed to publish PublicValues.
+	ConfirmPublicValue string
+}
+
+// PublicValueView is a value a hostname would publish, by name.
+type PublicValueView struct {
+	Name string
+	// Hostnames are the expressions, as written, that it builds.
+	Hostnames []string
+	// Elsewhere are the fields outside hostnames that use it.
+	Elsewhere []ValueUseView
+}
+
+// ValueUseView is a field such as "web.environment.SESSION_SECRET" with
+// the newest revision that references the value there.
+type ValueUseView struct {
+	Field    string
+	Revision int
+}
+
+// PublicValueNames names the page's PublicValues: "A", "A and B".
+func (m DeployPlanPage) PublicValueNames() []string {
+	names := make([]string, 0, len(m.PublicValues))
+	for _, v := range m.PublicValues {
+		names = append(names, v.Name)
+	}
+	return names
 }
 
 // PlanChangeView is a created, changed or removed service.
