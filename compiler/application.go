@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/skali-dev/studio/compiler/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -83,7 +84,7 @@ func (c *checker) application(n *yaml.Node, p pathT, declared map[string]map[str
 			if !ok {
 				continue
 			}
-			if contains(app.Platforms, v) {
+			if slices.Contains(app.Platforms, v) {
 				c.errorf(it, ip, "platform `"+v+"` is listed twice")
 				continue
 			}
@@ -280,19 +281,19 @@ func (c *checker) serviceRef(n *yaml.Node, p pathT, ref serviceRef, declared map
 	if !declared[ref.collection][ref.key] {
 		// The key is part of the value, which is never quoted; list what exists instead.
 		var names []string
-		if len(declared[ref.collection]) <= maxSuggestCandidates {
+		if len(declared[ref.collection]) <= check.MaxSuggestCandidates {
 			names = slices.Sorted(maps.Keys(declared[ref.collection]))
 		}
 		msg := "service output refers to a key not declared under " + ref.collection
 		if len(names) > 0 {
-			msg += "; declared " + ref.collection + " are " + quoteList(names)
+			msg += "; declared " + ref.collection + " are " + check.QuoteList(names)
 		}
 		c.errorf(n, p, msg)
 		return false
 	}
-	if !contains(outputs, ref.output) {
-		msg := "service output names an output " + ref.collection + " do not have; available outputs are " + quoteList(outputs)
-		if s := closest(ref.output, outputs); s != "" {
+	if !slices.Contains(outputs, ref.output) {
+		msg := "service output names an output " + ref.collection + " do not have; available outputs are " + check.QuoteList(outputs)
+		if s := check.Closest(ref.output, outputs); s != "" {
 			msg += " (did you mean `" + s + "`?)"
 		}
 		c.errorf(n, p, msg)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skali-dev/studio/compiler/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -144,8 +145,8 @@ func (c *checker) cors(n *yaml.Node, p pathT) *CORS {
 		for i, it := range c.stringList(v, mp) {
 			ip := index(mp, indexOf(resolve(v), it, i))
 			m := strings.ToUpper(it.Value)
-			if !contains(corsMethods, m) {
-				c.errorf(it, ip, "method `"+it.Value+"` is not allowed; expected "+quoteList(corsMethods)+" (OPTIONS preflights are handled by the store)")
+			if !slices.Contains(corsMethods, m) {
+				c.errorf(it, ip, "method `"+it.Value+"` is not allowed; expected "+check.QuoteList(corsMethods)+" (OPTIONS preflights are handled by the store)")
 				continue
 			}
 			cr.AllowedMethods = append(cr.AllowedMethods, m)

@@ -5,6 +5,8 @@
 package compiler
 
 import (
+	"slices"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -100,7 +102,7 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 	fs, _ := c.entries(root, rootPath)
 	o := object{node: root}
 	for _, f := range fs {
-		if contains(topLevelFields, f.key.Value) {
+		if slices.Contains(topLevelFields, f.key.Value) {
 			o.fields = append(o.fields, f)
 			continue
 		}

@@ -1,8 +1,10 @@
 package compiler
 
 import (
+	"slices"
 	"sort"
 
+	"github.com/skali-dev/studio/compiler/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -65,19 +67,19 @@ func (c *checker) database(n *yaml.Node, p pathT) *Database {
 		for i, it := range c.stringList(v, ep) {
 			ip := index(ep, indexOf(v, it, i))
 			name := it.Value
-			if !contains(extensionCatalog, name) {
+			if !slices.Contains(extensionCatalog, name) {
 				msg := "extension `" + name + "` is not in the catalog"
 				if name == "postgis" {
 					msg += "; postgis is not supported yet"
-				} else if s := closest(name, extensionCatalog); s != "" {
+				} else if s := check.Closest(name, extensionCatalog); s != "" {
 					msg += "; did you mean `" + s + "`?"
 				} else {
-					msg += "; supported extensions are " + quoteList(extensionCatalog)
+					msg += "; supported extensions are " + check.QuoteList(extensionCatalog)
 				}
 				c.errorf(it, ip, msg)
 				continue
 			}
-			if contains(db.Extensions, name) {
+			if slices.Contains(db.Extensions, name) {
 				c.errorf(it, ip, "extension `"+name+"` is listed twice")
 				continue
 			}

@@ -3,7 +3,6 @@ package compiler
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -65,79 +64,6 @@ func sortDiagnostics(ds []Diagnostic) []Diagnostic {
 		out = append(out, d)
 	}
 	return out
-}
-
-// quoteList renders allowed values as `a`, `b` or `c` for messages.
-func quoteList(words []string) string {
-	var b strings.Builder
-	for i, w := range words {
-		switch {
-		case i == 0:
-		case i == len(words)-1:
-			b.WriteString(" or ")
-		default:
-			b.WriteString(", ")
-		}
-		b.WriteByte('`')
-		b.WriteString(w)
-		b.WriteByte('`')
-	}
-	return b.String()
-}
-
-// closest returns the candidate nearest to word by edit distance when it is
-// close enough to be a plausible typo, or "".
-// Suggestions are bounded so that a hostile manifest of thousands of long
-// names cannot make them quadratic.
-const (
-	maxSuggestCandidates = 64
-	maxSuggestLength     = 128
-)
-
-func closest(word string, candidates []string) string {
-	if len(candidates) > maxSuggestCandidates || len(word) > maxSuggestLength {
-		return ""
-	}
-	best, bestDist := "", -1
-	lw := strings.ToLower(word)
-	for _, c := range candidates {
-		if len(c) > maxSuggestLength {
-			continue
-		}
-		d := editDistance(lw, strings.ToLower(c))
-		if bestDist < 0 || d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	limit := len(word) / 2
-	if limit < 2 {
-		limit = 2
-	}
-	if bestDist < 0 || bestDist > limit {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // checker walks one manifest's node tree and collects diagnostics.

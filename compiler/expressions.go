@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -195,7 +196,7 @@ func ExpandValues(expr string, values map[string]string) (string, []string) {
 func ValueRefs(expr string) []string {
 	var names []string
 	expandValues(expr, nil, func(name string) {
-		if !contains(names, name) {
+		if !slices.Contains(names, name) {
 			names = append(names, name)
 		}
 	})
@@ -237,7 +238,7 @@ func expandValues(expr string, values map[string]string, ref func(name string)) 
 		case hasDefault:
 			b.WriteString(def)
 		default:
-			if !contains(missing, name) {
+			if !slices.Contains(missing, name) {
 				missing = append(missing, name)
 			}
 		}

@@ -51,16 +51,32 @@ func SortDiagnostics(ds []Diagnostic) []Diagnostic {
 	return ds
 }
 
-// QuoteList renders allowed values as `a`, `b` or `c` for messages.
-func QuoteList(words []string) string { return quoteList(words) }
-
-// Closest returns the candidate nearest to word when it is close enough to
-// be a plausible typo, or "".
-func Closest(word string, candidates []string) string { return closest(word, candidates) }
-
 // ResolveAlias follows YAML alias nodes to the node they name.
 func ResolveAlias(n *yaml.Node) *yaml.Node { return resolve(n) }
 
 // KindName names a node's type for "expected X, got Y" messages ("a
 // mapping", "a list", "an integer", ...), as every kind words them.
 func KindName(n *yaml.Node) string { return kindName(n) }
+
+// Field is one key/value pair of a YAML mapping, as MappingEntries returns
+// it.
+type Field struct {
+	Key   *yaml.Node
+	Value *yaml.Node
+}
+
+// MappingEntries returns the pairs of the YAML mapping n the way Compile
+// reads every mapping of skali.yaml: a key that is not a plain string or
+// that appears twice is reported and left out, and merge keys (<<) are
+// expanded, explicit keys winning over merged ones and earlier merge
+// sources over later ones. path names n in the diagnostics. The caller
+// checks that n is a mapping, in its own words, before calling.
+func MappingEntries(n *yaml.Node, path string) ([]Field, []Diagnostic) {
+	c := &checker{}
+	fs, _ := c.entries(n, pathT{base: path})
+	out := make([]Field, len(fs))
+	for i, f := range fs {
+		out[i] = Field{Key: f.key, Value: f.val}
+	}
+	return out, c.diags
+}

@@ -4,6 +4,9 @@ package compiler
 // duplicate and merge-key handling, objects with known fields.
 
 import (
+	"slices"
+
+	"github.com/skali-dev/studio/compiler/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -188,7 +191,7 @@ func (c *checker) object(n *yaml.Node, path pathT, known []string) (object, bool
 	}
 	kept := fs[:0]
 	for _, f := range fs {
-		if contains(known, f.key.Value) {
+		if slices.Contains(known, f.key.Value) {
 			kept = append(kept, f)
 			continue
 		}
@@ -199,31 +202,12 @@ func (c *checker) object(n *yaml.Node, path pathT, known []string) (object, bool
 }
 
 func (c *checker) unknownField(k *yaml.Node, path pathT, known []string) {
-	msg := "unknown field `" + k.Value + "`"
-	if s := closest(k.Value, known); s != "" {
-		msg += "; did you mean `" + s + "`?"
-	} else {
-		msg += "; allowed fields are " + quoteList(known)
-	}
-	c.errorf(k, path, msg)
+	c.errorf(k, path, "unknown field `"+k.Value+"`"+check.Suggestion(k.Value, known, "fields"))
 }
 
 // missing reports a required key absent from o. DESIGN.md: "a missing
 // required key is reported at the line of its parent", so the diagnostic sits
 // on the key that names o (`http:` for a port without `port`); see parentKey.
 func (c *checker) missing(o object, key, what string) {
-	msg := "missing required field `" + key + "`"
-	if what != "" {
-		msg += ": " + what
-	}
-	c.errorf(c.parentKey(o), o.at(key), msg)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	c.errorf(c.parentKey(o), o.at(key), check.Missing("field", key, what))
 }

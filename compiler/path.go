@@ -3,9 +3,7 @@ package compiler
 // Diagnostic paths: dot-separated keys from the document root with
 // sequence items as [i].
 
-import (
-	"strconv"
-)
+import "github.com/skali-dev/studio/compiler/internal/check"
 
 // join appends a key to a path.
 func join(p pathT, key string) pathT {
@@ -40,14 +38,10 @@ func keyPath(key string) pathT { return pathT{key: key} }
 func (p pathT) String() string {
 	s := p.base
 	if p.key != "" {
-		if s == "" {
-			s = p.key
-		} else {
-			s = s + "." + p.key
-		}
+		s = check.Join(s, p.key)
 	}
 	if p.item > 0 {
-		s += "[" + strconv.Itoa(p.item-1) + "]"
+		s = check.Index(s, p.item-1)
 	}
 	return s
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skali-dev/studio/compiler/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -76,7 +77,7 @@ func (c *checker) portRef(n *yaml.Node, p pathT, ports map[string]*Port) (string
 		return "", 0, false
 	}
 	port, ok := ports[s]
-	if !ok && len(ports) > maxSuggestCandidates {
+	if !ok && len(ports) > check.MaxSuggestCandidates {
 		c.errorf(n, p, "port `"+s+"` is not declared in this application's ports")
 		return "", 0, false
 	}
@@ -89,10 +90,10 @@ func (c *checker) portRef(n *yaml.Node, p pathT, ports map[string]*Port) (string
 		msg := "port `" + s + "` is not declared in this application's ports"
 		if len(names) == 0 {
 			msg += "; declare it under ports or use a number"
-		} else if sug := closest(s, names); sug != "" {
+		} else if sug := check.Closest(s, names); sug != "" {
 			msg += "; did you mean `" + sug + "`?"
 		} else {
-			msg += "; declared ports are " + quoteList(names)
+			msg += "; declared ports are " + check.QuoteList(names)
 		}
 		c.errorf(n, p, msg)
 		return "", 0, false

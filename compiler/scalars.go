@@ -4,10 +4,12 @@ package compiler
 // durations, CPU) that report a diagnostic at the value when it is wrong.
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/skali-dev/studio/compiler/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -84,14 +86,14 @@ func (c *checker) enum(n *yaml.Node, path pathT, allowed []string) (string, bool
 	n = resolve(n)
 	s, ok := scalarText(n)
 	if !ok || n.Kind != yaml.ScalarNode {
-		c.errorf(n, path, "expected one of "+quoteList(allowed)+", got "+kindName(n))
+		c.errorf(n, path, "expected one of "+check.QuoteList(allowed)+", got "+kindName(n))
 		return "", false
 	}
-	if contains(allowed, s) {
+	if slices.Contains(allowed, s) {
 		return s, true
 	}
-	msg := "`" + s + "` is not allowed; expected " + quoteList(allowed)
-	if sug := closest(s, allowed); sug != "" {
+	msg := "`" + s + "` is not allowed; expected " + check.QuoteList(allowed)
+	if sug := check.Closest(s, allowed); sug != "" {
 		msg += " (did you mean `" + sug + "`?)"
 	}
 	c.errorf(n, path, msg)

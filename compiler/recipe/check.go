@@ -1,11 +1,13 @@
 package recipe
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/compiler/internal/check"
 )
 
 // checker collects diagnostics about one TOML document.
@@ -28,15 +30,6 @@ func (c *checker) add(sev compiler.Severity, p pos, path, msg string) {
 	c.diags = append(c.diags, compiler.Diagnostic{Severity: sev, Path: path, Line: p.line, Column: p.col, Message: msg})
 }
 
-func join(p, k string) string {
-	if p == "" {
-		return k
-	}
-	return p + "." + k
-}
-
-func index(p string, i int) string { return p + "[" + strconv.Itoa(i) + "]" }
-
 // table is a checked TOML table: its value and path.
 type table struct {
 	v    *value
@@ -45,7 +38,7 @@ type table struct {
 
 func (t table) get(k string) *value { return t.v.get(k) }
 
-func (t table) at(k string) string { return join(t.path, k) }
+func (t table) at(k string) string { return check.Join(t.path, k) }
 
 // where returns where a value is reported: scalars at the value, tables
 // and arrays at the key that names them.
@@ -70,7 +63,7 @@ func (c *checker) table(v *value, path string, known []string, hint string) (tab
 		return t, false
 	}
 	for _, k := range v.keys {
-		if contains(known, k) {
+		if slices.Contains(known, k) {
 			continue
 		}
 		msg := "unknown key `" + k + "`"
@@ -78,12 +71,10 @@ func (c *checker) table(v *value, path string, known []string, hint string) (tab
 			// The mistake TOML stays quiet about: a key written after a
 			// sub-table's header belongs to that sub-table.
 			msg += "; `" + k + "` belongs to " + owner + ", but keys after a `[" + hint + "]` header belong to that table: move it above the header"
-		} else if s := compiler.Closest(k, known); s != "" {
-			msg += "; did you mean `" + s + "`?"
 		} else if len(known) > 0 {
-			msg += "; allowed keys are " + compiler.QuoteList(known)
+			msg += check.Suggestion(k, known, "keys")
 		}
-		c.errorAt(v.fields[k].keyPos, join(path, k), msg)
+		c.errorAt(v.fields[k].keyPos, check.Join(path, k), msg)
 	}
 	return t, true
 }
@@ -101,7 +92,7 @@ func (c *checker) tables(v *value, path, header string) []*value {
 	var out []*value
 	for i, it := range v.items {
 		if it.kind != kindTable {
-			c.errorAt(where(it), index(path, i), "expected a table, got "+it.kindName())
+			c.errorAt(where(it), check.Index(path, i), "expected a table, got "+it.kindName())
 			continue
 		}
 		out = append(out, it)
@@ -113,11 +104,7 @@ func (c *checker) tables(v *value, path, header string) []*value {
 // the key naming it (DESIGN.md: "a missing required key is reported at
 // the line of its parent").
 func (c *checker) missing(t table, k, what string) {
-	msg := "missing required key `" + k + "`"
-	if what != "" {
-		msg += ": " + what
-	}
-	c.errorAt(t.v.keyPos, t.at(k), msg)
+	c.errorAt(t.v.keyPos, t.at(k), check.Missing("key", k, what))
 }
 
 func (c *checker) str(v *value, path string) (string, bool) {
@@ -161,7 +148,7 @@ func (c *checker) integer(v *value, path string, lo, hi int64) (int64, bool) {
 		return 0, false
 	}
 	if v.num < lo || v.num > hi {
-		c.errorAt(v.pos, path, rangeMessage(lo, hi, v.num))
+		c.errorAt(v.pos, path, check.OutOfRange(lo, hi, v.num))
 		return v.num, false
 	}
 	return v.num, true
@@ -175,7 +162,7 @@ func (c *checker) stringList(v *value, path string) ([]string, bool) {
 	var out []string
 	ok := true
 	for i, it := range v.items {
-		s, good := c.str(it, index(path, i))
+		s, good := c.str(it, check.Index(path, i))
 		ok = ok && good
 		out = append(out, s)
 	}
@@ -189,7 +176,7 @@ func (c *checker) stringTable(v *value, path string) {
 		return
 	}
 	for _, k := range v.keys {
-		c.str(v.fields[k], join(path, k))
+		c.str(v.fields[k], check.Join(path, k))
 	}
 }
 
@@ -217,24 +204,11 @@ func (c *checker) enum(v *value, path string, allowed []string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if !contains(allowed, s) {
-		msg := "`" + s + "` is not one of " + compiler.QuoteList(allowed)
-		if m := compiler.Closest(s, allowed); m != "" {
-			msg += "; did you mean `" + m + "`?"
-		}
-		c.errorAt(v.pos, path, msg)
+	if !slices.Contains(allowed, s) {
+		c.errorAt(v.pos, path, check.NotOneOf(s, allowed))
 		return s, false
 	}
 	return s, true
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // ownerTable finds the nearest enclosing table of header whose schema has
@@ -250,7 +224,7 @@ func ownerTable(header, k string) (string, bool) {
 		} else {
 			h = h[:i]
 		}
-		if contains(tableKeys[h], k) {
+		if slices.Contains(tableKeys[h], k) {
 			if h == "" {
 				return "the top level", true
 			}
@@ -260,16 +234,4 @@ func ownerTable(header, k string) (string, bool) {
 			return "", false
 		}
 	}
-}
-
-// rangeMessage says which integers a field accepts.
-func rangeMessage(lo, hi, got int64) string {
-	g := ", got " + strconv.FormatInt(got, 10)
-	switch {
-	case hi >= 1<<53 && lo == 0:
-		return "must not be negative" + g
-	case hi >= 1<<53:
-		return "must be at least " + strconv.FormatInt(lo, 10) + g
-	}
-	return "must be between " + strconv.FormatInt(lo, 10) + " and " + strconv.FormatInt(hi, 10) + g
 }

@@ -39,11 +39,13 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/compiler/internal/check"
 )
 
 // Options changes how a recipe is checked.
@@ -93,7 +95,6 @@ var (
 	// nameRE is the allow-list of recipe and dataset names (see the
 	// package comment).
 	nameRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
-	semverRE = regexp.MustCompile(`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 	sha256RE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 	userRE   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$`)
 	uidGidRE = regexp.MustCompile(`^[0-9]+(:[0-9]+)?$`)
@@ -174,7 +175,7 @@ func (r *recipeChecker) check(root *value) {
 	}
 	if v := t.get("artifacts"); v != nil {
 		for i, a := range r.tables(v, "artifacts", "artifacts") {
-			r.artifact(a, index("artifacts", i))
+			r.artifact(a, check.Index("artifacts", i))
 			r.sum.Artifacts++
 		}
 	}
@@ -184,7 +185,7 @@ func (r *recipeChecker) check(root *value) {
 	if v := t.get("datasets"); v != nil {
 		names := map[string]bool{}
 		for i, d := range r.tables(v, "datasets", "datasets") {
-			r.dataset(d, index("datasets", i), names)
+			r.dataset(d, check.Index("datasets", i), names)
 		}
 	}
 	if v := t.get("resources"); v != nil {
@@ -192,7 +193,7 @@ func (r *recipeChecker) check(root *value) {
 	}
 	if v := t.get("dependencies"); v != nil {
 		for i, d := range r.tables(v, "dependencies", "dependencies") {
-			r.dependency(d, index("dependencies", i))
+			r.dependency(d, check.Index("dependencies", i))
 		}
 	}
 }
@@ -213,7 +214,7 @@ func (r *recipeChecker) metadata(v *value) {
 	if n := t.get("version"); n == nil {
 		r.missing(t, "version", "the recipe's semantic version, such as \"1.4.2\"")
 	} else if s, ok := r.nonEmpty(n, t.at("version")); ok {
-		if !semverRE.MatchString(s) {
+		if !check.Semver.MatchString(s) {
 			r.errorAt(n.pos, t.at("version"), "`"+s+"` is not a semantic version such as \"1.4.2\"")
 		}
 		r.sum.Version = s
@@ -285,7 +286,7 @@ func (r *recipeChecker) artifact(v *value, p string) {
 			r.sha256(s, d.at("sha256"))
 		}
 		if f := d.get("format"); f != nil {
-			if s, ok := r.str(f, d.at("format")); ok && !contains(deltaFormats, s) {
+			if s, ok := r.str(f, d.at("format")); ok && !slices.Contains(deltaFormats, s) {
 				r.warnAt(f.pos, d.at("format"), "patch format `"+s+"` is not one the agent knows (`bsdiff+zstd`); it will log it and download the whole artifact")
 			}
 		}
@@ -459,7 +460,7 @@ func (r *recipeChecker) container(v *value, p string) {
 	}
 	if n := t.get("network_mode"); n != nil {
 		// "or the name of a user-defined network (CLI runtimes only)"
-		if s, ok := r.nonEmpty(n, t.at("network_mode")); ok && !contains([]string{"host", "bridge", "none"}, s) && runtime == "containerd" {
+		if s, ok := r.nonEmpty(n, t.at("network_mode")); ok && !slices.Contains([]string{"host", "bridge", "none"}, s) && runtime == "containerd" {
 			r.errorAt(n.pos, t.at("network_mode"), "a user-defined network (`"+s+"`) works with the CLI runtimes only; under `runtime = \"containerd\"` use `host`, `bridge` or `none`")
 		}
 	}
@@ -486,12 +487,12 @@ func (r *recipeChecker) container(v *value, p string) {
 	}
 	if n := t.get("mounts"); n != nil {
 		for i, m := range r.tables(n, t.at("mounts"), "lifecycle.run.container.mounts") {
-			r.mount(m, index(t.at("mounts"), i))
+			r.mount(m, check.Index(t.at("mounts"), i))
 		}
 	}
 	if n := t.get("ports"); n != nil {
 		for i, m := range r.tables(n, t.at("ports"), "lifecycle.run.container.ports") {
-			r.port(m, index(t.at("ports"), i))
+			r.port(m, check.Index(t.at("ports"), i))
 		}
 	}
 	if n := t.get("resources"); n != nil {
@@ -585,27 +586,27 @@ func (r *recipeChecker) health(v *value, p string) {
 	if !ok {
 		return
 	}
-	check, exec := t.get("check"), t.get("exec")
+	probe, exec := t.get("check"), t.get("exec")
 	switch {
-	case check != nil && exec != nil:
+	case probe != nil && exec != nil:
 		// Reference: exec is "Mutually exclusive with check".
 		r.errorAt(exec.keyPos, t.at("exec"), "`exec` and `check` are mutually exclusive; keep one")
-	case check == nil && exec == nil:
+	case probe == nil && exec == nil:
 		r.errorAt(t.v.keyPos, t.at("check"), "declare `check` (http://, https://, tcp:// or cmd:) or `exec` (an argv list)")
 	}
-	if check != nil {
-		if s, ok := r.nonEmpty(check, t.at("check")); ok {
+	if probe != nil {
+		if s, ok := r.nonEmpty(probe, t.at("check")); ok {
 			switch {
 			case strings.HasPrefix(s, "http://"), strings.HasPrefix(s, "https://"), strings.HasPrefix(s, "tcp://"):
 				if u, err := url.Parse(s); err != nil || u.Host == "" {
-					r.errorAt(check.pos, t.at("check"), "`"+s+"` is not a URL with a host")
+					r.errorAt(probe.pos, t.at("check"), "`"+s+"` is not a URL with a host")
 				}
 			case strings.HasPrefix(s, "cmd:"):
 				if strings.TrimSpace(strings.TrimPrefix(s, "cmd:")) == "" {
-					r.errorAt(check.pos, t.at("check"), "`cmd:` needs a command after it")
+					r.errorAt(probe.pos, t.at("check"), "`cmd:` needs a command after it")
 				}
 			default:
-				r.errorAt(check.pos, t.at("check"), "check `"+s+"` must start with http://, https://, tcp:// or cmd:")
+				r.errorAt(probe.pos, t.at("check"), "check `"+s+"` must start with http://, https://, tcp:// or cmd:")
 			}
 		}
 	}
@@ -768,7 +769,7 @@ func CheckPlan(src []byte) (res *Result) {
 	}
 	seen := map[string]int{}
 	for i, it := range c.tables(v, "components", "components") {
-		p := index("components", i)
+		p := check.Index("components", i)
 		ct, _ := c.table(it, p, []string{"name", "recipe"}, "")
 		var comp Component
 		if n := ct.get("name"); n == nil {
@@ -804,5 +805,5 @@ func validRecipeRef(s string) bool {
 		return true
 	}
 	name, ver, ok := strings.Cut(s, ":")
-	return ok && nameRE.MatchString(name) && semverRE.MatchString(ver)
+	return ok && nameRE.MatchString(name) && check.Semver.MatchString(ver)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/compiler/internal/check"
 )
 
 // Input bounds, the same as for YAML manifests: a recipe is a small
@@ -186,7 +187,7 @@ func (d *document) run(p *unstable.Parser) (err error) {
 				continue
 			}
 			parts := d.keyParts(e.Key())
-			v := d.convert(e.Value(), 1, d.firstKeyPos(e), joinKey(d.curPath, joinParts(parts)))
+			v := d.convert(e.Value(), 1, d.firstKeyPos(e), check.Join(d.curPath, joinParts(parts)))
 			if v == nil {
 				continue
 			}
@@ -310,7 +311,7 @@ func (d *document) convert(n *unstable.Node, depth int, near pos, path string) *
 		v.kind = kindArray
 		it := n.Children()
 		for it.Next() {
-			x := d.convert(it.Node(), depth+1, at, path+"["+strconv.Itoa(len(v.items))+"]")
+			x := d.convert(it.Node(), depth+1, at, check.Index(path, len(v.items)))
 			if x == nil {
 				return nil
 			}
@@ -325,7 +326,7 @@ func (d *document) convert(n *unstable.Node, depth int, near pos, path string) *
 		for it.Next() {
 			kv := it.Node()
 			parts := d.keyParts(kv.Key())
-			x := d.convert(kv.Value(), depth+1, at, joinKey(path, joinParts(parts)))
+			x := d.convert(kv.Value(), depth+1, at, check.Join(path, joinParts(parts)))
 			if x == nil {
 				return nil
 			}
@@ -347,7 +348,7 @@ func (d *document) assignInline(t *value, path string, parts []keyPart, x *value
 		return false
 	}
 	for i, p := range parts {
-		path = joinKey(path, p.name)
+		path = check.Join(path, p.name)
 		if i == len(parts)-1 {
 			if prev := t.get(p.name); prev != nil {
 				d.c.errorAt(p.pos, path, "duplicate key `"+p.name+"`; it is already defined at line "+strconv.Itoa(prev.keyPos.line))
@@ -379,8 +380,8 @@ func (d *document) header(parts []keyPart, array bool) {
 	t := d.root
 	name, path := "", ""
 	for i, p := range parts {
-		name = joinKey(name, p.name)
-		path = joinKey(path, p.name)
+		name = check.Join(name, p.name)
+		path = check.Join(path, p.name)
 		child := t.get(p.name)
 		if i < len(parts)-1 {
 			switch {
@@ -388,7 +389,7 @@ func (d *document) header(parts []keyPart, array bool) {
 				child = &value{kind: kindTable, origin: originImplicit, pos: p.pos, keyPos: p.pos}
 				t.set(p.name, child)
 			case child.kind == kindArray && child.tableArray:
-				path += "[" + strconv.Itoa(len(child.items)-1) + "]"
+				path = check.Index(path, len(child.items)-1)
 				child = child.items[len(child.items)-1]
 			case child.kind != kindTable || child.origin == originInline:
 				d.c.errorAt(p.pos, path, "`"+name+"` is already defined as "+definedAs(child)+" at line "+strconv.Itoa(child.keyPos.line)+"; a table header cannot add to it")
@@ -409,7 +410,7 @@ func (d *document) header(parts []keyPart, array bool) {
 			}
 			item := &value{kind: kindTable, origin: originHeader, pos: p.pos, keyPos: p.pos}
 			child.items = append(child.items, item)
-			d.cur, d.curPath = item, path+"["+strconv.Itoa(len(child.items)-1)+"]"
+			d.cur, d.curPath = item, check.Index(path, len(child.items)-1)
 			return
 		}
 		switch {
@@ -448,7 +449,7 @@ func (d *document) assign(t *value, path string, parts []keyPart, x *value) {
 	}
 	for i, p := range parts {
 		child := t.get(p.name)
-		path = joinKey(path, p.name)
+		path = check.Join(path, p.name)
 		if i == len(parts)-1 {
 			if child != nil {
 				d.c.errorAt(p.pos, path, "duplicate key `"+p.name+"`; it is already defined at line "+strconv.Itoa(child.keyPos.line))
@@ -469,13 +470,6 @@ func (d *document) assign(t *value, path string, parts []keyPart, x *value) {
 		}
 		t = child
 	}
-}
-
-func joinKey(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "." + b
 }
 
 // name records the key naming x; an empty array, which has no position of

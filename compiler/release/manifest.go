@@ -17,12 +17,14 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/compiler/internal/check"
 )
 
 // APIVersion is the only api_version this package reads.
@@ -146,7 +148,7 @@ func (m *manifestChecker) check(root *yaml.Node) {
 	o := object{node: root}
 	for _, f := range fs {
 		switch k := f.key.Value; {
-		case contains(topLevelFields, k):
+		case slices.Contains(topLevelFields, k):
 			o.fields = append(o.fields, f)
 		case k == "runtime":
 			// Reference: "A manifest carrying it is refused, naming what
@@ -323,7 +325,7 @@ func (m *manifestChecker) providers(key, n *yaml.Node) {
 		return
 	}
 	for _, f := range fs {
-		p := join("providers", f.key.Value)
+		p := check.Join("providers", f.key.Value)
 		if !identRE.MatchString(f.key.Value) {
 			m.errorf(f.key, p, "port `"+f.key.Value+"` must be a lower-case identifier, such as `runtime` or `secrets`")
 		}
@@ -384,7 +386,7 @@ func (m *manifestChecker) runtimes(key, n *yaml.Node) {
 	}
 	for _, f := range fs {
 		name := f.key.Value
-		p := join("runtimes", name)
+		p := check.Join("runtimes", name)
 		m.res.Summary.Runtimes = append(m.res.Summary.Runtimes, name)
 		if !identRE.MatchString(name) {
 			m.errorf(f.key, p, "runtime `"+name+"` must be a lower-case identifier, such as `compose`")
@@ -399,9 +401,9 @@ func (m *manifestChecker) runtimes(key, n *yaml.Node) {
 			case "files", "profiles", "options":
 				o.fields = append(o.fields, g)
 			case "project":
-				m.errorf(g.key, join(p, "project"), "`project` is an option of the runtime: move it to `"+join(p, "options.project")+"`")
+				m.errorf(g.key, check.Join(p, "project"), "`project` is an option of the runtime: move it to `"+check.Join(p, "options.project")+"`")
 			default:
-				m.unknownField(g.key, join(p, g.key.Value), []string{"files", "profiles", "options"})
+				m.unknownField(g.key, check.Join(p, g.key.Value), []string{"files", "profiles", "options"})
 			}
 		}
 		if v := o.get("files"); v == nil {
@@ -412,7 +414,7 @@ func (m *manifestChecker) runtimes(key, n *yaml.Node) {
 		if v := o.get("profiles"); v != nil {
 			if pfs, ok := m.entries(o.keyOf("profiles"), v, o.at("profiles")); ok {
 				for _, pf := range pfs {
-					m.pathList(pf.key, pf.val, join(o.at("profiles"), pf.key.Value), true)
+					m.pathList(pf.key, pf.val, check.Join(o.at("profiles"), pf.key.Value), true)
 				}
 			}
 		}
@@ -431,7 +433,7 @@ func (m *manifestChecker) pathList(key, n *yaml.Node, p string, nonEmpty bool) {
 		m.errorf(where(key, n), p, "list at least one file")
 	}
 	for i, it := range items {
-		m.releasePath(it, index(p, i))
+		m.releasePath(it, check.Index(p, i))
 	}
 }
 
@@ -445,12 +447,12 @@ func (m *manifestChecker) options(key, n *yaml.Node, p, runtime string) {
 	}
 	for _, f := range fs {
 		k := f.key.Value
-		kp := join(p, k)
+		kp := check.Join(p, k)
 		if !identRE.MatchString(k) {
 			m.errorf(f.key, kp, "option `"+k+"` must be a lower-case identifier")
 			continue
 		}
-		if runtime == "compose" && !contains(composeOptions, k) {
+		if runtime == "compose" && !slices.Contains(composeOptions, k) {
 			msg := "the compose runtime does not understand option `" + k + "`; it understands only `project`"
 			m.errorf(f.key, kp, msg)
 			continue
@@ -480,14 +482,14 @@ func (m *manifestChecker) requirements(key, n *yaml.Node) {
 	if v := o.get("architectures"); v != nil {
 		if items, ok := m.list(o.keyOf("architectures"), v, o.at("architectures")); ok {
 			for i, it := range items {
-				m.enum(it, index(o.at("architectures"), i), architectures)
+				m.enum(it, check.Index(o.at("architectures"), i), architectures)
 			}
 		}
 	}
 	if v := o.get("os"); v != nil {
 		if items, ok := m.list(o.keyOf("os"), v, o.at("os")); ok {
 			for i, it := range items {
-				ip := index(o.at("os"), i)
+				ip := check.Index(o.at("os"), i)
 				io, ok := m.object(nil, it, ip, []string{"id", "version"})
 				if !ok {
 					continue
@@ -506,7 +508,7 @@ func (m *manifestChecker) requirements(key, n *yaml.Node) {
 	if v := o.get("tools"); v != nil {
 		if fs, ok := m.entries(o.keyOf("tools"), v, o.at("tools")); ok {
 			for _, f := range fs {
-				m.constraint(f.val, join(o.at("tools"), f.key.Value))
+				m.constraint(f.val, check.Join(o.at("tools"), f.key.Value))
 			}
 		}
 	}
@@ -527,7 +529,7 @@ func (m *manifestChecker) requirements(key, n *yaml.Node) {
 	if v := o.get("ports"); v != nil {
 		if items, ok := m.list(o.keyOf("ports"), v, o.at("ports")); ok {
 			for i, it := range items {
-				ip := index(o.at("ports"), i)
+				ip := check.Index(o.at("ports"), i)
 				if it.Kind == yaml.ScalarNode && it.ShortTag() == "!!int" {
 					m.integer(it, ip, 1, 65535)
 					continue

@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/compiler/internal/check"
 )
 
 // SecretsResult is the outcome of checking a secret schema.
@@ -90,7 +91,7 @@ func CheckSecretSchema(src []byte) (res *SecretsResult) {
 	}
 	names := map[string]bool{}
 	for i, it := range items {
-		p := index("secrets", i)
+		p := check.Index("secrets", i)
 		so, ok := c.object(nil, it, p, []string{"name", "description", "required", "generator", "services", "rotation_period", "owner"})
 		if !ok {
 			continue
@@ -143,7 +144,7 @@ func (c *checker) generator(key, n *yaml.Node, p string) string {
 	}
 	kind := ""
 	if v := o.get("kind"); v == nil {
-		c.missing(o, "kind", "one of "+quoteList(generatorKinds)+"; omit `generator` for a value the operator supplies")
+		c.missing(o, "kind", "one of "+check.QuoteList(generatorKinds)+"; omit `generator` for a value the operator supplies")
 	} else {
 		kind, _ = c.enum(v, o.at("kind"), generatorKinds)
 	}

@@ -3,10 +3,12 @@ package release
 import (
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/compiler/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -32,7 +34,7 @@ func (m *manifestChecker) parametersBlock(key, n *yaml.Node) {
 	folded := map[string]string{}
 	for _, f := range fs {
 		name := f.key.Value
-		p := join("parameters", name)
+		p := check.Join("parameters", name)
 		if !parameterKeyRE.MatchString(name) {
 			m.errorf(f.key, p, "parameter name `"+name+"` must be lowercase letters, digits, hyphens and underscores, starting and ending with a letter or digit")
 		} else {
@@ -49,7 +51,7 @@ func (m *manifestChecker) parametersBlock(key, n *yaml.Node) {
 		sum := ParameterSummary{Name: name}
 		typ := ""
 		if v := o.get("type"); v == nil {
-			m.missing(o, "type", "one of "+quoteList(parameterTypes))
+			m.missing(o, "type", "one of "+check.QuoteList(parameterTypes))
 		} else if t, ok := m.enum(v, o.at("type"), parameterTypes); ok {
 			typ = t
 		}
@@ -113,8 +115,8 @@ func (m *manifestChecker) parameterDefault(v *yaml.Node, p, typ string, values [
 			m.integer(v, p, 1, 65535)
 		}
 	case "enum":
-		if values != nil && !contains(values, v.Value) {
-			m.errorf(v, p, "default `"+v.Value+"` is not one of the enum's values "+quoteList(values))
+		if values != nil && !slices.Contains(values, v.Value) {
+			m.errorf(v, p, "default `"+v.Value+"` is not one of the enum's values "+check.QuoteList(values))
 		}
 	}
 	return v.Value
@@ -129,7 +131,7 @@ func (m *manifestChecker) images(key, n *yaml.Node) {
 	}
 	for _, f := range fs {
 		name := f.key.Value
-		p := join("images", name)
+		p := check.Join("images", name)
 		if !imageKeyRE.MatchString(name) {
 			msg := "image key `" + name + "` must be lowercase letters, digits and hyphens, starting and ending with a letter or digit"
 			if strings.ContainsAny(name, "._") {
@@ -186,7 +188,7 @@ func (m *manifestChecker) configuration(key, n *yaml.Node) {
 		return
 	}
 	for i, it := range items {
-		p := index("configuration", i)
+		p := check.Index("configuration", i)
 		o, ok := m.object(nil, it, p, []string{"template", "target", "mode"})
 		if !ok {
 			continue
@@ -256,10 +258,10 @@ func (m *manifestChecker) operations(key, n *yaml.Node) {
 	}
 	for _, f := range fs {
 		name := f.key.Value
-		p := join("operations", name)
-		if !contains(operationNames, name) {
-			msg := "unknown operation `" + name + "`; the manager runs only " + quoteList(operationNames) + ", and an operation under any other name would never run"
-			if s := closest(name, operationNames); s != "" {
+		p := check.Join("operations", name)
+		if !slices.Contains(operationNames, name) {
+			msg := "unknown operation `" + name + "`; the manager runs only " + check.QuoteList(operationNames) + ", and an operation under any other name would never run"
+			if s := check.Closest(name, operationNames); s != "" {
 				msg += "; did you mean `" + s + "`?"
 			}
 			m.errorf(f.key, p, msg)
@@ -277,7 +279,7 @@ func (m *manifestChecker) operations(key, n *yaml.Node) {
 				m.errorf(where(f.key, v), p, "list at least one step")
 			}
 			for i, it := range v.Content {
-				if m.step(nil, it, index(p, i)) == "runtime-service" {
+				if m.step(nil, it, check.Index(p, i)) == "runtime-service" {
 					m.undeclaredSchema(f.key, p)
 				}
 			}
@@ -352,9 +354,9 @@ func (m *manifestChecker) command(key, n *yaml.Node, p string) {
 		return
 	}
 	for i, it := range items {
-		s, ok := m.str(it, index(p, i))
+		s, ok := m.str(it, check.Index(p, i))
 		if ok && i == 0 && strings.Contains(s, "/") && !strings.HasPrefix(s, "/") {
-			m.releasePath(it, index(p, i))
+			m.releasePath(it, check.Index(p, i))
 		}
 	}
 }
@@ -373,7 +375,7 @@ func (m *manifestChecker) tasks(key, n *yaml.Node) {
 	m.needs(key, "tasks", "`tasks`", tasksVersion)
 	for _, f := range fs {
 		name := f.key.Value
-		p := join("tasks", name)
+		p := check.Join("tasks", name)
 		if !taskNameRE.MatchString(name) {
 			m.errorf(f.key, p, "task name `"+name+"` must be lowercase letters, digits and dashes, starting with a letter, so it can be typed without quoting")
 		}
@@ -401,7 +403,7 @@ func (m *manifestChecker) tasks(key, n *yaml.Node) {
 				items, _ := m.list(nil, v, o.at("modes"))
 				for i, s := range modes {
 					if !identRE.MatchString(s) && i < len(items) {
-						m.errorf(items[i], index(o.at("modes"), i), "mode `"+s+"` must be a lower-case identifier such as `dev`")
+						m.errorf(items[i], check.Index(o.at("modes"), i), "mode `"+s+"` must be a lower-case identifier such as `dev`")
 					}
 				}
 			}
@@ -429,9 +431,9 @@ func (m *manifestChecker) backup(key, n *yaml.Node) {
 		return
 	}
 	for _, f := range fs {
-		p := join(o.at("volumes"), f.key.Value)
+		p := check.Join(o.at("volumes"), f.key.Value)
 		if isNull(f.val) {
-			m.errorf(f.key, join(p, "consistency"), "missing required field `consistency`: say `hot`, `cold` or `exclude`, or leave the volume out of the map for the default, cold")
+			m.errorf(f.key, check.Join(p, "consistency"), "missing required field `consistency`: say `hot`, `cold` or `exclude`, or leave the volume out of the map for the default, cold")
 			continue
 		}
 		vo, ok := m.object(f.key, f.val, p, []string{"consistency"})
@@ -468,7 +470,7 @@ func (m *manifestChecker) health(key, n *yaml.Node) {
 	}
 	names := map[string]bool{}
 	for i, it := range items {
-		p := index(o.at("checks"), i)
+		p := check.Index(o.at("checks"), i)
 		co, ok := m.object(nil, it, p, []string{"name", "type", "url", "command", "timeout", "start_period"})
 		if !ok {
 			continue
@@ -572,10 +574,10 @@ func (m *manifestChecker) extensions(key, n *yaml.Node) {
 	for _, f := range fs {
 		if !strings.ContainsAny(f.key.Value, "./") {
 			msg := "extension namespace `" + f.key.Value + "` must contain a `.` or a `/`, such as `example.com/telemetry`"
-			if s := closest(f.key.Value, topLevelFields); s != "" {
+			if s := check.Closest(f.key.Value, topLevelFields); s != "" {
 				msg += "; if you meant the core field `" + s + "`, move it to the top level"
 			}
-			m.errorf(f.key, join("extensions", f.key.Value), msg)
+			m.errorf(f.key, check.Join("extensions", f.key.Value), msg)
 		}
 	}
 }

@@ -4,16 +4,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/skali-dev/studio/compiler/internal/check"
 )
 
 // version is a manager or release version, major.minor.patch.
 type version [3]int
 
-var semverRE = regexp.MustCompile(`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
-
 // parseVersion reads a semantic version; ok is false when s is not one.
 func parseVersion(s string) (version, bool) {
-	m := semverRE.FindStringSubmatch(s)
+	m := check.Semver.FindStringSubmatch(s)
 	if m == nil {
 		return version{}, false
 	}

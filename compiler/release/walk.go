@@ -1,13 +1,14 @@
 package release
 
 import (
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/compiler/internal/check"
 )
 
 // checker walks one document's node tree and collects diagnostics and the
@@ -50,7 +51,7 @@ func (o object) keyOf(k string) *yaml.Node {
 	return nil
 }
 
-func (o object) at(k string) string { return join(o.path, k) }
+func (o object) at(k string) string { return check.Join(o.path, k) }
 
 // anchor is where a diagnostic about o as a whole goes: the key naming it,
 // else the mapping itself.
@@ -60,15 +61,6 @@ func (o object) anchor() *yaml.Node {
 	}
 	return o.node
 }
-
-func join(p, k string) string {
-	if p == "" {
-		return k
-	}
-	return p + "." + k
-}
-
-func index(p string, i int) string { return p + "[" + strconv.Itoa(i) + "]" }
 
 func (c *checker) add(sev compiler.Severity, n *yaml.Node, path, msg string) {
 	line, col := 1, 1
@@ -110,9 +102,10 @@ func isNull(n *yaml.Node) bool {
 	return n == nil || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
-// entries returns the pairs of a mapping, reporting duplicate keys and
-// expanding merge keys (<<; explicit keys win). A null value is an empty
-// mapping. ok is false, after a diagnostic, when n is not a mapping.
+// entries returns the pairs of a mapping as skali.yaml reads them (see
+// compiler.MappingEntries: duplicate keys reported, merge keys expanded).
+// A null value is an empty mapping. ok is false, after a diagnostic, when
+// n is not a mapping.
 func (c *checker) entries(key, n *yaml.Node, path string) ([]field, bool) {
 	n = compiler.ResolveAlias(n)
 	if isNull(n) {
@@ -122,42 +115,11 @@ func (c *checker) entries(key, n *yaml.Node, path string) ([]field, bool) {
 		c.errorf(where(key, n), path, "expected a mapping, got "+compiler.KindName(n))
 		return nil, false
 	}
-	var fs, merged []field
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := compiler.ResolveAlias(n.Content[i]), n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			c.errorf(k, path, "mapping keys must be plain strings, got "+compiler.KindName(k))
-			continue
-		}
-		if k.ShortTag() == "!!merge" {
-			src := compiler.ResolveAlias(v)
-			srcs := []*yaml.Node{src}
-			if src.Kind == yaml.SequenceNode {
-				srcs = src.Content
-			}
-			for _, s := range srcs {
-				if s = compiler.ResolveAlias(s); s.Kind != yaml.MappingNode {
-					c.errorf(s, path, "a merge key (<<) must name a mapping or a list of mappings")
-					continue
-				}
-				mfs, _ := c.entries(nil, s, path)
-				merged = append(merged, mfs...)
-			}
-			continue
-		}
-		if seen[k.Value] {
-			c.errorf(k, join(path, k.Value), "duplicate key `"+k.Value+"`; each key may appear once in a mapping")
-			continue
-		}
-		seen[k.Value] = true
-		fs = append(fs, field{key: k, val: v})
-	}
-	for _, m := range merged {
-		if !seen[m.key.Value] {
-			seen[m.key.Value] = true
-			fs = append(fs, m)
-		}
+	pairs, diags := compiler.MappingEntries(n, path)
+	c.diags = append(c.diags, diags...)
+	fs := make([]field, len(pairs))
+	for i, p := range pairs {
+		fs[i] = field{key: p.Key, val: p.Value}
 	}
 	return fs, true
 }
@@ -171,34 +133,24 @@ func (c *checker) object(key, n *yaml.Node, path string, known []string) (object
 		return o, false
 	}
 	for _, f := range fs {
-		if contains(known, f.key.Value) {
+		if slices.Contains(known, f.key.Value) {
 			o.fields = append(o.fields, f)
 			continue
 		}
-		c.unknownField(f.key, join(path, f.key.Value), known)
+		c.unknownField(f.key, check.Join(path, f.key.Value), known)
 	}
 	return o, true
 }
 
 func (c *checker) unknownField(k *yaml.Node, path string, known []string) {
-	msg := "unknown field `" + k.Value + "`"
-	if s := compiler.Closest(k.Value, known); s != "" {
-		msg += "; did you mean `" + s + "`?"
-	} else {
-		msg += "; allowed fields are " + compiler.QuoteList(known)
-	}
-	c.errorf(k, path, msg)
+	c.errorf(k, path, "unknown field `"+k.Value+"`"+check.Suggestion(k.Value, known, "fields"))
 }
 
 // missing reports a required field absent from o at the key naming o
 // (DESIGN.md: "a missing required key is reported at the line of its
 // parent").
 func (c *checker) missing(o object, k, what string) {
-	msg := "missing required field `" + k + "`"
-	if what != "" {
-		msg += ": " + what
-	}
-	c.errorf(o.anchor(), o.at(k), msg)
+	c.errorf(o.anchor(), o.at(k), check.Missing("field", k, what))
 }
 
 // list returns the items of a sequence; null is an empty list.
@@ -261,7 +213,7 @@ func (c *checker) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool)
 		return 0, false
 	}
 	if v < lo || v > hi {
-		c.errorf(n, path, rangeMessage(lo, hi, v))
+		c.errorf(n, path, check.OutOfRange(lo, hi, v))
 		return v, false
 	}
 	return v, true
@@ -276,12 +228,12 @@ func (c *checker) stringList(key, n *yaml.Node, path string) ([]string, bool) {
 	var out []string
 	seen := map[string]bool{}
 	for i, it := range items {
-		s, ok := c.nonEmpty(it, index(path, i))
+		s, ok := c.nonEmpty(it, check.Index(path, i))
 		if !ok {
 			continue
 		}
 		if seen[s] {
-			c.errorf(it, index(path, i), "`"+s+"` is listed twice")
+			c.errorf(it, check.Index(path, i), "`"+s+"` is listed twice")
 			continue
 		}
 		seen[s] = true
@@ -314,38 +266,9 @@ func (c *checker) enum(n *yaml.Node, path string, allowed []string) (string, boo
 	if !ok {
 		return "", false
 	}
-	if !contains(allowed, s) {
-		msg := "`" + s + "` is not one of " + compiler.QuoteList(allowed)
-		if m := compiler.Closest(s, allowed); m != "" {
-			msg += "; did you mean `" + m + "`?"
-		}
-		c.errorf(n, path, msg)
+	if !slices.Contains(allowed, s) {
+		c.errorf(n, path, check.NotOneOf(s, allowed))
 		return s, false
 	}
 	return s, true
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func quoteList(words []string) string { return compiler.QuoteList(words) }
-
-func closest(word string, candidates []string) string { return compiler.Closest(word, candidates) }
-
-// rangeMessage says which integers a field accepts.
-func rangeMessage(lo, hi, got int64) string {
-	g := ", got " + strconv.FormatInt(got, 10)
-	switch {
-	case hi >= 1<<53 && lo == 0:
-		return "must not be negative" + g
-	case hi >= 1<<53:
-		return "must be at least " + strconv.FormatInt(lo, 10) + g
-	}
-	return "must be between " + strconv.FormatInt(lo, 10) + " and " + strconv.FormatInt(hi, 10) + g
 }
