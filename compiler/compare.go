@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/skali-dev/studio/compiler/internal/check"
 )
 
 // ChangeKind says whether something was added, removed or changed.
@@ -219,7 +221,7 @@ func (c *comparer) walk(path string, a, b reflect.Value) {
 		for _, name := range slices.Sorted(maps.Keys(keys)) {
 			k := keys[name]
 			x, y := a.MapIndex(k), b.MapIndex(k)
-			p := joinField(path, name)
+			p := check.Join(path, name)
 			switch {
 			case !x.IsValid():
 				c.add(p, Added, "", leafOrEmpty(y))
@@ -236,16 +238,9 @@ func (c *comparer) walk(path string, a, b reflect.Value) {
 			if name == "" || name == "-" {
 				continue
 			}
-			c.walk(joinField(path, name), a.Field(i), b.Field(i))
+			c.walk(check.Join(path, name), a.Field(i), b.Field(i))
 		}
 	}
-}
-
-func joinField(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
 }
 
 // leafOrEmpty is the text of a scalar map entry, "" for a struct entry

@@ -71,10 +71,8 @@ func (c *checker) database(n *yaml.Node, p pathT) *Database {
 				msg := "extension `" + name + "` is not in the catalog"
 				if name == "postgis" {
 					msg += "; postgis is not supported yet"
-				} else if s := check.Closest(name, extensionCatalog); s != "" {
-					msg += "; did you mean `" + s + "`?"
 				} else {
-					msg += "; supported extensions are " + check.QuoteList(extensionCatalog)
+					msg += check.Suggestion(name, extensionCatalog, "supported extensions")
 				}
 				c.errorf(it, ip, msg)
 				continue

@@ -202,7 +202,7 @@ func (c *checker) object(n *yaml.Node, path pathT, known []string) (object, bool
 }
 
 func (c *checker) unknownField(k *yaml.Node, path pathT, known []string) {
-	c.errorf(k, path, "unknown field `"+k.Value+"`"+check.Suggestion(k.Value, known, "fields"))
+	c.errorf(k, path, "unknown field `"+k.Value+"`"+check.Suggestion(k.Value, known, "allowed fields"))
 }
 
 // missing reports a required key absent from o. DESIGN.md: "a missing

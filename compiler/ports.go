@@ -90,10 +90,8 @@ func (c *checker) portRef(n *yaml.Node, p pathT, ports map[string]*Port) (string
 		msg := "port `" + s + "` is not declared in this application's ports"
 		if len(names) == 0 {
 			msg += "; declare it under ports or use a number"
-		} else if sug := check.Closest(s, names); sug != "" {
-			msg += "; did you mean `" + sug + "`?"
 		} else {
-			msg += "; declared ports are " + check.QuoteList(names)
+			msg += check.Suggestion(s, names, "declared ports")
 		}
 		c.errorf(n, p, msg)
 		return "", 0, false

@@ -72,7 +72,7 @@ func (c *checker) table(v *value, path string, known []string, hint string) (tab
 			// sub-table's header belongs to that sub-table.
 			msg += "; `" + k + "` belongs to " + owner + ", but keys after a `[" + hint + "]` header belong to that table: move it above the header"
 		} else if len(known) > 0 {
-			msg += check.Suggestion(k, known, "keys")
+			msg += check.Suggestion(k, known, "allowed keys")
 		}
 		c.errorAt(v.fields[k].keyPos, check.Join(path, k), msg)
 	}

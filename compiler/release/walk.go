@@ -143,7 +143,7 @@ func (c *checker) object(key, n *yaml.Node, path string, known []string) (object
 }
 
 func (c *checker) unknownField(k *yaml.Node, path string, known []string) {
-	c.errorf(k, path, "unknown field `"+k.Value+"`"+check.Suggestion(k.Value, known, "fields"))
+	c.errorf(k, path, "unknown field `"+k.Value+"`"+check.Suggestion(k.Value, known, "allowed fields"))
 }
 
 // missing reports a required field absent from o at the key naming o

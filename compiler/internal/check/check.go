@@ -105,13 +105,14 @@ func editDistance(a, b string) int {
 }
 
 // Suggestion is what follows "unknown field `word`": the known name word
-// is probably a typo of ("; did you mean `name`?"), else the names allowed
-// there ("; allowed fields are `a` or `b`"); noun names them in the plural.
-func Suggestion(word string, known []string, noun string) string {
+// is probably a typo of ("; did you mean `name`?"), else every known name
+// after listed, which says what they are ("; allowed fields are `a` or
+// `b`" for listed "allowed fields").
+func Suggestion(word string, known []string, listed string) string {
 	if s := Closest(word, known); s != "" {
 		return "; did you mean `" + s + "`?"
 	}
-	return "; allowed " + noun + " are " + QuoteList(known)
+	return "; " + listed + " are " + QuoteList(known)
 }
 
 // Missing words a required key that is absent: noun is what the document
