@@ -7,8 +7,9 @@ import (
 )
 
 // This file exports the few pieces of the skali.yaml checker that the other
-// manifest kinds (sub-packages of compiler) share, so every kind parses YAML
-// under the same limits and words its diagnostics the same way.
+// manifest kinds (sub-packages of compiler) share, so every kind parses and
+// walks YAML under the same limits and rules. The wording they share,
+// whatever their format, is in compiler/internal/check.
 
 // NotChecked is a rule that cannot be decided from the document alone (for
 // example that a declared file exists in the bundle). It is reported, never
