@@ -225,6 +225,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 	if _, err := r.DB.ApplyRunChange(ctx, change); err != nil {
 		return Result{}, err
 	}
+	r.discardUnfinishedSnapshot(ctx, rc.run, rc.env, status)
 	return Result{Finished: true}, nil
 }
 
@@ -406,7 +407,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		return res, nil
 	case KindProbe:
 		return ok(), nil
-	case KindSnapshot, KindRetention, KindStop, KindRestore, KindStart:
+	case KindSnapshot, KindRetention, KindVerify, KindStop, KindRestore, KindStart:
 		return r.backupStep(ctx, rc, cp, d, fail)
 	}
 	return fail("unknown checkpoint kind " + cp.Kind), nil

@@ -69,6 +69,10 @@ type BackupRow struct {
 	Run     *RunView
 	Skipped string
 	Expires string
+	// Missing says why a completed snapshot's files cannot be restored
+	// (its target is gone, a file is missing), or "": such a snapshot is
+	// shown as missing and offers no restore.
+	Missing string
 	// CanRestore and CanRemove: admins, for completed / finished snapshots.
 	CanRestore bool
 	CanRemove  bool
@@ -94,8 +98,10 @@ type AdminPage struct {
 	Chrome      Chrome
 	Target      string
 	TargetError string
-	// Current is the stored target ("" when none).
-	Current string
+	// Current is the stored target ("" when none); CurrentProblem says why
+	// snapshots cannot be written to it now, or "".
+	Current        string
+	CurrentProblem string
 	Alarms  []BackupAlarmView
 }
 
