@@ -533,8 +533,10 @@ func (f *fixture) restoreRuns() int {
 // refused with the reason and nothing stops.
 func TestRestoreVerifiesBeforeItStops(t *testing.T) {
 	f, target := newBackupFixture(t)
-	file := func(b *store.Backup, name string) string { return filepath.Join(target, "vault", "production", b.Name, name) }
-	start := func(b *store.Backup) (*store.Run, error) {
+	file := func(b *store.Backup, name string) string {
+		return filepath.Join(target, "vault", "production", b.Name, name)
+	}
+	startRestore := func(b *store.Backup) (*store.Run, error) {
 		return f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production")
 	}
 
@@ -545,7 +547,7 @@ func TestRestoreVerifiesBeforeItStops(t *testing.T) {
 	if _, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), bad.ID, "nope"); err == nil {
 		t.Fatal("restore without the typed name")
 	}
-	run, err := start(bad)
+	run, err := startRestore(bad)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,12 +576,12 @@ func TestRestoreVerifiesBeforeItStops(t *testing.T) {
 	before := f.restoreRuns()
 	missing := snapshot(t, f)
 	os.Remove(file(missing, "bucket-files.snapshot"))
-	if _, err := start(missing); err == nil || !strings.Contains(err.Error(), "Its file bucket-files.snapshot is missing. Nothing was stopped.") {
+	if _, err := startRestore(missing); err == nil || !strings.Contains(err.Error(), "Its file bucket-files.snapshot is missing. Nothing was stopped.") {
 		t.Fatalf("restore of a missing file: %v", err)
 	}
 	truncated := snapshot(t, f)
 	os.Truncate(file(truncated, "volume-api-state.snapshot"), 10)
-	if _, err := start(truncated); err == nil || !strings.Contains(err.Error(), "is not the size recorded") {
+	if _, err := startRestore(truncated); err == nil || !strings.Contains(err.Error(), "is not the size recorded") {
 		t.Fatalf("restore of a truncated file: %v", err)
 	}
 	if n := f.restoreRuns(); n != before {
@@ -590,7 +592,7 @@ func TestRestoreVerifiesBeforeItStops(t *testing.T) {
 	// stops) fails its restore: the environment stays down and deploys
 	// are refused until a restore completes or the data is accepted.
 	late := snapshot(t, f)
-	run, err = start(late)
+	run, err = startRestore(late)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -632,7 +634,7 @@ func TestRestoreVerifiesBeforeItStops(t *testing.T) {
 	}
 	// A good restore succeeds and leaves it active.
 	ok := snapshot(t, f)
-	run, err = start(ok)
+	run, err = startRestore(ok)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ type AdminPage struct {
 	// snapshots cannot be written to it now, or "".
 	Current        string
 	CurrentProblem string
-	Alarms  []BackupAlarmView
+	Alarms         []BackupAlarmView
 }
 
 // BackupAlarmView is an environment whose backups are in alarm.
