@@ -68,6 +68,9 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 		return err
 	}
 	m.NoTarget = target == ""
+	if m.TargetProblem, err = svc.TargetProblem(ctx); err != nil {
+		return err
+	}
 	latest, err := h.DB.LatestRevision(ctx, env.ProjectID)
 	if err != nil {
 		return err

@@ -22,6 +22,9 @@ type BackupsPage struct {
 	// links to the admin page.
 	NoTarget       bool
 	IsInstallAdmin bool
+	// TargetProblem says why snapshots cannot be written to the backup
+	// target now (gone, unmounted, read-only), or "".
+	TargetProblem string
 	// Refusal says why backups of this environment are refused (nothing
 	// to snapshot), or "".
 	Refusal string
