@@ -397,16 +397,19 @@ func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b
 // them as missing, without a restore button. Each distinct target is
 // checked once.
 func (s *Service) MissingSnapshots(ctx context.Context, env *store.Environment, list []store.Backup) (map[int64]string, error) {
-	inst, err := installationID(ctx, s.DB)
-	if err != nil {
-		return nil, err
-	}
 	out := map[int64]string{}
 	targets := map[string]string{}
+	inst := ""
 	for i := range list {
 		b := &list[i]
 		if !b.Succeeded() || b.RunID == nil {
 			continue
+		}
+		if inst == "" {
+			var err error
+			if inst, err = installationID(ctx, s.DB); err != nil {
+				return nil, err
+			}
 		}
 		problem, seen := targets[b.Target]
 		if !seen {
