@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,9 +114,17 @@ func (r *Runner) discardSnapshot(ctx context.Context, b *store.Backup, env *stor
 }
 
 // discardUnfinishedSnapshot is the runner's hook when a run ends: a backup
-// run that failed or was cancelled leaves no partial snapshot directory.
+// run that failed or was cancelled before every file was written leaves no
+// partial snapshot directory. (One whose files were all written and whose
+// retention failed keeps them.)
 func (r *Runner) discardUnfinishedSnapshot(ctx context.Context, run *store.Run, env *store.Environment, status string) {
 	if run.Kind != "backup" || (status != store.RunFailed && status != store.RunCancelled) {
+		return
+	}
+	cps, err := r.DB.Checkpoints(ctx, run.ID)
+	if err != nil || !slices.ContainsFunc(cps, func(cp store.Checkpoint) bool {
+		return cp.Kind == KindSnapshot && cp.Status != store.CheckpointSucceeded
+	}) {
 		return
 	}
 	b, err := r.DB.BackupByRun(ctx, run.ID)
