@@ -286,7 +286,7 @@ func (s *Service) StartRestore(ctx context.Context, a store.Actor, env *store.En
 	if err != nil {
 		return nil, err
 	}
-	if problem, err := s.snapshotProblem(ctx, env, b, files); err != nil {
+	if problem, _, err := s.snapshotProblem(ctx, env, b, files); err != nil {
 		return nil, err
 	} else if problem != "" {
 		return nil, &BackupRefusal{Message: "This snapshot cannot be restored. " + problem + " Nothing was stopped."}
@@ -369,64 +369,59 @@ func (s *Service) snapshotFiles(ctx context.Context, b *store.Backup) ([]Snapsho
 
 // snapshotProblem says, without reading the files, why a completed
 // snapshot cannot be restored (its target is gone, a file is missing or
-// not the size recorded), or "".
-func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b *store.Backup, files []SnapshotDetail) (string, error) {
+// not the size recorded), or "", and whether the whole target is gone.
+func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b *store.Backup, files []SnapshotDetail) (problem string, targetGone bool, err error) {
 	inst, err := installationID(ctx, s.DB)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	var fs []SnapshotFile
 	for _, d := range files {
 		fs = append(fs, d.SnapshotFile)
 	}
 	if len(fs) == 0 {
-		return "It recorded no files.", nil
+		return "It recorded no files.", false, nil
 	}
 	if err := s.Platform.CheckSnapshot(ctx, snapshotLocation(b, env, inst), fs); err != nil {
 		var fe *SnapshotFileError
-		if errors.As(err, &fe) {
-			return "Its file " + fe.Error() + ".", nil
+		var te *TargetError
+		switch {
+		case errors.As(err, &fe):
+			return "Its file " + fe.Error() + ".", false, nil
+		case errors.As(err, &te):
+			return sentence(err.Error()), te.Gone, nil
 		}
-		return sentence(err.Error()), nil
+		return sentence(err.Error()), false, nil
 	}
-	return "", nil
+	return "", false, nil
 }
 
 // MissingSnapshots says, for each completed snapshot of list whose files
 // cannot be restored, why (keyed by backup id): the backups page shows
 // them as missing, without a restore button. Each distinct target is
-// checked once.
+// looked at once when it is gone; nothing is read or written.
 func (s *Service) MissingSnapshots(ctx context.Context, env *store.Environment, list []store.Backup) (map[int64]string, error) {
 	out := map[int64]string{}
-	targets := map[string]string{}
-	inst := ""
+	gone := map[string]string{}
 	for i := range list {
 		b := &list[i]
 		if !b.Succeeded() || b.RunID == nil {
 			continue
 		}
-		if inst == "" {
-			var err error
-			if inst, err = installationID(ctx, s.DB); err != nil {
-				return nil, err
-			}
+		if problem, ok := gone[b.Target]; ok {
+			out[b.ID] = problem
+			continue
 		}
-		problem, seen := targets[b.Target]
-		if !seen {
-			var te *TargetError
-			if err := s.Platform.CheckTarget(b.Target, inst); errors.As(err, &te) && te.Gone {
-				problem = sentence(err.Error())
-			}
-			targets[b.Target] = problem
+		files, err := s.snapshotFiles(ctx, b)
+		if err != nil {
+			return nil, err
 		}
-		if problem == "" {
-			files, err := s.snapshotFiles(ctx, b)
-			if err != nil {
-				return nil, err
-			}
-			if problem, err = s.snapshotProblem(ctx, env, b, files); err != nil {
-				return nil, err
-			}
+		problem, targetGone, err := s.snapshotProblem(ctx, env, b, files)
+		if err != nil {
+			return nil, err
+		}
+		if targetGone {
+			gone[b.Target] = problem
 		}
 		if problem != "" {
 			out[b.ID] = problem
