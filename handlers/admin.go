@@ -36,6 +36,11 @@ func (h *Admin) render(w http.ResponseWriter, r *http.Request, status int, poste
 	if posted != nil {
 		m.Target = *posted
 	}
+	if h.Runs != nil {
+		if m.CurrentProblem, err = h.Runs.TargetProblem(r.Context()); err != nil {
+			return err
+		}
+	}
 	alarms, err := h.DB.BackupAlarms(r.Context())
 	if err != nil {
 		return err

@@ -68,6 +68,9 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 		return err
 	}
 	m.NoTarget = target == ""
+	if m.TargetProblem, err = svc.TargetProblem(ctx); err != nil {
+		return err
+	}
 	latest, err := h.DB.LatestRevision(ctx, env.ProjectID)
 	if err != nil {
 		return err
@@ -89,6 +92,10 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 	if err != nil {
 		return err
 	}
+	missing, err := svc.MissingSnapshots(ctx, env, list)
+	if err != nil {
+		return err
+	}
 	for i := range list {
 		b := &list[i]
 		row := views.BackupRow{ID: b.ID, Name: b.Name, Origin: b.Origin, At: b.At().UTC().Format("2006-01-02 15:04"), Skipped: b.Skipped}
@@ -101,7 +108,8 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 			row.Run = &rv
 			row.Size = views.ByteSize(b.Size)
 			row.CanRemove = m.CanManage && store.RunFinished(b.RunStatus)
-			row.CanRestore = m.CanManage && b.Succeeded()
+			row.Missing = missing[b.ID]
+			row.CanRestore = m.CanManage && b.Succeeded() && row.Missing == ""
 		}
 		if e := b.ExpiresAt(); e != nil && b.RunID != nil {
 			row.Expires = e.UTC().Format("2006-01-02 15:04")

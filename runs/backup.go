@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -62,10 +63,44 @@ func (s *Service) SetBackupTarget(ctx context.Context, a store.Actor, target str
 	if target == "" {
 		return &BackupRefusal{Field: "target", Message: "Write the directory snapshots are written to, such as /var/backups/skali."}
 	}
-	if err := s.Platform.CheckTarget(target); err != nil {
+	inst, err := installationID(ctx, s.DB)
+	if err != nil {
+		return err
+	}
+	if err := s.Platform.SetTarget(target, inst); err != nil {
 		return &BackupRefusal{Field: "target", Message: err.Error()}
 	}
 	return s.DB.SetBackupTarget(ctx, a, target)
+}
+
+// TargetProblem says why snapshots cannot be written to the installation's
+// backup target now (gone, unmounted, another installation's, read-only),
+// or "" when they can or no target is set.
+func (s *Service) TargetProblem(ctx context.Context) (string, error) {
+	target, err := s.DB.BackupTarget(ctx)
+	if err != nil || target == "" {
+		return "", err
+	}
+	inst, err := installationID(ctx, s.DB)
+	if err != nil {
+		return "", err
+	}
+	if err := s.Platform.CheckTarget(target, inst); err != nil {
+		return sentence(err.Error()), nil
+	}
+	return "", nil
+}
+
+// sentence starts text with a capital and ends it with a full stop.
+func sentence(text string) string {
+	if text == "" {
+		return ""
+	}
+	text = strings.ToUpper(text[:1]) + text[1:]
+	if !strings.HasSuffix(text, ".") {
+		text += "."
+	}
+	return text
 }
 
 // requireSnapshotable refuses backups of env without a target or with
@@ -172,6 +207,11 @@ func (s *Service) StartBackup(ctx context.Context, a store.Actor, env *store.Env
 	if reason != "" {
 		return nil, &BackupRefusal{Message: "No snapshot: " + reason + "."}
 	}
+	if problem, err := s.TargetProblem(ctx); err != nil {
+		return nil, err
+	} else if problem != "" {
+		return nil, &BackupRefusal{Message: "No snapshot: " + problem}
+	}
 	return s.DB.CreateManualBackup(ctx, a, env, *snap)
 }
 
@@ -216,8 +256,11 @@ func (s *Service) FireDueBackups(ctx context.Context) error {
 }
 
 // StartRestore replays snapshot backupID into env (admins, typed
-// confirmation): stop the environment, restore each service from its file
-// (verifying its checksum), start it again.
+// confirmation): verify every file of the snapshot (presence, size and
+// SHA-256) while the environment still runs, then stop it, restore each
+// service from its file, start it again. A snapshot whose files are
+// missing is refused at once; one that does not verify fails its run
+// before anything is stopped.
 func (s *Service) StartRestore(ctx context.Context, a store.Actor, env *store.Environment, backupID int64, confirm string) (*store.Run, error) {
 	b, err := s.DB.BackupByID(ctx, env.ID, backupID)
 	if err != nil {
@@ -239,18 +282,22 @@ func (s *Service) StartRestore(ctx context.Context, a store.Actor, env *store.En
 	if busy {
 		return nil, &BackupRefusal{Message: fmt.Sprintf("A snapshot or restore of %s is still running. Wait for it to finish.", env.Name)}
 	}
-	src, err := s.DB.Checkpoints(ctx, *b.RunID)
+	files, err := s.snapshotFiles(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	cps := []store.NewCheckpoint{{Kind: KindStop, Name: "Stop " + env.Name}}
-	for _, cp := range src {
-		d := DecodeCheckpointDetail(cp.Detail)
-		if cp.Kind != KindSnapshot || d.Snapshot == nil {
-			continue
-		}
-		cps = append(cps, store.NewCheckpoint{Kind: KindRestore, Name: "Restore " + d.Snapshot.Service.String(),
-			Detail: CheckpointDetail{Service: d.Snapshot.Service.Name, Snapshot: d.Snapshot}})
+	if problem, _, err := s.snapshotProblem(ctx, env, b, files); err != nil {
+		return nil, err
+	} else if problem != "" {
+		return nil, &BackupRefusal{Message: "This snapshot cannot be restored. " + problem + " Nothing was stopped."}
+	}
+	cps := []store.NewCheckpoint{
+		{Kind: KindVerify, Name: "Verify snapshot " + b.Name},
+		{Kind: KindStop, Name: "Stop " + env.Name},
+	}
+	for _, d := range files {
+		cps = append(cps, store.NewCheckpoint{Kind: KindRestore, Name: "Restore " + d.Service.String(),
+			Detail: CheckpointDetail{Service: d.Service.Name, Snapshot: &d}})
 	}
 	cps = append(cps, store.NewCheckpoint{Kind: KindStart, Name: "Start " + env.Name})
 	return s.DB.CreateRun(ctx, a, env, store.NewRun{EnvironmentID: env.ID, Kind: "restore", RevisionID: env.ActiveRevisionID,
@@ -280,8 +327,15 @@ func (s *Service) RemoveBackup(ctx context.Context, a store.Actor, env *store.En
 	} else if busy {
 		return &BackupRefusal{Message: fmt.Sprintf("A snapshot or restore of %s is running. Remove snapshots once it has finished.", env.Name)}
 	}
-	if err := s.Platform.RemoveSnapshot(ctx, snapshotDir(b, env)); err != nil {
+	inst, err := installationID(ctx, s.DB)
+	if err != nil {
 		return err
+	}
+	// A snapshot whose target is gone has no files left to delete: it is
+	// only taken off the list.
+	var te *TargetError
+	if err := s.Platform.RemoveSnapshot(ctx, snapshotLocation(b, env, inst)); err != nil && !(errors.As(err, &te) && te.Gone) {
+		return &BackupRefusal{Message: sentence(fmt.Sprintf("The files of snapshot %s cannot be deleted: %s", b.Name, err))}
 	}
 	return s.DB.DeleteBackup(ctx, &a, env, b)
 }
@@ -293,4 +347,85 @@ func (s *Service) AcceptData(ctx context.Context, a store.Actor, env *store.Envi
 		return &BackupRefusal{Field: "confirm", Message: fmt.Sprintf("Accepting keeps %s's data as the failed restore left it. Type the environment's name, %s, to confirm.", env.Name, env.Name)}
 	}
 	return s.DB.AcceptEnvironmentData(ctx, a, env)
+}
+
+// snapshotFiles returns the services and files a completed snapshot wrote.
+func (s *Service) snapshotFiles(ctx context.Context, b *store.Backup) ([]SnapshotDetail, error) {
+	if b.RunID == nil {
+		return nil, nil
+	}
+	cps, err := s.DB.Checkpoints(ctx, *b.RunID)
+	if err != nil {
+		return nil, err
+	}
+	var out []SnapshotDetail
+	for _, cp := range cps {
+		if d := DecodeCheckpointDetail(cp.Detail); cp.Kind == KindSnapshot && d.Snapshot != nil {
+			out = append(out, *d.Snapshot)
+		}
+	}
+	return out, nil
+}
+
+// snapshotProblem says, without reading the files, why a completed
+// snapshot cannot be restored (its target is gone, a file is missing or
+// not the size recorded), or "", and whether the whole target is gone.
+func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b *store.Backup, files []SnapshotDetail) (problem string, targetGone bool, err error) {
+	inst, err := installationID(ctx, s.DB)
+	if err != nil {
+		return "", false, err
+	}
+	var fs []SnapshotFile
+	for _, d := range files {
+		fs = append(fs, d.SnapshotFile)
+	}
+	if len(fs) == 0 {
+		return "It recorded no files.", false, nil
+	}
+	if err := s.Platform.CheckSnapshot(ctx, snapshotLocation(b, env, inst), fs); err != nil {
+		var fe *SnapshotFileError
+		var te *TargetError
+		switch {
+		case errors.As(err, &fe):
+			return "Its file " + fe.Error() + ".", false, nil
+		case errors.As(err, &te):
+			return sentence(err.Error()), te.Gone, nil
+		}
+		return sentence(err.Error()), false, nil
+	}
+	return "", false, nil
+}
+
+// MissingSnapshots says, for each completed snapshot of list whose files
+// cannot be restored, why (keyed by backup id): the backups page shows
+// them as missing, without a restore button. Each distinct target is
+// looked at once when it is gone; nothing is read or written.
+func (s *Service) MissingSnapshots(ctx context.Context, env *store.Environment, list []store.Backup) (map[int64]string, error) {
+	out := map[int64]string{}
+	gone := map[string]string{}
+	for i := range list {
+		b := &list[i]
+		if !b.Succeeded() || b.RunID == nil {
+			continue
+		}
+		if problem, ok := gone[b.Target]; ok {
+			out[b.ID] = problem
+			continue
+		}
+		files, err := s.snapshotFiles(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		problem, targetGone, err := s.snapshotProblem(ctx, env, b, files)
+		if err != nil {
+			return nil, err
+		}
+		if targetGone {
+			gone[b.Target] = problem
+		}
+		if problem != "" {
+			out[b.ID] = problem
+		}
+	}
+	return out, nil
 }

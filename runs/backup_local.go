@@ -10,26 +10,39 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // BackupPlatform snapshots and restores an environment's services.
 type BackupPlatform interface {
-	// CheckTarget says why the platform cannot write snapshots to target
-	// (a directory for the local platform), or nil.
-	CheckTarget(target string) error
-	// Snapshot writes one service's snapshot into dir and returns its file.
-	Snapshot(ctx context.Context, envID int64, svc SnapshotService, dir string) (SnapshotFile, error)
-	// RemoveSnapshot deletes a snapshot's directory.
-	RemoveSnapshot(ctx context.Context, dir string) error
+	// SetTarget checks that target can hold the snapshots of installation
+	// (a directory for the local platform) and marks it as theirs, or says
+	// why not.
+	SetTarget(target, installation string) error
+	// CheckTarget says why snapshots cannot be written to target now (it
+	// is gone, unmounted, another installation's or read-only), or nil.
+	CheckTarget(target, installation string) error
+	// Snapshot writes one service's snapshot into loc and returns its file.
+	// It never creates the target itself.
+	Snapshot(ctx context.Context, envID int64, svc SnapshotService, loc SnapshotLocation) (SnapshotFile, error)
+	// CheckSnapshot says, quickly (presence and size, no reading), why the
+	// files of a snapshot cannot be restored, or nil.
+	CheckSnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotFile) error
+	// VerifySnapshot reads every file of a snapshot and checks its size and
+	// SHA-256. It stops when ctx ends.
+	VerifySnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotFile) error
+	// RemoveSnapshot deletes a snapshot's directory (nothing outside it).
+	RemoveSnapshot(ctx context.Context, loc SnapshotLocation) error
 	// StopEnvironment and StartEnvironment stop and start every application
 	// around a restore.
 	StopEnvironment(ctx context.Context, envID int64) error
 	StartEnvironment(ctx context.Context, envID int64) error
 	// Restore replays one service from its snapshot file after verifying
-	// its size and SHA-256.
-	Restore(ctx context.Context, envID int64, svc SnapshotService, dir string, file SnapshotFile) error
+	// its size and SHA-256. It stops when ctx ends.
+	Restore(ctx context.Context, envID int64, svc SnapshotService, loc SnapshotLocation, file SnapshotFile) error
 }
 
 // SnapshotService is a database, bucket or volume to snapshot.
@@ -49,42 +62,322 @@ type SnapshotFile struct {
 	SHA256 string `json:"sha256"`
 }
 
+// SnapshotLocation is where one snapshot's files live: Dir (slash
+// separated, project/environment/snapshot) under Target, a target that
+// carries the marker of Installation.
+type SnapshotLocation struct {
+	Target       string
+	Installation string
+	Dir          string
+}
+
+// TargetMarker is the file, at the top of a backup target, that names the
+// installation whose target it is. It is written when the target is set
+// and checked before every snapshot: a target that lost it is gone,
+// unmounted or replaced.
+const TargetMarker = ".skali-backup-target"
+
+// TargetError is a backup target that cannot be used now.
+type TargetError struct {
+	Target  string
+	Problem string
+	// Gone: the snapshots under the target cannot be reached (missing,
+	// unmounted, replaced); false when they can but no new one can be
+	// written (read-only).
+	Gone bool
+}
+
+func (e *TargetError) Error() string { return "the backup target " + e.Target + " " + e.Problem }
+
+// SnapshotFileError is a snapshot file that is missing or does not match
+// what was recorded when it was written.
+type SnapshotFileError struct {
+	File    string
+	Problem string
+}
+
+func (e *SnapshotFileError) Error() string { return e.File + " " + e.Problem }
+
 // fileName is the service's file in a snapshot directory.
 func (s SnapshotService) fileName() string {
 	return s.Kind + "-" + strings.ReplaceAll(s.Name, "/", "-") + ".snapshot"
 }
 
-// CheckTarget implements BackupPlatform: the local platform writes to a
-// directory on the Studio's machine, which must exist and be writable.
-func (l *Local) CheckTarget(target string) error {
+// targetPath checks the form of a local target.
+func targetPath(target string) error {
 	if strings.Contains(target, "://") {
 		return errors.New("The local platform writes snapshots to a directory on the Studio's machine (an absolute path such as /var/backups/skali); it cannot write to " + strings.SplitN(target, "://", 2)[0] + ":// URLs.")
 	}
 	if !filepath.IsAbs(target) {
 		return errors.New("Write an absolute directory path, such as /var/backups/skali.")
 	}
-	st, err := os.Stat(target)
+	return nil
+}
+
+// SetTarget implements BackupPlatform: the directory must exist (it is
+// never created: a missing directory is more often an unmounted disk than
+// a wish), be a directory itself rather than a symbolic link, be writable,
+// and not be marked by another installation. Its marker is written.
+func (l *Local) SetTarget(target, installation string) error {
+	if err := targetPath(target); err != nil {
+		return err
+	}
+	st, err := os.Lstat(target)
 	if errors.Is(err, fs.ErrNotExist) {
-		return errors.New("This directory does not exist on the Studio's machine. Create it first.")
+		return errors.New("This directory does not exist on the Studio's machine. Create it (or mount its disk) first.")
 	}
 	if err != nil {
 		return fmt.Errorf("This directory cannot be read: %s.", pathErrText(err))
 	}
+	if st.Mode()&fs.ModeSymlink != 0 {
+		dest, _ := os.Readlink(target)
+		return fmt.Errorf("This is a symbolic link (to %s). The Studio does not follow links to its backups: write the directory itself.", dest)
+	}
 	if !st.IsDir() {
 		return errors.New("This is a file, not a directory.")
 	}
-	f, err := os.CreateTemp(target, ".skali-target-check-*")
+	root, err := os.OpenRoot(target)
 	if err != nil {
-		return fmt.Errorf("The Studio cannot write to this directory: %s.", pathErrText(err))
+		return fmt.Errorf("This directory cannot be opened: %s.", pathErrText(err))
 	}
-	name := f.Name()
-	_, werr := f.WriteString("skali backup target check\n")
-	cerr := f.Close()
-	rerr := os.Remove(name)
-	if err := errors.Join(werr, cerr, rerr); err != nil {
+	defer root.Close()
+	if rst, err := root.Stat("."); err != nil || !os.SameFile(st, rst) {
+		return errors.New("This directory changed while it was checked. Try again.")
+	}
+	if err := writable(root, st); err != nil {
+		return fmt.Errorf("The Studio cannot write to this directory: %s.", err)
+	}
+	owner, err := readMarker(root)
+	switch {
+	case err == nil && owner == installation:
+		return nil // set again: it is this installation's already
+	case err == nil:
+		return fmt.Errorf("This directory holds the backups of another Skali installation (its %s file names installation %s). Choose another directory; if that installation is gone for good, delete the file first.", TargetMarker, owner)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("This directory's %s file cannot be read: %s.", TargetMarker, err)
+	}
+	if err := writeFileAtomic(root, TargetMarker, []byte(markerText(installation))); err != nil {
 		return fmt.Errorf("The Studio cannot write to this directory: %s.", pathErrText(err))
 	}
 	return nil
+}
+
+func markerText(installation string) string {
+	return "This directory is the backup target of a Skali Studio. Do not edit or delete this file:\n" +
+		"the Studio writes snapshots here only while it finds it.\ninstallation " + installation + "\n"
+}
+
+// readMarker returns the installation the target's marker names.
+func readMarker(root *os.Root) (string, error) {
+	f, err := openRegular(root, TargetMarker)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(string(b)) {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "installation "); ok && id != "" {
+			return id, nil
+		}
+	}
+	return "", errors.New("it names no installation")
+}
+
+// writable says why nothing can be created in the directory root, or nil.
+// A directory that no one may write to (chmod a-w) counts as read-only even
+// for a Studio running as root, which the kernel would let write anyway.
+func writable(root *os.Root, st fs.FileInfo) error {
+	if st.Mode().Perm()&0o222 == 0 {
+		return errors.New("it is read-only (no one may write to it)")
+	}
+	name := ".skali-write-check-" + rand.Text()
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return errors.New(pathErrText(err))
+	}
+	_, werr := f.WriteString("skali backup target check\n")
+	cerr := f.Close()
+	rerr := root.Remove(name)
+	if err := errors.Join(werr, cerr, rerr); err != nil {
+		return errors.New(pathErrText(err))
+	}
+	return nil
+}
+
+// openTarget opens target as a root that nothing under it can escape,
+// after checking that it is still this installation's target: a real
+// directory (not a link), with its marker. write also checks that a file
+// can be created in it.
+func openTarget(target, installation string, write bool) (*os.Root, error) {
+	gone := func(problem string) error { return &TargetError{Target: target, Problem: problem, Gone: true} }
+	st, err := os.Lstat(target)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, gone("does not exist (deleted, or its disk is not mounted); the Studio does not create it again")
+	case err != nil:
+		return nil, gone("cannot be read: " + pathErrText(err))
+	case st.Mode()&fs.ModeSymlink != 0:
+		return nil, gone("has been replaced by a symbolic link; the Studio does not follow links to its backups")
+	case !st.IsDir():
+		return nil, gone("is no longer a directory")
+	}
+	root, err := os.OpenRoot(target)
+	if err != nil {
+		return nil, gone("cannot be opened: " + pathErrText(err))
+	}
+	if rst, err := root.Stat("."); err != nil || !os.SameFile(st, rst) {
+		root.Close()
+		return nil, gone("changed while it was opened")
+	}
+	owner, err := readMarker(root)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		root.Close()
+		return nil, gone("has no " + TargetMarker + " file: its disk may not be mounted, or it was set before the Studio marked its targets (set it again on the installation page)")
+	case err != nil:
+		root.Close()
+		return nil, gone("has a " + TargetMarker + " file that cannot be read")
+	case owner != installation:
+		root.Close()
+		return nil, gone("is marked as another Skali installation's (its " + TargetMarker + " file names installation " + owner + ")")
+	}
+	if write {
+		if err := writable(root, st); err != nil {
+			root.Close()
+			return nil, &TargetError{Target: target, Problem: "cannot be written: " + err.Error()}
+		}
+	}
+	return root, nil
+}
+
+// CheckTarget implements BackupPlatform.
+func (l *Local) CheckTarget(target, installation string) error {
+	if err := targetPath(target); err != nil {
+		return &TargetError{Target: target, Problem: "is not a directory path", Gone: true}
+	}
+	root, err := openTarget(target, installation, true)
+	if err != nil {
+		return err
+	}
+	return root.Close()
+}
+
+// snapshotDirs checks that every component of dir under root is a real
+// directory, not a symbolic link: os.Root keeps every path inside the
+// target, and this keeps a link planted inside it from redirecting a
+// snapshot into another one. It returns fs.ErrNotExist when a component
+// is missing.
+func snapshotDirs(root *os.Root, dir string) error {
+	if !fs.ValidPath(dir) || dir == "." {
+		return fmt.Errorf("runs: bad snapshot directory %q", dir)
+	}
+	p := ""
+	for part := range strings.SplitSeq(dir, "/") {
+		p = path.Join(p, part)
+		st, err := root.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symbolic link, which the Studio does not follow", p)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", p)
+		}
+	}
+	return nil
+}
+
+// makeSnapshotDirs creates the missing directories of dir under root, one
+// component at a time, refusing any that is a link or not a directory.
+func makeSnapshotDirs(root *os.Root, dir string) error {
+	if !fs.ValidPath(dir) || dir == "." {
+		return fmt.Errorf("runs: bad snapshot directory %q", dir)
+	}
+	p := ""
+	for part := range strings.SplitSeq(dir, "/") {
+		p = path.Join(p, part)
+		st, err := root.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := root.Mkdir(p, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+				return errors.New(pathErrText(err))
+			}
+			if st, err = root.Lstat(p); err != nil {
+				return errors.New(pathErrText(err))
+			}
+		} else if err != nil {
+			return errors.New(pathErrText(err))
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symbolic link, which the Studio does not follow", p)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", p)
+		}
+	}
+	return nil
+}
+
+// openRegular opens name under root for reading if it is a regular file
+// itself: a symbolic link, a FIFO or a device is refused, never opened in
+// a way that could block.
+func openRegular(root *os.Root, name string) (*os.File, error) {
+	st, err := root.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errNotRegular(st.Mode())
+	}
+	// O_NONBLOCK: should a FIFO take the file's place after the check, the
+	// open returns at once and the check below refuses it.
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fst, err := f.Stat()
+	if err != nil || !fst.Mode().IsRegular() || !os.SameFile(st, fst) {
+		f.Close()
+		return nil, errors.New("it changed while it was opened")
+	}
+	return f, nil
+}
+
+func errNotRegular(m fs.FileMode) error {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return errors.New("it is a symbolic link, which the Studio does not follow")
+	case m.IsDir():
+		return errors.New("it is a directory")
+	default:
+		return errors.New("it is not a regular file")
+	}
+}
+
+// writeFileAtomic writes name under root through a temporary file.
+func writeFileAtomic(root *os.Root, name string, data []byte) error {
+	tmp := path.Join(path.Dir(name), "."+path.Base(name)+"-"+rand.Text())
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		root.Remove(tmp)
+	}
+	return err
 }
 
 // pathErrText is an OS error without the path it repeats.
@@ -93,54 +386,171 @@ func pathErrText(err error) string {
 	if errors.As(err, &pe) {
 		return pe.Err.Error()
 	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err.Error()
+	}
 	return err.Error()
 }
 
 // Snapshot implements BackupPlatform: the local platform has no real data,
 // so it writes a simulated dump of the service (a header and random
 // bytes) and records its size and SHA-256.
-func (l *Local) Snapshot(ctx context.Context, envID int64, svc SnapshotService, dir string) (SnapshotFile, error) {
+func (l *Local) Snapshot(ctx context.Context, envID int64, svc SnapshotService, loc SnapshotLocation) (SnapshotFile, error) {
 	if err := l.step(ctx); err != nil {
 		return SnapshotFile{}, err
 	}
 	if r := l.Faults.get(func(f *Faults) string { return f.Snapshot[svc.String()] }); r != "" {
 		return SnapshotFile{}, fmt.Errorf("%s", r)
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	root, err := openTarget(loc.Target, loc.Installation, true)
+	if err != nil {
+		return SnapshotFile{}, err
+	}
+	defer root.Close()
+	if err := makeSnapshotDirs(root, loc.Dir); err != nil {
 		return SnapshotFile{}, err
 	}
 	name := svc.fileName()
-	f, err := os.CreateTemp(dir, "."+name+"-*")
-	if err != nil {
+	var buf strings.Builder
+	fmt.Fprintf(&buf, "skali local platform snapshot\nenvironment %d\n%s\n", envID, svc)
+	if _, err := io.CopyN(&buf, rand.Reader, 4096); err != nil {
 		return SnapshotFile{}, err
 	}
-	defer os.Remove(f.Name())
-	h := sha256.New()
-	w := io.MultiWriter(f, h)
-	n1, err := fmt.Fprintf(w, "skali local platform snapshot\nenvironment %d\n%s\n", envID, svc)
-	if err == nil {
-		var n2 int64
-		n2, err = io.CopyN(w, rand.Reader, 4096)
-		n1 += int(n2)
+	data := []byte(buf.String())
+	if err := writeFileAtomic(root, path.Join(loc.Dir, name), data); err != nil {
+		return SnapshotFile{}, errors.New(pathErrText(err))
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return SnapshotFile{}, err
-	}
-	if err := os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return SnapshotFile{}, err
-	}
-	return SnapshotFile{File: name, Size: int64(n1), SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	sum := sha256.Sum256(data)
+	return SnapshotFile{File: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, nil
 }
 
-// RemoveSnapshot implements BackupPlatform.
-func (l *Local) RemoveSnapshot(ctx context.Context, dir string) error {
-	if dir == "" || !filepath.IsAbs(dir) {
-		return fmt.Errorf("runs: refusing to remove snapshot directory %q", dir)
+// openSnapshot opens loc's directory for reading: the target must still be
+// this installation's and every directory a real one.
+func openSnapshot(loc SnapshotLocation) (*os.Root, error) {
+	root, err := openTarget(loc.Target, loc.Installation, false)
+	if err != nil {
+		return nil, err
 	}
-	return os.RemoveAll(dir)
+	if err := snapshotDirs(root, loc.Dir); err != nil {
+		root.Close()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errors.New("its directory is missing")
+		}
+		return nil, err
+	}
+	return root, nil
+}
+
+// CheckSnapshot implements BackupPlatform.
+func (l *Local) CheckSnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotFile) error {
+	root, err := openSnapshot(loc)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, file := range files {
+		st, err := root.Lstat(path.Join(loc.Dir, file.File))
+		if err != nil {
+			return fileProblem(file, err)
+		}
+		if !st.Mode().IsRegular() {
+			return fileProblem(file, errNotRegular(st.Mode()))
+		}
+		if st.Size() != file.Size {
+			return &SnapshotFileError{File: file.File, Problem: "is not the size recorded when it was written"}
+		}
+	}
+	return nil
+}
+
+// fileProblem says what is wrong with a snapshot file without repeating
+// any path.
+func fileProblem(file SnapshotFile, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return &SnapshotFileError{File: file.File, Problem: "is missing"}
+	}
+	return &SnapshotFileError{File: file.File, Problem: "cannot be read: " + pathErrText(err)}
+}
+
+// verifyFile reads one snapshot file in chunks, stopping when ctx ends,
+// and checks it against what was recorded. A mismatch says so without
+// any checksum: the file may not be the snapshot's at all.
+func verifyFile(ctx context.Context, root *os.Root, dir string, file SnapshotFile) error {
+	if !fs.ValidPath(file.File) || strings.Contains(file.File, "/") {
+		return &SnapshotFileError{File: file.File, Problem: "is not a snapshot file name"}
+	}
+	f, err := openRegular(root, path.Join(dir, file.File))
+	if err != nil {
+		return fileProblem(file, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, 256<<10)
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		k, err := f.Read(buf)
+		h.Write(buf[:k])
+		n += int64(k)
+		if n > file.Size {
+			break // longer than recorded: no need to read the rest
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fileProblem(file, err)
+		}
+	}
+	if n != file.Size {
+		return &SnapshotFileError{File: file.File, Problem: "is not the size recorded when it was written"}
+	}
+	if hex.EncodeToString(h.Sum(nil)) != file.SHA256 {
+		return &SnapshotFileError{File: file.File, Problem: "does not match its recorded checksum"}
+	}
+	return nil
+}
+
+// VerifySnapshot implements BackupPlatform.
+func (l *Local) VerifySnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotFile) error {
+	root, err := openSnapshot(loc)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, file := range files {
+		if err := verifyFile(ctx, root, loc.Dir, file); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RemoveSnapshot implements BackupPlatform: nothing outside the snapshot's
+// own directory is touched, whatever links were planted in the target.
+func (l *Local) RemoveSnapshot(ctx context.Context, loc SnapshotLocation) error {
+	root, err := openTarget(loc.Target, loc.Installation, false)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	parent := path.Dir(loc.Dir)
+	if parent != "." {
+		if err := snapshotDirs(root, parent); errors.Is(err, fs.ErrNotExist) {
+			return nil // nothing there to remove
+		} else if err != nil {
+			return err
+		}
+	}
+	// RemoveAll removes a link in the snapshot's place, not what it
+	// points to, and never follows links inside the directory.
+	if err := root.RemoveAll(loc.Dir); err != nil {
+		return errors.New(pathErrText(err))
+	}
+	return nil
 }
 
 // StopEnvironment implements BackupPlatform.
@@ -151,25 +561,14 @@ func (l *Local) StartEnvironment(ctx context.Context, envID int64) error { retur
 
 // Restore implements BackupPlatform: the file must be there with the size
 // and SHA-256 recorded when it was written.
-func (l *Local) Restore(ctx context.Context, envID int64, svc SnapshotService, dir string, file SnapshotFile) error {
+func (l *Local) Restore(ctx context.Context, envID int64, svc SnapshotService, loc SnapshotLocation, file SnapshotFile) error {
 	if err := l.step(ctx); err != nil {
 		return err
 	}
-	f, err := os.Open(filepath.Join(dir, file.File))
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("the snapshot file %s is missing", file.File)
-	}
+	root, err := openSnapshot(loc)
 	if err != nil {
-		return fmt.Errorf("the snapshot file %s cannot be read: %s", file.File, pathErrText(err))
+		return err
 	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return fmt.Errorf("the snapshot file %s cannot be read: %s", file.File, pathErrText(err))
-	}
-	if sum := hex.EncodeToString(h.Sum(nil)); n != file.Size || sum != file.SHA256 {
-		return fmt.Errorf("the snapshot file %s is corrupted: its SHA-256 is %s…, recorded %s…", file.File, sum[:12], file.SHA256[:min(12, len(file.SHA256))])
-	}
-	return nil
+	defer root.Close()
+	return verifyFile(ctx, root, loc.Dir, file)
 }

@@ -2,8 +2,13 @@ package runs
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
-	"path/filepath"
+	"path"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
@@ -13,9 +18,12 @@ import (
 const (
 	KindSnapshot  = "snapshot"
 	KindRetention = "retention"
-	KindStop      = "stop"
-	KindRestore   = "restore"
-	KindStart     = "start"
+	// KindVerify reads every file of the snapshot a restore replays and
+	// checks its size and SHA-256, before anything is stopped.
+	KindVerify  = "verify"
+	KindStop    = "stop"
+	KindRestore = "restore"
+	KindStart   = "start"
 )
 
 // SnapshotDetail is a snapshot or restore checkpoint's service and file.
@@ -24,15 +32,115 @@ type SnapshotDetail struct {
 	SnapshotFile
 }
 
-// snapshotDir is where a snapshot's files live:
+// installationKey is the installation setting naming this installation in
+// its backup targets' markers.
+const installationKey = "installation_id"
+
+// installationID returns this installation's id, generated at first use.
+func installationID(ctx context.Context, db *store.DB) (string, error) {
+	return db.InstallationSetting(ctx, installationKey, func() (string, error) {
+		return "studio-" + strings.ToLower(rand.Text()), nil
+	})
+}
+
+// snapshotLocation is where a snapshot's files live:
 // <target>/<project>/<environment>/<snapshot>.
-func snapshotDir(b *store.Backup, env *store.Environment) string {
-	return filepath.Join(b.Target, env.Project, env.Name, b.Name)
+func snapshotLocation(b *store.Backup, env *store.Environment, installation string) SnapshotLocation {
+	return SnapshotLocation{Target: b.Target, Installation: installation, Dir: path.Join(env.Project, env.Name, b.Name)}
+}
+
+// errRunCancelled ends a step's context when its run is asked to cancel.
+var errRunCancelled = errors.New("runs: the run was asked to cancel")
+
+// watchCancel returns a context that ends when the run is asked to cancel,
+// for the steps that read whole files: a cancel stops them within a chunk
+// instead of waiting for the next checkpoint. stop releases it.
+func (r *Runner) watchCancel(ctx context.Context, runID int64) (cctx context.Context, cancelled func() bool, stop func()) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-cctx.Done():
+				return
+			case <-t.C:
+				if run, err := r.DB.RunByID(cctx, runID); err == nil && run.CancelRequested {
+					cancel(errRunCancelled)
+					return
+				}
+			}
+		}
+	}()
+	var stopped bool
+	return cctx, func() bool { return errors.Is(context.Cause(cctx), errRunCancelled) }, func() {
+		if !stopped {
+			stopped = true
+			close(done)
+		}
+		cancel(nil)
+	}
+}
+
+// restoreFiles returns the files the restore checkpoints of run replay.
+func (r *Runner) restoreFiles(ctx context.Context, runID int64) ([]SnapshotFile, error) {
+	cps, err := r.DB.Checkpoints(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	var files []SnapshotFile
+	for _, cp := range cps {
+		if d := DecodeCheckpointDetail(cp.Detail); cp.Kind == KindRestore && d.Snapshot != nil {
+			files = append(files, d.Snapshot.SnapshotFile)
+		}
+	}
+	return files, nil
+}
+
+// discardSnapshot removes what a snapshot that did not complete wrote, so
+// that no partial directory is left looking like a snapshot.
+func (r *Runner) discardSnapshot(ctx context.Context, b *store.Backup, env *store.Environment) {
+	inst, err := installationID(ctx, r.DB)
+	if err == nil {
+		err = r.Platform.RemoveSnapshot(context.WithoutCancel(ctx), snapshotLocation(b, env, inst))
+	}
+	var te *TargetError
+	if err != nil && !errors.As(err, &te) && r.Logger != nil {
+		r.Logger.Warn("discard the files of a failed snapshot", "snapshot", b.Name, "err", err)
+	}
+}
+
+// discardUnfinishedSnapshot is the runner's hook when a run ends: a backup
+// run that failed or was cancelled before every file was written leaves no
+// partial snapshot directory. (One whose files were all written and whose
+// retention failed keeps them.)
+func (r *Runner) discardUnfinishedSnapshot(ctx context.Context, run *store.Run, env *store.Environment, status string) {
+	if run.Kind != "backup" || (status != store.RunFailed && status != store.RunCancelled) {
+		return
+	}
+	cps, err := r.DB.Checkpoints(ctx, run.ID)
+	if err != nil || !slices.ContainsFunc(cps, func(cp store.Checkpoint) bool {
+		return cp.Kind == KindSnapshot && cp.Status != store.CheckpointSucceeded
+	}) {
+		return
+	}
+	b, err := r.DB.BackupByRun(ctx, run.ID)
+	if err != nil {
+		return
+	}
+	r.discardSnapshot(ctx, b, env)
 }
 
 // backupStep does the work of a backup or restore checkpoint.
 func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkpoint, d CheckpointDetail, fail func(string) stepResult) (stepResult, error) {
 	ok := func() stepResult { return stepResult{status: store.CheckpointSucceeded, detail: d} }
+	inst, err := installationID(ctx, r.DB)
+	if err != nil {
+		return stepResult{}, err
+	}
 	switch cp.Kind {
 	case KindSnapshot:
 		b, err := r.DB.BackupByRun(ctx, rc.run.ID)
@@ -42,11 +150,13 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		if d.Snapshot == nil {
 			return fail("The checkpoint names no service."), nil
 		}
-		file, err := r.Platform.Snapshot(ctx, rc.env.ID, d.Snapshot.Service, snapshotDir(b, rc.env))
+		file, err := r.Platform.Snapshot(ctx, rc.env.ID, d.Snapshot.Service, snapshotLocation(b, rc.env, inst))
 		if err != nil {
-			return r.platformFailure(ctx, err, func(s string) stepResult {
-				return fail(fmt.Sprintf("The snapshot of %s failed: %s", d.Snapshot.Service, s))
-			})
+			if ctx.Err() != nil {
+				return stepResult{}, ctx.Err() // a shutdown: the step resumes
+			}
+			r.discardSnapshot(ctx, b, rc.env)
+			return fail(fmt.Sprintf("The snapshot of %s failed: %s.", d.Snapshot.Service, err)), nil
 		}
 		d.Snapshot.SnapshotFile = file
 		return ok(), nil
@@ -58,8 +168,11 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		for i := range expired {
 			b := &expired[i]
 			if b.RunID != nil && b.Name != "" {
-				if err := r.Platform.RemoveSnapshot(ctx, snapshotDir(b, rc.env)); err != nil {
-					return fail(fmt.Sprintf("Retention could not delete snapshot %s: %s", b.Name, err)), nil
+				var te *TargetError
+				// A snapshot on a target that is gone has no files left
+				// to delete; it is forgotten like the others.
+				if err := r.Platform.RemoveSnapshot(ctx, snapshotLocation(b, rc.env, inst)); err != nil && !(errors.As(err, &te) && te.Gone) {
+					return fail(fmt.Sprintf("Retention could not delete snapshot %s: %s.", b.Name, err)), nil
 				}
 			}
 			if err := r.DB.DeleteBackup(ctx, nil, rc.env, b); err != nil {
@@ -68,6 +181,33 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 			if b.Name != "" {
 				d.Removed = append(d.Removed, b.Name)
 			}
+		}
+		return ok(), nil
+	case KindVerify:
+		b, err := r.DB.BackupByID(ctx, rc.env.ID, rc.det.BackupID)
+		if err != nil {
+			if apperr.CodeOf(err) == apperr.NotFound {
+				return fail(fmt.Sprintf("The snapshot was removed before it was restored. Nothing was stopped: %s keeps running as it is.", rc.env.Name)), nil
+			}
+			return stepResult{}, err
+		}
+		files, err := r.restoreFiles(ctx, rc.run.ID)
+		if err != nil {
+			return stepResult{}, err
+		}
+		cctx, cancelled, stop := r.watchCancel(ctx, rc.run.ID)
+		err = r.Platform.VerifySnapshot(cctx, snapshotLocation(b, rc.env, inst), files)
+		wasCancelled := cancelled()
+		stop()
+		if err != nil {
+			if ctx.Err() != nil {
+				return stepResult{}, ctx.Err()
+			}
+			if wasCancelled {
+				return stepResult{status: store.CheckpointSkipped, detail: d,
+					warning: "Cancelled while the snapshot was being verified; nothing was stopped."}, nil
+			}
+			return fail(fmt.Sprintf("Snapshot %s cannot be restored: %s. Nothing was stopped: %s keeps running as it is.", b.Name, err, rc.env.Name)), nil
 		}
 		return ok(), nil
 	case KindStop:
@@ -88,10 +228,19 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		if d.Snapshot == nil {
 			return fail("The checkpoint names no service."), nil
 		}
-		if err := r.Platform.Restore(ctx, rc.env.ID, d.Snapshot.Service, snapshotDir(b, rc.env), d.Snapshot.SnapshotFile); err != nil {
-			return r.platformFailure(ctx, err, func(s string) stepResult {
-				return fail(fmt.Sprintf("Restoring %s failed: %s. The environment stays down until a restore completes or an admin accepts the data as it is.", d.Snapshot.Service, s))
-			})
+		cctx, cancelled, stop := r.watchCancel(ctx, rc.run.ID)
+		err = r.Platform.Restore(cctx, rc.env.ID, d.Snapshot.Service, snapshotLocation(b, rc.env, inst), d.Snapshot.SnapshotFile)
+		wasCancelled := cancelled()
+		stop()
+		if err != nil {
+			if ctx.Err() != nil {
+				return stepResult{}, ctx.Err()
+			}
+			if wasCancelled {
+				return stepResult{status: store.CheckpointSkipped, detail: d,
+					warning: fmt.Sprintf("Cancelled while %s was being restored; %s stays down until a restore completes or an admin accepts the data as it is.", d.Snapshot.Service, rc.env.Name)}, nil
+			}
+			return fail(fmt.Sprintf("Restoring %s failed: %s. The environment stays down until a restore completes or an admin accepts the data as it is.", d.Snapshot.Service, err)), nil
 		}
 		return ok(), nil
 	case KindStart:

@@ -2,12 +2,15 @@ package runs_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -173,8 +176,45 @@ func TestBackupTargetChecked(t *testing.T) {
 	if err := f.svc.SetBackupTarget(f.ctx, store.Actor{}, dir); err != nil {
 		t.Fatal(err)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Fatalf("the check left %d files behind", len(entries))
+	// The check leaves only the marker naming this installation.
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != runs.TargetMarker {
+		t.Fatalf("the target holds %v after it was set, want only %s", entries, runs.TargetMarker)
+	}
+	marker, _ := os.ReadFile(filepath.Join(dir, runs.TargetMarker))
+	var inst string
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT value FROM installation_settings WHERE key = 'installation_id'`).Scan(&inst); err != nil || !strings.Contains(string(marker), "installation "+inst+"\n") {
+		t.Fatalf("marker %q does not name installation %q (%v)", marker, inst, err)
+	}
+	// Set again: the marker is this installation's, so it is kept.
+	if err := f.svc.SetBackupTarget(f.ctx, store.Actor{}, dir); err != nil {
+		t.Fatalf("setting the same target again: %v", err)
+	}
+	// Refused: a link, a directory no one may write to (refused even as
+	// root, which the kernel would let write), and another installation's
+	// target. The stored target stays the same.
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(real, link)
+	readOnly := t.TempDir()
+	os.Chmod(readOnly, 0o555)
+	t.Cleanup(func() { os.Chmod(readOnly, 0o755) })
+	foreign := t.TempDir()
+	os.WriteFile(filepath.Join(foreign, runs.TargetMarker), []byte("installation studio-someone-else\n"), 0o640)
+	for _, c := range []struct{ target, want string }{
+		{link, "symbolic link (to " + real + ")"},
+		{readOnly, "cannot write to this directory: it is read-only"},
+		{foreign, "holds the backups of another Skali installation (its .skali-backup-target file names installation studio-someone-else)"},
+	} {
+		err := f.svc.SetBackupTarget(f.ctx, store.Actor{}, c.target)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("target %q: %v, want %q", c.target, err, c.want)
+		}
+	}
+	if entries, _ := os.ReadDir(real); len(entries) != 0 {
+		t.Errorf("a refused link's directory was written to: %v", entries)
+	}
+	if got, _ := f.db.BackupTarget(f.ctx); got != dir {
+		t.Fatalf("target %q after refusals, want %q", got, dir)
 	}
 	// A schedule before the first deploy is fine; a manual backup is not.
 	f.setSchedule("0 * * * *", "1d")
@@ -376,11 +416,17 @@ func TestBackupRetentionKeepsNewestGood(t *testing.T) {
 	if slices.Contains(hours, 25) || len(hours) != 9 {
 		t.Fatalf("expired long after: %v; want all but 25", hours)
 	}
-	// Files: the manual snapshot and each kept scheduled one (failed ones
-	// keep what they wrote).
+	// Files: the manual snapshot and each kept good scheduled one (21..25);
+	// a failed snapshot leaves no partial directory, though the database
+	// was written before the bucket failed.
 	entries, _ := os.ReadDir(filepath.Join(target, "vault", "production"))
-	if len(entries) != len(want)+1 {
-		t.Fatalf("%d snapshot directories, want %d", len(entries), len(want)+1)
+	if len(entries) != 5+1 {
+		t.Fatalf("%d snapshot directories, want %d", len(entries), 5+1)
+	}
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			t.Fatalf("left in the environment's directory: %s", e.Name())
+		}
 	}
 	if _, err := f.db.BackupByRun(f.ctx, manual.ID); err != nil {
 		t.Fatalf("the manual snapshot expired: %v", err)
@@ -454,24 +500,118 @@ func snapshot(t *testing.T, f *fixture) *store.Backup {
 	return b
 }
 
-func TestRestoreWithCorruptedFileBlocksDeploysUntilAccept(t *testing.T) {
-	f, target := newBackupFixture(t)
-	snap := func() *store.Backup { return snapshot(t, f) }
-	restore := func(b *store.Backup) *store.Run {
-		if _, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "nope"); err == nil {
-			t.Fatal("restore without the typed name")
-		}
-		run, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production")
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.execute(run.ID)
-		return f.run(run.ID)
+// corrupt changes a file's bytes and keeps its size, so only its checksum
+// can tell; it returns the SHA-256 of what it wrote.
+func corrupt(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	bad := snap()
-	os.WriteFile(filepath.Join(target, "vault", "production", bad.Name, "database-main.snapshot"), []byte("corrupted"), 0o600)
-	if run := restore(bad); run.Status != store.RunFailed || !strings.Contains(run.Reason, "corrupted") {
-		t.Fatalf("restore of a corrupted file: %s (%s)", run.Status, run.Reason)
+	for i := range b {
+		b[i] ^= 0xff
+	}
+	if err := os.WriteFile(name, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// restoreRuns counts the environment's restore runs.
+func (f *fixture) restoreRuns() int {
+	f.t.Helper()
+	var n int
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT count(*) FROM runs WHERE environment_id = $1 AND kind = 'restore'`, f.env.ID).Scan(&n); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+// TestRestoreVerifiesBeforeItStops: every file's presence, size and
+// SHA-256 are checked while the environment still runs; a bad snapshot is
+// refused with the reason and nothing stops.
+func TestRestoreVerifiesBeforeItStops(t *testing.T) {
+	f, target := newBackupFixture(t)
+	file := func(b *store.Backup, name string) string {
+		return filepath.Join(target, "vault", "production", b.Name, name)
+	}
+	startRestore := func(b *store.Backup) (*store.Run, error) {
+		return f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production")
+	}
+
+	// Same size, other bytes: only reading the whole file tells. The run
+	// fails at its first checkpoint; the environment was never stopped.
+	bad := snapshot(t, f)
+	sum := corrupt(t, file(bad, "database-main.snapshot"))
+	if _, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), bad.ID, "nope"); err == nil {
+		t.Fatal("restore without the typed name")
+	}
+	run, err := startRestore(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	got := f.run(run.ID)
+	if got.Status != store.RunFailed || !strings.Contains(got.Reason, "database-main.snapshot does not match its recorded checksum") || !strings.Contains(got.Reason, "Nothing was stopped") {
+		t.Fatalf("restore of a corrupted file: %s (%s)", got.Status, got.Reason)
+	}
+	if strings.Contains(got.Reason, sum[:8]) {
+		t.Fatalf("the reason shows the checksum of the file found: %s", got.Reason)
+	}
+	for _, cp := range f.checkpoints(run.ID) {
+		want := store.CheckpointPending
+		if cp.Kind == runs.KindVerify {
+			want = store.CheckpointFailed
+		}
+		if cp.Status != want {
+			t.Errorf("checkpoint %s is %s, want %s", cp.Name, cp.Status, want)
+		}
+	}
+	if env := f.reloadEnv(); env.State != store.EnvironmentActive {
+		t.Fatalf("state %q after a refused restore, want it active", env.State)
+	}
+
+	// A missing or truncated file is refused at once: no run, nothing stops.
+	before := f.restoreRuns()
+	missing := snapshot(t, f)
+	os.Remove(file(missing, "bucket-files.snapshot"))
+	if _, err := startRestore(missing); err == nil || !strings.Contains(err.Error(), "Its file bucket-files.snapshot is missing. Nothing was stopped.") {
+		t.Fatalf("restore of a missing file: %v", err)
+	}
+	truncated := snapshot(t, f)
+	os.Truncate(file(truncated, "volume-api-state.snapshot"), 10)
+	if _, err := startRestore(truncated); err == nil || !strings.Contains(err.Error(), "is not the size recorded") {
+		t.Fatalf("restore of a truncated file: %v", err)
+	}
+	if n := f.restoreRuns(); n != before {
+		t.Fatalf("%d restore runs after the refusals, want %d", n, before)
+	}
+
+	// A file that changes after it was verified (while the environment
+	// stops) fails its restore: the environment stays down and deploys
+	// are refused until a restore completes or the data is accepted.
+	late := snapshot(t, f)
+	run, err = startRestore(late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.local.StepDelay = 300 * time.Millisecond
+	done := make(chan struct{})
+	go func() { defer close(done); f.svc.Runner.Execute(f.ctx, run.ID) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if cp, _ := f.checkpoint(run.ID, runs.KindStop); cp.Status == store.CheckpointRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stop checkpoint never ran")
+		}
+	}
+	corrupt(t, file(late, "database-main.snapshot"))
+	<-done
+	f.local.StepDelay = 0
+	if got := f.run(run.ID); got.Status != store.RunFailed || !strings.Contains(got.Reason, "Restoring database main failed: database-main.snapshot does not match its recorded checksum") {
+		t.Fatalf("restore of a file changed after verification: %s (%s)", got.Status, got.Reason)
 	}
 	if env := f.reloadEnv(); env.State != store.EnvironmentRestoreFailed {
 		t.Fatalf("state %q, want %q", env.State, store.EnvironmentRestoreFailed)
@@ -481,12 +621,6 @@ func TestRestoreWithCorruptedFileBlocksDeploysUntilAccept(t *testing.T) {
 	}
 	if _, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.env); err == nil {
 		t.Fatal("manual backup while down")
-	}
-	// A missing file fails the same way.
-	good := bad
-	os.Remove(filepath.Join(target, "vault", "production", bad.Name, "database-main.snapshot"))
-	if run := restore(good); run.Status != store.RunFailed || !strings.Contains(run.Reason, "missing") {
-		t.Fatalf("restore of a missing file: %s (%s)", run.Status, run.Reason)
 	}
 	// Accepting the data as it is allows deploys again.
 	if err := f.svc.AcceptData(f.ctx, store.Actor{}, f.reloadEnv(), "x"); err == nil {
@@ -498,25 +632,15 @@ func TestRestoreWithCorruptedFileBlocksDeploysUntilAccept(t *testing.T) {
 	if env := f.reloadEnv(); env.State != store.EnvironmentActive {
 		t.Fatalf("state after accept %q", env.State)
 	}
-	// A good restore leaves it active too, after a failed one.
-	fresh := snap()
-	os.Truncate(filepath.Join(target, "vault", "production", fresh.Name, "bucket-files.snapshot"), 10)
-	restore(fresh)
-	if env := f.reloadEnv(); env.State != store.EnvironmentRestoreFailed {
-		t.Fatalf("state %q after a truncated file", env.State)
-	}
-	// A good restore after a failed one makes it active again, with no accept.
-	if err := f.svc.AcceptData(f.ctx, store.Actor{}, f.reloadEnv(), "production"); err != nil {
+	// A good restore succeeds and leaves it active.
+	ok := snapshot(t, f)
+	run, err = startRestore(ok)
+	if err != nil {
 		t.Fatal(err)
 	}
-	ok := snap()
-	os.Truncate(filepath.Join(target, "vault", "production", fresh.Name, "volume-api-state.snapshot"), 10)
-	restore(fresh)
-	if env := f.reloadEnv(); env.State != store.EnvironmentRestoreFailed {
-		t.Fatalf("state %q after a second failed restore", env.State)
-	}
-	if run := restore(ok); run.Status != store.RunSucceeded {
-		t.Fatalf("good restore: %s (%s)", run.Status, run.Reason)
+	f.execute(run.ID)
+	if got := f.run(run.ID); got.Status != store.RunSucceeded {
+		t.Fatalf("good restore: %s (%s)", got.Status, got.Reason)
 	}
 	if env := f.reloadEnv(); env.State != store.EnvironmentActive {
 		t.Fatalf("state after a good restore %q", env.State)
@@ -582,5 +706,415 @@ func TestBackupFiresAreClaimedAsTheMinuteStarts(t *testing.T) {
 		if got := runs.BackupClaimAfter(at(c.now)); !got.Equal(at(c.want)) && !got.Equal(at(c.want).Add(24*time.Hour)) {
 			t.Errorf("claim after %s = %s, want %s", c.now, got.Format("15:04:05.000"), c.want)
 		}
+	}
+}
+
+// missing returns the reason f's backups page shows snapshot b as missing
+// for, or "".
+func (f *fixture) missing(b *store.Backup) string {
+	f.t.Helper()
+	list, err := f.db.Backups(f.ctx, f.env.ID, 1000)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	m, err := f.svc.MissingSnapshots(f.ctx, f.reloadEnv(), list)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return m[b.ID]
+}
+
+// fireOnce moves the clock to the next hourly fire and executes the
+// snapshot it takes; it returns that snapshot's run.
+func (f *fixture) fireOnce(hour int) *store.Run {
+	f.t.Helper()
+	f.clock.Set(start.Add(time.Duration(hour)*time.Hour + time.Second))
+	f.fire()
+	f.executeUnfinished()
+	rows := f.backupRows()
+	last := rows[len(rows)-1]
+	if last.RunID == nil {
+		f.t.Fatalf("the fire of hour %d took no snapshot: %s", hour, last.Skipped)
+	}
+	return f.run(*last.RunID)
+}
+
+// TestBackupTargetDeletedIsNeverRecreated: a deleted or unmounted target
+// fails every snapshot with the reason and is never created again; the
+// alarm stays on; the snapshots lost with it are missing and refused for
+// restore, and come back when the disk does.
+func TestBackupTargetDeletedIsNeverRecreated(t *testing.T) {
+	f, target := newBackupFixture(t)
+	f.setSchedule("0 * * * *", "30d")
+	if run := f.fireOnce(1); run.Status != store.RunSucceeded {
+		t.Fatalf("first fire: %s (%s)", run.Status, run.Reason)
+	}
+	kept := f.backupRows()[0]
+	if f.missing(&kept) != "" {
+		t.Fatalf("a good snapshot is missing: %s", f.missing(&kept))
+	}
+
+	// The target is deleted (here: moved away, so it can come back).
+	away := target + ".away"
+	if err := os.Rename(target, away); err != nil {
+		t.Fatal(err)
+	}
+	run := f.fireOnce(2)
+	if run.Status != store.RunFailed || !strings.Contains(run.Reason, "the backup target "+target+" does not exist") {
+		t.Fatalf("snapshot into a deleted target: %s (%s)", run.Status, run.Reason)
+	}
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Fatalf("the deleted target was created again: %v", err)
+	}
+	a, err := f.db.BackupAlarmOf(f.ctx, f.env.ID)
+	if err != nil || a == nil || !strings.Contains(a.Reason, "failed") || !strings.Contains(a.Reason, "does not exist") {
+		t.Fatalf("alarm after a snapshot into a deleted target: %+v %v", a, err)
+	}
+	if why := f.missing(&kept); !strings.Contains(why, "does not exist") {
+		t.Fatalf("the snapshot lost with the target is not missing: %q", why)
+	}
+	if _, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv()); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("manual snapshot into a deleted target: %v", err)
+	}
+	before := f.restoreRuns()
+	if _, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), kept.ID, "production"); err == nil || !strings.Contains(err.Error(), "cannot be restored") {
+		t.Fatalf("restore of a snapshot lost with its target: %v", err)
+	}
+	if f.restoreRuns() != before || f.reloadEnv().State != store.EnvironmentActive {
+		t.Fatal("a restore of a lost snapshot started or stopped the environment")
+	}
+
+	// The disk is not mounted: an empty directory in its place. Nothing is
+	// written into it; the alarm stays.
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run = f.fireOnce(3)
+	if run.Status != store.RunFailed || !strings.Contains(run.Reason, "has no .skali-backup-target file: its disk may not be mounted") {
+		t.Fatalf("snapshot into an unmounted target: %s (%s)", run.Status, run.Reason)
+	}
+	if entries, _ := os.ReadDir(target); len(entries) != 0 {
+		t.Fatalf("written into the mount point of an unmounted target: %v", entries)
+	}
+	if a, _ := f.db.BackupAlarmOf(f.ctx, f.env.ID); a == nil || !strings.Contains(a.Reason, "may not be mounted") {
+		t.Fatalf("alarm after a snapshot into an unmounted target: %+v", a)
+	}
+	if why := f.missing(&kept); !strings.Contains(why, "may not be mounted") {
+		t.Fatalf("missing reason with the disk unmounted: %q", why)
+	}
+	// Mounted again: the snapshot is back, a new one succeeds, the alarm ends.
+	os.Remove(target)
+	if err := os.Rename(away, target); err != nil {
+		t.Fatal(err)
+	}
+	if why := f.missing(&kept); why != "" {
+		t.Fatalf("missing after the disk came back: %q", why)
+	}
+	if run := f.fireOnce(4); run.Status != store.RunSucceeded {
+		t.Fatalf("snapshot after the disk came back: %s (%s)", run.Status, run.Reason)
+	}
+	if a, _ := f.db.BackupAlarmOf(f.ctx, f.env.ID); a != nil {
+		t.Fatalf("alarm after a good snapshot: %+v", a)
+	}
+	// Nothing repeated: one snapshot per fire, two failed without a trace.
+	entries, _ := os.ReadDir(filepath.Join(target, "vault", "production"))
+	if rows := f.backupRows(); len(rows) != 4 || len(entries) != 2 {
+		t.Fatalf("%d backups and %d snapshot directories, want 4 and 2", len(rows), len(entries))
+	}
+}
+
+// TestBackupTargetNotWritable: a target no one may write to (chmod a-w;
+// the tests run as root, which the kernel lets write anyway, so the
+// Studio's own check is what refuses it) or replaced by a file fails the
+// snapshot with the reason, and keeps what it holds.
+func TestBackupTargetNotWritable(t *testing.T) {
+	f, target := newBackupFixture(t)
+	kept := snapshot(t, f)
+	f.setSchedule("0 * * * *", "30d")
+
+	os.Chmod(target, 0o555)
+	t.Cleanup(func() { os.Chmod(target, 0o755) })
+	if _, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv()); err == nil || !strings.Contains(err.Error(), "cannot be written: it is read-only") {
+		t.Fatalf("manual snapshot into a read-only target: %v", err)
+	}
+	run := f.fireOnce(1)
+	if run.Status != store.RunFailed || !strings.Contains(run.Reason, "cannot be written: it is read-only") {
+		t.Fatalf("scheduled snapshot into a read-only target: %s (%s)", run.Status, run.Reason)
+	}
+	if a, _ := f.db.BackupAlarmOf(f.ctx, f.env.ID); a == nil || !strings.Contains(a.Reason, "read-only") {
+		t.Fatalf("alarm: %+v", a)
+	}
+	// What it holds can still be restored.
+	if why := f.missing(kept); why != "" {
+		t.Fatalf("a snapshot on a read-only target is missing: %s", why)
+	}
+	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), kept.ID, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.execute(restore.ID)
+	if got := f.run(restore.ID); got.Status != store.RunSucceeded {
+		t.Fatalf("restore from a read-only target: %s (%s)", got.Status, got.Reason)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(target, "vault", "production")); len(entries) != 1 {
+		t.Fatalf("%d snapshot directories, want the one taken before", len(entries))
+	}
+
+	// Replaced by a file.
+	os.Chmod(target, 0o755)
+	os.RemoveAll(target)
+	os.WriteFile(target, []byte("not a directory"), 0o644)
+	if run := f.fireOnce(2); run.Status != store.RunFailed || !strings.Contains(run.Reason, "is no longer a directory") {
+		t.Fatalf("snapshot into a target replaced by a file: %s (%s)", run.Status, run.Reason)
+	}
+	if why := f.missing(kept); !strings.Contains(why, "no longer a directory") {
+		t.Fatalf("missing: %q", why)
+	}
+}
+
+// TestBackupLinksAreNotFollowed: a target replaced by a symbolic link, or
+// links planted inside it, never lead a snapshot, a removal or a restore
+// outside the snapshot's own directory.
+func TestBackupLinksAreNotFollowed(t *testing.T) {
+	f, target := newBackupFixture(t)
+	envDir := filepath.Join(target, "vault", "production")
+	first := snapshot(t, f)
+
+	// The target replaced by a link to its own contents.
+	moved := target + ".moved"
+	os.Rename(target, moved)
+	os.Symlink(moved, target)
+	if _, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv()); err == nil || !strings.Contains(err.Error(), "replaced by a symbolic link") {
+		t.Fatalf("snapshot into a target replaced by a link: %v", err)
+	}
+	if why := f.missing(first); !strings.Contains(why, "replaced by a symbolic link") {
+		t.Fatalf("missing: %q", why)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(moved, "vault", "production")); len(entries) != 1 {
+		t.Fatalf("written through the link: %v", entries)
+	}
+	os.Remove(target)
+	os.Rename(moved, target)
+
+	// The environment's directory replaced by a link to a directory
+	// outside the target that holds a file by the snapshot's name: the
+	// removal deletes nothing there, and no snapshot is written there.
+	outside := t.TempDir()
+	victim := filepath.Join(outside, first.Name, "database-main.snapshot")
+	os.MkdirAll(filepath.Dir(victim), 0o755)
+	os.WriteFile(victim, []byte("precious"), 0o600)
+	os.Rename(envDir, envDir+".real")
+	os.Symlink(outside, envDir)
+	if err := f.svc.RemoveBackup(f.ctx, store.Actor{}, f.env, first.ID, first.Name); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("removal through a link: %v", err)
+	}
+	if b, err := os.ReadFile(victim); string(b) != "precious" {
+		t.Fatalf("the removal deleted a file outside the target: %q %v", b, err)
+	}
+	if _, err := f.db.BackupByID(f.ctx, f.env.ID, first.ID); err != nil {
+		t.Fatalf("a refused removal took the snapshot off the list: %v", err)
+	}
+	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	if got := f.run(run.ID); got.Status != store.RunFailed || !strings.Contains(got.Reason, "vault/production is a symbolic link") {
+		t.Fatalf("snapshot through a link: %s (%s)", got.Status, got.Reason)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+		t.Fatalf("a snapshot was written outside the target: %v", entries)
+	}
+	os.Remove(envDir)
+	os.Rename(envDir+".real", envDir)
+
+	// A snapshot file replaced by a link to an identical copy outside:
+	// refused as a link, not read through it.
+	second := snapshot(t, f)
+	file := filepath.Join(envDir, second.Name, "database-main.snapshot")
+	copyOf := filepath.Join(outside, "copy")
+	b, _ := os.ReadFile(file)
+	os.WriteFile(copyOf, b, 0o600)
+	os.Remove(file)
+	os.Symlink(copyOf, file)
+	if _, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), second.ID, "production"); err == nil || !strings.Contains(err.Error(), "database-main.snapshot cannot be read: it is a symbolic link") {
+		t.Fatalf("restore of a linked file: %v", err)
+	}
+
+	// A snapshot's directory replaced by a link to a copy outside: the
+	// removal deletes the link, not the copy.
+	third := snapshot(t, f)
+	thirdDir := filepath.Join(envDir, third.Name)
+	copyDir := filepath.Join(outside, "third")
+	os.Rename(thirdDir, copyDir)
+	os.Symlink(copyDir, thirdDir)
+	if err := f.svc.RemoveBackup(f.ctx, store.Actor{}, f.env, third.ID, third.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(thirdDir); !os.IsNotExist(err) {
+		t.Fatalf("the link is still there: %v", err)
+	}
+	if entries, _ := os.ReadDir(copyDir); len(entries) != 3 {
+		t.Fatalf("the removal followed the link: %d files left of 3", len(entries))
+	}
+}
+
+// TestRestoreOfAFIFOIsRefusedPromptly: a FIFO in a snapshot's place is not
+// a file to read; the restore is refused at once, before anything stops,
+// whether it is there when the restore is asked for or appears later.
+func TestRestoreOfAFIFOIsRefusedPromptly(t *testing.T) {
+	f, target := newBackupFixture(t)
+	b := snapshot(t, f)
+	file := filepath.Join(target, "vault", "production", b.Name, "database-main.snapshot")
+	fifo := func() {
+		os.Remove(file)
+		if err := syscall.Mkfifo(file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, _ := os.ReadFile(file)
+	fifo()
+	began := time.Now()
+	if _, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production"); err == nil || !strings.Contains(err.Error(), "database-main.snapshot cannot be read: it is not a regular file") {
+		t.Fatalf("restore of a FIFO: %v", err)
+	}
+	if why := f.missing(b); !strings.Contains(why, "not a regular file") {
+		t.Fatalf("missing: %q", why)
+	}
+
+	// Asked for while the file was good, a FIFO by the time it runs.
+	os.Remove(file)
+	os.WriteFile(file, good, 0o600)
+	run, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo()
+	done := make(chan error, 1)
+	go func() { _, err := f.svc.Runner.Execute(f.ctx, run.ID); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the restore of a FIFO did not end within 10 s")
+	}
+	if time.Since(began) > 5*time.Second {
+		t.Errorf("refusing the FIFO took %s", time.Since(began))
+	}
+	got := f.run(run.ID)
+	if got.Status != store.RunFailed || !strings.Contains(got.Reason, "not a regular file") || !strings.Contains(got.Reason, "Nothing was stopped") {
+		t.Fatalf("restore of a FIFO: %s (%s)", got.Status, got.Reason)
+	}
+	if cp, _ := f.checkpoint(run.ID, runs.KindStop); cp.Status != store.CheckpointPending {
+		t.Fatalf("the stop checkpoint is %s", cp.Status)
+	}
+	if env := f.reloadEnv(); env.State != store.EnvironmentActive {
+		t.Fatalf("state %q, want active", env.State)
+	}
+}
+
+// TestRestoreCancelledWhileItReads: Cancel stops a restore in the middle
+// of reading a large file, not after it; cancelled before the stop, the
+// environment keeps running.
+func TestRestoreCancelledWhileItReads(t *testing.T) {
+	f, target := newBackupFixture(t)
+	b := snapshot(t, f)
+	// A 64 GB sparse file, recorded as the snapshot's: reading it through
+	// takes far longer than the test waits.
+	const size = 64 << 30
+	file := filepath.Join(target, "vault", "production", b.Name, "database-main.snapshot")
+	if err := os.Truncate(file, size); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Pool.Exec(f.ctx, `UPDATE run_checkpoints SET detail = jsonb_set(detail, '{snapshot,size}', to_jsonb($2::bigint))
+		WHERE run_id = $1 AND detail->'snapshot'->>'file' = 'database-main.snapshot'`, *b.RunID, int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	run, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := f.svc.Runner.Execute(f.ctx, run.ID); done <- err }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if cp, _ := f.checkpoint(run.ID, runs.KindVerify); cp.Status == store.CheckpointRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the verification never started")
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	asked := time.Now()
+	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled restore still reads after 10 s")
+	}
+	t.Logf("the restore ended %s after it was cancelled", time.Since(asked).Round(time.Millisecond))
+	got := f.run(run.ID)
+	if got.Status != store.RunCancelled {
+		t.Fatalf("restore: %s (%s), want cancelled", got.Status, got.Reason)
+	}
+	if cp, _ := f.checkpoint(run.ID, runs.KindVerify); cp.Status != store.CheckpointSkipped || !strings.Contains(cp.Warning, "nothing was stopped") {
+		t.Fatalf("verify checkpoint %s (%s)", cp.Status, cp.Warning)
+	}
+	if env := f.reloadEnv(); env.State != store.EnvironmentActive {
+		t.Fatalf("state %q after a restore cancelled before the stop", env.State)
+	}
+}
+
+// TestBackupFailedSnapshotLeavesNoDirectory: a snapshot that fails after
+// writing some of its files, or is cancelled, leaves nothing behind.
+func TestBackupFailedSnapshotLeavesNoDirectory(t *testing.T) {
+	f, target := newBackupFixture(t)
+	f.faults.Set(func(fl *runs.Faults) { fl.Snapshot = map[string]string{"volume api/state": "disk quota exceeded"} })
+	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	if got := f.run(run.ID); got.Status != store.RunFailed || !strings.Contains(got.Reason, "disk quota exceeded") {
+		t.Fatalf("snapshot: %s (%s)", got.Status, got.Reason)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(target, "vault", "production")); len(entries) != 0 {
+		t.Fatalf("a failed snapshot left %v", entries)
+	}
+	f.faults.Set(func(fl *runs.Faults) { fl.Snapshot = nil })
+
+	// Cancelled between two services: what the first wrote goes too.
+	run, err = f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.local.StepDelay = 300 * time.Millisecond
+	done := make(chan struct{})
+	go func() { defer close(done); f.svc.Runner.Execute(f.ctx, run.ID) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if cps := f.checkpoints(run.ID); cps[0].Status == store.CheckpointSucceeded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first snapshot checkpoint never succeeded")
+		}
+	}
+	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	f.local.StepDelay = 0
+	if got := f.run(run.ID); got.Status != store.RunCancelled {
+		t.Fatalf("snapshot: %s (%s), want cancelled", got.Status, got.Reason)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(target, "vault", "production")); len(entries) != 0 {
+		t.Fatalf("a cancelled snapshot left %v", entries)
 	}
 }

@@ -446,6 +446,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 	} else if !ok {
 		return Result{}, ErrTakenOver
 	}
+	r.discardUnfinishedSnapshot(ctx, rc.run, rc.env, status)
 	return Result{Finished: true}, nil
 }
 
@@ -627,7 +628,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		return res, nil
 	case KindProbe:
 		return ok(), nil
-	case KindSnapshot, KindRetention, KindStop, KindRestore, KindStart:
+	case KindSnapshot, KindRetention, KindVerify, KindStop, KindRestore, KindStart:
 		return r.backupStep(ctx, rc, cp, d, fail)
 	}
 	return fail("unknown checkpoint kind " + cp.Kind), nil

@@ -22,6 +22,9 @@ type BackupsPage struct {
 	// links to the admin page.
 	NoTarget       bool
 	IsInstallAdmin bool
+	// TargetProblem says why snapshots cannot be written to the backup
+	// target now (gone, unmounted, read-only), or "".
+	TargetProblem string
 	// Refusal says why backups of this environment are refused (nothing
 	// to snapshot), or "".
 	Refusal string
@@ -69,6 +72,10 @@ type BackupRow struct {
 	Run     *RunView
 	Skipped string
 	Expires string
+	// Missing says why a completed snapshot's files cannot be restored
+	// (its target is gone, a file is missing), or "": such a snapshot is
+	// shown as missing and offers no restore.
+	Missing string
 	// CanRestore and CanRemove: admins, for completed / finished snapshots.
 	CanRestore bool
 	CanRemove  bool
@@ -94,9 +101,11 @@ type AdminPage struct {
 	Chrome      Chrome
 	Target      string
 	TargetError string
-	// Current is the stored target ("" when none).
-	Current string
-	Alarms  []BackupAlarmView
+	// Current is the stored target ("" when none); CurrentProblem says why
+	// snapshots cannot be written to it now, or "".
+	Current        string
+	CurrentProblem string
+	Alarms         []BackupAlarmView
 }
 
 // BackupAlarmView is an environment whose backups are in alarm.

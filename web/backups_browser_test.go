@@ -23,7 +23,9 @@ import (
 // in its admin.
 func backupsReady(t *testing.T) (*webtest.Server, *store.Environment, *http.Client, string) {
 	t.Helper()
-	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	// Each simulated step takes a moment, so a restore can be caught
+	// while it stops the environment (restoreFailingAfterTheStop).
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{StepDelay: 150 * time.Millisecond}))
 	env := s.CreateEnvironment(t, backupWebManifest, "production")
 	admin := s.SignInLocal(t)
 	target := t.TempDir()
@@ -32,6 +34,31 @@ func backupsReady(t *testing.T) (*webtest.Server, *store.Environment, *http.Clie
 	}
 	s.ActivateRevision(t, "vault", "production", 1)
 	return s, env, admin, target
+}
+
+// restoreFailingAfterTheStop restores snapshot b of vault/production and
+// corrupts its database file once the environment is stopping: past the
+// verification, which a corrupted file would not pass, so the restore
+// fails with the environment down.
+func restoreFailingAfterTheStop(t *testing.T, s *webtest.Server, admin *http.Client, target string, b store.Backup) *http.Response {
+	t.Helper()
+	resp, _ := s.PostForm(t, admin, "/projects/vault/environments/production/backups/"+strconv.FormatInt(b.ID, 10)+"/restore", url.Values{"confirm": {"production"}})
+	if resp.StatusCode != 303 {
+		t.Fatalf("restore: %d", resp.StatusCode)
+	}
+	runID, _ := strconv.ParseInt(resp.Header.Get("Location")[strings.LastIndex(resp.Header.Get("Location"), "/")+1:], 10, 64)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var status string
+		s.DB.Pool.QueryRow(t.Context(), `SELECT status FROM run_checkpoints WHERE run_id = $1 AND kind = 'stop'`, runID).Scan(&status)
+		if status == "running" {
+			break
+		}
+		if status != "pending" || time.Now().After(deadline) {
+			t.Fatalf("restore run %d: the stop checkpoint is %q, want it caught running", runID, status)
+		}
+	}
+	os.WriteFile(filepath.Join(target, "vault", "production", b.Name, "database-main.snapshot"), []byte("x"), 0o600)
+	return resp
 }
 
 // TestBrowserBackupsScheduleAndManualSnapshot sets a schedule as a person
@@ -108,8 +135,7 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("backups: %v %v", list, err)
 	}
-	os.WriteFile(filepath.Join(target, "vault", "production", list[0].Name, "database-main.snapshot"), []byte("x"), 0o600)
-	resp, _ := s.PostForm(t, admin, page+"/"+strconv.FormatInt(list[0].ID, 10)+"/restore", url.Values{"confirm": {"production"}})
+	resp := restoreFailingAfterTheStop(t, s, admin, target, list[0])
 	waitForRun(t, s, admin, resp.Header.Get("Location"))
 	b.Do(chromedp.Navigate(s.URL+"/projects/vault/environments/production"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="restore-failed"]`)))
 	b.Screenshot("environment-restore-failed")
@@ -146,8 +172,13 @@ func TestBrowserBackupsPageFollowsSnapshotsAndRestores(t *testing.T) {
 		t.Fatalf("take a snapshot: %d", resp.StatusCode)
 	}
 	b.Do(chromedp.WaitVisible(chromedp.CSS(`#snapshots tr[data-origin="manual"] [data-run-status="succeeded"]`)))
-	if got := b.Text("#backup-status"); strings.Contains(got, "None yet") {
-		t.Errorf("the status card still says no good snapshot once one completed: %q", got)
+	// The status card follows within moments (the page reads itself again
+	// when the run's end reaches it).
+	for deadline := time.Now().Add(5 * time.Second); strings.Contains(b.Text("#backup-status"), "None yet"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("the status card still says no good snapshot 5 s after one completed: %q", b.Text("#backup-status"))
+			break
+		}
 	}
 
 	// A restore of a corrupted copy of it fails: the page says so.
@@ -155,11 +186,7 @@ func TestBrowserBackupsPageFollowsSnapshotsAndRestores(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("backups: %v %v", list, err)
 	}
-	os.WriteFile(filepath.Join(target, "vault", "production", list[0].Name, "database-main.snapshot"), []byte("x"), 0o600)
-	resp, _ = s.PostForm(t, admin, page+"/"+strconv.FormatInt(list[0].ID, 10)+"/restore", url.Values{"confirm": {"production"}})
-	if resp.StatusCode != 303 {
-		t.Fatalf("restore: %d", resp.StatusCode)
-	}
+	restoreFailingAfterTheStop(t, s, admin, target, list[0])
 	b.Do(chromedp.WaitVisible(chromedp.CSS(`#backup-alerts [data-testid="restore-failed"]`)))
 	if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="take-snapshot"]').length`); n != 0 {
 		t.Error("the page still offers a snapshot while the environment is down")
@@ -188,4 +215,51 @@ func TestBrowserBackupsPageFollowsSnapshotsAndRestores(t *testing.T) {
 		t.Error("the backups page reloaded itself; it should have followed the environment's stream")
 	}
 	b.Screenshot("backups-live-restore-failed")
+}
+
+// TestBrowserBackupsMissingSnapshot: with its backup target gone, a
+// snapshot reads "missing" with the reason and offers no restore, on a
+// desktop and a phone; the admin page says what is wrong with the target.
+func TestBrowserBackupsMissingSnapshot(t *testing.T) {
+	s, _, admin, target := backupsReady(t)
+	const page = "/projects/vault/environments/production/backups"
+	resp, _ := s.PostForm(t, admin, page, url.Values{})
+	waitForRun(t, s, admin, resp.Header.Get("Location"))
+	resp, _ = s.PostForm(t, admin, page, url.Values{})
+	waitForRun(t, s, admin, resp.Header.Get("Location"))
+	if err := os.Rename(target, target+".away"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Rename(target+".away", target) })
+
+	b := browsertest.New(t)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS(`[data-testid="missing"]`)))
+	if n := browsertest.Eval[int](b, `document.querySelectorAll('#snapshots tr[data-snapshot-missing]').length`); n != 2 {
+		t.Errorf("%d snapshots shown missing, want 2", n)
+	}
+	if n := browsertest.Eval[int](b, `document.querySelectorAll('#snapshots a[href$="/restore"]').length`); n != 0 {
+		t.Errorf("%d missing snapshots offered for restore", n)
+	}
+	if got := b.Text(`#snapshots tr[data-snapshot-missing] .snapshot-missing`); !strings.Contains(got, "does not exist") {
+		t.Errorf("missing reason = %q", got)
+	}
+	if got := b.Text(`[data-testid="target-problem"]`); !strings.Contains(got, "Snapshots cannot be written.") {
+		t.Errorf("target callout = %q", got)
+	}
+	if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="take-snapshot"]').length`); n != 0 {
+		t.Error("the page offers a snapshot that its target cannot take")
+	}
+	b.Screenshot("backups-missing")
+	b.Do(chromedp.EmulateViewport(390, 844))
+	b.Screenshot("backups-missing-phone")
+	if w := browsertest.Eval[int](b, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("the backups page is %dpx wide on a 390px phone", w)
+	}
+	b.Do(chromedp.EmulateViewport(1280, 900))
+	b.Do(chromedp.Navigate(s.URL+"/admin"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="target-problem"]`)))
+	if got := b.Text(`[data-testid="target-problem"]`); !strings.Contains(got, "does not exist") {
+		t.Errorf("admin page target problem = %q", got)
+	}
+	b.Screenshot("admin-target-missing")
 }

@@ -1,6 +1,8 @@
 package web_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/store"
@@ -195,7 +198,12 @@ func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 	}
 }
 
-func TestRestoreOfACorruptedSnapshotKeepsDeploysRefusedUntilAccept(t *testing.T) {
+// TestRestoreOfACorruptedSnapshotIsRefusedBeforeTheStop: a file whose
+// bytes changed is found by the restore's first checkpoint, before the
+// environment stops; one of another size is refused on the confirmation
+// page. An environment that a restore left down refuses deploys until its
+// data is accepted.
+func TestRestoreOfACorruptedSnapshotIsRefusedBeforeTheStop(t *testing.T) {
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	root := s.SignInLocal(t)
 	env := s.CreateEnvironment(t, backupWebManifest, "production")
@@ -217,16 +225,43 @@ func TestRestoreOfACorruptedSnapshotKeepsDeploysRefusedUntilAccept(t *testing.T)
 	if resp, body := s.PostForm(t, root, backupPage+"/restore", url.Values{"confirm": {"prod"}}); resp.StatusCode != 422 || !strings.Contains(body, "to confirm") {
 		t.Fatalf("restore without the name: %d", resp.StatusCode)
 	}
-	os.WriteFile(filepath.Join(dir, "vault", "production", b.Name, "database-main.snapshot"), []byte("not what was written"), 0o600)
+	file := filepath.Join(dir, "vault", "production", b.Name, "database-main.snapshot")
+	good, _ := os.ReadFile(file)
+	os.WriteFile(file, []byte("not what was written"), 0o600)
+	if resp, body := s.PostForm(t, root, backupPage+"/restore", url.Values{"confirm": {"production"}}); resp.StatusCode != 422 || !strings.Contains(body, "database-main.snapshot is not the size recorded when it was written. Nothing was stopped.") {
+		t.Fatalf("restore of a file of another size: %d\n%s", resp.StatusCode, pageMain(body))
+	}
+	// Same size, other bytes: the run's verification fails it, naming the
+	// file and no checksum, and the environment never stops.
+	bad := make([]byte, len(good))
+	for i := range good {
+		bad[i] = good[i] ^ 0xff
+	}
+	os.WriteFile(file, bad, 0o600)
 	resp, _ = s.PostForm(t, root, backupPage+"/restore", url.Values{"confirm": {"production"}})
 	if resp.StatusCode != 303 {
 		t.Fatalf("restore: %d", resp.StatusCode)
 	}
 	run := waitForRun(t, s, root, resp.Header.Get("Location"))
-	if m := runStatus.FindStringSubmatch(run); m[1] != "failed" || m[2] != "restore" || !strings.Contains(run, "corrupted") {
+	if m := runStatus.FindStringSubmatch(run); m[1] != "failed" || m[2] != "restore" || !strings.Contains(run, "database-main.snapshot does not match its recorded checksum") {
 		t.Fatalf("restore run %v\n%s", m[1:], pageMain(run))
 	}
+	if sum := sha256.Sum256(bad); strings.Contains(run, hex.EncodeToString(sum[:])[:8]) {
+		t.Fatal("the run page shows a checksum of the file found")
+	}
+	if e, _ := s.DB.EnvironmentByID(t.Context(), env.ID); e.State != store.EnvironmentActive {
+		t.Fatalf("state %q after a restore refused before the stop", e.State)
+	}
 	_, body := s.Get(t, root, envPage)
+	if strings.Contains(body, `data-testid="restore-failed"`) {
+		t.Fatal("the environment page says it is down after a restore that never stopped it")
+	}
+	// A restore that failed after the stop leaves the environment down
+	// (runs/backup_test.go makes one fail there; here the state is set).
+	if _, err := s.DB.Pool.Exec(t.Context(), `UPDATE environments SET state = $2 WHERE id = $1`, env.ID, store.EnvironmentRestoreFailed); err != nil {
+		t.Fatal(err)
+	}
+	_, body = s.Get(t, root, envPage)
 	if !strings.Contains(body, `data-testid="restore-failed"`) || strings.Index(body, "restore-failed") > strings.Index(body, "<h1") {
 		t.Fatalf("the environment page does not say it is down at the top:\n%s", pageMain(body))
 	}
@@ -258,5 +293,73 @@ func TestRestoreOfACorruptedSnapshotKeepsDeploysRefusedUntilAccept(t *testing.T)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "vault", "production", b.Name)); !os.IsNotExist(err) {
 		t.Fatalf("files left after remove: %v", err)
+	}
+}
+
+// TestBackupsPageShowsMissingSnapshots: when the backup target is gone,
+// its snapshots read "missing" with the reason and offer no restore; a
+// restore asked for anyway is refused; the admin page says what is wrong
+// with the target; nothing is written anywhere.
+func TestBackupsPageShowsMissingSnapshots(t *testing.T) {
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	root := s.SignInLocal(t)
+	env := s.CreateEnvironment(t, backupWebManifest, "production")
+	s.AddMember(t, env, "viewer@example.test", store.RoleViewer)
+	viewer := s.SignInAs(t, "viewer@example.test", "Viewer")
+	dir := filepath.Join(t.TempDir(), "backups")
+	os.Mkdir(dir, 0o755)
+	if resp, _ := s.PostForm(t, root, "/admin/backup-target", url.Values{"target": {dir}}); resp.StatusCode != 303 {
+		t.Fatalf("set target: %d", resp.StatusCode)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".skali-backup-target")); err != nil {
+		t.Fatalf("the target has no marker: %v", err)
+	}
+	s.ActivateRevision(t, "vault", "production", 1)
+	const page = "/projects/vault/environments/production/backups"
+	resp, _ := s.PostForm(t, root, page, nil)
+	waitForRun(t, s, root, resp.Header.Get("Location"))
+	list, err := s.DB.Backups(t.Context(), env.ID, 10)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("backups %v %v", list, err)
+	}
+	restoreLink := page + "/" + strconv.FormatInt(list[0].ID, 10) + "/restore"
+	if _, body := s.Get(t, root, page); !strings.Contains(body, `href="`+restoreLink+`"`) || strings.Contains(body, "data-snapshot-missing") {
+		t.Fatalf("a good snapshot is not offered for restore:\n%s", pageMain(body))
+	}
+
+	// The disk goes away.
+	if err := os.Rename(dir, dir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*http.Client{root, viewer} {
+		_, body := s.Get(t, c, page)
+		if !strings.Contains(body, "data-snapshot-missing") || !strings.Contains(body, `data-testid="missing">missing</span>`) || !strings.Contains(body, "does not exist (deleted, or its disk is not mounted)") {
+			t.Fatalf("the lost snapshot is not shown missing:\n%s", pageMain(body))
+		}
+		if strings.Contains(body, `href="`+restoreLink+`"`) {
+			t.Fatal("a missing snapshot is offered for restore")
+		}
+	}
+	if resp, body := s.PostForm(t, root, restoreLink, url.Values{"confirm": {"production"}}); resp.StatusCode != 422 || !strings.Contains(body, "This snapshot cannot be restored. The backup target "+dir+" does not exist") {
+		t.Fatalf("restore of a missing snapshot: %d\n%s", resp.StatusCode, pageMain(body))
+	}
+	if resp, body := s.PostForm(t, root, page, nil); resp.StatusCode != 422 || !strings.Contains(body, "No snapshot: The backup target "+dir+" does not exist") {
+		t.Fatalf("manual snapshot into a deleted target: %d\n%s", resp.StatusCode, pageMain(body))
+	}
+	if _, body := s.Get(t, root, "/admin"); !strings.Contains(body, `data-testid="target-problem"`) || !strings.Contains(body, "does not exist") {
+		t.Fatalf("the admin page does not say the target is gone:\n%s", pageMain(body))
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the target was created again: %v", err)
+	}
+	var restores int
+	s.DB.Pool.QueryRow(t.Context(), `SELECT count(*) FROM runs WHERE kind = 'restore'`).Scan(&restores)
+	if e, _ := s.DB.EnvironmentByID(t.Context(), env.ID); restores != 0 || e.State != store.EnvironmentActive {
+		t.Fatalf("%d restore runs, state %q", restores, e.State)
+	}
+	if shot := os.Getenv("STUDIO_SCREENSHOT_URL_FILE"); shot != "" {
+		// For a person looking at the page: the server stays up a while.
+		os.WriteFile(shot, []byte(s.URL+"\n"), 0o600)
+		time.Sleep(60 * time.Second)
 	}
 }

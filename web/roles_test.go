@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -233,7 +232,7 @@ var routeTable = []routeCase{
 	{method: "GET", pattern: "/admin", path: "/admin", allow: installAdmins},
 	{method: "POST", pattern: "/admin/backup-target", path: "/admin/backup-target", form: url.Values{"target": {"s3://bucket/backups"}},
 		allow: installAdmins, ok: []int{http.StatusUnprocessableEntity}},
-	{method: "POST", pattern: "/admin/backup-target", path: "/admin/backup-target", form: url.Values{"target": {os.TempDir()}}, allow: installAdmins},
+	{method: "POST", pattern: "/admin/backup-target", path: "/admin/backup-target", form: url.Values{"target": {"{backupTarget}"}}, allow: installAdmins},
 
 	{method: "GET", pattern: "/.well-known/skali-edge", path: "/.well-known/skali-edge?nonce=abc", allow: everyone},
 	{method: "GET", pattern: "/.well-known/acme-challenge/*", path: "/.well-known/acme-challenge/token123", allow: everyone},
@@ -411,7 +410,10 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 	}
 
 	replacer := strings.NewReplacer("{backup}", fmt.Sprint(f.backup), "{stagingBackup}", fmt.Sprint(f.stagingBackup),
-		"{target}", fmt.Sprint(f.target), "{stager}", fmt.Sprint(f.stager), "{run}", fmt.Sprint(f.run), "{static}", static.Path("css/app.css"))
+		"{target}", fmt.Sprint(f.target), "{stager}", fmt.Sprint(f.stager), "{run}", fmt.Sprint(f.run), "{static}", static.Path("css/app.css"),
+		// A directory of its own: setting a backup target writes this
+		// installation's marker in it.
+		"{backupTarget}", t.TempDir())
 	for _, rc := range routeTable {
 		if !registered[rc.method+" "+rc.pattern] {
 			t.Logf("routeTable row %s %s matches no registered route (not added yet?)", rc.method, rc.pattern)
@@ -432,7 +434,13 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 				var resp *http.Response
 				var body string
 				if method == "POST" {
-					resp, body = f.s.PostForm(t, c, path, rc.form)
+					form := url.Values{}
+					for k, vs := range rc.form {
+						for _, v := range vs {
+							form.Add(k, replacer.Replace(v))
+						}
+					}
+					resp, body = f.s.PostForm(t, c, path, form)
 				} else {
 					resp, body = f.s.Follow(t, c, f.s.URL+path)
 				}
