@@ -183,7 +183,8 @@ func (m *Metrics) subscriberTooSlow(kind string) {
 }
 
 // instrument counts requests and their durations by the chi route pattern
-// (never the raw path, which would make a series per project and id).
+// (never the raw path, which would make a series per project and id) and
+// the method, known methods only.
 func (m *Metrics) instrument(next http.Handler) http.Handler {
 	if m == nil {
 		return next
@@ -204,7 +205,20 @@ func (m *Metrics) instrument(next http.Handler) http.Handler {
 				code = http.StatusSwitchingProtocols
 			}
 		}
-		m.requests.WithLabelValues(r.Method, route, strconv.Itoa(code)).Inc()
-		m.duration.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+		method := methodLabel(r.Method)
+		m.requests.WithLabelValues(method, route, strconv.Itoa(code)).Inc()
+		m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel is the method as a label: one of the standard methods, or
+// "other". Any token is a valid method in HTTP, so a raw method as a label
+// would let anyone add series without limit.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
