@@ -21,7 +21,10 @@ const (
 	Conflict     Code = "conflict"
 	Unauthorized Code = "unauthorized"
 	Forbidden    Code = "forbidden"
-	Internal     Code = "internal"
+	// Unavailable is something the Studio depends on, such as its
+	// database, not answering now: the same request may work a little later.
+	Unavailable Code = "unavailable"
+	Internal    Code = "internal"
 )
 
 // Error is an application error with a code and a message a person can read.

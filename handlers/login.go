@@ -96,6 +96,11 @@ func (h *Login) SignInLocal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := h.DB.UseLoginToken(ctx, r.URL.Query().Get("token")); err != nil {
+		if apperr.CodeOf(err) == apperr.Internal {
+			// Not a refused link but a failure to check it (the database
+			// down, say): no failed sign-in to count, and web answers it.
+			return err
+		}
 		h.recordFailure(r, "local", map[string]any{"method": "local", "reason": apperr.Message(err)})
 		return h.renderFailure(w, r, http.StatusUnauthorized, apperr.Message(err))
 	}
