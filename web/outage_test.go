@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,6 +35,9 @@ func databaseOutage(t *testing.T, s *webtest.Server) (end func()) {
 	ident := pgx.Identifier{name}.Sanitize()
 	storetest.Exec(t, `ALTER DATABASE `+ident+` WITH ALLOW_CONNECTIONS false`)
 	// The database's name is the test helper's own (letters, digits, _).
+	// Statements waiting for a lock go first: ending the connection that
+	// holds the lock first would let them finish.
+	storetest.Exec(t, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = '`+name+`' AND wait_event_type = 'Lock'`)
 	storetest.Exec(t, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = '`+name+`'`)
 	ended := false
 	end = func() {
@@ -158,5 +163,148 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 		if strings.Contains(line, "status=500") {
 			t.Errorf("a request answered 500: %s", line)
 		}
+	}
+}
+
+// holdTable takes a lock on table in mode on a connection of its own, so
+// that the Studio's statements needing a conflicting lock wait, and returns
+// a function that waits until one of the Studio's statements on the table
+// is waiting for it. The outage ends the connection and with it the lock.
+func holdTable(t *testing.T, s *webtest.Server, table, mode string) (waitForBlocked func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.ConnectConfig(ctx, s.DB.Pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN `+mode+` MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			var n int
+			err := s.DB.Pool.QueryRow(ctx, `
+				SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%' || $1 || '%'`,
+				table).Scan(&n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("no statement of the Studio waited for the lock on %s", table)
+	}
+}
+
+// postInBackground posts form to path as c, from the Studio's own origin,
+// and delivers the answer on the returned channel.
+func postInBackground(s *webtest.Server, c *http.Client, path string, form url.Values) <-chan *http.Response {
+	out := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", s.URL)
+		resp, err := c.Do(req)
+		if err != nil {
+			out <- nil
+			return
+		}
+		resp.Body.Close()
+		out <- resp
+	}()
+	return out
+}
+
+// TestPostThatCommittedAnswersAsCommitted cuts the database off between an
+// import's commit and the saving of the session that follows it (the
+// session table is held, so the save waits; then the outage ends the
+// waiting statement): the import answers as a committed import does, 303
+// to the values page, not 500; that page answers 503 while the outage
+// lasts, and shows the imported value once it ends.
+func TestPostThatCommittedAnswersAsCommitted(t *testing.T) {
+	s := webtest.Start(t, webtest.WithValueKeys())
+	env := s.CreateEnvironment(t, "", "production")
+	admin := s.SignInLocal(t)
+	const envPath = "/projects/hello-world/environments/production"
+	ctx := context.Background()
+
+	// SHARE mode lets the session be read and the import commit, and
+	// makes the session's save wait.
+	waitForBlocked := holdTable(t, s, "sessions", "SHARE")
+	answer := postInBackground(s, admin, envPath+"/values/import", url.Values{"dotenv": {"APP_DOMAIN=imported.example.test\n"}})
+	waitForBlocked()
+	stored, err := s.DB.StoredValues(ctx, env.ID)
+	if err != nil || len(stored) != 1 || stored[0].Name != "APP_DOMAIN" || stored[0].Version != 1 {
+		t.Fatalf("while the session's save waits, the import has not committed: %v %v", stored, err)
+	}
+	end := databaseOutage(t, s)
+	var resp *http.Response
+	select {
+	case resp = <-answer:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the import never answered")
+	}
+	if resp == nil {
+		t.Fatal("the import's connection failed instead of answering")
+	}
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != envPath+"/values" {
+		t.Fatalf("the committed import answered %d (Location %q), want 303 to %s/values", resp.StatusCode, resp.Header.Get("Location"), envPath)
+	}
+	if status, _ := s.Get(t, admin, envPath+"/values"); status != http.StatusServiceUnavailable {
+		t.Errorf("the values page during the outage = %d, want 503", status)
+	}
+	if !strings.Contains(s.Logs.String(), "the change stands") {
+		t.Error("the lost session save after a committed change was not logged")
+	}
+	end()
+	status, page := s.Get(t, admin, envPath+"/values")
+	if status != http.StatusOK || !regexp.MustCompile(`data-name="APP_DOMAIN"[^<]*>[\s\S]*?>\s*v1\s*<`).MatchString(page) {
+		t.Errorf("the values page after the outage = %d, want 200 listing APP_DOMAIN at v1:\n%s", status, pageMain(page))
+	}
+	stored, err = s.DB.StoredValues(ctx, env.ID)
+	if err != nil || len(stored) != 1 || stored[0].Version != 1 {
+		t.Errorf("after the outage: %v %v, want APP_DOMAIN at version 1", stored, err)
+	}
+}
+
+// TestSignedInUserUnreadableDuringOutage cuts the database off while the
+// request reads the signed-in person (their session loaded already): the
+// answer is 503, not the sign-in page a missing user would get.
+func TestSignedInUserUnreadableDuringOutage(t *testing.T) {
+	s := webtest.Start(t)
+	admin := s.SignInLocal(t)
+	waitForBlocked := holdTable(t, s, "users", "ACCESS EXCLUSIVE")
+	answer := make(chan *http.Response, 1)
+	go func() {
+		resp, err := admin.Get(s.URL + "/")
+		if err != nil {
+			answer <- nil
+			return
+		}
+		resp.Body.Close()
+		answer <- resp
+	}()
+	waitForBlocked()
+	databaseOutage(t, s)
+	select {
+	case resp := <-answer:
+		if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("GET / when the signed-in user cannot be read: %v, want 503", resp)
+		}
+		if got := resp.Header.Get("Retry-After"); got != "5" {
+			t.Errorf("Retry-After %q, want \"5\"", got)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("GET / never answered")
 	}
 }
