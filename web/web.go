@@ -333,7 +333,7 @@ var errorTexts = map[int][2]string{
 	http.StatusConflict:              {"That conflicts with what is there", "Reload the page and try again."},
 	http.StatusRequestEntityTooLarge: {"That was too large", "The request is larger than the Studio accepts. Manifests may be at most 1 MiB."},
 	http.StatusInternalServerError:   {"Something went wrong", "Something went wrong on our side. The problem has been logged; please try again."},
-	http.StatusServiceUnavailable:    {"The database cannot be reached", unavailableMessage},
+	http.StatusServiceUnavailable:    {"Temporarily unavailable", unavailableMessage},
 }
 
 // renderError writes an error page; message overrides the default sentence.
