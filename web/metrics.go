@@ -144,9 +144,11 @@ func (m *Metrics) followHub(h *runs.Hub) {
 	})
 }
 
-// Handler serves the metrics in the Prometheus text format.
+// Handler serves the metrics in the Prometheus text format. A collector
+// that fails (the database's, during an outage) leaves its metric out and
+// the rest are served: a scrape must not fail just when it matters most.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
 func (m *Metrics) streamOpened(kind string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skali-dev/studio/store/storetest"
+	"github.com/skali-dev/studio/web"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
@@ -306,5 +308,28 @@ func TestSignedInUserUnreadableDuringOutage(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("GET / never answered")
+	}
+}
+
+// TestMetricsDuringOutage: while the database cannot be reached, a scrape
+// still answers 200 with the metrics that need no database, and the run
+// queue's depth says it is unknown (-1).
+func TestMetricsDuringOutage(t *testing.T) {
+	var metrics *web.Metrics
+	s := webtest.Start(t, func(d *web.Deps) {
+		metrics = web.NewMetrics(d.DB)
+		d.Metrics = metrics
+	})
+	databaseOutage(t, s)
+	rec := httptest.NewRecorder()
+	metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape during the outage = %d, want 200:\n%s", rec.Code, body)
+	}
+	for _, want := range []string{"go_goroutines", "studio_run_queue_depth -1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape during the outage lacks %s", want)
+		}
 	}
 }
