@@ -21,8 +21,9 @@ const (
 	Conflict     Code = "conflict"
 	Unauthorized Code = "unauthorized"
 	Forbidden    Code = "forbidden"
-	// Unavailable is something the Studio depends on, such as its
-	// database, not answering now: the same request may work a little later.
+	// Unavailable is the Studio's database not answering now: the same
+	// request may work a little later. Its page says so in one sentence
+	// of its own (503 with Retry-After), whatever the error's message.
 	Unavailable Code = "unavailable"
 	Internal    Code = "internal"
 )
