@@ -21,7 +21,11 @@ const (
 	Conflict     Code = "conflict"
 	Unauthorized Code = "unauthorized"
 	Forbidden    Code = "forbidden"
-	Internal     Code = "internal"
+	// Unavailable is the Studio's database not answering now: the same
+	// request may work a little later. Its page says so in one sentence
+	// of its own (503 with Retry-After), whatever the error's message.
+	Unavailable Code = "unavailable"
+	Internal    Code = "internal"
 )
 
 // Error is an application error with a code and a message a person can read.

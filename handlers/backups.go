@@ -277,7 +277,7 @@ func (h *Backups) TakeSnapshot(w http.ResponseWriter, r *http.Request) error {
 // backup loads the {backup} of env.
 func (h *Backups) backup(r *http.Request, env *store.Environment) (*store.Backup, error) {
 	id, err := strconv.ParseInt(chi.URLParam(r, "backup"), 10, 64)
-	if err != nil {
+	if err != nil || id < 1 {
 		return nil, apperr.Errorf(apperr.NotFound, "No such snapshot.")
 	}
 	b, err := h.DB.BackupByID(r.Context(), env.ID, id)

@@ -29,16 +29,18 @@ func (h *Deploys) service() (*runs.Service, error) {
 	return h.Runs, nil
 }
 
-// parseRevision reads the optional revision number (0: latest).
+// parseRevision reads the optional revision number (0: latest), within
+// the range of the column that stores it (integer), so that no number
+// reaches a query it cannot be compared in.
 func parseRevision(s string) (int, error) {
 	if s == "" {
 		return 0, nil
 	}
-	n, err := strconv.Atoi(s)
+	n, err := strconv.ParseInt(s, 10, 32)
 	if err != nil || n < 1 {
-		return 0, apperr.Errorf(apperr.Invalid, "revision must be a revision number such as 3.")
+		return 0, apperr.Errorf(apperr.Invalid, "revision must be a revision number from 1 to 2147483647, such as 3.")
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // ShowDeployPlanPage renders the plan of deploying ?revision=N (default

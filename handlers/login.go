@@ -103,6 +103,11 @@ func (h *Login) SignInLocal(w http.ResponseWriter, r *http.Request) error {
 	// it signs in however many wrong ones came from the same address (behind
 	// a proxy, that may be everybody's). The limit stops guessing only.
 	if err := h.DB.UseLoginToken(ctx, r.URL.Query().Get("token")); err != nil {
+		if apperr.CodeOf(err) == apperr.Internal {
+			// Not a refused link but a failure to check it (the database
+			// down, say): no failed sign-in to count, and web answers it.
+			return err
+		}
 		if blocked, refused := h.refuseIfLimited(w, r); blocked {
 			return refused
 		}

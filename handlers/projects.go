@@ -329,13 +329,16 @@ func warningNote(res *compiler.Result) string {
 // again) and line by line in the source.
 func (h *Projects) ShowRevisionPage(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
+	// Revision numbers are integers in the database: a larger number
+	// names no revision.
+	n64, err := strconv.ParseInt(chi.URLParam(r, "n"), 10, 32)
+	if err != nil || n64 < 1 {
+		return apperr.Errorf(apperr.NotFound, "There is no revision %q.", chi.URLParam(r, "n"))
+	}
+	n := int(n64)
 	p, _, err := h.project(r)
 	if err != nil {
 		return err
-	}
-	n, err := strconv.Atoi(chi.URLParam(r, "n"))
-	if err != nil || n < 1 {
-		return apperr.Errorf(apperr.NotFound, "There is no revision %q.", chi.URLParam(r, "n"))
 	}
 	revs, err := h.DB.Revisions(ctx, p.ID)
 	if err != nil {

@@ -12,6 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// DefaultConnectTimeout is how long a new connection to the database may
+// take when the URL sets no connect_timeout.
+const DefaultConnectTimeout = 5 * time.Second
+
 // DB is the Studio's database: a pgx connection pool and the aggregates'
 // methods on it.
 type DB struct {
@@ -28,6 +32,13 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, fmt.Errorf("store: parse database URL: %w", redactURLError(err))
 	}
 	cfg.MaxConns = 20
+	// A database host that answers nothing, not even a refusal, would hold
+	// every request for the system's TCP timeout (minutes) while it waits
+	// for a connection: without connect_timeout in the URL, give up sooner,
+	// so that pages answer that the database cannot be reached.
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	cfg.ConnConfig.RuntimeParams["application_name"] = "skali-studio"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

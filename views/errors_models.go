@@ -7,4 +7,7 @@ type ErrorPage struct {
 	Heading   string
 	Message   string
 	RequestID string
+	// RetryURL, when set, offers to load the same address again (a page
+	// that failed for a reason that may pass, such as a database outage).
+	RetryURL string
 }

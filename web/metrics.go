@@ -144,9 +144,11 @@ func (m *Metrics) followHub(h *runs.Hub) {
 	})
 }
 
-// Handler serves the metrics in the Prometheus text format.
+// Handler serves the metrics in the Prometheus text format. A collector
+// that fails (the database's, during an outage) leaves its metric out and
+// the rest are served: a scrape must not fail just when it matters most.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
 func (m *Metrics) streamOpened(kind string) {
@@ -183,7 +185,8 @@ func (m *Metrics) subscriberTooSlow(kind string) {
 }
 
 // instrument counts requests and their durations by the chi route pattern
-// (never the raw path, which would make a series per project and id).
+// (never the raw path, which would make a series per project and id) and
+// the method, known methods only.
 func (m *Metrics) instrument(next http.Handler) http.Handler {
 	if m == nil {
 		return next
@@ -204,7 +207,20 @@ func (m *Metrics) instrument(next http.Handler) http.Handler {
 				code = http.StatusSwitchingProtocols
 			}
 		}
-		m.requests.WithLabelValues(r.Method, route, strconv.Itoa(code)).Inc()
-		m.duration.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+		method := methodLabel(r.Method)
+		m.requests.WithLabelValues(method, route, strconv.Itoa(code)).Inc()
+		m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel is the method as a label: one of the standard methods, or
+// "other". Any token is a valid method in HTTP, so a raw method as a label
+// would let anyone add series without limit.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
 }

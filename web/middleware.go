@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/handlers"
 )
 
@@ -224,9 +225,16 @@ func (a *app) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		u, err := a.deps.DB.UserByID(ctx, id)
+		if err != nil && apperr.CodeOf(err) != apperr.NotFound && a.unavailable(ctx, err) {
+			// A signed-in person is not sent to sign in again because
+			// the database is down: the request cannot be served, and says so.
+			a.logger.Warn("load session user: the database cannot be reached", "request_id", handlers.RequestID(ctx), "err", err)
+			a.renderUnavailable(w, r)
+			return
+		}
 		if err != nil {
-			// The user is gone or the database is down: treat the request as
-			// anonymous rather than failing every page.
+			// The user is gone (or could not be read for another reason
+			// while the database answers): the request goes on anonymous.
 			a.logger.Warn("load session user", "request_id", handlers.RequestID(ctx), "err", err)
 			next.ServeHTTP(w, r)
 			return

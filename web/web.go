@@ -137,10 +137,6 @@ func New(d Deps) http.Handler {
 
 	a := &app{deps: d, logger: d.Logger, sessions: sm}
 	a.base = &handlers.Base{DB: d.DB, Sessions: sm, Logger: d.Logger, OIDC: d.OIDCIssuer != ""}
-	sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
-		a.logger.Error("session", "request_id", handlers.RequestID(r.Context()), "err", err)
-		a.renderError(w, r, http.StatusInternalServerError, "")
-	}
 	return a.routes(https)
 }
 
@@ -193,7 +189,7 @@ func (a *app) routes(https bool) http.Handler {
 	r.Get("/projects/{project}/environments/{env}/events", a.handle(streams.streamEnvironmentEvents))
 
 	r.Group(func(r chi.Router) {
-		r.Use(cop.Handler, a.sessions.LoadAndSave, markSession, a.authenticate)
+		r.Use(cop.Handler, a.loadAndSave, markSession, a.authenticate)
 		r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 			a.renderError(w, r, http.StatusNotFound, "")
 		})
@@ -304,7 +300,11 @@ func (a *app) handle(fn handlers.Func) http.HandlerFunc {
 			a.renderTooLarge(w, r)
 			return
 		}
-		switch apperr.CodeOf(err) {
+		code := apperr.CodeOf(err)
+		if code == apperr.Internal && a.unavailable(r.Context(), err) {
+			code = apperr.Unavailable
+		}
+		switch code {
 		case apperr.Invalid:
 			a.renderError(w, r, http.StatusBadRequest, apperr.Message(err))
 		case apperr.NotFound:
@@ -320,6 +320,10 @@ func (a *app) handle(fn handlers.Func) http.HandlerFunc {
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
 		case apperr.Forbidden:
 			a.renderError(w, r, http.StatusForbidden, apperr.Message(err))
+		case apperr.Unavailable:
+			a.logger.Warn("request failed: the database cannot be reached", "request_id", handlers.RequestID(r.Context()),
+				"method", r.Method, "path", r.URL.Path, "err", err)
+			a.renderUnavailable(w, r)
 		default:
 			a.logger.Error("request failed", "request_id", handlers.RequestID(r.Context()),
 				"method", r.Method, "path", r.URL.Path, "err", err)
@@ -336,6 +340,7 @@ var errorTexts = map[int][2]string{
 	http.StatusConflict:              {"That conflicts with what is there", "Reload the page and try again."},
 	http.StatusRequestEntityTooLarge: {"That was too large", "The request is larger than the Studio accepts. Manifests may be at most 1 MiB."},
 	http.StatusInternalServerError:   {"Something went wrong", "Something went wrong on our side. The problem has been logged; please try again."},
+	http.StatusServiceUnavailable:    {"Temporarily unavailable", unavailableMessage},
 }
 
 // renderError writes an error page; message overrides the default sentence.

@@ -185,12 +185,42 @@ func (s *streams) streamEnvironmentEvents(w http.ResponseWriter, r *http.Request
 	return s.serve(w, r, false)
 }
 
+// streamNumbers reads the {run} of a run stream and ?after=N, each within
+// the range of its column (runs.id is a bigint; a run's event sequence an
+// integer, an environment's a bigint), before any query and before the
+// upgrade: a number beyond it is an answer, not a stream that fails.
+func streamNumbers(r *http.Request, runStream bool) (runID, after int64, err error) {
+	seqBits := 64
+	if runStream {
+		seqBits = 32
+		runID, err = strconv.ParseInt(chi.URLParam(r, "run"), 10, 64)
+		if err != nil || runID <= 0 {
+			return 0, 0, apperr.Errorf(apperr.NotFound, "There is no such run.")
+		}
+	}
+	if q := r.URL.Query().Get("after"); q != "" {
+		after, err = strconv.ParseInt(q, 10, seqBits)
+		if err != nil || after < 0 {
+			limit := "9223372036854775807"
+			if runStream {
+				limit = "2147483647"
+			}
+			return 0, 0, apperr.Errorf(apperr.Invalid, "after must be a sequence number from 0 to %s.", limit)
+		}
+	}
+	return runID, after, nil
+}
+
 func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) error {
 	ctx := r.Context()
 	reqID := handlers.RequestID(ctx)
 	if !s.originAllowed(r) {
 		s.a.logger.Warn("event stream refused: foreign origin", "request_id", reqID, "path", r.URL.Path, "origin", r.Header.Get("Origin"))
 		return apperr.Errorf(apperr.Forbidden, "This page may only be watched from the Studio itself.")
+	}
+	runID, after, err := streamNumbers(r, runStream)
+	if err != nil {
+		return err
 	}
 	v, err := s.readSession(r)
 	if err != nil {
@@ -206,10 +236,6 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) 
 	}
 	stream := runs.EnvironmentStream(env.ID)
 	if runStream {
-		runID, err := strconv.ParseInt(chi.URLParam(r, "run"), 10, 64)
-		if err != nil || runID <= 0 {
-			return apperr.Errorf(apperr.NotFound, "There is no such run.")
-		}
 		envID, err := s.a.deps.DB.RunEnvironmentID(ctx, runID)
 		if err != nil {
 			return err
@@ -218,13 +244,6 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) 
 			return apperr.Errorf(apperr.NotFound, "There is no such run.")
 		}
 		stream = runs.RunStream(runID)
-	}
-	var after int64
-	if q := r.URL.Query().Get("after"); q != "" {
-		after, err = strconv.ParseInt(q, 10, 64)
-		if err != nil || after < 0 {
-			return apperr.Errorf(apperr.Invalid, "after must be a sequence number (0 or more).")
-		}
 	}
 	if !isWebsocketUpgrade(r) {
 		return apperr.Errorf(apperr.Invalid, "This address is a websocket: open it from the page that shows the run.")
