@@ -9,29 +9,24 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/skali-dev/studio/store"
 )
 
-// Transient reports whether err means the database could not be reached
+// transient reports whether err means the database could not be reached
 // for a moment (a restart, a failover, a dropped connection), so the same
-// statement may succeed a few seconds later.
-func Transient(err error) bool {
+// statement may succeed a few seconds later: what store.Unreachable says,
+// and, since withRetry only ever talks to the database, a connection that
+// broke under a statement.
+func transient(err error) bool {
 	if err == nil {
 		return false
 	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
+	if store.Unreachable(err) || pgconn.SafeToRetry(err) {
 		return true
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch pe.Code {
-		case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
-			return true
-		}
-		return len(pe.Code) == 5 && pe.Code[:2] == "08" // connection exceptions
-	}
-	if pgconn.SafeToRetry(err) {
-		return true
+	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return false // the server answered: not an outage
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
@@ -56,7 +51,7 @@ func withRetry(ctx context.Context, write func(ctx context.Context, attempt int)
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := write(wctx, attempt)
 		cancel()
-		if !Transient(err) || time.Now().Add(wait).After(deadline) {
+		if !transient(err) || time.Now().Add(wait).After(deadline) {
 			return err
 		}
 		time.Sleep(wait)
