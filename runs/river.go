@@ -243,6 +243,9 @@ func (s *Service) superviseLeases(ctx context.Context) {
 // transaction per pass (see store.TakeOverLostRuns). It returns the runs it
 // took over.
 func (s *Service) TakeOverLostRuns(ctx context.Context) ([]int64, error) {
+	if err := s.expireDeadExecutors(ctx); err != nil {
+		return nil, err
+	}
 	var requeue func(ctx context.Context, tx pgx.Tx, l store.LostRun) (int64, error)
 	if s.river != nil {
 		requeue = s.requeueLost
@@ -252,6 +255,25 @@ func (s *Service) TakeOverLostRuns(ctx context.Context) ([]int64, error) {
 		s.Logger.Warn("run executor lost; the run is resumed by a live process", "run", id)
 	}
 	return ids, err
+}
+
+// expireDeadExecutors ends at once the leases held by processes of this
+// machine that no longer exist (a Studio killed and started again on the
+// same machine), so their runs are taken over now rather than when the
+// leases run out.
+func (s *Service) expireDeadExecutors(ctx context.Context) error {
+	leases, err := s.DB.LiveRunLeases(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range leases {
+		if deadHere(l.Owner) {
+			if err := s.DB.ExpireRunLease(ctx, l.RunID, l.Owner); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // requeueLost cancels the job a lost executor held and enqueues a new one

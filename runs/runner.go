@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
@@ -101,12 +103,39 @@ type runContext struct {
 	detDirty bool
 }
 
-// processName names this process in lease owners: host and pid, for an
-// operator reading the runs table.
-var processName = func() string {
+// processName names this process in lease owners: its machine (host name
+// and pid namespace) and pid, so that an operator reading the runs table
+// sees who executes what, and a process on the same machine can tell an
+// executor that died (see deadHere).
+var processName = machineName() + ":" + strconv.Itoa(os.Getpid())
+
+// machineName is host@pid-namespace: processes with the same machine name
+// see the same process ids.
+func machineName() string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s:%d", host, os.Getpid())
-}()
+	ns, err := os.Readlink("/proc/self/ns/pid") // "pid:[4026531836]"
+	if err != nil {
+		return host
+	}
+	return host + "@" + strings.Trim(strings.TrimPrefix(ns, "pid:"), "[]")
+}
+
+// deadHere reports whether the lease owner names a process of this
+// machine that no longer exists: its lease need not run out before the run
+// is taken over. A process id reused since only delays that (the lease
+// still expires); it never makes a live executor look dead.
+func deadHere(owner string) bool {
+	machine, rest, ok := strings.Cut(owner, ":")
+	if !ok || !strings.Contains(machine, "@") || machine != machineName() {
+		return false
+	}
+	pidText, _, _ := strings.Cut(rest, ":")
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
 
 // Execute works on the run until it finishes or has to wait. It first
 // claims the run's lease; while another live execution holds it, it

@@ -315,6 +315,9 @@ func (s *Service) Cancel(ctx context.Context, a store.Actor, env *store.Environm
 	if err != nil {
 		return nil, err
 	}
+	if err := s.expireDeadExecutors(ctx); err != nil {
+		s.Logger.Warn("cancel run: look for executors that are gone", "run", runID, "err", err)
+	}
 	if _, err := s.Runner.Execute(ctx, runID); err != nil && !errors.Is(err, ErrTakenOver) {
 		s.Logger.Warn("cancel run", "run", runID, "err", err)
 	}

@@ -85,6 +85,39 @@ func (db *DB) ReleaseRunLease(ctx context.Context, runID int64, owner string) er
 	return nil
 }
 
+// RunLease is an unfinished run's lease that has not expired.
+type RunLease struct {
+	RunID int64
+	Owner string
+}
+
+// LiveRunLeases returns the leases of unfinished runs that have not
+// expired yet.
+func (db *DB) LiveRunLeases(ctx context.Context) ([]RunLease, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT id, lease_owner FROM runs
+		WHERE finished_at IS NULL AND lease_owner IS NOT NULL AND lease_expires_at >= clock_timestamp()`)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunLease, error) {
+		var l RunLease
+		err := row.Scan(&l.RunID, &l.Owner)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: run leases: %w", err)
+	}
+	return out, nil
+}
+
+// ExpireRunLease ends owner's lease of the run now: its executor is known
+// to be gone, so the run need not wait for the lease to run out before it
+// is taken over.
+func (db *DB) ExpireRunLease(ctx context.Context, runID int64, owner string) error {
+	if _, err := db.Pool.Exec(ctx, `UPDATE runs SET lease_expires_at = clock_timestamp() - interval '1 millisecond'
+		WHERE id = $1 AND lease_owner = $2`, runID, owner); err != nil {
+		return fmt.Errorf("store: expire run %d lease: %w", runID, err)
+	}
+	return nil
+}
+
 // LostRun is a run whose executor is gone, as TakeOverLostRuns hands it to
 // its caller.
 type LostRun struct {

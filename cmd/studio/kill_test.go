@@ -151,7 +151,11 @@ func TestAKilledProcessesRunResumesAfterARestart(t *testing.T) {
 	ctx := context.Background()
 	db, dbURL, key := newKilledEnvironment(t)
 
-	first := startStudio(t, dbURL, key)
+	// Leases of ten minutes and River's rescue at its default (15 minutes):
+	// only the restarted process seeing that the lease's owner, a process of
+	// this machine, no longer exists can resume the run before the test
+	// gives up.
+	first := startStudio(t, dbURL, key, "--run-lease", "10m")
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	if resp, err := c.Get(first.addr + first.link); err != nil {
@@ -176,7 +180,7 @@ func TestAKilledProcessesRunResumesAfterARestart(t *testing.T) {
 		t.Fatalf("checkpoint 2 is %s after the kill", status)
 	}
 
-	startStudio(t, dbURL, key)
+	startStudio(t, dbURL, key, "--run-lease", "10m")
 	waitFor(t, func() bool {
 		var finished bool
 		db.Pool.QueryRow(ctx, `SELECT finished_at IS NOT NULL FROM runs WHERE id = $1`, runID).Scan(&finished)
