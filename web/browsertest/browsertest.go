@@ -41,6 +41,13 @@ func chromiumPath() string {
 // elsewhere with a message saying how to install it.
 func New(tb testing.TB) *Browser {
 	tb.Helper()
+	return NewFor(tb, 90*time.Second)
+}
+
+// NewFor is New for a test whose actions may take up to limit in all (a
+// walk through every page at several sizes).
+func NewFor(tb testing.TB, limit time.Duration) *Browser {
+	tb.Helper()
 	path := chromiumPath()
 	if path == "" {
 		if os.Getenv("CI") == "true" {
@@ -77,7 +84,7 @@ func New(tb testing.TB) *Browser {
 	if err := chromedp.Do(ctx); err != nil {
 		tb.Fatalf("browsertest: start Chromium: %v", err)
 	}
-	bounded, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	bounded, cancelTimeout := context.WithTimeout(ctx, limit)
 	tb.Cleanup(cancelTimeout)
 	return &Browser{Ctx: bounded, tb: tb}
 }
