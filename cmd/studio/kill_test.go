@@ -181,40 +181,8 @@ func TestAKilledProcessesRunResumesAfterARestart(t *testing.T) {
 	}
 
 	startStudio(t, dbURL, key, "--run-lease", "10m")
-	waitFor(t, func() bool {
-		var finished bool
-		db.Pool.QueryRow(ctx, `SELECT finished_at IS NOT NULL FROM runs WHERE id = $1`, runID).Scan(&finished)
-		return finished
-	})
-	run, err := db.RunByID(ctx, runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if run.Status != store.RunSucceeded {
-		t.Fatalf("resumed run: %s %s", run.Status, run.Reason)
-	}
-	evs, err := db.RunEventsAfter(ctx, runID, 0, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	per := map[int]int{}
-	for i, e := range evs {
-		if e.Seq != int64(i+1) {
-			t.Fatalf("event %d has seq %d", i+1, e.Seq)
-		}
-		if e.Checkpoint != nil {
-			per[*e.Checkpoint]++
-		}
-	}
-	if per[1] != 2 {
-		t.Fatalf("check values has %d events, want 2: it was done again", per[1])
-	}
-	cps, _ := db.Checkpoints(ctx, runID)
-	for _, cp := range cps {
-		if cp.Status != store.CheckpointSucceeded {
-			t.Fatalf("%s is %s", cp.Name, cp.Status)
-		}
-	}
+	waitForRunEnd(t, db, runID)
+	checkRunSucceededOnce(t, db, runID)
 }
 
 // waitFor polls cond until it holds; it asserts nothing about time, but

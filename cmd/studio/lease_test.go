@@ -51,6 +51,16 @@ func checkpointStatus(db *store.DB, runID int64, kind string) string {
 	return status
 }
 
+// waitForRunEnd waits until the run has finished, however it ended.
+func waitForRunEnd(t *testing.T, db *store.DB, runID int64) {
+	t.Helper()
+	waitFor(t, func() bool {
+		var finished bool
+		db.Pool.QueryRow(context.Background(), `SELECT finished_at IS NOT NULL FROM runs WHERE id = $1`, runID).Scan(&finished)
+		return finished
+	})
+}
+
 // checkRunSucceededOnce checks that the run succeeded, its events are
 // numbered without gaps, and no checkpoint was started or finished twice.
 func checkRunSucceededOnce(t *testing.T, db *store.DB, runID int64) []store.RunEvent {
@@ -95,7 +105,6 @@ func TestTheOtherReplicaTakesOverTheRunOfAKilledExecutor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}
-	ctx := context.Background()
 	db, dbURL, key := newKilledEnvironment(t)
 	a, b := startStudio(t, dbURL, key), startStudio(t, dbURL, key)
 	procs := map[int]*studioProcess{a.cmd.Process.Pid: a, b.cmd.Process.Pid: b}
@@ -113,11 +122,7 @@ func TestTheOtherReplicaTakesOverTheRunOfAKilledExecutor(t *testing.T) {
 	victim.cmd.Process.Kill()
 	victim.cmd.Wait()
 
-	waitFor(t, func() bool {
-		var finished bool
-		db.Pool.QueryRow(ctx, `SELECT finished_at IS NOT NULL FROM runs WHERE id = $1`, runID).Scan(&finished)
-		return finished
-	})
+	waitForRunEnd(t, db, runID)
 	t.Logf("the survivor finished the run %s after the kill (lease 2 s)", time.Since(killed).Round(time.Millisecond))
 	if pid := executorPID(db, runID); pid != 0 {
 		t.Fatalf("a finished run still holds a lease of process %d", pid)
@@ -174,11 +179,7 @@ func TestSIGTERMLetsARunningReleaseCommandFinishAndTheNextProcessResumes(t *test
 		t.Fatalf("the stopped process kept the run's lease")
 	}
 	startStudio(t, dbURL, key, "--local-step-delay", "100ms")
-	waitFor(t, func() bool {
-		var finished bool
-		db.Pool.QueryRow(context.Background(), `SELECT finished_at IS NOT NULL FROM runs WHERE id = $1`, runID).Scan(&finished)
-		return finished
-	})
+	waitForRunEnd(t, db, runID)
 	checkRunSucceededOnce(t, db, runID)
 }
 
@@ -197,11 +198,7 @@ func TestAPostgreSQLRestartDuringAReleaseCommandFailsNothing(t *testing.T) {
 	if err := storetest.Server().Interrupt(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
-		var finished bool
-		db.Pool.QueryRow(context.Background(), `SELECT finished_at IS NOT NULL FROM runs WHERE id = $1`, runID).Scan(&finished)
-		return finished
-	})
+	waitForRunEnd(t, db, runID)
 	checkRunSucceededOnce(t, db, runID)
 	var restarted bool
 	// The database did go away during the run.
