@@ -198,5 +198,5 @@ func (h *Deletions) DeleteProject(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	h.Flash(r.Context(), "success", fmt.Sprintf("Deleted project %s and its revisions.", p.Name))
-	return SeeOther(w, r, "/")
+	return SeeOther(w, r, paths.Home)
 }

@@ -45,7 +45,7 @@ func (h *Projects) ShowNewProjectPage(w http.ResponseWriter, r *http.Request) er
 	}
 	return Render(w, r, http.StatusOK, views.NewProject(views.NewProjectPage{
 		Chrome: h.Chrome(r, "New project", "projects"),
-		Form:   views.ManifestForm{Action: "/projects", Submit: "Create project"},
+		Form:   views.ManifestForm{Action: paths.Projects, Submit: "Create project"},
 	}))
 }
 
@@ -55,7 +55,7 @@ func (h *Projects) CreateProject(w http.ResponseWriter, r *http.Request) error {
 	if err := RequireAdmin(r); err != nil {
 		return err
 	}
-	form := views.ManifestForm{Action: "/projects", Submit: "Create project"}
+	form := views.ManifestForm{Action: paths.Projects, Submit: "Create project"}
 	rerender := func(status int, f views.ManifestForm) error {
 		return Render(w, r, status, views.NewProject(views.NewProjectPage{Chrome: h.Chrome(r, "New project", "projects"), Form: f}))
 	}
