@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/views"
 )
@@ -76,5 +77,5 @@ func (h *Admin) SetBackupTarget(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.Flash(r.Context(), "success", "Backup target saved.")
-	return SeeOther(w, r, "/admin")
+	return SeeOther(w, r, paths.Admin)
 }

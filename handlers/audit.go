@@ -11,6 +11,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/humanize"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -154,10 +155,7 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 		if page > 1 {
 			v.Set("page", strconv.Itoa(page))
 		}
-		if len(v) == 0 {
-			return "/audit"
-		}
-		return "/audit?" + v.Encode()
+		return paths.AuditFiltered(v.Encode())
 	}
 	if m.Page > 1 {
 		m.PrevURL = pageURL(m.Page - 1)

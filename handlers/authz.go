@@ -52,3 +52,29 @@ func (b *Base) Environment(r *http.Request, want store.Role) (*store.Environment
 	}
 	return env, role, nil
 }
+
+// project loads the project of the {project} route parameter and the user's
+// highest role on it. Outsiders get 403 whether or not it exists, so the
+// answer does not tell them which projects exist.
+func (b *Base) project(r *http.Request) (*store.Project, store.Role, error) {
+	ctx := r.Context()
+	u := CurrentUser(ctx)
+	if u == nil {
+		return nil, store.RoleNone, apperr.Errorf(apperr.Unauthorized, "Sign in first.")
+	}
+	p, err := b.DB.ProjectByName(ctx, chi.URLParam(r, "project"))
+	if err != nil {
+		if apperr.CodeOf(err) == apperr.NotFound && !u.IsAdmin {
+			return nil, store.RoleNone, apperr.Errorf(apperr.Forbidden, "You do not have access to this project.")
+		}
+		return nil, store.RoleNone, err
+	}
+	role, err := b.DB.ProjectRole(ctx, u, p.ID)
+	if err != nil {
+		return nil, store.RoleNone, err
+	}
+	if role == store.RoleNone {
+		return nil, role, apperr.Errorf(apperr.Forbidden, "You do not have access to this project. An environment admin can add you.")
+	}
+	return p, role, nil
+}

@@ -54,10 +54,9 @@ func environmentZone(env *store.Environment) views.DangerZone {
 func (h *Deletions) renderEnvironment(w http.ResponseWriter, r *http.Request, status int, env *store.Environment, z views.DangerZone) error {
 	return Render(w, r, status, views.Delete(views.DeletePage{
 		Chrome: h.Chrome(r, "Delete "+env.Project+" / "+env.Name, "projects"),
-		Crumbs: []views.Crumb{{Label: "Projects", Href: "/"}, {Label: env.Project, Href: paths.Project(env.Project)},
-			{Label: env.Name, Href: paths.Environment(env.Project, env.Name)}, {Label: "Delete"}},
-		Zone: z,
-		Back: paths.Environment(env.Project, env.Name),
+		Crumbs: views.EnvironmentTrail(env.Project, env.Name).Then("Delete"),
+		Zone:   z,
+		Back:   paths.Environment(env.Project, env.Name),
 	}))
 }
 
@@ -137,7 +136,7 @@ func projectZone(p *store.Project) views.DangerZone {
 func (h *Deletions) renderProject(w http.ResponseWriter, r *http.Request, status int, p *store.Project, z views.DangerZone) error {
 	return Render(w, r, status, views.Delete(views.DeletePage{
 		Chrome: h.Chrome(r, "Delete "+p.Name, "projects"),
-		Crumbs: []views.Crumb{{Label: "Projects", Href: "/"}, {Label: p.Name, Href: paths.Project(p.Name)}, {Label: "Delete"}},
+		Crumbs: views.ProjectTrail(p.Name).Then("Delete"),
 		Zone:   z,
 		Back:   paths.Project(p.Name),
 	}))
@@ -198,5 +197,5 @@ func (h *Deletions) DeleteProject(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	h.Flash(r.Context(), "success", fmt.Sprintf("Deleted project %s and its revisions.", p.Name))
-	return SeeOther(w, r, "/")
+	return SeeOther(w, r, paths.Home)
 }

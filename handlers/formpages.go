@@ -24,7 +24,7 @@ func (h *FormAddresses) Projects(w http.ResponseWriter, r *http.Request) error {
 	if RequireAdmin(r) == nil {
 		return SeeOther(w, r, paths.NewProject)
 	}
-	return SeeOther(w, r, "/")
+	return SeeOther(w, r, paths.Home)
 }
 
 // Revisions sends GET /projects/{project}/revisions to the project's revisions.
@@ -51,5 +51,5 @@ func (h *FormAddresses) ValuesImport(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	return SeeOther(w, r, paths.Environment(env.Project, env.Name)+"/values#import")
+	return SeeOther(w, r, paths.Values(env.Project, env.Name)+"#import")
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -51,16 +52,16 @@ const (
 // the visitor's form was refused because they were not signed in.
 func LoginURL(next string, expired bool) string {
 	q := url.Values{}
-	if target, ok := SignInTarget(nil, next); ok && target != "/" {
+	if target, ok := SignInTarget(nil, next); ok && target != paths.Home {
 		q.Set(loginNext, target)
 	}
 	if expired {
 		q.Set(loginExpired, "1")
 	}
 	if len(q) == 0 {
-		return "/login"
+		return paths.Login
 	}
-	return "/login?" + q.Encode()
+	return paths.Login + "?" + q.Encode()
 }
 
 // origin is the public URL that pages to return to must be on; nil (paths
@@ -76,15 +77,15 @@ func (h *Login) origin() *url.URL {
 // ShowLoginPage renders the sign-in page.
 func (h *Login) ShowLoginPage(w http.ResponseWriter, r *http.Request) error {
 	if CurrentUser(r.Context()) != nil {
-		return SeeOther(w, r, "/")
+		return SeeOther(w, r, paths.Home)
 	}
 	m := views.LoginPage{
 		Chrome:       h.Chrome(r, "Sign in", ""),
 		OIDCEnabled:  h.OIDCEnabled,
 		LocalEnabled: h.LocalEnabled,
-		OIDCStart:    "/login/oidc",
+		OIDCStart:    paths.LoginOIDC,
 	}
-	if target, ok := SignInTarget(h.origin(), r.URL.Query().Get(loginNext)); ok && target != "/" {
+	if target, ok := SignInTarget(h.origin(), r.URL.Query().Get(loginNext)); ok && target != paths.Home {
 		m.OIDCStart += "?" + url.Values{loginNext: {target}}.Encode()
 	}
 	if r.URL.Query().Get(loginExpired) != "" {
@@ -185,7 +186,7 @@ func (h *Login) SignOut(w http.ResponseWriter, r *http.Request) error {
 	if err := h.Sessions.Destroy(ctx); err != nil {
 		return err
 	}
-	return SeeOther(w, r, "/login")
+	return SeeOther(w, r, paths.Login)
 }
 
 // AfterSignIn returns where to go after signing in: the page an anonymous
@@ -194,7 +195,7 @@ func (h *Login) SignOut(w http.ResponseWriter, r *http.Request) error {
 func (b *Base) AfterSignIn(ctx context.Context) string {
 	target, ok := SignInTarget(nil, b.Sessions.PopString(ctx, sessionAfterLogin))
 	if !ok {
-		return "/"
+		return paths.Home
 	}
 	return target
 }

@@ -45,7 +45,7 @@ func (h *Projects) ShowNewProjectPage(w http.ResponseWriter, r *http.Request) er
 	}
 	return Render(w, r, http.StatusOK, views.NewProject(views.NewProjectPage{
 		Chrome: h.Chrome(r, "New project", "projects"),
-		Form:   views.ManifestForm{Action: "/projects", Submit: "Create project"},
+		Form:   views.ManifestForm{Action: paths.Projects, Submit: "Create project"},
 	}))
 }
 
@@ -55,7 +55,7 @@ func (h *Projects) CreateProject(w http.ResponseWriter, r *http.Request) error {
 	if err := RequireAdmin(r); err != nil {
 		return err
 	}
-	form := views.ManifestForm{Action: "/projects", Submit: "Create project"}
+	form := views.ManifestForm{Action: paths.Projects, Submit: "Create project"}
 	rerender := func(status int, f views.ManifestForm) error {
 		return Render(w, r, status, views.NewProject(views.NewProjectPage{Chrome: h.Chrome(r, "New project", "projects"), Form: f}))
 	}
@@ -217,32 +217,6 @@ func (h *Projects) AddRevision(w http.ResponseWriter, r *http.Request) error {
 		h.Flash(ctx, "success", fmt.Sprintf("Added revision %d: %s.%s", rev.Number, rev.Summary, warningNote(res)))
 	}
 	return SeeOther(w, r, paths.Project(p.Name))
-}
-
-// project loads the project of the {project} route parameter and the user's
-// highest role on it. Outsiders get 403 whether or not it exists, so the
-// answer does not tell them which projects exist.
-func (b *Base) project(r *http.Request) (*store.Project, store.Role, error) {
-	ctx := r.Context()
-	u := CurrentUser(ctx)
-	if u == nil {
-		return nil, store.RoleNone, apperr.Errorf(apperr.Unauthorized, "Sign in first.")
-	}
-	p, err := b.DB.ProjectByName(ctx, chi.URLParam(r, "project"))
-	if err != nil {
-		if apperr.CodeOf(err) == apperr.NotFound && !u.IsAdmin {
-			return nil, store.RoleNone, apperr.Errorf(apperr.Forbidden, "You do not have access to this project.")
-		}
-		return nil, store.RoleNone, err
-	}
-	role, err := b.DB.ProjectRole(ctx, u, p.ID)
-	if err != nil {
-		return nil, store.RoleNone, err
-	}
-	if role == store.RoleNone {
-		return nil, role, apperr.Errorf(apperr.Forbidden, "You do not have access to this project. An environment admin can add you.")
-	}
-	return p, role, nil
 }
 
 func requireRevisionRole(role store.Role) error {

@@ -7,6 +7,47 @@ package paths
 
 import "strconv"
 
+// Home is the projects list, the page the brand and "Projects" lead to.
+const Home = "/"
+
+// Validate is the manifest validator, open without signing in.
+const Validate = "/validate"
+
+// Audit is the audit log; AuditFiltered adds its filters.
+const Audit = "/audit"
+
+// AuditFiltered is the audit log filtered by query, an encoded query
+// string (empty: no filter).
+func AuditFiltered(query string) string {
+	if query == "" {
+		return Audit
+	}
+	return Audit + "?" + query
+}
+
+// Admin is the installation page.
+const Admin = "/admin"
+
+// AdminBackupTarget is where the installation's backup target is posted.
+const AdminBackupTarget = Admin + "/backup-target"
+
+// Login is the sign-in page.
+const Login = "/login"
+
+// LoginLocal signs in with the local account when no identity provider is
+// configured.
+const LoginLocal = Login + "/local"
+
+// LoginOIDC starts a sign-in at the identity provider.
+const LoginOIDC = Login + "/oidc"
+
+// LoginOIDCCallback is where the identity provider sends the browser back;
+// the provider must know it as PublicURL + LoginOIDCCallback.
+const LoginOIDCCallback = LoginOIDC + "/callback"
+
+// Logout is where signing out is posted.
+const Logout = "/logout"
+
 // NewProject is the form that creates a project from a manifest; the
 // project is posted to Projects.
 const NewProject = Projects + "/new"

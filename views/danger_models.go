@@ -22,15 +22,9 @@ type DangerZone struct {
 // own, which a failed confirmation re-renders at the form's own URL.
 type DeletePage struct {
 	Chrome Chrome
-	// Crumbs lead to the thing being deleted, each a label and a link.
-	Crumbs []Crumb
+	// Crumbs lead to the thing being deleted.
+	Crumbs Trail
 	Zone   DangerZone
 	// Back is where Cancel leads.
 	Back string
-}
-
-// Crumb is one breadcrumb.
-type Crumb struct {
-	Label string
-	Href  string
 }

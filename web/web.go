@@ -16,6 +16,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/handlers"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/static"
 	"github.com/skali-dev/studio/store"
@@ -152,7 +153,7 @@ func (a *app) routes(https bool) http.Handler {
 		Issuer:       a.deps.OIDCIssuer,
 		ClientID:     a.deps.OIDCClientID,
 		ClientSecret: a.deps.OIDCClientSecret,
-		RedirectURL:  strings.TrimRight(a.deps.PublicURL, "/") + "/login/oidc/callback",
+		RedirectURL:  strings.TrimRight(a.deps.PublicURL, "/") + paths.LoginOIDCCallback,
 		Admins:       a.deps.Admins,
 	}, handlers.NewSignInLimiter(a.deps.SignInStarts.Burst, a.deps.SignInStarts.Every))
 
@@ -317,7 +318,7 @@ func (a *app) handle(fn handlers.Func) http.HandlerFunc {
 				http.Error(w, apperr.Message(err), http.StatusUnauthorized)
 				return
 			}
-			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			http.Redirect(w, r, paths.Login, http.StatusSeeOther)
 		case apperr.Forbidden:
 			a.renderError(w, r, http.StatusForbidden, apperr.Message(err))
 		case apperr.Unavailable:

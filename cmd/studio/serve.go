@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/pgserver"
@@ -185,7 +186,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "Sign in: %s/login/local?token=%s\n", cfg.PublicURL, token)
+		fmt.Fprintf(stdout, "Sign in: %s%s?token=%s\n", cfg.PublicURL, paths.LoginLocal, token)
 	}
 
 	errc := make(chan error, 1)
@@ -268,7 +269,7 @@ func runLoginLink(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Sign in: %s/login/local?token=%s\n", cfg.PublicURL, token)
+	fmt.Fprintf(stdout, "Sign in: %s%s?token=%s\n", cfg.PublicURL, paths.LoginLocal, token)
 	_ = os.Stdout.Sync()
 	return nil
 }
