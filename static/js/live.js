@@ -190,10 +190,6 @@
     function apply(frame) {
       if (typeof frame.seq !== "number" || frame.seq <= lastSeq) return;
       var swapped = {};
-      // The status badge before the fragments: one that a fragment brought
-      // in fresh (inside a swapped heading) already says what the server
-      // means, "executor lost" and all.
-      var statusBefore = document.getElementById("run-status");
       (Array.isArray(frame.fragments) ? frame.fragments : []).forEach(function (f) {
         if (!f || !f.id) return;
         // The element with that id, and every element marked with it in
@@ -224,7 +220,9 @@
           var st = document.getElementById("run-status");
           if (st) {
             st.setAttribute("data-run-status", run.status);
-            if (st === statusBefore && !swapped["run-status"] && !st.children.length) {
+            // A badge that says more than the status ("executor lost ·
+            // resuming") keeps the words the server rendered.
+            if (!swapped["run-status"] && !st.children.length && !st.hasAttribute("data-executor-lost")) {
               st.textContent = statusText[run.status] || run.status;
             }
           }
