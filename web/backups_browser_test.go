@@ -24,8 +24,9 @@ import (
 func backupsReady(t *testing.T) (*webtest.Server, *store.Environment, *http.Client, string) {
 	t.Helper()
 	// Each simulated step takes a moment, so a restore can be caught
-	// while it stops the environment (restoreFailingAfterTheStop).
-	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{StepDelay: 150 * time.Millisecond}))
+	// while it stops the environment (restoreFailingAfterTheStop) even on
+	// a busy machine, where a poll may wait a few hundred milliseconds.
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{StepDelay: 800 * time.Millisecond}))
 	env := s.CreateEnvironment(t, backupWebManifest, "production")
 	admin := s.SignInLocal(t)
 	target := t.TempDir()
