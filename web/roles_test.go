@@ -107,6 +107,8 @@ var routeTable = []routeCase{
 	// The manifest validator is public.
 	{method: "GET", pattern: "/validate", path: "/validate", allow: everyone},
 	{method: "POST", pattern: "/validate", path: "/validate", form: url.Values{"manifest": {webtest.MinimalManifest}}, allow: everyone},
+	// The live editor's check takes JSON only; this table posts a form.
+	{method: "POST", pattern: "/validate/check", path: "/validate/check", form: url.Values{"manifest": {webtest.MinimalManifest}}, allow: everyone, ok: []int{http.StatusUnsupportedMediaType}},
 
 	// Home, members, audit log.
 	{method: "GET", pattern: "/", path: "/", allow: signedIn},

@@ -206,6 +206,7 @@ func (a *app) routes(https bool) http.Handler {
 		// and fails for a route without one.
 		r.Get("/validate", a.handle(validate.ShowValidatePage))
 		r.Post("/validate", a.handle(validate.Validate))
+		r.Post("/validate/check", a.handle(validate.Check))
 		if a.deps.OIDCIssuer != "" {
 			r.Get("/login/oidc", a.handle(oidcLogin.StartSignIn))
 			r.Get("/login/oidc/callback", a.handle(oidcLogin.Callback))
