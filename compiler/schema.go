@@ -7,9 +7,8 @@ import (
 	"unicode"
 )
 
-// SchemaID is the address the Studio serves the schema at, relative to its
-// public URL.
-const SchemaID = "/schema/skali.json"
+// SchemaPath is where the Studio serves the schema, under its public URL.
+const SchemaPath = "/schema/skali.json"
 
 // Schema returns a JSON Schema (draft 2020-12) of skali.yaml generated from
 // Reference, for editors with a YAML language server: every object refuses
@@ -20,7 +19,6 @@ const SchemaID = "/schema/skali.json"
 func Schema() []byte {
 	s := schemaOf(Reference)
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-	s["$id"] = "https://skali.dev" + SchemaID
 	s["title"] = "skali.yaml"
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {

@@ -218,3 +218,12 @@ func answerCheck(w http.ResponseWriter, status int, v any) error {
 	_, err = w.Write(b)
 	return err
 }
+
+// ServeSchema answers GET /schema/skali.json: the JSON Schema of skali.yaml
+// (compiler.Schema), for editors with a YAML language server. It is
+// documentation, public like the validator, and needs no session.
+func ServeSchema(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/schema+json")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	_, _ = w.Write(compiler.Schema())
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/handlers"
 	"github.com/skali-dev/studio/web/webtest"
 )
@@ -93,5 +94,26 @@ func TestDiagnosticsEndpoint(t *testing.T) {
 	resp, b = postCheck(t, s, string(big), nil)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized body: %d %.200s", resp.StatusCode, b)
+	}
+}
+
+// TestSchemaEndpoint: GET /schema/skali.json serves the compiler's JSON
+// Schema without a session, as an editor's language server fetches it.
+func TestSchemaEndpoint(t *testing.T) {
+	s := webtest.Start(t)
+	resp, err := http.Get(s.URL + "/schema/skali.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/schema+json" {
+		t.Fatalf("status %d, type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if !bytes.Equal(b, compiler.Schema()) {
+		t.Errorf("the served schema differs from compiler.Schema()")
+	}
+	if resp.Header.Get("Set-Cookie") != "" {
+		t.Errorf("the schema sets a cookie")
 	}
 }

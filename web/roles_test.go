@@ -89,6 +89,7 @@ var routeTable = []routeCase{
 	{method: "GET", pattern: "/healthz", path: "/healthz", allow: everyone},
 	{method: "GET", pattern: "/readyz", path: "/readyz", allow: everyone},
 	{method: "*", pattern: "/static/*", path: "{static}", allow: everyone},
+	{method: "GET", pattern: "/schema/skali.json", path: "/schema/skali.json", allow: everyone},
 
 	// Event stream websockets: a plain GET (no upgrade) is refused with 400
 	// once access is granted; the run does not exist (404) in this fixture.

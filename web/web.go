@@ -175,6 +175,8 @@ func (a *app) routes(https bool) http.Handler {
 	r.Get("/healthz", health.Live)
 	r.Get("/readyz", health.Ready)
 	r.Handle(static.Prefix+"*", http.StripPrefix(static.Prefix, static.Handler()))
+	// The JSON Schema of skali.yaml, for editors: documentation, no session.
+	r.Get("/schema/skali.json", handlers.ServeSchema)
 	// The local platform's edge identity and ACME challenges: public, no
 	// session, never redirected.
 	if a.deps.Edge != nil {
