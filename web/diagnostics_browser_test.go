@@ -114,3 +114,93 @@ func TestBrowserDiagnosticsAsYouType(t *testing.T) {
 		t.Errorf("after the fix the text differs from the example")
 	}
 }
+
+// TestBrowserCompletion follows issue 26's item 2 at three positions: a
+// top-level key, a key of a route, and a route's tls value; the offers and
+// their descriptions come from the compiler's table (through the schema).
+// Hovering a key shows its description.
+func TestBrowserCompletion(t *testing.T) {
+	s := webtest.Start(t)
+	b := browsertest.New(t)
+	src := "name: shop\napplications:\n  web:\n    image: nginx\n    ports:\n      http: {port: 80}\n    routes:\n      public:\n        domain: a.example.com\n        port: http\n"
+	b.Do(
+		chromedp.Navigate(s.URL+"/validate"),
+		chromedp.WaitVisible(chromedp.CSS("#manifest")),
+		chromedp.SetValue(chromedp.CSS("#manifest"), src),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("manifest").dispatchEvent(new Event("input", {bubbles: true}))`),
+		chromedp.WaitVisible(chromedp.CSS(`.editor-problems[data-state="ok"]`)),
+	)
+	// The schema the offers come from has arrived.
+	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[bool](`performance.getEntriesByName(location.origin + "/schema/skali.json").length > 0`)); err != nil {
+		t.Fatalf("the schema was not fetched: %v", err)
+	}
+	// press sends a key to the editor's key handler as a keydown event. (A
+	// CDP key event also sends the character on its own, which a browser
+	// does not do once a keydown handler has taken the key.)
+	press := func(key string) {
+		b.Do(chromedp.Evaluate[chromedp.Void](`document.getElementById("manifest").dispatchEvent(new KeyboardEvent("keydown", {key: "` + key + `", bubbles: true, cancelable: true}))`))
+	}
+	value := func() string { return browsertest.Eval[string](b, `document.getElementById("manifest").value`) }
+	offers := func() string {
+		return browsertest.Eval[string](b, `(() => { const m = document.querySelector(".editor-complete"); return m.hidden ? "" : m.innerText; })()`)
+	}
+	// 1. A new key inside routes.public: "tl" offers tls, with its description.
+	b.Do(
+		chromedp.Evaluate[chromedp.Void](`(() => { const ta = document.getElementById("manifest"); ta.focus(); ta.setSelectionRange(ta.value.length, ta.value.length); })()`),
+		chromedp.KeyEvent("        tl"),
+		chromedp.WaitVisible(chromedp.CSS(".editor-complete")),
+	)
+	if got := offers(); !strings.Contains(got, "tls") || !strings.Contains(got, "TLS") || strings.Contains(got, "domain") {
+		t.Errorf("offers under routes.public after `tl` = %q, want tls with its description and not the keys already there", got)
+	}
+	press("Enter")
+	if got := value(); !strings.HasSuffix(got, "        tls: ") {
+		t.Fatalf("after accepting, the text ends %q", got[max(0, len(got)-30):])
+	}
+	// 2. The value: the allowed TLS modes, filtered as typed.
+	b.Do(chromedp.WaitVisible(chromedp.CSS(".editor-complete")))
+	if got := offers(); !strings.Contains(got, "automatic") || !strings.Contains(got, "optional") || !strings.Contains(got, "disabled") {
+		t.Errorf("value offers = %q, want the three TLS modes", got)
+	}
+	b.Do(chromedp.KeyEvent("o"))
+	if got := offers(); strings.TrimSpace(got) != "optional" {
+		t.Errorf("after `o` the offers are %q, want optional", got)
+	}
+	press("Enter")
+	if got := value(); !strings.HasSuffix(got, "        tls: optional") {
+		t.Errorf("after accepting the value, the text ends %q", got[max(0, len(got)-30):])
+	}
+	// Undo takes the accepted value back out: the edit is in the history.
+	b.Do(chromedp.Evaluate[chromedp.Void](`(() => { document.getElementById("manifest").focus(); document.execCommand("undo"); })()`))
+	if got := value(); strings.HasSuffix(got, "optional") {
+		t.Errorf("undo did not take the completion back: %q", got[max(0, len(got)-30):])
+	}
+	// 3. A top-level key on a new line: "da" offers databases.
+	b.Do(
+		chromedp.Evaluate[chromedp.Void](`(() => { const ta = document.getElementById("manifest"); ta.setSelectionRange(ta.value.length, ta.value.length); })()`),
+		chromedp.KeyEvent("\rda"),
+		chromedp.WaitVisible(chromedp.CSS(".editor-complete")),
+	)
+	if got := offers(); !strings.Contains(got, "databases") || strings.Contains(got, "applications") {
+		t.Errorf("top-level offers after `da` = %q, want databases", got)
+	}
+	b.Screenshot("completion-1280")
+	press("Enter")
+	if got := value(); !strings.HasSuffix(got, "\ndatabases:\n  ") {
+		t.Errorf("after accepting a block key, the text ends %q", got[max(0, len(got)-30):])
+	}
+	// Hover on a key shows its description.
+	hover := browsertest.Eval[string](b, `(() => {
+		const ta = document.getElementById("manifest"), cs = getComputedStyle(ta), r = ta.getBoundingClientRect();
+		const lh = parseFloat(cs.lineHeight), probe = document.createElement("span");
+		probe.textContent = "0000000000"; document.querySelector(".editor-mirror").appendChild(probe);
+		const cw = probe.getBoundingClientRect().width / 10; probe.remove();
+		const x = r.left + parseFloat(cs.paddingLeft) + cw * 10.5, y = r.top + parseFloat(cs.paddingTop) + lh * 8.5 - ta.scrollTop;
+		ta.dispatchEvent(new MouseEvent("mousemove", {clientX: x, clientY: y, bubbles: true}));
+		const tip = document.querySelector(".editor-tip");
+		return tip.hidden ? "" : tip.textContent;
+	})()`)
+	if !strings.Contains(hover, "domain") || !strings.Contains(hover, "The domain served") {
+		t.Errorf("hover on `domain` shows %q, want its description", hover)
+	}
+}

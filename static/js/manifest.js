@@ -210,6 +210,8 @@
       return;
     }
     problems.hidden = false;
+    lastKind = answer.kind || "";
+    if (lastKind === "skali") wantSchema();
     var errors = answer.errors || 0, warnings = answer.warnings || 0;
     problems.setAttribute("data-state", errors ? "errors" : warnings ? "warnings" : "ok");
     if (errors) head.appendChild(el("span", "badge badge-danger", count(errors, "error", "errors")));
@@ -322,6 +324,9 @@
       row.appendChild(m);
       tip.appendChild(row);
     });
+    placeTip(line);
+  }
+  function placeTip(line) {
     var cs = getComputedStyle(ta);
     var top = (parseFloat(cs.paddingTop) || 0) + line * lineHeight() - ta.scrollTop + 2;
     tip.hidden = false;
@@ -333,6 +338,17 @@
     var desc = (ta.getAttribute("aria-describedby") || "").split(" ").filter(function (s) { return s && s !== tip.id; });
     desc.unshift(tip.id);
     ta.setAttribute("aria-describedby", desc.join(" "));
+  }
+  // showHelp shows a key's description from the reference, on hover.
+  function showHelp(h, line) {
+    tip.textContent = "";
+    var row = el("div", "editor-tip-row");
+    row.appendChild(el("code", "editor-tip-key", h.key));
+    var m = el("span", "message");
+    messageInto(m, h.doc);
+    row.appendChild(m);
+    tip.appendChild(row);
+    placeTip(line);
   }
   function hideTip() {
     if (tip.hidden) return;
@@ -377,14 +393,16 @@
     return charWidth;
   }
   ta.addEventListener("mousemove", function (ev) {
-    if (!diags.length) return;
+    if (!diags.length && !schema) return;
     var cs = getComputedStyle(ta), r = ta.getBoundingClientRect();
     var y = ev.clientY - r.top - (parseFloat(cs.paddingTop) || 0) - (parseFloat(cs.borderTopWidth) || 0) + ta.scrollTop;
     var x = ev.clientX - r.left - (parseFloat(cs.paddingLeft) || 0) - (parseFloat(cs.borderLeftWidth) || 0) + ta.scrollLeft;
     var line = Math.floor(y / lineHeight()) + 1;
     var col = Math.floor(x / (charWidth || measureChar() || 8)) + 1;
     var ds = x >= 0 ? at(line, col) : [];
+    var help = !ds.length && x >= 0 && menu.hidden ? keyHelp(line, col) : null;
     if (ds.length) { hovering = true; showTip(ds, line); }
+    else if (help) { hovering = true; showHelp(help, line); }
     else if (hovering) { hovering = false; showCaretTip(); }
   });
   ta.addEventListener("mouseleave", function () { if (hovering) { hovering = false; showCaretTip(); } });
@@ -403,6 +421,213 @@
   matchMetrics();
   window.addEventListener("resize", function () { matchMetrics(); paintMarkers(); });
   if (document.fonts && document.fonts.ready) document.fonts.ready.then(matchMetrics);
+
+  // ---- Completion and help from the compiler's table (issue 26) ----
+  // The keys, their descriptions and the allowed values come from the
+  // JSON Schema the compiler generates from its own reference table
+  // (/schema/skali.json), fetched once; nothing is a second copy.
+  var schema = null, schemaAsked = false, lastKind = "";
+  function wantSchema() {
+    var k = request().kind || lastKind;
+    if (k !== "skali" && !(k === "" && lastKind === "skali")) return null;
+    if (!schemaAsked) {
+      schemaAsked = true;
+      fetch("/schema/skali.json", { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (s) { schema = s; })
+        .catch(function () { /* no completion then */ });
+    }
+    return schema;
+  }
+  wantSchema();
+
+  var keyLine = /^(\s*)(?:-\s+)?([A-Za-z0-9_.\/-]+)\s*:(?:\s+(.*?))?\s*$/;
+  function indentOf(l) { return l.length - l.replace(/^\s+/, "").length; }
+  // pathAt returns the keys of the blocks enclosing line i (0-based) for
+  // text at the given indentation, outermost first.
+  function pathAt(lines, i, indent) {
+    var path = [];
+    for (var j = i - 1; j >= 0 && indent > 0; j--) {
+      var l = lines[j];
+      if (/^\s*(#.*)?$/.test(l)) continue;
+      var n = indentOf(l);
+      if (n >= indent) continue;
+      var m = keyLine.exec(l);
+      if (!m || (m[3] && !/^(#.*)?$/.test(m[3]))) return null; // a value, a flow or a list: not a block key
+      path.unshift(m[2]);
+      indent = n;
+    }
+    return path;
+  }
+  function descend(s, path) {
+    for (var i = 0; s && i < path.length; i++) {
+      if (s.properties && s.properties[path[i]]) s = s.properties[path[i]];
+      else if (s.additionalProperties && typeof s.additionalProperties === "object") s = s.additionalProperties;
+      else return null;
+    }
+    return s;
+  }
+  function siblings(lines, i, indent) {
+    var have = {};
+    [-1, 1].forEach(function (dir) {
+      for (var j = i + dir; j >= 0 && j < lines.length; j += dir) {
+        var l = lines[j];
+        if (/^\s*(#.*)?$/.test(l)) continue;
+        var n = indentOf(l);
+        if (n < indent) break;
+        var m = n === indent && keyLine.exec(l);
+        if (m) have[m[2]] = true;
+      }
+    });
+    return have;
+  }
+
+  // suggestions returns what fits at the caret: keys (with their
+  // descriptions) at a key position, allowed values after `key: `.
+  function suggestions(explicit) {
+    var s = wantSchema();
+    if (!s || ta.selectionStart !== ta.selectionEnd) return null;
+    var before = ta.value.slice(0, ta.selectionStart);
+    var lines = ta.value.split("\n");
+    var i = before.split("\n").length - 1;
+    var head = lines[i].slice(0, before.length - before.lastIndexOf("\n") - 1);
+    var m = /^(\s*)([A-Za-z0-9_]*)$/.exec(head);
+    var items = [];
+    if (m) {
+      // A bare indentation offers keys only when asked (Ctrl+Space).
+      if (!m[2] && !explicit) return null;
+      var path = pathAt(lines, i, m[1].length);
+      var at = path && descend(s, path);
+      if (!at || !at.properties) return null;
+      var have = siblings(lines, i, m[1].length);
+      Object.keys(at.properties).forEach(function (k) {
+        if (have[k] || k.indexOf(m[2]) !== 0) return;
+        var p = at.properties[k];
+        var block = p.type === "object";
+        items.push({ label: k, detail: p.description || "", insert: k + (block ? ":\n" + m[1] + "  " : ": ") });
+      });
+      return items.length ? { from: ta.selectionStart - m[2].length, items: items } : null;
+    }
+    m = /^(\s*)(?:-\s+)?([A-Za-z0-9_]+):\s+([A-Za-z0-9_\/.-]*)$/.exec(head);
+    if (!m) return null;
+    var vpath = pathAt(lines, i, m[1].length);
+    var v = vpath && descend(s, vpath.concat([m[2]]));
+    if (!v) return null;
+    var values = v.enum || v.examples || (v.type === "boolean" ? ["true", "false"] : null);
+    if (!values) return null;
+    values.forEach(function (x) {
+      x = String(x);
+      if (x.toLowerCase().indexOf(m[3].toLowerCase()) === 0 && x !== m[3]) items.push({ label: x, detail: "", insert: x });
+    });
+    return items.length ? { from: ta.selectionStart - m[3].length, items: items } : null;
+  }
+
+  var menu = document.createElement("ul");
+  menu.className = "editor-complete";
+  menu.id = ta.id + "-complete";
+  menu.setAttribute("role", "listbox");
+  menu.setAttribute("aria-label", "Suggestions");
+  menu.hidden = true;
+  body.appendChild(menu);
+  var offer = null, active = 0;
+  function closeMenu() {
+    if (menu.hidden) return;
+    menu.hidden = true;
+    offer = null;
+    ta.removeAttribute("aria-activedescendant");
+    ta.setAttribute("aria-expanded", "false");
+  }
+  function openMenu(o) {
+    offer = o;
+    active = 0;
+    menu.textContent = "";
+    o.items.forEach(function (it, k) {
+      var li = el("li", "editor-complete-item");
+      li.id = menu.id + "-" + k;
+      li.setAttribute("role", "option");
+      li.appendChild(el("code", "", it.label));
+      if (it.detail) {
+        var d = el("span", "editor-complete-detail");
+        messageInto(d, it.detail);
+        li.appendChild(d);
+      }
+      li.addEventListener("mousedown", function (ev) { ev.preventDefault(); accept(k); });
+      menu.appendChild(li);
+    });
+    var before = ta.value.slice(0, ta.selectionStart).split("\n");
+    var line = before.length, col = Array.from(before[line - 1]).length;
+    var cs = getComputedStyle(ta);
+    menu.style.top = ((parseFloat(cs.paddingTop) || 0) + line * lineHeight() - ta.scrollTop + 2) + "px";
+    menu.style.left = Math.max(0, Math.min((parseFloat(cs.paddingLeft) || 0) + col * (charWidth || measureChar() || 8) - ta.scrollLeft, body.clientWidth - 260)) + "px";
+    hideTip();
+    menu.hidden = false;
+    ta.setAttribute("aria-controls", menu.id);
+    ta.setAttribute("aria-expanded", "true");
+    highlight();
+  }
+  function highlight() {
+    Array.prototype.forEach.call(menu.children, function (li, k) { li.setAttribute("aria-selected", k === active ? "true" : "false"); });
+    var li = menu.children[active];
+    if (li) { ta.setAttribute("aria-activedescendant", li.id); li.scrollIntoView({ block: "nearest" }); }
+  }
+  function accept(k) {
+    var it = offer && offer.items[k];
+    if (!it) return;
+    var from = offer.from;
+    closeMenu();
+    ta.focus();
+    ta.setSelectionRange(from, ta.selectionStart);
+    // insertText keeps the edit in the text area's undo history.
+    if (!document.execCommand || !document.execCommand("insertText", false, it.insert)) {
+      ta.setRangeText(it.insert, from, ta.selectionEnd, "end");
+      ta.dispatchEvent(new Event("input", { bubbles: true }));
+    }
+  }
+  function suggest(explicit) {
+    var o = suggestions(explicit);
+    if (o) openMenu(o); else closeMenu();
+  }
+  ta.addEventListener("input", function (ev) {
+    if (ev.inputType && ev.inputType.indexOf("delete") === 0) { closeMenu(); return; }
+    var ch = ta.value.charAt(ta.selectionStart - 1);
+    if (/[A-Za-z0-9_ ]/.test(ch) || !menu.hidden) suggest(false);
+  });
+  ta.addEventListener("keydown", function (ev) {
+    if (ev.key === " " && ev.ctrlKey) { ev.preventDefault(); suggest(true); return; }
+    if (menu.hidden) return;
+    if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+      ev.preventDefault();
+      var n = offer.items.length;
+      active = (active + (ev.key === "ArrowDown" ? 1 : n - 1)) % n;
+      highlight();
+    } else if (ev.key === "Enter" || ev.key === "Tab") {
+      ev.preventDefault();
+      accept(active);
+    } else if (ev.key === "Escape") {
+      ev.preventDefault();
+      closeMenu();
+    }
+  });
+  ta.addEventListener("blur", closeMenu);
+  ta.addEventListener("click", closeMenu);
+
+  // keyHelp returns the description of the key under line:col, for hover.
+  function keyHelp(line, col) {
+    var s = wantSchema();
+    if (!s) return null;
+    var lines = ta.value.split("\n");
+    var l = lines[line - 1];
+    var m = l != null && keyLine.exec(l);
+    if (!m) return null;
+    var start = l.indexOf(m[2]) + 1;
+    if (col < start || col >= start + m[2].length) return null;
+    var path = pathAt(lines, line - 1, m[1].length);
+    var k = path && descend(s, path.concat([m[2]]));
+    if (!k || !k.description) return null;
+    var parent = descend(s, path);
+    if (!parent || !parent.properties || !parent.properties[m[2]]) return null;
+    return { key: m[2], doc: k.description };
+  }
 
   // A picked file fills the editor; the file field is then emptied so
   // that the text as edited is what gets sent.
