@@ -535,7 +535,6 @@
     menu.hidden = true;
     offer = null;
     ta.removeAttribute("aria-activedescendant");
-    ta.setAttribute("aria-expanded", "false");
   }
   function openMenu(o) {
     offer = o;
@@ -562,7 +561,6 @@
     hideTip();
     menu.hidden = false;
     ta.setAttribute("aria-controls", menu.id);
-    ta.setAttribute("aria-expanded", "true");
     highlight();
   }
   function highlight() {
