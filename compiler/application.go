@@ -10,33 +10,30 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var applicationFields = []string{
-	"image", "build", "platforms", "command", "environment", "ports", "routes",
-	"health", "resources", "scaling", "placement", "deployment", "shutdown",
-	"volumes", "commands", "dev",
-}
+// The keys and allowed values come from the reference table (reference.go).
+var applicationFields = fieldNames("applications.*")
 
 var (
-	buildFields     = []string{"context", "dockerfile", "target", "arguments"}
-	portFields      = []string{"port", "protocol"}
-	protocols       = []string{"http", "https", "tcp", "udp"}
-	platformValues  = []string{"linux/amd64", "linux/arm64"}
-	healthFields    = []string{"startup", "readiness", "liveness"}
-	probeFields     = []string{"http", "interval", "timeout", "failureThreshold"}
-	probeHTTPFields = []string{"port", "path"}
-	resourceFields  = []string{"requests", "limits"}
-	amountFields    = []string{"cpu", "memory", "temporaryStorage"}
-	scalingFields   = []string{"replicas", "autoscaling"}
-	replicaFields   = []string{"min", "max"}
-	placementFields = []string{"spread"}
-	spreadFields    = []string{"across", "minimum", "enforcement"}
-	deployFields    = []string{"releaseCommand", "rollout"}
-	releaseFields   = []string{"command", "timeout"}
-	rolloutFields   = []string{"strategy", "maxUnavailable", "maxSurge", "timeout"}
-	strategies      = []string{"blue-green", "rolling", "recreate"}
-	shutdownFields  = []string{"gracePeriod"}
-	volumeFields    = []string{"mountPath", "size"}
-	devFields       = []string{"command", "ports"}
+	buildFields     = fieldNames("applications.*.build")
+	portFields      = fieldNames("applications.*.ports.*")
+	protocols       = fieldValues("applications.*.ports.*.protocol")
+	platformValues  = fieldValues("applications.*.platforms")
+	healthFields    = fieldNames("applications.*.health")
+	probeFields     = fieldNames("applications.*.health.startup")
+	probeHTTPFields = fieldNames("applications.*.health.startup.http")
+	resourceFields  = fieldNames("applications.*.resources")
+	amountFields    = fieldNames("applications.*.resources.requests")
+	scalingFields   = fieldNames("applications.*.scaling")
+	replicaFields   = fieldNames("applications.*.scaling.replicas")
+	placementFields = fieldNames("applications.*.placement")
+	spreadFields    = fieldNames("applications.*.placement.spread")
+	deployFields    = fieldNames("applications.*.deployment")
+	releaseFields   = fieldNames("applications.*.deployment.releaseCommand")
+	rolloutFields   = fieldNames("applications.*.deployment.rollout")
+	strategies      = fieldValues("applications.*.deployment.rollout.strategy")
+	shutdownFields  = fieldNames("applications.*.shutdown")
+	volumeFields    = fieldNames("applications.*.volumes.*")
+	devFields       = fieldNames("applications.*.dev")
 )
 
 // application checks one application and returns its definition.

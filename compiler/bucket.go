@@ -12,12 +12,14 @@ import (
 )
 
 var (
-	bucketFields      = []string{"visibility", "quotas", "versioning", "lifecycle", "cors", "route"}
-	quotaFields       = []string{"storage", "objects", "maxObjectSize"}
-	lifecycleFields   = []string{"abortIncompleteUploadsAfter", "expireNoncurrentVersionsAfter"}
-	corsFields        = []string{"allowedOrigins", "allowedMethods", "allowedHeaders", "exposeHeaders", "maxAge"}
-	corsMethods       = []string{"GET", "PUT", "POST", "DELETE", "HEAD"}
-	bucketRouteFields = []string{"domain", "tls"}
+	bucketFields      = fieldNames("buckets.*")
+	quotaFields       = fieldNames("buckets.*.quotas")
+	lifecycleFields   = fieldNames("buckets.*.lifecycle")
+	corsFields        = fieldNames("buckets.*.cors")
+	corsMethods       = fieldValues("buckets.*.cors.allowedMethods")
+	bucketRouteFields = fieldNames("buckets.*.route")
+	visibilities      = fieldValues("buckets.*.visibility")
+	versionings       = fieldValues("buckets.*.versioning")
 )
 
 // defaultAbortIncompleteUploadsAfter is the effective lifecycle default.
@@ -36,7 +38,7 @@ func (c *checker) bucket(n *yaml.Node, p pathT, hosts *hostClaims) *Bucket {
 	b := &Bucket{Visibility: "private", Versioning: "disabled",
 		Lifecycle: BucketLifecycle{AbortIncompleteUploadsAfter: defaultAbortIncompleteUploadsAfter}}
 	if v := o.get("visibility"); v != nil {
-		if s, ok := c.enum(v, o.at("visibility"), []string{"private", "public-read"}); ok {
+		if s, ok := c.enum(v, o.at("visibility"), visibilities); ok {
 			b.Visibility = s
 			if s == "public-read" {
 				c.warnf(v, o.at("visibility"), "`public-read` is recognised but not deployable yet; only private buckets deploy"+refusedAtDeploy)
@@ -68,7 +70,7 @@ func (c *checker) bucket(n *yaml.Node, p pathT, hosts *hostClaims) *Bucket {
 		}
 	}
 	if v := o.get("versioning"); v != nil {
-		if s, ok := c.enum(v, o.at("versioning"), []string{"disabled", "enabled"}); ok {
+		if s, ok := c.enum(v, o.at("versioning"), versionings); ok {
 			b.Versioning = s
 			if s == "enabled" {
 				c.warnf(v, o.at("versioning"), "`versioning: enabled` is recognised but not supported yet"+refusedAtDeploy)

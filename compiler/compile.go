@@ -87,7 +87,7 @@ func Compile(src []byte) (res *Result) {
 	return res
 }
 
-var topLevelFields = []string{"name", "description", "applications", "databases", "buckets"}
+var topLevelFields = fieldNames("")
 
 // removedTopLevel maps fields removed from the manifest to the fix the
 // reference's change history gives.

@@ -9,15 +9,14 @@ import (
 )
 
 var (
-	databaseFields = []string{"engine", "version", "isolation", "availability", "storage", "extensions", "recovery"}
-	isolations     = []string{"shared", "project", "dedicated"}
-	availabilities = []string{"single", "asynchronous", "synchronous"}
+	databaseFields = fieldNames("databases.*")
+	isolations     = fieldValues("databases.*.isolation")
+	availabilities = fieldValues("databases.*.availability")
+	engines        = fieldValues("databases.*.engine")
+	storageFields  = fieldNames("databases.*.storage")
+	recoveryFields = fieldNames("databases.*.recovery")
 	// extensionCatalog is the bundled catalog, available on both majors.
-	extensionCatalog = []string{
-		"btree_gin", "btree_gist", "citext", "cube", "earthdistance", "fuzzystrmatch",
-		"hstore", "intarray", "ltree", "pg_stat_statements", "pg_trgm", "pgcrypto",
-		"tablefunc", "unaccent", "uuid-ossp", "vector",
-	}
+	extensionCatalog = fieldValues("databases.*.extensions")
 )
 
 // database checks one managed database.
@@ -29,7 +28,7 @@ func (c *checker) database(n *yaml.Node, p pathT) *Database {
 	db := &Database{Isolation: "shared", Availability: "single"}
 	if v := o.get("engine"); v == nil {
 		c.missing(o, "engine", "`engine: postgres` is the only engine")
-	} else if s, ok := c.enum(v, o.at("engine"), []string{"postgres"}); ok {
+	} else if s, ok := c.enum(v, o.at("engine"), engines); ok {
 		db.Engine = s
 	}
 	if v := o.get("version"); v == nil {
@@ -56,7 +55,7 @@ func (c *checker) database(n *yaml.Node, p pathT) *Database {
 		}
 	}
 	if v := o.get("storage"); v != nil {
-		if so, ok := c.object(v, o.at("storage"), []string{"size"}); ok {
+		if so, ok := c.object(v, o.at("storage"), storageFields); ok {
 			if sv := so.get("size"); sv != nil {
 				db.StorageSize, _ = c.byteSize(sv, so.at("size"))
 			}
@@ -86,7 +85,7 @@ func (c *checker) database(n *yaml.Node, p pathT) *Database {
 		sort.Strings(db.Extensions)
 	}
 	if v := o.get("recovery"); v != nil {
-		if ro, ok := c.object(v, o.at("recovery"), []string{"pointInTime"}); ok {
+		if ro, ok := c.object(v, o.at("recovery"), recoveryFields); ok {
 			if pv := ro.get("pointInTime"); pv != nil {
 				db.RecoveryPointInTime, _ = c.duration(pv, ro.at("pointInTime"), true)
 			}

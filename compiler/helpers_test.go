@@ -60,6 +60,12 @@ func runRules(t *testing.T, cases []ruleCase) {
 			if res.Valid() != (res.Definition != nil) || res.Valid() != (res.Hash != "") {
 				t.Errorf("Definition/Hash presence does not follow validity: valid=%v def=%v hash=%q", res.Valid(), res.Definition != nil, res.Hash)
 			}
+			// Every manifest the compiler accepts, the JSON Schema accepts.
+			if res.Valid() {
+				if err := validateAgainstSchema(t, []byte(dedent(tc.src))); err != nil {
+					t.Errorf("the JSON Schema refuses a valid manifest: %v", err)
+				}
+			}
 		})
 	}
 }

@@ -114,3 +114,31 @@ func TestLargeMappingsReportEveryProblem(t *testing.T) {
 		t.Errorf("got %d errors, want at least 6000 (one per route, one per application)", len(res.Errors()))
 	}
 }
+
+// TestTabIsReportedWhereItIs follows issue 26: "A YAML syntax error is
+// reported on the line of the offending character (a tab on line 5 is line
+// 5, not the line of the enclosing block)". The YAML library names the line
+// of the key it was scanning; the diagnostic names the tab.
+func TestTabIsReportedWhereItIs(t *testing.T) {
+	cases := []struct {
+		name, src string
+		line, col int
+	}{
+		{"tab indenting a key in a block", "name: shop\napplications:\n  web:\n    image: nginx\n\tport: 80\n", 5, 1},
+		{"tab after spaces", "name: shop\napplications:\n  web:\n    image: nginx\n    \tport: 80\n", 5, 5},
+		{"tab in a list", "name: shop\napplications:\n  web:\n    image: nginx\n    env:\n      - a\n\t  - b\n", 7, 1},
+		{"tab in a block scalar", "name: shop\napplications:\n  web:\n    image: nginx\n    command: |\n      x\n\ty\n", 7, 1},
+		{"tab at the top level", "name: shop\n\tapplications: {}\n", 2, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := compiler.Compile([]byte(tc.src)).Errors()
+			if len(errs) != 1 || !strings.Contains(errs[0].Message, "tab character") {
+				t.Fatalf("got %v, want one error about a tab", errs)
+			}
+			if errs[0].Line != tc.line || errs[0].Column != tc.col {
+				t.Errorf("got %d:%d, want %d:%d (%s)", errs[0].Line, errs[0].Column, tc.line, tc.col, errs[0])
+			}
+		})
+	}
+}

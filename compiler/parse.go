@@ -40,7 +40,7 @@ func (c *checker) parseDocument(src []byte) *yaml.Node {
 	}
 	var doc yaml.Node
 	if err := unmarshalSafely(src, &doc); err != nil {
-		c.syntaxError(err)
+		c.syntaxError(src, err)
 		return nil
 	}
 	if doc.Kind == 0 {
@@ -61,7 +61,7 @@ func (c *checker) parseDocument(src []byte) *yaml.Node {
 					break
 				}
 				if err != nil {
-					c.syntaxError(err)
+					c.syntaxError(src, err)
 					return nil
 				}
 				// A stray trailing `---` opens an empty document; only
@@ -144,9 +144,12 @@ func decodeSafely(dec *yaml.Decoder, n *yaml.Node) (err error) {
 
 // syntaxError converts a YAML library error into a positioned diagnostic. The
 // library reports "yaml: line N: message" without a column.
-func (c *checker) syntaxError(err error) {
+// An error about a tab is reported where the tab is: the library names the
+// line of the enclosing block (the key it was scanning), not the line of the
+// offending character.
+func (c *checker) syntaxError(src []byte, err error) {
 	msg := err.Error()
-	line := 1
+	line, col := 1, 1
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if i := strings.IndexByte(rest, ':'); i > 0 {
@@ -156,7 +159,32 @@ func (c *checker) syntaxError(err error) {
 			}
 		}
 	}
-	c.diags = append(c.diags, Diagnostic{Severity: SeverityError, Line: line, Column: 1, Message: "YAML syntax error: " + msg})
+	if strings.Contains(msg, "tab character") {
+		if l, cl, ok := indentTab(src, line); ok {
+			line, col = l, cl
+		}
+	}
+	c.diags = append(c.diags, Diagnostic{Severity: SeverityError, Line: line, Column: col, Message: "YAML syntax error: " + msg})
+}
+
+// indentTab finds the first tab in the indentation of a line at or after
+// from (1-based): the character a "tab character" error is about. Columns
+// count characters, as the YAML library's do.
+func indentTab(src []byte, from int) (line, col int, ok bool) {
+	for i, l := range strings.Split(string(src), "\n") {
+		if i+1 < from {
+			continue
+		}
+		for j, r := range []rune(l) {
+			if r == '\t' {
+				return i + 1, j + 1, true
+			}
+			if r != ' ' {
+				break
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 // checkBounds enforces the depth, alias and expansion limits on the raw node

@@ -99,10 +99,10 @@ func (c *checker) scaling(n *yaml.Node, p pathT, s *Scaling) (object, *yaml.Node
 	var targetNode *yaml.Node
 	deepest := o
 	if v := o.get("autoscaling"); v != nil {
-		if ao, ok := c.object(v, o.at("autoscaling"), []string{"cpu"}); ok {
+		if ao, ok := c.object(v, o.at("autoscaling"), fieldNames("applications.*.scaling.autoscaling")); ok {
 			deepest = ao
 			if cv := ao.get("cpu"); cv != nil {
-				if co, ok := c.object(cv, ao.at("cpu"), []string{"targetUtilization"}); ok {
+				if co, ok := c.object(cv, ao.at("cpu"), fieldNames("applications.*.scaling.autoscaling.cpu")); ok {
 					deepest = co
 					if t := co.get("targetUtilization"); t != nil {
 						targetNode, targetPath = t, co.at("targetUtilization")
@@ -148,7 +148,7 @@ func (c *checker) placement(n *yaml.Node, p pathT, pl *Placement) {
 		return
 	}
 	if v := so.get("across"); v != nil {
-		if s, ok := c.enum(v, so.at("across"), []string{"nodes", "zones"}); ok {
+		if s, ok := c.enum(v, so.at("across"), fieldValues("applications.*.placement.spread.across")); ok {
 			pl.Across = s
 		}
 	}
@@ -158,7 +158,7 @@ func (c *checker) placement(n *yaml.Node, p pathT, pl *Placement) {
 		}
 	}
 	if v := so.get("enforcement"); v != nil {
-		if s, ok := c.enum(v, so.at("enforcement"), []string{"preferred", "required"}); ok {
+		if s, ok := c.enum(v, so.at("enforcement"), fieldValues("applications.*.placement.spread.enforcement")); ok {
 			pl.Enforcement = s
 		}
 	}

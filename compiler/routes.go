@@ -9,9 +9,9 @@ import (
 )
 
 var (
-	routeFields     = []string{"domain", "path", "port", "tls", "strategy", "compress", "aliases"}
-	tlsModes        = []string{"automatic", "optional", "disabled"}
-	routeStrategies = []string{"round-robin", "least-requests"}
+	routeFields     = fieldNames("applications.*.routes.*")
+	tlsModes        = fieldValues("applications.*.routes.*.tls")
+	routeStrategies = fieldValues("applications.*.routes.*.strategy")
 )
 
 // hostClaim is one hostname use, kept to check project-wide rules once every

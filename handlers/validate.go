@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -109,4 +110,120 @@ func validateSource(r *http.Request) (text, picked string, err error) {
 		return "", "", err
 	}
 	return string(data), fh.Filename, nil
+}
+
+// CheckRequest is the body of POST /validate/check: the editor's text and
+// the choices of the form it belongs to.
+type CheckRequest struct {
+	Manifest string `json:"manifest"`
+	// Kind forces a kind (see kinds.Parse); "" detects it.
+	Kind               string `json:"kind"`
+	FileName           string `json:"filename"`
+	InsecureSkipVerify bool   `json:"insecure_skip_verify"`
+}
+
+// CheckAnswer is the answer of POST /validate/check.
+type CheckAnswer struct {
+	Kind        string            `json:"kind"`
+	KindLabel   string            `json:"kind_label"`
+	Valid       bool              `json:"valid"`
+	Errors      int               `json:"errors"`
+	Warnings    int               `json:"warnings"`
+	Diagnostics []CheckDiagnostic `json:"diagnostics"`
+}
+
+// CheckDiagnostic is one diagnostic with the range the editor underlines:
+// from line:column to end_line:end_column (exclusive), 1-based, columns in
+// characters (Unicode code points), as the compiler counts them.
+type CheckDiagnostic struct {
+	Severity  string `json:"severity"`
+	Path      string `json:"path"`
+	Line      int    `json:"line"`
+	Column    int    `json:"column"`
+	EndLine   int    `json:"end_line"`
+	EndColumn int    `json:"end_column"`
+	Message   string `json:"message"`
+}
+
+// maxCheckBody bounds a check's body: the largest manifest the compiler
+// takes, JSON-escaped (a line break is two bytes), with room for the other
+// fields. The compiler answers a longer text with its own diagnostic.
+const maxCheckBody = 2*compiler.MaxManifestSize + 64<<10
+
+// Check is the live editor's JSON endpoint: it runs the compiler on the
+// posted text exactly as Validate does and answers every diagnostic with
+// its range. Like the form it stores nothing and needs no sign-in; it sits
+// behind the same cross-origin protection as every post, and takes only
+// application/json, which a form on another site cannot send.
+func (h *Validate) Check(w http.ResponseWriter, r *http.Request) error {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		return answerCheck(w, http.StatusUnsupportedMediaType, map[string]string{"error": "Send the manifest as JSON (Content-Type: application/json)."})
+	}
+	var req CheckRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCheckBody))
+	if err := dec.Decode(&req); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return answerCheck(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "The manifest is too large to check; the limit is 1 MiB."})
+		}
+		return answerCheck(w, http.StatusBadRequest, map[string]string{"error": "The request could not be read as JSON with a manifest field."})
+	}
+	text := strings.ReplaceAll(req.Manifest, "\r\n", "\n")
+	src := []byte(text)
+	opts := kinds.Options{InsecureSkipVerify: req.InsecureSkipVerify}
+	if k, ok := kinds.Parse(req.Kind); ok {
+		opts.Kind = k
+	}
+	fileName := req.FileName
+	if len(fileName) > 255 {
+		fileName = ""
+	}
+	res := kinds.Validate(fileName, src, opts)
+	return answerCheck(w, http.StatusOK, NewCheckAnswer(src, res))
+}
+
+// NewCheckAnswer turns a validation result into the endpoint's answer.
+func NewCheckAnswer(src []byte, res *kinds.Result) CheckAnswer {
+	a := CheckAnswer{Kind: string(res.Kind), KindLabel: res.Kind.Label(), Valid: res.Valid(), Diagnostics: make([]CheckDiagnostic, 0, len(res.Diagnostics))}
+	var lines []string
+	if len(res.Diagnostics) > 0 {
+		lines = strings.Split(string(src), "\n")
+	}
+	for _, d := range res.Diagnostics {
+		if d.Severity == compiler.SeverityError {
+			a.Errors++
+		} else {
+			a.Warnings++
+		}
+		line, col := max(d.Line, 1), max(d.Column, 1)
+		end := col + 1
+		if line <= len(lines) {
+			end = views.MarkEnd(lines[line-1], col)
+		}
+		a.Diagnostics = append(a.Diagnostics, CheckDiagnostic{
+			Severity: string(d.Severity), Path: d.Path, Line: line, Column: col,
+			EndLine: line, EndColumn: end, Message: d.Message,
+		})
+	}
+	return a
+}
+
+func answerCheck(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, err = w.Write(b)
+	return err
+}
+
+// ServeSchema answers GET /schema/skali.json: the JSON Schema of skali.yaml
+// (compiler.Schema), for editors with a YAML language server. It is
+// documentation, public like the validator, and needs no session.
+func ServeSchema(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/schema+json")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	_, _ = w.Write(compiler.Schema())
 }

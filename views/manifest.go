@@ -518,3 +518,15 @@ func firstError(l DiagnosticList) (Diagnostic, bool) {
 	}
 	return Diagnostic{}, false
 }
+
+// MarkEnd returns the column just past the token that a diagnostic at
+// column (1-based, in characters) of line points at: the same range the
+// annotated source underlines, for the live editor's underline. A column
+// past the end of the line marks one character.
+func MarkEnd(line string, column int) int {
+	r := []rune(line)
+	if column < 1 || column > len(r) {
+		return column + 1
+	}
+	return tokenEnd(r, column-1) + 1
+}

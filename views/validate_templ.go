@@ -69,7 +69,7 @@ func Validate(m ValidatePage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</textarea> <span class=\"hint\" id=\"manifest-hint\">Up to 1 MiB. Paste the text, or pick the file: a picked file is what gets checked, and its name helps to tell the kind.</span></div><div class=\"form-row\"><div class=\"field\"><label for=\"kind\">Kind</label> <select class=\"select\" id=\"kind\" name=\"kind\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</textarea> <span class=\"hint\" id=\"manifest-hint\">Up to 1 MiB. Paste the text, or pick the file: a picked file is what gets checked, and its name helps to tell the kind. In your own editor, the <a href=\"/schema/skali.json\">JSON Schema of skali.yaml</a> checks as you type with a <code># yaml-language-server: $schema=</code> line.</span></div><div class=\"form-row\"><div class=\"field\"><label for=\"kind\">Kind</label> <select class=\"select\" id=\"kind\" name=\"kind\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

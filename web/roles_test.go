@@ -89,6 +89,7 @@ var routeTable = []routeCase{
 	{method: "GET", pattern: "/healthz", path: "/healthz", allow: everyone},
 	{method: "GET", pattern: "/readyz", path: "/readyz", allow: everyone},
 	{method: "*", pattern: "/static/*", path: "{static}", allow: everyone},
+	{method: "GET", pattern: "/schema/skali.json", path: "/schema/skali.json", allow: everyone},
 
 	// Event stream websockets: a plain GET (no upgrade) is refused with 400
 	// once access is granted; the run does not exist (404) in this fixture.
@@ -107,6 +108,8 @@ var routeTable = []routeCase{
 	// The manifest validator is public.
 	{method: "GET", pattern: "/validate", path: "/validate", allow: everyone},
 	{method: "POST", pattern: "/validate", path: "/validate", form: url.Values{"manifest": {webtest.MinimalManifest}}, allow: everyone},
+	// The live editor's check takes JSON only; this table posts a form.
+	{method: "POST", pattern: "/validate/check", path: "/validate/check", form: url.Values{"manifest": {webtest.MinimalManifest}}, allow: everyone, ok: []int{http.StatusUnsupportedMediaType}},
 
 	// Home, members, audit log.
 	{method: "GET", pattern: "/", path: "/", allow: signedIn},

@@ -176,6 +176,8 @@ func (a *app) routes(https bool) http.Handler {
 	r.Get("/healthz", health.Live)
 	r.Get("/readyz", health.Ready)
 	r.Handle(static.Prefix+"*", http.StripPrefix(static.Prefix, static.Handler()))
+	// The JSON Schema of skali.yaml, for editors: documentation, no session.
+	r.Get("/schema/skali.json", handlers.ServeSchema)
 	// The local platform's edge identity and ACME challenges: public, no
 	// session, never redirected.
 	if a.deps.Edge != nil {
@@ -207,6 +209,7 @@ func (a *app) routes(https bool) http.Handler {
 		// and fails for a route without one.
 		r.Get("/validate", a.handle(validate.ShowValidatePage))
 		r.Post("/validate", a.handle(validate.Validate))
+		r.Post("/validate/check", a.handle(validate.Check))
 		if a.deps.OIDCIssuer != "" {
 			r.Get("/login/oidc", a.handle(oidcLogin.StartSignIn))
 			r.Get("/login/oidc/callback", a.handle(oidcLogin.Callback))

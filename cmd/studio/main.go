@@ -21,6 +21,7 @@ usage: studio COMMAND [flags]
 commands:
   serve        run the web server (starts a private PostgreSQL when DATABASE_URL is not set)
   validate     check skali.yaml files: studio validate [--json] FILE...
+  schema       print the JSON Schema of skali.yaml for editors: studio schema --kind skali
   migrate      apply database migrations and exit
   login-link   print a fresh one-time sign-in link for the local administrator
   keys         value-encryption keys: studio keys generate | studio keys rotate
@@ -40,6 +41,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, rest := args[0], args[1:]
 	if cmd == "validate" {
 		return runValidate(rest, stdin, stdout, stderr)
+	}
+	if cmd == "schema" {
+		return runSchema(rest, stdout, stderr)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -219,3 +219,25 @@ func TestValidateReferenceReleaseExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaCommand: `studio schema --kind skali` prints the compiler's
+// JSON Schema; another kind is a usage error that says what to do instead.
+func TestSchemaCommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"schema", "--kind", "skali"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	props, _ := doc["properties"].(map[string]any)
+	if doc["$schema"] != "https://json-schema.org/draft/2020-12/schema" || props["applications"] == nil {
+		t.Errorf("schema = %.300s", out.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"schema", "--kind", "plan"}, nil, &out, &errOut); code != 2 || out.Len() != 0 || !strings.Contains(errOut.String(), "studio validate --kind plan") {
+		t.Errorf("schema --kind plan: exit %d, out %q, err %q", code, out.String(), errOut.String())
+	}
+}

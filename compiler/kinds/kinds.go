@@ -175,8 +175,12 @@ var (
 //     (name, applications, databases, buckets) make a release manifest, and
 //     a top-level list of secrets a secret schema, so the missing
 //     api_version is reported by the right checker;
-//   - a TOML table header [[components]] is a plan and [metadata] (or
-//     another recipe table) a recipe, whichever comes first;
+//   - a document that parses as TOML is a plan when its root table has
+//     components and none of a recipe's tables, and a recipe when it has a
+//     recipe's tables (metadata, artifacts, ...) and no components, however
+//     the tables are spelled ([[components]] headers or an inline array);
+//   - otherwise a TOML table header [[components]] is a plan and [metadata]
+//     (or another recipe table) a recipe, whichever comes first;
 //   - otherwise the file name decides: *.toml is a recipe (a plan when the
 //     name contains "plan"), manifest.yaml a release manifest, a YAML file
 //     whose name contains "secrets" a secret schema;
@@ -209,6 +213,9 @@ func Detect(filename string, src []byte) Kind {
 }
 
 func detectContent(s string) Kind {
+	if k := detectTOML([]byte(s)); k != "" {
+		return k
+	}
 	lines := strings.Split(s, "\n")
 	api := false
 	secretsList, manifestKeys, skaliKeys := false, false, false
@@ -275,4 +282,29 @@ func firstLineIsTOMLKey(s string) bool {
 		return tomlKeyLine.MatchString(t)
 	}
 	return false
+}
+
+// detectTOML tells a plan from a recipe by the parsed root table, or
+// returns "" when src is not TOML or its tables do not say.
+func detectTOML(src []byte) Kind {
+	keys, ok := recipe.TopLevelKeys(src)
+	if !ok {
+		return ""
+	}
+	components, recipeTables := false, false
+	for _, k := range keys {
+		switch k {
+		case "components":
+			components = true
+		case "metadata", "artifacts", "lifecycle", "datasets", "dependencies", "resources":
+			recipeTables = true
+		}
+	}
+	switch {
+	case components && !recipeTables:
+		return Plan
+	case recipeTables && !components:
+		return Recipe
+	}
+	return ""
 }

@@ -33,6 +33,9 @@ func TestDetect(t *testing.T) {
 		{"secret schema by content", "", string(schema), kinds.ReleaseSecrets},
 		{"recipe by [metadata]", "", string(rec), kinds.Recipe},
 		{"plan by [[components]]", "-", string(plan), kinds.Plan},
+		{"plan by an inline array of tables", "-", "components = [ {name = \"api\", recipe = \"api.toml\"} ]\n", kinds.Plan},
+		{"plan by an inline array, named like a recipe", "device.toml", "# the device\ncomponents = [\n  {name = \"api\", recipe = \"api.toml\"},\n]\n", kinds.Plan},
+		{"recipe by dotted keys", "", "metadata.name = \"x\"\nmetadata.version = \"1.0.0\"\n", kinds.Recipe},
 		{"skali by default", "", "name: shop\napplications:\n  web: {image: nginx}\n", kinds.Skali},
 		{"content wins over the name", "skali.yaml", string(plan), kinds.Plan},
 		{"release without api_version by name", "release/manifest.yaml", "metadata: {name: x}\n", kinds.Release},
@@ -76,5 +79,20 @@ func TestLinkSecretSchemas(t *testing.T) {
 	kinds.LinkSecretSchemas([]string{"release/manifest.yaml", "release/secrets.schema.yaml"}, []*kinds.Result{m, s})
 	if s.Valid() || len(s.Diagnostics) != 1 || s.Diagnostics[0].Path != "secrets[0].owner" || s.Diagnostics[0].Line != 3 {
 		t.Errorf("linked: got %v", s.Diagnostics)
+	}
+}
+
+// TestInlinePlan follows issue 26: "A plan written with an inline array of
+// tables (components = [ {name = "api", recipe = "…"} ]) is a plan, not a
+// recipe: kind detection looks at the parsed tables, not at the spelling;
+// its duplicate-name rule is then reported at components[1].name."
+func TestInlinePlan(t *testing.T) {
+	src := "components = [\n  {name = \"api\", recipe = \"api.toml\"},\n  {name = \"api\", recipe = \"com.example.api:1.4.2\"},\n]\n"
+	r := kinds.Validate("", []byte(src), kinds.Options{})
+	if r.Kind != kinds.Plan {
+		t.Fatalf("got kind %s, want plan (%v)", r.Kind, r.Diagnostics)
+	}
+	if len(r.Diagnostics) != 1 || r.Diagnostics[0].Path != "components[1].name" || r.Diagnostics[0].Line != 3 {
+		t.Errorf("got %v, want one error at components[1].name on line 3", r.Diagnostics)
 	}
 }

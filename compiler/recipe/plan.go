@@ -71,3 +71,23 @@ func validRecipeRef(s string) bool {
 	name, ver, ok := strings.Cut(s, ":")
 	return ok && nameRE.MatchString(name) && check.Semver.MatchString(ver)
 }
+
+// TopLevelKeys parses src as TOML and returns the keys of its root table,
+// in document order; ok is false when src is not a TOML document (a syntax
+// error, or past the size limit). Kind detection looks at these parsed
+// tables, so a plan spelled with an inline array of tables
+// (components = [ {name = ..., recipe = ...} ]) is told apart from a recipe
+// as surely as one spelled with [[components]] headers.
+func TopLevelKeys(src []byte) (keys []string, ok bool) {
+	c := &checker{}
+	defer func() {
+		if recover() != nil {
+			keys, ok = nil, false
+		}
+	}()
+	root := c.parse(src, "document")
+	if root == nil {
+		return nil, false
+	}
+	return root.keys, true
+}

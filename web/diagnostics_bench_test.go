@@ -1,0 +1,99 @@
+package web_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/compiler/kinds"
+	"github.com/skali-dev/studio/handlers"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// fiftyApplications is a valid manifest with 50 applications, each with
+// ports, a route, probes, resources and a database reference.
+func fiftyApplications() string {
+	var b strings.Builder
+	b.WriteString("name: big-project\napplications:\n")
+	for i := range 50 {
+		fmt.Fprintf(&b, `  app-%d:
+    image: ghcr.io/acme/app-%d:1.0.0
+    environment:
+      DATABASE_URL: "{{databases.data.url}}"
+      SECRET_%d: "${SECRET_%d}"
+    ports:
+      http: {port: 8080}
+    routes:
+      public: {domain: "app-%d.${BASE_DOMAIN}", port: http}
+    health:
+      readiness:
+        http: {port: http, path: /healthz}
+    resources:
+      requests: {cpu: 0.25, memory: 256MB}
+    scaling:
+      replicas: {min: 2, max: 2}
+`, i, i, i, i, i)
+	}
+	b.WriteString("databases:\n  data:\n    engine: postgres\n    version: 18\n")
+	return b.String()
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// BenchmarkCheckEndpoint measures issue 26's goal: the live editor's
+// answer, through HTTP on loopback, for the production example and a
+// 50-application manifest, against the compile itself. It reports p50 and
+// p99 of both and their ratio (the goal is p99 <= 1.5x the compile); it
+// asserts no time.
+//
+//	go test ./web -run '^$' -bench CheckEndpoint -benchtime 300x
+func BenchmarkCheckEndpoint(b *testing.B) {
+	s := webtest.Start(b)
+	c := s.NewClient()
+	for _, tc := range []struct{ name, src string }{
+		{"production", readExample(b, "production")},
+		{"50-applications", fiftyApplications()},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			body, _ := json.Marshal(handlers.CheckRequest{Manifest: tc.src, Kind: "skali"})
+			if r := kinds.Validate("", []byte(tc.src), kinds.Options{Kind: kinds.Skali}); !r.Valid() {
+				b.Fatalf("the manifest is not valid: %v", r.Diagnostics)
+			}
+			var viaHTTP, compile []time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				t0 := time.Now()
+				resp, err := c.Post(s.URL+"/validate/check", "application/json", bytes.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+				viaHTTP = append(viaHTTP, time.Since(t0))
+				t1 := time.Now()
+				kinds.Validate("", []byte(tc.src), kinds.Options{Kind: kinds.Skali})
+				compile = append(compile, time.Since(t1))
+			}
+			b.StopTimer()
+			hp50, hp99 := percentile(viaHTTP, 0.50), percentile(viaHTTP, 0.99)
+			cp50, cp99 := percentile(compile, 0.50), percentile(compile, 0.99)
+			b.ReportMetric(float64(hp50.Microseconds()), "http-p50-µs")
+			b.ReportMetric(float64(hp99.Microseconds()), "http-p99-µs")
+			b.ReportMetric(float64(cp50.Microseconds()), "compile-p50-µs")
+			b.ReportMetric(float64(cp99.Microseconds()), "compile-p99-µs")
+			b.ReportMetric(float64(hp99)/float64(cp99), "p99-ratio")
+		})
+	}
+}
