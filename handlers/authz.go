@@ -11,7 +11,11 @@ import (
 
 // ActorOf returns who acts in r, for audit records.
 func ActorOf(r *http.Request) store.Actor {
-	return store.Actor{User: CurrentUser(r.Context()), RequestID: RequestID(r.Context())}
+	a := store.Actor{User: CurrentUser(r.Context()), RequestID: RequestID(r.Context())}
+	if t := CurrentToken(r.Context()); t != nil {
+		a.Token = t.Name
+	}
+	return a
 }
 
 // RequireAdmin fails with Forbidden unless the user is an installation admin.
@@ -43,6 +47,11 @@ func (b *Base) Environment(r *http.Request, want store.Role) (*store.Environment
 	role, err := b.DB.EnvironmentRole(ctx, u, env.ID)
 	if err != nil {
 		return nil, store.RoleNone, err
+	}
+	if t := CurrentToken(ctx); t != nil && role != store.RoleNone {
+		if role = tokenCap(ctx, env.ID, role); role == store.RoleNone {
+			return nil, role, apperr.Errorf(apperr.Forbidden, "The token %s may not act on %s/%s: it is not in its scope.", t.Name, env.Project, env.Name)
+		}
 	}
 	if role == store.RoleNone {
 		return nil, role, apperr.Errorf(apperr.Forbidden, "You do not have access to this environment. An environment admin can add you.")

@@ -236,6 +236,9 @@ func (b *Base) project(r *http.Request) (*store.Project, store.Role, error) {
 		return nil, store.RoleNone, err
 	}
 	role, err := b.DB.ProjectRole(ctx, u, p.ID)
+	if t := CurrentToken(ctx); t != nil && err == nil {
+		role, err = b.tokenProjectRole(ctx, u, t, p.Name)
+	}
 	if err != nil {
 		return nil, store.RoleNone, err
 	}
