@@ -244,3 +244,15 @@ func TestAPIRateLimitPerToken(t *testing.T) {
 		t.Fatalf("another token = %d, want 200: the limit is per token", resp.StatusCode)
 	}
 }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// jsonField returns one top-level field of a JSON object as text.
+func jsonField(t *testing.T, body, field string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatalf("not a JSON object: %s", body)
+	}
+	return strings.Trim(string(m[field]), `"`)
+}
