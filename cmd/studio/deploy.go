@@ -161,6 +161,7 @@ func isTerminal(w any) bool {
 type follower struct {
 	c        *apiClient
 	out      io.Writer
+	errOut   io.Writer
 	stdin    io.Reader
 	asJSON   bool
 	terminal bool
@@ -247,7 +248,7 @@ func (f *follower) follow(ctx context.Context, apiPath string) int {
 	for {
 		var run apiRun
 		if err := f.c.call(bg, "GET", apiPath, nil, &run); err != nil {
-			fmt.Fprintf(os.Stderr, "studio: read the run: %v\n", err)
+			fmt.Fprintf(f.errOut, "studio: read the run: %v\n", err)
 			if refused(err) {
 				return exitRefused
 			}
@@ -318,7 +319,7 @@ func (f *follower) finish(run *apiRun) int {
 	return code
 }
 
-// envFlag returns the flag's value, or the environment variable's.
+// envDefault returns the environment variable name, or def when it is unset.
 func envDefault(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -418,7 +419,7 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if !*wait {
 		return exitSucceeded
 	}
-	f := &follower{c: c, out: stdout, stdin: stdin, asJSON: *asJSON, terminal: isTerminal(stdout), interactive: isTerminal(stdin) && isTerminal(stdout), poll: *poll}
+	f := &follower{c: c, out: stdout, errOut: stderr, stdin: stdin, asJSON: *asJSON, terminal: isTerminal(stdout), interactive: isTerminal(stdin) && isTerminal(stdout), poll: *poll}
 	return f.follow(ctx, envPath+"/runs/"+strconv.FormatInt(run.ID, 10))
 }
 
@@ -457,7 +458,7 @@ func runRuns(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if !strings.HasPrefix(path, "/api/v1/") {
 		path = "/api/v1" + path
 	}
-	f := &follower{c: c, out: stdout, stdin: stdin, asJSON: *asJSON, terminal: isTerminal(stdout), interactive: isTerminal(stdin) && isTerminal(stdout), poll: *poll}
+	f := &follower{c: c, out: stdout, errOut: stderr, stdin: stdin, asJSON: *asJSON, terminal: isTerminal(stdout), interactive: isTerminal(stdin) && isTerminal(stdout), poll: *poll}
 	return f.follow(ctx, path)
 }
 
