@@ -11,7 +11,11 @@ import (
 
 // ActorOf returns who acts in r, for audit records.
 func ActorOf(r *http.Request) store.Actor {
-	return store.Actor{User: CurrentUser(r.Context()), RequestID: RequestID(r.Context())}
+	a := store.Actor{User: CurrentUser(r.Context()), RequestID: RequestID(r.Context())}
+	if t := CurrentToken(r.Context()); t != nil {
+		a.Token = t.Name
+	}
+	return a
 }
 
 // RequireAdmin fails with Forbidden unless the user is an installation admin.
@@ -44,6 +48,11 @@ func (b *Base) Environment(r *http.Request, want store.Role) (*store.Environment
 	if err != nil {
 		return nil, store.RoleNone, err
 	}
+	if t := CurrentToken(ctx); t != nil && role != store.RoleNone {
+		if role = tokenCap(ctx, env.ID, role); role == store.RoleNone {
+			return nil, role, apperr.Errorf(apperr.Forbidden, "The token %s may not act on %s/%s: it is not in its scope.", t.Name, env.Project, env.Name)
+		}
+	}
 	if role == store.RoleNone {
 		return nil, role, apperr.Errorf(apperr.Forbidden, "You do not have access to this environment. An environment admin can add you.")
 	}
@@ -70,6 +79,9 @@ func (b *Base) project(r *http.Request) (*store.Project, store.Role, error) {
 		return nil, store.RoleNone, err
 	}
 	role, err := b.DB.ProjectRole(ctx, u, p.ID)
+	if t := CurrentToken(ctx); t != nil && err == nil {
+		role, err = b.tokenProjectRole(ctx, u, t, p.Name)
+	}
 	if err != nil {
 		return nil, store.RoleNone, err
 	}

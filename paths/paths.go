@@ -25,6 +25,15 @@ func AuditFiltered(query string) string {
 	return Audit + "?" + query
 }
 
+// Tokens is the page of the signed-in person's API tokens.
+const Tokens = "/tokens"
+
+// TokenCreated is the tokens page showing the new token id's secret once.
+func TokenCreated(id int64) string { return Tokens + "?created=" + strconv.FormatInt(id, 10) }
+
+// TokenRevoke is where a token is revoked.
+func TokenRevoke(id int64) string { return Tokens + "/" + strconv.FormatInt(id, 10) + "/revoke" }
+
 // Admin is the installation page.
 const Admin = "/admin"
 

@@ -5,6 +5,9 @@ package store
 type Actor struct {
 	User      *User
 	RequestID string
+	// Token names the API token the user acts through, if any: the audit
+	// record's actor then reads "Name · token NAME".
+	Token string
 }
 
 // event starts an audit event by this actor.
@@ -14,6 +17,9 @@ func (a Actor) event(action string) AuditEvent {
 		id := a.User.ID
 		e.ActorID = &id
 		e.Actor = a.User.DisplayName()
+		if a.Token != "" {
+			e.Actor += " · token " + a.Token
+		}
 	}
 	return e
 }

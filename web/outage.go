@@ -58,6 +58,10 @@ func (a *app) failInfrastructure(w http.ResponseWriter, r *http.Request, what st
 // loaded, if any.
 func (a *app) renderUnavailable(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
+	if isAPI(r) {
+		writeAPIProblem(w, r, http.StatusServiceUnavailable, "")
+		return
+	}
 	texts := errorTexts[http.StatusServiceUnavailable]
 	c := views.Chrome{Title: texts[0]}
 	if u := handlers.CurrentUser(r.Context()); u != nil {

@@ -2,10 +2,12 @@ package web_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -52,6 +54,8 @@ var (
 	// otherProjectAdmins administer the environment of the other project.
 	otherProjectAdmins = []string{otherProject, installAdmin}
 	installAdmins      = []string{installAdmin}
+	// tokenHolders hold a role somewhere, so they can have an API token.
+	tokenHolders = []string{viewer, deployer, envAdmin, otherEnv, otherProject, installAdmin}
 )
 
 // routeCase is one row of the role table: a route as registered in
@@ -79,6 +83,13 @@ type routeCase struct {
 	status int
 	// prepare runs before each call (to restore what an allowed call changed).
 	prepare func(t *testing.T, f *roleFixture)
+	// api marks a JSON API route: it is called with a bearer token the
+	// role created for every environment they hold a role on, at that role,
+	// and json (if any) as its body. Roles without a token (anonymous and
+	// the outsider, who has no role to give one) must get 401, others not
+	// allowed 403, both as problem documents.
+	api  bool
+	json string
 }
 
 // routeTable holds a row for EVERY route of web/web.go. TestEveryRouteWithEveryRole
@@ -237,6 +248,36 @@ var routeTable = []routeCase{
 		allow: installAdmins, ok: []int{http.StatusUnprocessableEntity}},
 	{method: "POST", pattern: "/admin/backup-target", path: "/admin/backup-target", form: url.Values{"target": {"{backupTarget}"}}, allow: installAdmins},
 
+	// API tokens (issue 27): anyone signed in manages their own.
+	{method: "GET", pattern: "/tokens", path: "/tokens", allow: signedIn},
+	{method: "POST", pattern: "/tokens", path: "/tokens", form: url.Values{"name": {"x"}, "scope": {"hello-world/production:viewer"}},
+		allow: signedIn, ok: []int{http.StatusUnprocessableEntity}},
+	{method: "POST", pattern: "/tokens/{id}/revoke", path: "/tokens/999999/revoke", allow: signedIn, status: http.StatusNotFound},
+
+	// The JSON API (issue 27), with bearer tokens.
+	{method: "GET", pattern: "/api/v1/openapi.json", path: "/api/v1/openapi.json", allow: everyone},
+	{method: "GET", pattern: "/api/v1/environments", path: "/api/v1/environments", api: true, allow: tokenHolders},
+	{method: "POST", pattern: "/api/v1/validate", path: "/api/v1/validate", api: true, allow: tokenHolders,
+		json: `{"manifest": ` + strconv.Quote(webtest.MinimalManifest) + `}`},
+	{method: "POST", pattern: "/api/v1/projects/{project}/revisions", path: "/api/v1/projects/hello-world/revisions", api: true,
+		json: `{"manifest": ` + strconv.Quote(webtest.MinimalManifest+"description: from the api\n") + `}`, allow: projectAdmins},
+	{method: "GET", pattern: "/api/v1/projects/{project}/environments/{env}/plan", path: "/api/v1/projects/hello-world/environments/production/plan",
+		api: true, allow: prodViewers},
+	{method: "GET", pattern: "/api/v1/projects/{project}/environments/{env}/plan", path: "/api/v1/projects/other-shop/environments/production/plan",
+		api: true, allow: otherProjectAdmins},
+	{method: "POST", pattern: "/api/v1/projects/{project}/environments/{env}/deploys", path: "/api/v1/projects/hello-world/environments/production/deploys",
+		api: true, json: `{"revision": 1}`, allow: prodDeployers, ok: []int{http.StatusUnprocessableEntity, http.StatusConflict}},
+	{method: "GET", pattern: "/api/v1/projects/{project}/environments/{env}/runs/{run}", path: "/api/v1/projects/hello-world/environments/production/runs/{run}",
+		api: true, allow: prodViewers},
+	{method: "POST", pattern: "/api/v1/projects/{project}/environments/{env}/runs/{run}/cancel",
+		path: "/api/v1/projects/hello-world/environments/production/runs/{run}/cancel", api: true, allow: prodDeployers, ok: []int{http.StatusConflict}},
+	{method: "PUT", pattern: "/api/v1/projects/{project}/environments/{env}/values/{name}",
+		path: "/api/v1/projects/hello-world/environments/production/values/APP_DOMAIN", api: true, json: `{"value": "shop.example.test"}`, allow: prodAdmins},
+	{method: "POST", pattern: "/api/v1/projects/{project}/environments/{env}/values/import",
+		path: "/api/v1/projects/hello-world/environments/production/values/import", api: true, json: `{"dotenv": "APP_DOMAIN=shop.example.test\n"}`, allow: prodAdmins},
+	{method: "POST", pattern: "/api/v1/projects/{project}/environments/{env}/backups", path: "/api/v1/projects/hello-world/environments/production/backups",
+		api: true, allow: prodDeployers, ok: []int{http.StatusUnprocessableEntity}},
+
 	{method: "GET", pattern: "/.well-known/skali-edge", path: "/.well-known/skali-edge?nonce=abc", allow: everyone},
 	{method: "GET", pattern: "/.well-known/acme-challenge/*", path: "/.well-known/acme-challenge/token123", allow: everyone},
 }
@@ -252,6 +293,39 @@ type roleFixture struct {
 	run    int64
 	// backup is a finished snapshot of production, stagingBackup one of staging.
 	backup, stagingBackup int64
+	// tokens are API token secrets by role (see tokenFor).
+	tokens map[string]string
+}
+
+// tokenFor returns an API token of role's person scoped to every
+// environment they hold a role on, at that role; "" for roles that hold
+// none (anonymous, outsider).
+func (f *roleFixture) tokenFor(t *testing.T, role string) string {
+	t.Helper()
+	if role == anonymous || role == outsider {
+		return ""
+	}
+	if f.tokens == nil {
+		f.tokens = map[string]string{}
+	}
+	if tok, ok := f.tokens[role]; ok {
+		return tok
+	}
+	f.client(t, role)
+	u, err := f.s.DB.UserByID(t.Context(), f.s.UserID(t, f.emails[role]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope, err := f.s.DB.GrantableEnvironments(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := f.s.DB.CreateToken(t.Context(), store.Actor{User: u}, store.NewToken{Name: "roles", Scope: scope, Days: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.tokens[role] = secret
+	return secret
 }
 
 // hostSecret is production's SECRET_TOKEN. A revision added by the admin
@@ -417,6 +491,9 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 		// A directory of its own: setting a backup target writes this
 		// installation's marker in it.
 		"{backupTarget}", t.TempDir())
+	for _, role := range allRoles {
+		f.tokenFor(t, role)
+	}
 	for _, rc := range routeTable {
 		if !registered[rc.method+" "+rc.pattern] {
 			t.Logf("routeTable row %s %s matches no registered route (not added yet?)", rc.method, rc.pattern)
@@ -436,7 +513,23 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 				before := f.digest(t)
 				var resp *http.Response
 				var body string
-				if method == "POST" {
+				if rc.api {
+					req, err := http.NewRequest(method, f.s.URL+path, strings.NewReader(rc.json))
+					if err != nil {
+						t.Fatal(err)
+					}
+					req.Header.Set("Content-Type", "application/json")
+					if tok := f.tokenFor(t, role); tok != "" {
+						req.Header.Set("Authorization", "Bearer "+tok)
+					}
+					r, err := f.s.NewClient().Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, _ := io.ReadAll(r.Body)
+					r.Body.Close()
+					resp, body = r, string(b)
+				} else if method == "POST" {
 					form := url.Values{}
 					for k, vs := range rc.form {
 						for _, v := range vs {
@@ -471,6 +564,14 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 					}
 					if !ok {
 						t.Errorf("%s %s as %s = %d (Location %q), want it allowed", method, rc.path, role, resp.StatusCode, location)
+					}
+				case rc.api:
+					want := http.StatusForbidden
+					if f.tokenFor(t, role) == "" {
+						want = http.StatusUnauthorized
+					}
+					if resp.StatusCode != want || resp.Header.Get("Content-Type") != "application/problem+json" {
+						t.Errorf("%s %s as %s = %d (%s), want a %d problem document", method, rc.path, role, resp.StatusCode, resp.Header.Get("Content-Type"), want)
 					}
 				case role == anonymous:
 					if resp.StatusCode != http.StatusSeeOther || !toSignIn(location) {

@@ -70,6 +70,9 @@ type Deps struct {
 	// believed when the sign-in limits tell clients apart; from any other
 	// peer the header is ignored. None by default.
 	TrustedProxies []netip.Prefix
+	// APIRequests limits the JSON API's requests per token (a burst, then
+	// one more per interval); zero takes DefaultAPIRequests.
+	APIRequests RateLimit
 }
 
 // RateLimit is a token bucket: Burst attempts at once, then one per Every.
@@ -118,6 +121,9 @@ func New(d Deps) http.Handler {
 	}
 	if d.SignInStarts.Burst == 0 {
 		d.SignInStarts = DefaultSignInStarts
+	}
+	if d.APIRequests.Burst == 0 {
+		d.APIRequests = DefaultAPIRequests
 	}
 	https := strings.HasPrefix(d.PublicURL, "https://")
 
@@ -185,6 +191,10 @@ func (a *app) routes(https bool) http.Handler {
 		r.Get(runs.ChallengePrefix+"*", a.deps.Edge.ServeHTTP)
 	}
 
+	// The JSON API (issue 27): bearer tokens only, no session, errors as
+	// problem documents (web/api.go).
+	a.apiRoutes(r)
+
 	// Event stream websockets read the session without saving it, so they
 	// sit outside LoadAndSave (web/ws.go); they check the Origin themselves.
 	streams := newStreams(a)
@@ -226,6 +236,12 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/environments/{env}/members/{user}/role", a.handle(members.ChangeMemberRole))
 			r.Post("/projects/{project}/environments/{env}/members/{user}/remove", a.handle(members.RemoveMember))
 			r.Get("/audit", a.handle(handlers.NewAudit(a.base).ShowAuditPage))
+			// API tokens (issue 27): a person's own, every one for
+			// installation admins.
+			tokens := handlers.NewTokens(a.base, https)
+			r.Get("/tokens", a.handle(tokens.ShowTokensPage))
+			r.Post("/tokens", a.handle(tokens.CreateToken))
+			r.Post("/tokens/{id}/revoke", a.handle(tokens.RevokeToken))
 
 			// Projects, revisions, environments, values.
 			projects := handlers.NewProjects(a.base)
@@ -316,6 +332,10 @@ func (a *app) handle(fn handlers.Func) http.HandlerFunc {
 		case apperr.Conflict:
 			a.renderError(w, r, http.StatusConflict, apperr.Message(err))
 		case apperr.Unauthorized:
+			if isAPI(r) {
+				writeAPIProblem(w, r, http.StatusUnauthorized, apperr.Message(err))
+				return
+			}
 			if isWebsocketUpgrade(r) {
 				// A handshake cannot follow a redirect: say it plainly.
 				http.Error(w, apperr.Message(err), http.StatusUnauthorized)
@@ -349,6 +369,10 @@ var errorTexts = map[int][2]string{
 
 // renderError writes an error page; message overrides the default sentence.
 func (a *app) renderError(w http.ResponseWriter, r *http.Request, status int, message string) {
+	if isAPI(r) {
+		writeAPIProblem(w, r, status, message)
+		return
+	}
 	texts, ok := errorTexts[status]
 	if !ok {
 		texts = errorTexts[http.StatusInternalServerError]

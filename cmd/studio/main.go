@@ -25,6 +25,9 @@ commands:
   migrate      apply database migrations and exit
   login-link   print a fresh one-time sign-in link for the local administrator
   keys         value-encryption keys: studio keys generate | studio keys rotate
+  deploy       start a deploy through the API and follow it: studio deploy --url URL --project P --env E --wait
+  values       import a .env file through the API: studio values import --url URL --project P --env E FILE
+  runs         follow a run through the API: studio runs watch RUN_URL
 
 Run 'studio COMMAND --help' for the flags of a command.
 `
@@ -47,6 +50,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	switch cmd {
+	case "deploy":
+		return runDeploy(ctx, rest, stdin, stdout, stderr)
+	case "values":
+		return runValues(ctx, rest, stdin, stdout, stderr)
+	case "runs":
+		return runRuns(ctx, rest, stdin, stdout, stderr)
+	}
 	var err error
 	switch cmd {
 	case "serve":

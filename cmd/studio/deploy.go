@@ -1,0 +1,528 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Exit statuses of `studio deploy --wait` and `studio runs watch`.
+const (
+	exitSucceeded    = 0
+	exitFailed       = 1
+	exitRefused      = 2
+	exitWithWarnings = 3
+)
+
+const deployUsage = `usage: studio deploy --url URL --project P --env E [--revision N | --manifest skali.yaml] [--confirm NAME] [--redeploy] [--wait] [--json]
+
+Starts a deploy through the Studio's JSON API with the token in STUDIO_TOKEN.
+With --manifest, the file is added as the project's next revision first
+(nothing is added when it compiles to the latest revision). With --wait, it
+follows the run and prints each checkpoint as it changes.
+
+exit status: 0 succeeded, 3 succeeded with warnings (routes deferred),
+1 failed or cancelled, 2 refused or bad usage.
+`
+
+// apiClient calls the Studio's JSON API with a bearer token.
+type apiClient struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// apiError is a problem document the API answered with.
+type apiError struct {
+	Status int    `json:"status"`
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+	Field  string `json:"field"`
+	// Diagnostics are a manifest's problems.
+	Diagnostics []struct {
+		Severity, Path, Message string
+		Line, Column            int
+	} `json:"diagnostics"`
+}
+
+func (e *apiError) Error() string {
+	msg := e.Detail
+	if msg == "" {
+		msg = e.Title
+	}
+	if e.Field != "" {
+		msg += " (field " + e.Field + ")"
+	}
+	return msg
+}
+
+// refused reports whether the Studio refused the request (as opposed to
+// failing or being unreachable): exit status 2.
+func refused(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.Status < 500 && ae.Status != http.StatusTooManyRequests
+}
+
+func newAPIClient(base string) (*apiClient, error) {
+	token := strings.TrimSpace(os.Getenv("STUDIO_TOKEN"))
+	if token == "" {
+		return nil, errors.New("set STUDIO_TOKEN to an API token (create one on the Studio's Tokens page)")
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--url must be the Studio's address, such as https://studio.example.com")
+	}
+	return &apiClient{base: u.Scheme + "://" + u.Host, token: token, http: &http.Client{Timeout: 30 * time.Second}}, nil
+}
+
+// call sends body (JSON, when not nil) and decodes a 2xx answer into out.
+func (c *apiClient) call(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 400 {
+		ae := &apiError{Status: resp.StatusCode}
+		if json.Unmarshal(data, ae) != nil || ae.Status == 0 {
+			ae.Status, ae.Title = resp.StatusCode, resp.Status
+		}
+		return ae
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// apiRun is a run as the API answers it.
+type apiRun struct {
+	ID          int64  `json:"id"`
+	Kind        string `json:"kind"`
+	Status      string `json:"status"`
+	Finished    bool   `json:"finished"`
+	Reason      string `json:"reason"`
+	Deferred    int    `json:"deferred"`
+	Warnings    int    `json:"warnings"`
+	URL         string `json:"url"`
+	APIURL      string `json:"api_url"`
+	Checkpoints []struct {
+		Position int    `json:"position"`
+		Name     string `json:"name"`
+		Status   string `json:"status"`
+		Warning  string `json:"warning"`
+		Error    string `json:"error"`
+	} `json:"checkpoints"`
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// follower prints a run's checkpoints as they change.
+type follower struct {
+	c        *apiClient
+	out      io.Writer
+	errOut   io.Writer
+	stdin    io.Reader
+	asJSON   bool
+	terminal bool
+	// interactive: Ctrl-C asks on the terminal whether to cancel the run.
+	interactive bool
+	poll        time.Duration
+	seen        map[int]string
+}
+
+func (f *follower) emit(v map[string]any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintln(f.out, string(b))
+}
+
+func symbol(status string) string {
+	switch status {
+	case "succeeded":
+		return "✓"
+	case "failed":
+		return "✗"
+	case "running":
+		return "…"
+	case "waiting":
+		return "⏸"
+	case "skipped":
+		return "-"
+	}
+	return "·"
+}
+
+// show prints what changed since the last look at run.
+func (f *follower) show(run *apiRun) {
+	for _, cp := range run.Checkpoints {
+		if f.seen[cp.Position] == cp.Status {
+			continue
+		}
+		if cp.Status == "pending" && f.seen[cp.Position] == "" {
+			f.seen[cp.Position] = cp.Status
+			continue
+		}
+		f.seen[cp.Position] = cp.Status
+		note := cp.Warning
+		if cp.Error != "" {
+			note = cp.Error
+		}
+		switch {
+		case f.asJSON:
+			ev := map[string]any{"event": "checkpoint", "run": run.ID, "position": cp.Position, "name": cp.Name, "status": cp.Status}
+			if cp.Warning != "" {
+				ev["warning"] = cp.Warning
+			}
+			if cp.Error != "" {
+				ev["error"] = cp.Error
+			}
+			f.emit(ev)
+		case f.terminal:
+			// One progress line per checkpoint: rewritten while it runs,
+			// kept once it is done.
+			line := fmt.Sprintf("\r\033[K%s %d/%d %s · %s", symbol(cp.Status), cp.Position, len(run.Checkpoints), cp.Name, cp.Status)
+			if note != "" {
+				line += " · " + note
+			}
+			if cp.Status == "running" || cp.Status == "waiting" {
+				fmt.Fprint(f.out, line)
+			} else {
+				fmt.Fprintln(f.out, line)
+			}
+		default:
+			line := fmt.Sprintf("checkpoint %d/%d %s: %s", cp.Position, len(run.Checkpoints), cp.Name, cp.Status)
+			if note != "" {
+				line += " (" + note + ")"
+			}
+			fmt.Fprintln(f.out, line)
+		}
+	}
+}
+
+// follow polls the run at apiPath until it finishes and returns the exit
+// status its outcome means.
+func (f *follower) follow(ctx context.Context, apiPath string) int {
+	f.seen = map[int]string{}
+	interrupted := ctx.Done()
+	bg := context.Background()
+	for {
+		var run apiRun
+		if err := f.c.call(bg, "GET", apiPath, nil, &run); err != nil {
+			fmt.Fprintf(f.errOut, "studio: read the run: %v\n", err)
+			if refused(err) {
+				return exitRefused
+			}
+			return exitFailed
+		}
+		f.show(&run)
+		if run.Finished {
+			return f.finish(&run)
+		}
+		select {
+		case <-time.After(f.poll):
+		case <-interrupted:
+			interrupted = nil
+			if !f.askCancel(bg, apiPath, &run) {
+				fmt.Fprintf(f.out, "\nStopped following; the run goes on: %s\n", run.URL)
+				return exitFailed
+			}
+		}
+	}
+}
+
+// askCancel asks on the terminal whether to cancel the run, and does.
+func (f *follower) askCancel(ctx context.Context, apiPath string, run *apiRun) bool {
+	if !f.interactive {
+		return false
+	}
+	fmt.Fprintf(f.out, "\nCancel run %d? It stops at its next safe point. [y/N] ", run.ID)
+	answer, _ := bufio.NewReader(f.stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		return false
+	}
+	if err := f.c.call(ctx, "POST", apiPath+"/cancel", nil, nil); err != nil {
+		fmt.Fprintf(f.out, "Could not cancel: %v\n", err)
+		return false
+	}
+	fmt.Fprintln(f.out, "Cancelling; following the run until it stops.")
+	return true
+}
+
+func (f *follower) finish(run *apiRun) int {
+	code := exitFailed
+	switch run.Status {
+	case "succeeded":
+		code = exitSucceeded
+	case "succeeded-with-warnings":
+		code = exitWithWarnings
+	}
+	if f.asJSON {
+		ev := map[string]any{"event": "finished", "run": run.ID, "status": run.Status, "url": run.URL, "exit": code}
+		if run.Reason != "" {
+			ev["reason"] = run.Reason
+		}
+		f.emit(ev)
+		return code
+	}
+	switch code {
+	case exitSucceeded:
+		fmt.Fprintf(f.out, "Run %d succeeded: %s\n", run.ID, run.URL)
+	case exitWithWarnings:
+		fmt.Fprintf(f.out, "Run %d succeeded with warnings (%d deferred): %s\n", run.ID, run.Deferred, run.URL)
+	default:
+		reason := ""
+		if run.Reason != "" {
+			reason = ": " + run.Reason
+		}
+		fmt.Fprintf(f.out, "Run %d %s%s\n%s\n", run.ID, run.Status, reason, run.URL)
+	}
+	return code
+}
+
+// envDefault returns the environment variable name, or def when it is unset.
+func envDefault(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// runDeploy implements `studio deploy`.
+func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("deploy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, deployUsage); fs.PrintDefaults() }
+	base := fs.String("url", envDefault("STUDIO_URL", ""), "the Studio's address (STUDIO_URL)")
+	project := fs.String("project", "", "the project")
+	env := fs.String("env", "", "the environment")
+	revision := fs.Int("revision", 0, "the revision to deploy (default: the latest, or the one --manifest adds)")
+	manifest := fs.String("manifest", "", "a skali.yaml to add as the next revision before deploying")
+	confirm := fs.String("confirm", "", "the environment's name, typed, for a deploy that deletes or replaces something")
+	confirmPublic := fs.String("confirm-public-value", "", "the environment's name, typed, to publish a value in a hostname (admins)")
+	redeploy := fs.Bool("redeploy", false, "deploy the active revision again")
+	wait := fs.Bool("wait", false, "follow the run until it finishes; the exit status says how it ended")
+	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	poll := fs.Duration("poll", time.Second, "how often to read the run while following it")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitRefused
+	}
+	if *base == "" || *project == "" || *env == "" || fs.NArg() > 0 || (*revision != 0 && *manifest != "") || *revision < 0 {
+		fmt.Fprint(stderr, deployUsage)
+		return exitRefused
+	}
+	c, err := newAPIClient(*base)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio deploy: %v\n", err)
+		return exitRefused
+	}
+	say := func(format string, a ...any) {
+		if !*asJSON {
+			fmt.Fprintf(stdout, format+"\n", a...)
+		}
+	}
+	fail := func(what string, err error) int {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			fmt.Fprintf(stderr, "studio deploy: %s: %s\n", what, ae.Error())
+			for _, d := range ae.Diagnostics {
+				fmt.Fprintf(stderr, "%s:%d:%d: %s: %s: %s\n", *manifest, d.Line, d.Column, d.Severity, d.Path, d.Message)
+			}
+		} else {
+			fmt.Fprintf(stderr, "studio deploy: %s: %v\n", what, err)
+		}
+		if refused(err) {
+			return exitRefused
+		}
+		return exitFailed
+	}
+	projectPath := "/api/v1/projects/" + url.PathEscape(*project)
+	envPath := projectPath + "/environments/" + url.PathEscape(*env)
+	rev := *revision
+	if *manifest != "" {
+		src, err := os.ReadFile(*manifest)
+		if err != nil {
+			fmt.Fprintf(stderr, "studio deploy: %v\n", err)
+			return exitRefused
+		}
+		var added struct {
+			Number    int    `json:"number"`
+			Unchanged bool   `json:"unchanged"`
+			Summary   string `json:"summary"`
+		}
+		if err := c.call(ctx, "POST", projectPath+"/revisions", map[string]string{"manifest": string(src)}, &added); err != nil {
+			return fail("add the revision", err)
+		}
+		rev = added.Number
+		if added.Unchanged {
+			say("Revision %d unchanged: %s compiles to the same definition.", rev, *manifest)
+		} else {
+			say("Added revision %d: %s", rev, added.Summary)
+		}
+	}
+	body := map[string]any{"confirm": *confirm, "redeploy": *redeploy, "confirm_public_value": *confirmPublic}
+	if rev > 0 {
+		body["revision"] = rev
+	}
+	var run apiRun
+	if err := c.call(ctx, "POST", envPath+"/deploys", body, &run); err != nil {
+		return fail("start the deploy", err)
+	}
+	if *asJSON {
+		b, _ := json.Marshal(map[string]any{"event": "started", "run": run.ID, "url": run.URL})
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		say("Deploy run %d of %s/%s started: %s", run.ID, *project, *env, run.URL)
+	}
+	if !*wait {
+		return exitSucceeded
+	}
+	f := &follower{c: c, out: stdout, errOut: stderr, stdin: stdin, asJSON: *asJSON, terminal: isTerminal(stdout), interactive: isTerminal(stdin) && isTerminal(stdout), poll: *poll}
+	return f.follow(ctx, envPath+"/runs/"+strconv.FormatInt(run.ID, 10))
+}
+
+// runRuns implements `studio runs watch RUN_URL`.
+func runRuns(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	const usage = "usage: studio runs watch [--json] RUN_URL\n\nFollows a run (its page's address) with the token in STUDIO_TOKEN.\nexit status: 0 succeeded, 3 succeeded with warnings, 1 failed or cancelled, 2 refused or bad usage.\n"
+	if len(args) == 0 || args[0] != "watch" {
+		fmt.Fprint(stderr, usage)
+		return exitRefused
+	}
+	fs := flag.NewFlagSet("runs watch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	poll := fs.Duration("poll", time.Second, "how often to read the run")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitRefused
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprint(stderr, usage)
+		return exitRefused
+	}
+	u, err := url.Parse(fs.Arg(0))
+	if err != nil || u.Host == "" || !strings.Contains(u.Path, "/runs/") {
+		fmt.Fprintf(stderr, "studio runs watch: %q is not a run's address, such as https://studio.example.com/projects/p/environments/e/runs/12\n", fs.Arg(0))
+		return exitRefused
+	}
+	c, err := newAPIClient(u.Scheme + "://" + u.Host)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio runs watch: %v\n", err)
+		return exitRefused
+	}
+	path := strings.TrimRight(u.EscapedPath(), "/")
+	if !strings.HasPrefix(path, "/api/v1/") {
+		path = "/api/v1" + path
+	}
+	f := &follower{c: c, out: stdout, errOut: stderr, stdin: stdin, asJSON: *asJSON, terminal: isTerminal(stdout), interactive: isTerminal(stdin) && isTerminal(stdout), poll: *poll}
+	return f.follow(ctx, path)
+}
+
+// runValues implements `studio values import --url URL --project P --env E FILE`.
+func runValues(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	const usage = "usage: studio values import --url URL --project P --env E FILE (- for standard input)\n\nStores the values of a .env file in one transaction, with the token in STUDIO_TOKEN.\nValues are never printed: only names and versions.\n"
+	if len(args) == 0 || args[0] != "import" {
+		fmt.Fprint(stderr, usage)
+		return exitRefused
+	}
+	fs := flag.NewFlagSet("values import", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	base := fs.String("url", envDefault("STUDIO_URL", ""), "the Studio's address (STUDIO_URL)")
+	project := fs.String("project", "", "the project")
+	env := fs.String("env", "", "the environment")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitRefused
+	}
+	if *base == "" || *project == "" || *env == "" || fs.NArg() != 1 {
+		fmt.Fprint(stderr, usage)
+		return exitRefused
+	}
+	c, err := newAPIClient(*base)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio values import: %v\n", err)
+		return exitRefused
+	}
+	var src []byte
+	if fs.Arg(0) == "-" {
+		src, err = io.ReadAll(io.LimitReader(stdin, 2<<20))
+	} else {
+		src, err = os.ReadFile(fs.Arg(0))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "studio values import: %v\n", err)
+		return exitRefused
+	}
+	var res struct {
+		Changed []struct {
+			Name    string `json:"name"`
+			Version int    `json:"version"`
+		} `json:"changed"`
+		Unchanged []string `json:"unchanged"`
+		Skipped   []string `json:"skipped"`
+	}
+	path := "/api/v1/projects/" + url.PathEscape(*project) + "/environments/" + url.PathEscape(*env) + "/values/import"
+	if err := c.call(ctx, "POST", path, map[string]string{"dotenv": string(src)}, &res); err != nil {
+		fmt.Fprintf(stderr, "studio values import: %v\n", err)
+		if refused(err) {
+			return exitRefused
+		}
+		return exitFailed
+	}
+	for _, ch := range res.Changed {
+		fmt.Fprintf(stdout, "set %s (version %d)\n", ch.Name, ch.Version)
+	}
+	for _, n := range res.Unchanged {
+		fmt.Fprintf(stdout, "unchanged %s\n", n)
+	}
+	for _, n := range res.Skipped {
+		fmt.Fprintf(stdout, "skipped %s: the manifest does not reference it\n", n)
+	}
+	return 0
+}
