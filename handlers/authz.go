@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -51,4 +52,21 @@ func (b *Base) Environment(r *http.Request, want store.Role) (*store.Environment
 		return nil, role, apperr.Errorf(apperr.Forbidden, "This needs the %s role on %s/%s; you are a %s.", want, env.Project, env.Name, role)
 	}
 	return env, role, nil
+}
+
+// RunOf returns run number id of env, or NotFound when there is none
+// there: the run page and the run's event stream check a run the same way,
+// after Environment checked the viewer's role.
+func (b *Base) RunOf(ctx context.Context, env *store.Environment, id int64) (*store.Run, error) {
+	if id < 1 {
+		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
+	}
+	run, err := b.DB.RunByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if run.EnvironmentID != env.ID {
+		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
+	}
+	return run, nil
 }

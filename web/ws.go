@@ -22,8 +22,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/handlers"
-	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -81,7 +81,7 @@ const (
 // streams serves the event stream websockets.
 type streams struct {
 	a         *app
-	hub       *runs.Hub
+	hub       *events.Hub
 	fragments FragmentRenderer
 	metrics   *Metrics
 	upgrader  websocket.Upgrader
@@ -97,7 +97,7 @@ func newStreams(a *app) *streams {
 	}
 	s.metrics.followHub(s.hub)
 	if s.fragments == nil {
-		s.fragments = pageFragments{live: handlers.LiveFragments{Now: a.deps.DB.Now}}
+		s.fragments = pageFragments{now: a.deps.DB.Now}
 	}
 	if u, err := url.Parse(a.deps.PublicURL); err == nil && u.Host != "" {
 		s.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
@@ -234,16 +234,12 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) 
 	if err != nil {
 		return err
 	}
-	stream := runs.EnvironmentStream(env.ID)
+	stream := events.EnvironmentStream(env.ID)
 	if runStream {
-		envID, err := s.a.deps.DB.RunEnvironmentID(ctx, runID)
-		if err != nil {
+		if _, err := s.a.base.RunOf(ctx, env, runID); err != nil {
 			return err
 		}
-		if envID != env.ID {
-			return apperr.Errorf(apperr.NotFound, "There is no such run.")
-		}
-		stream = runs.RunStream(runID)
+		stream = events.RunStream(runID)
 	}
 	if !isWebsocketUpgrade(r) {
 		return apperr.Errorf(apperr.Invalid, "This address is a websocket: open it from the page that shows the run.")
@@ -313,7 +309,7 @@ var (
 type liveStream struct {
 	s          *streams
 	conn       *websocket.Conn
-	sub        *runs.Subscription
+	sub        *events.Subscription
 	token      string
 	userID     int64
 	signedInAt time.Time
@@ -442,7 +438,7 @@ func (st *liveStream) drain() {
 }
 
 // write sends one frame per event.
-func (st *liveStream) write(evs []*runs.Event) error {
+func (st *liveStream) write(evs []*events.Event) error {
 	for _, e := range evs {
 		pm := st.s.frame(e)
 		if pm == nil {
@@ -462,9 +458,9 @@ func (st *liveStream) write(evs []*runs.Event) error {
 func (st *liveStream) finish(err error) {
 	code, reason := websocket.CloseInternalServerErr, "internal error"
 	switch {
-	case errors.Is(err, runs.ErrHubClosed):
+	case errors.Is(err, events.ErrHubClosed):
 		code, reason = websocket.CloseGoingAway, "server shutting down"
-	case errors.Is(err, runs.ErrSlowSubscriber):
+	case errors.Is(err, events.ErrSlowSubscriber):
 		code, reason = websocket.CloseTryAgainLater, "fell behind; resume"
 		st.s.metrics.subscriberTooSlow(st.kind)
 		st.log(slog.LevelInfo, "event stream closed: client fell behind")
@@ -631,17 +627,17 @@ func (s *streams) checkAccess(k accessKey) (bool, error) {
 
 // frame returns the websocket message of an event, built once per event
 // and process (live events are shared by all subscribers).
-func (s *streams) frame(e *runs.Event) *websocket.PreparedMessage {
+func (s *streams) frame(e *events.Event) *websocket.PreparedMessage {
 	pm, _ := e.Memo(func() any { return s.buildFrame(e) }).(*websocket.PreparedMessage)
 	return pm
 }
 
-func (s *streams) buildFrame(e *runs.Event) *websocket.PreparedMessage {
+func (s *streams) buildFrame(e *events.Event) *websocket.PreparedMessage {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var frags []Fragment
 	var err error
-	if e.Stream.Kind == runs.RunEvents {
+	if e.Stream.Kind == events.RunEvents {
 		frags, err = s.fragments.RunFragments(ctx, e.Stream.ID, e)
 	} else {
 		frags, err = s.fragments.EnvironmentFragments(ctx, e.Stream.ID, e)
@@ -666,7 +662,7 @@ func (s *streams) buildFrame(e *runs.Event) *websocket.PreparedMessage {
 // the runs package wrote) with seq, at and the fragments added. The payload
 // is copied as it is, not decoded and encoded again: this runs for every
 // event on the way to its watchers.
-func encodeFrame(e *runs.Event, frags []Fragment) ([]byte, error) {
+func encodeFrame(e *events.Event, frags []Fragment) ([]byte, error) {
 	payload := bytes.TrimSpace(e.Payload)
 	if len(payload) < 2 || payload[0] != '{' || payload[len(payload)-1] != '}' || !json.Valid(payload) {
 		// Not an object: keep it under a name of its own.
