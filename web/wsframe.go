@@ -50,8 +50,8 @@ func (s *streams) buildFrame(e *events.Event) *websocket.PreparedMessage {
 	return pm
 }
 
-// encodeFrame writes an event's frame: its stored payload (a JSON object
-// the runs package wrote) with seq, at and the fragments added. The payload
+// encodeFrame writes an event's frame: its stored payload (a JSON object,
+// encoded by package payload) with seq, at and the fragments added. The payload
 // is copied as it is, not decoded and encoded again: this runs for every
 // event on the way to its watchers.
 func encodeFrame(e *events.Event, frags []Fragment) ([]byte, error) {
