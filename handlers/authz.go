@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -89,4 +90,21 @@ func (b *Base) project(r *http.Request) (*store.Project, store.Role, error) {
 		return nil, role, apperr.Errorf(apperr.Forbidden, "You do not have access to this project. An environment admin can add you.")
 	}
 	return p, role, nil
+}
+
+// RunOf returns run number id of env, or NotFound when there is none
+// there: the run page and the run's event stream check a run the same way,
+// after Environment checked the viewer's role.
+func (b *Base) RunOf(ctx context.Context, env *store.Environment, id int64) (*store.Run, error) {
+	if id < 1 {
+		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
+	}
+	run, err := b.DB.RunByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if run.EnvironmentID != env.ID {
+		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
+	}
+	return run, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
@@ -104,7 +105,7 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 			if err != nil {
 				return err
 			}
-			rv := runView(env, run, now, false)
+			rv := views.NewRunView(env, run, now, false)
 			row.Run = &rv
 			row.Size = views.ByteSize(b.Size)
 			row.CanRemove = m.CanManage && store.RunFinished(b.RunStatus)
@@ -136,7 +137,7 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 		v.Scheduled, v.Cron, v.Keep = true, sched.Cron, sched.KeepText
 		if c, err := runs.ParseCron(sched.Cron); err == nil {
 			if next := c.Next(now); !next.IsZero() {
-				v.Next, v.NextAt, v.NextIn = next.Format("2006-01-02 15:04 UTC"), next.UTC().Format(time.RFC3339), "in "+durationText(next.Sub(now))
+				v.Next, v.NextAt, v.NextIn = next.Format("2006-01-02 15:04 UTC"), next.UTC().Format(time.RFC3339), "in "+humanize.Duration(next.Sub(now))
 			}
 		}
 	}
@@ -147,7 +148,7 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 	for _, b := range list {
 		if b.Succeeded() {
 			v.LastSuccess, v.LastAt = b.At().UTC().Format("2006-01-02 15:04 UTC"), b.At().UTC().Format(time.RFC3339Nano)
-			v.LastAge = durationText(now.Sub(b.At()))
+			v.LastAge = humanize.Duration(now.Sub(b.At()))
 			break
 		}
 	}

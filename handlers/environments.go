@@ -140,13 +140,13 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 	for _, c := range certs {
 		byDomain[c.Domain] = c
 	}
-	latestRuns, err := h.DB.Runs(ctx, env.ID, runs.LatestRuns)
+	latestRuns, err := h.DB.Runs(ctx, env.ID, views.LatestRunsShown)
 	if err != nil {
 		return err
 	}
 	now := h.DB.Now()
 	for i := range latestRuns {
-		m.LatestRuns = append(m.LatestRuns, runView(env, &latestRuns[i], now, false))
+		m.LatestRuns = append(m.LatestRuns, views.NewRunView(env, &latestRuns[i], now, false))
 	}
 	if conv, err := h.DB.ConvergingRevision(ctx, env.ID); err != nil {
 		return err
@@ -175,7 +175,7 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 				hv.Resolved, hv.Missing, hv.NotAHostname = rh.Name, rh.Missing, rh.NotAHostname
 			}
 			if c, ok := byDomain[hv.Resolved]; ok && hv.Resolved != "" {
-				hv.State, hv.Cert = serviceState(c), c.State
+				hv.State, hv.Cert = views.ServiceStateText(c), c.State
 			}
 			return hv
 		}
@@ -226,18 +226,4 @@ func valuesSummary(states []store.ValueState) views.ValuesSummary {
 		}
 	}
 	return s
-}
-
-// serviceState is how the environment page reads a hostname's certificate.
-func serviceState(c store.Certificate) string {
-	switch c.State {
-	case store.CertIssued:
-		return "issued"
-	case store.CertFailed:
-		if c.NextRetryAt != nil {
-			return runs.RetryText(*c.NextRetryAt)
-		}
-		return "cert failed"
-	}
-	return "DNS pending"
 }

@@ -6,12 +6,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/skali-dev/studio/apperr"
-	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
@@ -59,24 +57,17 @@ func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := h.DB.Now()
 	for i := range list {
-		m.Runs = append(m.Runs, runView(env, &list[i], now, false))
+		m.Runs = append(m.Runs, views.NewRunView(env, &list[i], now, false))
 	}
 	return Render(w, r, http.StatusOK, views.Runs(m))
 }
 
 func (h *Runs) run(r *http.Request, env *store.Environment) (*store.Run, error) {
 	id, err := strconv.ParseInt(chi.URLParam(r, "run"), 10, 64)
-	if err != nil || id < 1 {
-		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
-	}
-	run, err := h.DB.RunByID(r.Context(), id)
 	if err != nil {
-		return nil, err
-	}
-	if run.EnvironmentID != env.ID {
 		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
 	}
-	return run, nil
+	return h.RunOf(r.Context(), env, id)
 }
 
 // ShowRunPage renders a run with its checkpoints (any role). An unfinished
@@ -96,12 +87,12 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := h.DB.Now()
 	m := views.RunPage{Chrome: h.Chrome(r, fmt.Sprintf("Run %d · %s / %s", run.ID, env.Project, env.Name), "projects"),
-		Run: runView(env, run, now, role.Includes(store.RoleDeployer))}
+		Run: views.NewRunView(env, run, now, role.Includes(store.RoleDeployer))}
 	if !m.Run.Finished {
 		m.Chrome.Refresh = 3
 	}
 	for _, cp := range cps {
-		m.Checkpoints = append(m.Checkpoints, CheckpointView(env, run, cp, now))
+		m.Checkpoints = append(m.Checkpoints, views.NewCheckpointView(env, run, cp, now))
 	}
 	return Render(w, r, http.StatusOK, views.Run(m))
 }
@@ -182,181 +173,4 @@ func notAskedText(res runs.CheckResult) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%d of its %d addresses were not asked before the probe's deadline)", res.NotAsked, res.Addresses)
-}
-
-// runView builds the header model of a run.
-func runView(env *store.Environment, run *store.Run, now time.Time, canCancel bool) views.RunView {
-	det := runs.DecodeRunDetail(run.Detail)
-	v := views.RunView{Project: env.Project, Env: env.Name, ID: run.ID, Kind: run.Kind, Status: run.Status,
-		StatusText: runs.StatusText(run.Status), Reason: run.Reason, Revision: run.Revision, FromRevision: run.FromRevision,
-		CreatedBy: run.CreatedBy, Created: humanize.Clock(run.CreatedAt), Deferred: det.Deferred, Warnings: det.Warnings,
-		Summary: det.Summary, Finished: store.RunFinished(run.Status), CanCancel: canCancel, CancelRequested: run.CancelRequested,
-		Subject: det.Domain, LastSeq: run.LastSeq, ExecutorLost: run.ExecutorLost()}
-	if v.ExecutorLost {
-		v.ExecutorLostAt = humanize.Clock(*run.ExecutorLostAt)
-	}
-	if run.StartedAt != nil {
-		v.Started = humanize.Clock(*run.StartedAt)
-		end := now
-		if run.FinishedAt != nil {
-			end = *run.FinishedAt
-		} else {
-			v.RunningSince = run.StartedAt.UTC().Format(time.RFC3339Nano)
-		}
-		v.Duration = durationText(end.Sub(*run.StartedAt))
-	}
-	return v
-}
-
-// CheckpointView builds a checkpoint row's model.
-func CheckpointView(env *store.Environment, run *store.Run, cp store.Checkpoint, now time.Time) views.CheckpointView {
-	d := runs.DecodeCheckpointDetail(cp.Detail)
-	v := views.CheckpointView{Project: env.Project, Env: env.Name, RunID: run.ID, Position: cp.Position, Kind: cp.Kind, Name: cp.Name,
-		Status: cp.Status, Warning: cp.Warning, Error: d.Error, NotRun: cp.Status == store.CheckpointPending && store.RunFinished(run.Status)}
-	if cp.StartedAt != nil {
-		v.Started = humanize.Clock(*cp.StartedAt)
-		if cp.FinishedAt != nil {
-			v.Duration = durationText(cp.FinishedAt.Sub(*cp.StartedAt))
-		}
-	}
-	add := func(label, value string) {
-		if value != "" {
-			v.Details = append(v.Details, views.Setting{Label: label, Value: value})
-		}
-	}
-	add("Application", d.Application)
-	add("Service", d.Service)
-	add("Source", d.Source)
-	add("Image", d.Image)
-	if len(d.Command) > 0 {
-		add("Command", strings.Join(d.Command, " "))
-	}
-	add("Timeout", d.Timeout)
-	add("Strategy", d.Strategy)
-	if len(d.WaitedFor) > 0 {
-		add("Waited for", strings.Join(d.WaitedFor, ", ")+" to accept connections")
-	}
-	if len(d.Values) > 0 {
-		add("Values", strings.Join(d.Values, ", "))
-	}
-	if sn := d.Snapshot; sn != nil && sn.File != "" {
-		add("File", sn.File)
-		add("Size", views.ByteSize(sn.Size))
-		add("SHA-256", sn.SHA256)
-	}
-	if len(d.Removed) > 0 {
-		add("Deleted by retention", strings.Join(d.Removed, ", "))
-	}
-	if d.Probe != nil {
-		v.TLS = &views.TLSView{Domain: d.Probe.Domain, State: "arrived: every address answers as this installation"}
-		for _, a := range d.Probe.Addresses {
-			v.TLS.Addresses = append(v.TLS.Addresses, views.AddressView{Address: a.Address, Answer: a.Answer, Here: a.Answer == runs.AnsweredHere})
-		}
-	}
-	if t := d.TLS; t != nil {
-		v.TLS = tlsView(cp, t, now)
-	}
-	return v
-}
-
-func tlsView(cp store.Checkpoint, t *runs.TLSDetail, now time.Time) *views.TLSView {
-	tv := &views.TLSView{Domain: t.Domain, Route: t.Route, IssuedFor: t.IssuedFor}
-	switch {
-	case cp.Status == store.CheckpointSkipped && strings.HasPrefix(cp.Warning, "TLS deferred"):
-		tv.State = "cert deferred · domain not pointing here yet"
-	case t.State == "issued" || cp.Status == store.CheckpointSucceeded:
-		tv.State = "issued"
-	case t.State == "failed" || cp.Status == store.CheckpointFailed:
-		tv.State = "cert failed"
-	case t.State != "":
-		tv.State = t.State
-	}
-	if cp.Status == store.CheckpointWaiting && t.NextRetryAt != nil {
-		tv.Wait = "next retry at " + retryText(*t.NextRetryAt, now)
-	} else if t.NextRetryAt != nil && t.State == "failed" {
-		tv.Wait = "next retry at " + retryText(*t.NextRetryAt, now)
-	}
-	for _, a := range t.Addresses {
-		tv.Addresses = append(tv.Addresses, views.AddressView{Address: a.Address, Answer: a.Answer, Here: a.Answer == runs.AnsweredHere})
-	}
-	for _, a := range t.Attempts {
-		av := views.AttemptView{Number: a.Number, At: humanize.Clock(a.At), Outcome: a.Outcome, Reason: a.Reason}
-		if a.Outcome == "failed" && a.NextRetryAt != nil {
-			av.Wait = "retry at " + a.NextRetryAt.UTC().Format("15:04 UTC")
-		}
-		if a.Outcome == "deferred" {
-			av.Number = 0
-		}
-		tv.Attempts = append(tv.Attempts, av)
-	}
-	add := func(label, value string) {
-		if value != "" {
-			tv.Fields = append(tv.Fields, views.Setting{Label: label, Value: value})
-		}
-	}
-	add("Domain", t.Domain)
-	add("Route", t.Route)
-	add("TLS policy", t.Policy)
-	add("Points", map[string]string{runs.PointsHere: "here", runs.PointsPartial: "partial", runs.PointsElsewhere: "elsewhere"}[t.Verdict])
-	add("DNS", t.DNSError)
-	if t.Attempt > 0 {
-		add("Attempt", strconv.Itoa(t.Attempt))
-	}
-	if t.Failures > 0 {
-		add("Consecutive failures", strconv.Itoa(t.Failures))
-	}
-	if t.LastFailureAt != nil {
-		add("Last failure", humanize.Clock(*t.LastFailureAt))
-	}
-	add("Reason", t.LastFailure)
-	if t.NextRetryAt != nil {
-		add("Estimated next retry", retryText(*t.NextRetryAt, now))
-	}
-	if t.RateLimitedUntil != nil {
-		add("CA rate limit until", humanize.Time(*t.RateLimitedUntil))
-	}
-	if t.Deadline != nil {
-		add("Rollout deadline", t.Deadline.UTC().Format("15:04 UTC"))
-	}
-	if is := t.Issuance; is != nil {
-		add("CertificateRequest", is.CertificateRequest)
-		add("ACME Order", is.Order)
-		add("Challenge", is.Challenge)
-		add("Challenge URL", is.ChallengeURL)
-		add("Challenge result", is.ChallengeResult)
-	}
-	add("Serial", t.Serial)
-	if t.NotBefore != nil && t.NotAfter != nil {
-		add("Valid", t.NotBefore.UTC().Format("2006-01-02")+" to "+t.NotAfter.UTC().Format("2006-01-02"))
-	}
-	add("Issued for", t.IssuedFor)
-	add("Note", t.Note)
-	return tv
-}
-
-// retryText reads "14:03 UTC (in 52 min)".
-func retryText(at, now time.Time) string {
-	s := at.UTC().Format("15:04 UTC")
-	if d := at.Sub(now); d > 0 {
-		s += " (in " + durationText(d.Round(time.Minute)) + ")"
-	}
-	return s
-}
-
-// durationText reads 850ms, 12s, 52 min, 3h 5m.
-func durationText(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	case d < time.Minute:
-		return strconv.Itoa(int(d.Seconds())) + "s"
-	case d < time.Hour:
-		return strconv.Itoa(int(d.Minutes())) + " min"
-	}
-	h := int(d.Hours())
-	m := int(d.Minutes()) % 60
-	if m == 0 {
-		return strconv.Itoa(h) + "h"
-	}
-	return fmt.Sprintf("%dh %dm", h, m)
 }

@@ -4,6 +4,7 @@
 package humanize
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -50,4 +51,22 @@ func JoinAnd(s []string) string {
 		return strings.Join(s, "")
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+// Duration reads 850ms, 12s, 52 min, 3h 5m.
+func Duration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + " min"
+	}
+	h := int(d.Hours())
+	m := int(d.Minutes()) % 60
+	if m == 0 {
+		return strconv.Itoa(h) + "h"
+	}
+	return fmt.Sprintf("%dh %dm", h, m)
 }

@@ -3,7 +3,10 @@ package runs
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/skali-dev/studio/store"
 )
 
 // Checkpoint kinds.
@@ -77,7 +80,10 @@ type TLSDetail struct {
 	DNSError   string          `json:"dnsError,omitempty"`
 	// IssuedFor is the old domain of a renamed route whose certificate
 	// keeps serving it.
-	IssuedFor        string       `json:"issuedFor,omitempty"`
+	IssuedFor string `json:"issuedFor,omitempty"`
+	// Deferred says the checkpoint was skipped because the domain does
+	// not point here yet (see TLSDeferred).
+	Deferred         bool         `json:"deferred,omitempty"`
 	State            string       `json:"state,omitempty"`
 	Attempt          int          `json:"attempt,omitempty"`
 	Failures         int          `json:"failures,omitempty"`
@@ -102,6 +108,25 @@ type TLSAttempt struct {
 	Reason      string     `json:"reason,omitempty"`
 	NextRetryAt *time.Time `json:"nextRetryAt,omitempty"`
 }
+
+// TLSDeferred reports whether cp is an Issue TLS checkpoint skipped because
+// its domain does not point here yet, from d (cp's decoded detail), not
+// from the wording of its warning. A checkpoint recorded before the typed
+// field existed carries only its warning ("TLS deferred: ..."): it is read
+// as before, here and nowhere else.
+func TLSDeferred(cp store.Checkpoint, d CheckpointDetail) bool {
+	if cp.Kind != KindIssueTLS || cp.Status != store.CheckpointSkipped {
+		return false
+	}
+	if d.TLS != nil && d.TLS.Deferred {
+		return true
+	}
+	return strings.HasPrefix(cp.Warning, legacyDeferredWarning)
+}
+
+// legacyDeferredWarning begins the warning of a deferred certificate's
+// checkpoint.
+const legacyDeferredWarning = "TLS deferred"
 
 // DecodeRunDetail reads a run's stored detail.
 func DecodeRunDetail(raw []byte) RunDetail {

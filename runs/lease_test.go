@@ -127,7 +127,7 @@ func TestALiveExecutionIsNotTakenOverNorRunTwice(t *testing.T) {
 	f.resolver.Set("www.wiki.test", here)
 	hold := &holdingRelease{Platform: f.local, started: make(chan struct{}), proceed: make(chan struct{})}
 	svc := runs.NewService(f.db, f.vault, hold, f.clock.Now, nil)
-	svc.Runner.Lease = 400 * time.Millisecond
+	svc.Runner.Lease = 2 * time.Second
 	run, err := svc.StartDeploy(f.ctx, store.Actor{}, f.reloadEnv(), runs.DeployRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -139,8 +139,9 @@ func TestALiveExecutionIsNotTakenOverNorRunTwice(t *testing.T) {
 	}()
 	<-hold.started
 	// Several lease periods pass while the release command runs: the
-	// executor renews its lease, so nothing takes it over.
-	time.Sleep(1200 * time.Millisecond)
+	// executor renews its lease (every half second), so nothing takes it
+	// over.
+	time.Sleep(5 * time.Second)
 	if ids, err := svc.TakeOverLostRuns(f.ctx); err != nil || len(ids) != 0 {
 		t.Fatalf("a live execution was taken over: %v %v", ids, err)
 	}

@@ -453,7 +453,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 		if cp.Warning != "" {
 			det.Warnings++
 		}
-		if cp.Kind == KindIssueTLS && cp.Status == store.CheckpointSkipped && strings.HasPrefix(cp.Warning, "TLS deferred") {
+		if TLSDeferred(cp, DecodeCheckpointDetail(cp.Detail)) {
 			det.Deferred++
 		}
 	}
@@ -494,7 +494,7 @@ func Summary(run *store.Run, status, reason string, cps []store.Checkpoint) stri
 		if cp.Kind == KindIssueTLS && d.TLS != nil {
 			state := ""
 			switch {
-			case cp.Status == store.CheckpointSkipped && strings.HasPrefix(cp.Warning, "TLS deferred"):
+			case TLSDeferred(cp, d):
 				deferred++
 				state = "cert deferred · domain not pointing here yet"
 				if d.TLS.IssuedFor != "" {

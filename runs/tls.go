@@ -76,7 +76,8 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 		copyCert()
 		td.Attempts = append(td.Attempts, TLSAttempt{Number: cert.Attempts, At: now, Outcome: "deferred",
 			Reason: fmt.Sprintf("%s is not pointing here yet (%s)", td.Domain, verdictText(probe))})
-		res := done(store.CheckpointSkipped, fmt.Sprintf("TLS deferred: %s is not pointing here yet", td.Domain))
+		td.Deferred = true
+		res := done(store.CheckpointSkipped, fmt.Sprintf(legacyDeferredWarning+": %s is not pointing here yet", td.Domain))
 		res.service = "DNS pending"
 		if cert.State == store.CertFailed && cert.NextRetryAt != nil {
 			res.service = RetryText(*cert.NextRetryAt)

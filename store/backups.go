@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/events/payload"
 )
 
 // Environment states besides active.
@@ -468,7 +469,7 @@ func setEnvironmentState(ctx context.Context, tx pgx.Tx, envID int64, runID *int
 	if _, err := tx.Exec(ctx, `UPDATE environments SET state = $2 WHERE id = $1`, envID, state); err != nil {
 		return err
 	}
-	_, err := appendEnvironmentEvent(ctx, tx, envID, runID, map[string]any{"type": "environment.state", "state": state})
+	_, err := appendEnvironmentEvent(ctx, tx, envID, runID, payload.EnvironmentChanged{Type: payload.KindEnvironmentState, State: state})
 	return err
 }
 

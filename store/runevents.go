@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/events/payload"
 )
 
 // Appended events are announced on a channel of their run or environment
@@ -37,8 +39,8 @@ func EnvironmentEventsChannel(environmentID int64) string {
 }
 
 // RunEvent is one stored change of a run: its per-run sequence number, the
-// checkpoint position it concerns (nil for a run-level change) and its JSON
-// payload as written by the runs package.
+// checkpoint position it concerns (nil for a run-level change) and its
+// payload (a payload.RunChanged, encoded).
 type RunEvent struct {
 	RunID      int64
 	Seq        int64
@@ -67,56 +69,89 @@ type EnvironmentEvent struct {
 	RunNow *Run
 }
 
-// appendRunEvent appends payload as the next event of the run inside tx and
-// announces it. The UPDATE takes the run's row lock, so concurrent appends to
-// one run are serialised and sequence numbers have no gaps: a rolled-back
-// transaction takes its number with it. It returns the new sequence number.
-func appendRunEvent(ctx context.Context, tx pgx.Tx, runID int64, checkpoint *int, payload any) (int64, error) {
-	data, err := json.Marshal(payload)
+// eventTable is one of the two event tables: a stream's events, the row
+// whose counter numbers them, and the channel that announces them.
+type eventTable struct {
+	events, stream, ref string // event table, its stream id and reference columns
+	owner, counter      string // the table and column that number the events
+	channel             string // the channel prefix
+}
+
+var (
+	runEventTable         = eventTable{"run_events", "run_id", "checkpoint", "runs", "last_seq", RunEventsChannelPrefix}
+	environmentEventTable = eventTable{"environment_events", "environment_id", "run_id", "environments", "last_event_seq", EnvironmentEventsChannelPrefix}
+)
+
+// appendSQL is the one append-and-notify statement, written out for an
+// event table: it numbers the event with the stream's next sequence number,
+// stores it and announces "<id>:<seq>" on the stream's channel. The UPDATE
+// takes the owner's row lock, so concurrent appends to one stream are
+// serialised and sequence numbers have no gaps: a rolled-back transaction
+// takes its number with it.
+func (t eventTable) appendSQL() string {
+	return `
+		WITH s AS (UPDATE ` + t.owner + ` SET ` + t.counter + ` = ` + t.counter + ` + 1 WHERE id = $1 RETURNING id, ` + t.counter + `),
+		     i AS (INSERT INTO ` + t.events + ` (` + t.stream + `, seq, ` + t.ref + `, payload)
+		           SELECT id, ` + t.counter + `, $2, $3 FROM s RETURNING ` + t.stream + ` AS id, seq)
+		SELECT i.seq FROM i, LATERAL (SELECT pg_notify('` + t.channel + `' || i.id::text, i.id::text || ':' || i.seq::text)) n`
+}
+
+var (
+	appendRunEventSQL         = runEventTable.appendSQL()
+	appendEnvironmentEventSQL = environmentEventTable.appendSQL()
+)
+
+// AppendRunEventSQL is the statement that appends a run's event ($1 the
+// run, $2 the checkpoint position or NULL, $3 the payload), for the stream
+// benchmark, which times it in transactions of its own.
+func AppendRunEventSQL() string { return appendRunEventSQL }
+
+// appendEvent appends data as the next event of the stream id of table t
+// inside tx and announces it; ref is the event's checkpoint (a run event)
+// or run (an environment event). It returns the new sequence number.
+func appendEvent(ctx context.Context, tx pgx.Tx, t eventTable, id int64, ref any, data []byte) (int64, error) {
+	var seq int64
+	sql := appendRunEventSQL
+	if t.events == environmentEventTable.events {
+		sql = appendEnvironmentEventSQL
+	}
+	if err := tx.QueryRow(ctx, sql, id, ref, data).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("store: append %s: %w", t.events, err)
+	}
+	return seq, nil
+}
+
+// appendRunEvent appends p as the next event of the run inside tx.
+func appendRunEvent(ctx context.Context, tx pgx.Tx, runID int64, checkpoint *int, p payload.RunChanged) (int64, error) {
+	data, err := payload.Encode(p)
+	if err != nil {
+		return 0, fmt.Errorf("store: encode run event: %w", err)
+	}
+	return appendEvent(ctx, tx, runEventTable, runID, checkpoint, data)
+}
+
+// appendEnvironmentEvent appends p as the next event of the environment
+// inside tx.
+func appendEnvironmentEvent(ctx context.Context, tx pgx.Tx, environmentID int64, runID *int64, p payload.EnvironmentChanged) (int64, error) {
+	data, err := payload.Encode(p)
+	if err != nil {
+		return 0, fmt.Errorf("store: encode environment event: %w", err)
+	}
+	return appendEvent(ctx, tx, environmentEventTable, environmentID, runID, data)
+}
+
+// AppendRunEvent appends v (any JSON object) as the next event of the run
+// in a transaction of its own, for tests and the stream benchmark. The
+// Studio's own changes append a typed payload.RunChanged inside their
+// transaction instead.
+func (db *DB) AppendRunEvent(ctx context.Context, runID int64, checkpoint *int, v any) (int64, error) {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return 0, fmt.Errorf("store: encode run event: %w", err)
 	}
 	var seq int64
-	err = tx.QueryRow(ctx, `
-		WITH s AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1 RETURNING id, last_seq),
-		     i AS (INSERT INTO run_events (run_id, seq, checkpoint, payload)
-		           SELECT id, last_seq, $2, $3 FROM s RETURNING run_id, seq)
-		SELECT i.seq FROM i, LATERAL (SELECT pg_notify($4::text || i.run_id::text, i.run_id::text || ':' || i.seq::text)) n`,
-		runID, checkpoint, data, RunEventsChannelPrefix).Scan(&seq)
-	if err != nil {
-		return 0, fmt.Errorf("store: append run event: %w", err)
-	}
-	return seq, nil
-}
-
-// appendEnvironmentEvent appends payload as the next event of the
-// environment inside tx and announces it, like appendRunEvent.
-func appendEnvironmentEvent(ctx context.Context, tx pgx.Tx, environmentID int64, runID *int64, payload any) (int64, error) {
-	data, err := json.Marshal(payload)
-	if err != nil {
-		return 0, fmt.Errorf("store: encode environment event: %w", err)
-	}
-	var seq int64
-	err = tx.QueryRow(ctx, `
-		WITH s AS (UPDATE environments SET last_event_seq = last_event_seq + 1 WHERE id = $1 RETURNING id, last_event_seq),
-		     i AS (INSERT INTO environment_events (environment_id, seq, run_id, payload)
-		           SELECT id, last_event_seq, $2, $3 FROM s RETURNING environment_id, seq)
-		SELECT i.seq FROM i, LATERAL (SELECT pg_notify($4::text || i.environment_id::text, i.environment_id::text || ':' || i.seq::text)) n`,
-		environmentID, runID, data, EnvironmentEventsChannelPrefix).Scan(&seq)
-	if err != nil {
-		return 0, fmt.Errorf("store: append environment event: %w", err)
-	}
-	return seq, nil
-}
-
-// AppendRunEvent appends payload as the next event of the run in a
-// transaction of its own, for changes that touch nothing else (and for the
-// stream benchmark). Changes to a run's state append their event inside
-// their own transaction instead.
-func (db *DB) AppendRunEvent(ctx context.Context, runID int64, checkpoint *int, payload any) (int64, error) {
-	var seq int64
-	err := db.InTx(ctx, func(tx pgx.Tx) (err error) {
-		seq, err = appendRunEvent(ctx, tx, runID, checkpoint, payload)
+	err = db.InTx(ctx, func(tx pgx.Tx) (err error) {
+		seq, err = appendEvent(ctx, tx, runEventTable, runID, checkpoint, data)
 		return err
 	})
 	return seq, err
@@ -176,20 +211,6 @@ func (db *DB) LastEnvironmentEventSeq(ctx context.Context, environmentID int64) 
 		return 0, fmt.Errorf("store: last environment event: %w", err)
 	}
 	return seq, nil
-}
-
-// RunEnvironmentID returns the environment of the run, or a NotFound error.
-// The event stream uses it to refuse a run named under another environment.
-func (db *DB) RunEnvironmentID(ctx context.Context, runID int64) (int64, error) {
-	var envID int64
-	err := db.Pool.QueryRow(ctx, `SELECT environment_id FROM runs WHERE id = $1`, runID).Scan(&envID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, apperr.Errorf(apperr.NotFound, "There is no such run.")
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: run environment: %w", err)
-	}
-	return envID, nil
 }
 
 // RunQueueDepth counts the runs not finished yet (pending, running or

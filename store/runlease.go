@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/events/payload"
 )
 
 // A run being executed holds a lease: its executor (one Studio process,
@@ -188,12 +189,12 @@ func appendRunStateEvent(ctx context.Context, tx pgx.Tx, runID int64) error {
 		return err
 	}
 	p := runPayload(status, reason, summary)
-	p["run"].(map[string]any)["executorLost"] = lost
+	p.Run.ExecutorLost = payload.Bool(lost)
 	if _, err := appendRunEvent(ctx, tx, runID, nil, p); err != nil {
 		return err
 	}
-	_, err := appendEnvironmentEvent(ctx, tx, envID, &runID, map[string]any{"type": "run.executor",
-		"run": map[string]any{"id": runID, "kind": kind, "status": status, "executorLost": lost}})
+	_, err := appendEnvironmentEvent(ctx, tx, envID, &runID, payload.EnvironmentChanged{Type: payload.KindRunExecutor,
+		Run: &payload.RunRef{ID: runID, Kind: kind, Status: status, ExecutorLost: payload.Bool(lost)}})
 	return err
 }
 

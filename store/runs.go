@@ -9,29 +9,28 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/events/payload"
 )
 
-// Run statuses. A run is pending until an executor takes it, running or
-// waiting (a certificate backoff, a deadline) while it works, and ends in
-// one of the last four.
+// Run statuses (the event format's: see package payload).
 const (
-	RunPending               = "pending"
-	RunRunning               = "running"
-	RunWaiting               = "waiting"
-	RunSucceeded             = "succeeded"
-	RunSucceededWithWarnings = "succeeded-with-warnings"
-	RunFailed                = "failed"
-	RunCancelled             = "cancelled"
+	RunPending               = payload.RunPending
+	RunRunning               = payload.RunRunning
+	RunWaiting               = payload.RunWaiting
+	RunSucceeded             = payload.RunSucceeded
+	RunSucceededWithWarnings = payload.RunSucceededWithWarnings
+	RunFailed                = payload.RunFailed
+	RunCancelled             = payload.RunCancelled
 )
 
-// Checkpoint statuses.
+// Checkpoint statuses (the event format's).
 const (
-	CheckpointPending   = "pending"
-	CheckpointRunning   = "running"
-	CheckpointWaiting   = "waiting"
-	CheckpointSucceeded = "succeeded"
-	CheckpointFailed    = "failed"
-	CheckpointSkipped   = "skipped"
+	CheckpointPending   = payload.CheckpointPending
+	CheckpointRunning   = payload.CheckpointRunning
+	CheckpointWaiting   = payload.CheckpointWaiting
+	CheckpointSucceeded = payload.CheckpointSucceeded
+	CheckpointFailed    = payload.CheckpointFailed
+	CheckpointSkipped   = payload.CheckpointSkipped
 )
 
 // RunFinished reports whether status ends a run.
@@ -218,9 +217,9 @@ func orEmpty(v any) any {
 	return v
 }
 
-// runPayload is the run part of a run event, the shape the live pages read.
-func runPayload(status, reason, summary string) map[string]any {
-	return map[string]any{"run": map[string]any{"status": status, "reason": reason, "summary": summary}}
+// runPayload is a run-level event of a run's stream.
+func runPayload(status, reason, summary string) payload.RunChanged {
+	return payload.RunChanged{Run: payload.RunState{Status: status, Reason: reason, Summary: summary}}
 }
 
 var runColumns = `r.id, r.environment_id, r.kind, r.status, r.reason, r.cancel_requested, r.revision_id, r.from_revision_id,
@@ -375,21 +374,21 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 	var envID int64
 	var kind, status string
 	var wasStarted, wasFinished bool
-	change := func(q querier) error {
+	err = db.InTx(ctx, func(tx pgx.Tx) error {
 		// One statement changes the checkpoint (when it still has a status
-		// of From) and the run, appends the run's event with the next
-		// sequence number (the run's row lock keeps them without gaps) and
-		// announces it: a change costs one round trip inside its
-		// transaction. The payload is the contract of RunEvent:
-		// {"run": {status, reason, summary}, "checkpoint": {position, kind,
-		// name, status, warning}}, the checkpoint only when one changed.
-		err := q.QueryRow(ctx, `
+		// of From) and the run, and returns what the run's event says; the
+		// event is then appended by the one append statement, in the same
+		// transaction (the run's row lock, taken here, keeps its sequence
+		// numbers without gaps).
+		var reason, summary string
+		var cpKind, cpName *string
+		err := tx.QueryRow(ctx, `
 			WITH cp AS (
 			    UPDATE run_checkpoints SET status = $6, warning = $7, detail = COALESCE($8::jsonb, detail),
 			           started_at = CASE WHEN started_at IS NULL AND $6 <> 'pending' THEN $5 ELSE started_at END,
 			           finished_at = CASE WHEN $6 IN ('succeeded', 'failed', 'skipped') THEN $5 END
 			    WHERE $2 > 0 AND run_id = $1 AND position = $2 AND ($9::text[] IS NULL OR status = ANY($9))
-			      AND ($12::text = '' OR EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $12))
+			      AND ($11::text = '' OR EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $11))
 			    RETURNING kind, name),
 			r AS (
 			    UPDATE runs r SET
@@ -400,48 +399,39 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 			        finished_at = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN $5 ELSE r.finished_at END,
 			        lease_owner = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN NULL ELSE r.lease_owner END,
 			        lease_expires_at = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN NULL ELSE r.lease_expires_at END,
-			        executor_lost_at = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN NULL ELSE r.executor_lost_at END,
-			        last_seq = r.last_seq + 1
+			        executor_lost_at = CASE WHEN $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled') THEN NULL ELSE r.executor_lost_at END
 			    FROM (SELECT started_at IS NOT NULL AS started, finished_at IS NOT NULL AS finished FROM runs WHERE id = $1) old
 			    WHERE r.id = $1 AND ($2 = 0 OR EXISTS (SELECT 1 FROM cp))
-			      AND ($12::text = '' OR r.lease_owner = $12)
+			      AND ($11::text = '' OR r.lease_owner = $11)
 			      -- A run finishes once: a change that would finish it again
 			      -- (retried after its commit's answer was lost) is not applied.
 			      AND NOT (old.finished AND $3 IN ('succeeded', 'succeeded-with-warnings', 'failed', 'cancelled'))
 			    RETURNING r.id, r.environment_id, r.kind, r.status, r.reason, COALESCE(r.detail->>'summary', '') AS summary,
-			        r.cancel_requested, old.started, old.finished, r.last_seq),
-			ev AS (
-			    INSERT INTO run_events (run_id, seq, checkpoint, payload)
-			    SELECT r.id, r.last_seq, CASE WHEN cp.kind IS NULL THEN NULL ELSE $2 END,
-			        jsonb_build_object('run', jsonb_build_object('status', r.status, 'reason', r.reason, 'summary', r.summary)) ||
-			        CASE WHEN cp.kind IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('checkpoint', jsonb_build_object(
-			            'position', $2::int, 'kind', cp.kind, 'name', cp.name, 'status', $6::text, 'warning', $7::text)) END
-			    FROM r LEFT JOIN cp ON true)
-			SELECT r.environment_id, r.kind, r.status, r.cancel_requested, r.started, r.finished
-			FROM r, LATERAL (SELECT pg_notify($11::text || r.id::text, r.id::text || ':' || r.last_seq::text)) n`,
-			c.RunID, position, c.Status, c.Reason, now, cpStatus, cpWarning, cpDetail, from, runDetail, RunEventsChannelPrefix, c.Lease).
-			Scan(&envID, &kind, &status, &cancel, &wasStarted, &wasFinished)
+			        r.cancel_requested, old.started, old.finished)
+			SELECT r.environment_id, r.kind, r.status, r.reason, r.summary, r.cancel_requested, r.started, r.finished, cp.kind, cp.name
+			FROM r LEFT JOIN cp ON true`,
+			c.RunID, position, c.Status, c.Reason, now, cpStatus, cpWarning, cpDetail, from, runDetail, c.Lease).
+			Scan(&envID, &kind, &status, &reason, &summary, &cancel, &wasStarted, &wasFinished, &cpKind, &cpName)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errNotApplied
 		}
 		if err != nil {
 			return err
 		}
-		return nil
-	}
-	// A change of a checkpoint alone (no run status, certificate or
-	// environment change) is that one statement, atomic on its own: no
-	// BEGIN and COMMIT round trips around it.
-	if c.Status == "" && c.Certificate == nil && c.Activate == nil && c.EnvironmentState == "" && c.Converging == nil && !c.ClearConverging {
-		err = change(db.Pool)
-	} else {
-		err = db.InTx(ctx, func(tx pgx.Tx) error {
-			if err := change(tx); err != nil {
-				return err
-			}
-			return db.runChangeEffects(ctx, tx, c, envID, kind, status, wasStarted, wasFinished, now)
-		})
-	}
+		ev := runPayload(status, reason, summary)
+		var ref *int
+		if cpKind != nil {
+			ref = &position
+			ev.Checkpoint = &payload.CheckpointState{Position: position, Kind: *cpKind, Name: *cpName, Status: cpStatus, Warning: cpWarning}
+		}
+		if _, err := appendRunEvent(ctx, tx, c.RunID, ref, ev); err != nil {
+			return err
+		}
+		if c.Status == "" && c.Certificate == nil && c.Activate == nil && c.EnvironmentState == "" && c.Converging == nil && !c.ClearConverging {
+			return nil // a change of a checkpoint alone
+		}
+		return db.runChangeEffects(ctx, tx, c, envID, kind, status, wasStarted, wasFinished, now)
+	})
 	if errors.Is(err, errNotApplied) {
 		return false, false, nil
 	}
@@ -456,14 +446,14 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 // started or finished, service state), the certificate, activation and
 // the environment's state.
 func (db *DB) runChangeEffects(ctx context.Context, tx pgx.Tx, c RunChange, envID int64, kind, status string, wasStarted, wasFinished bool, now time.Time) error {
-	runRef := map[string]any{"id": c.RunID, "kind": kind, "status": status}
+	runRef := &payload.RunRef{ID: c.RunID, Kind: kind, Status: status}
 	if !wasStarted && c.Status != "" && c.Status != RunPending && c.Status != RunCancelled {
-		if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "run.started", "run": runRef}); err != nil {
+		if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, payload.EnvironmentChanged{Type: payload.KindRunStarted, Run: runRef}); err != nil {
 			return err
 		}
 	}
 	if !wasFinished && RunFinished(c.Status) {
-		if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "run.finished", "run": runRef}); err != nil {
+		if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, payload.EnvironmentChanged{Type: payload.KindRunFinished, Run: runRef}); err != nil {
 			return err
 		}
 	}
@@ -473,8 +463,8 @@ func (db *DB) runChangeEffects(ctx context.Context, tx pgx.Tx, c RunChange, envI
 			return err
 		}
 		if c.ServiceState != "" {
-			if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, map[string]any{"type": "service.state", "run": runRef,
-				"service": map[string]any{"domain": cert.Domain, "state": c.ServiceState}}); err != nil {
+			if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, payload.EnvironmentChanged{Type: payload.KindServiceState, Run: runRef,
+				Service: &payload.ServiceState{Domain: cert.Domain, State: c.ServiceState}}); err != nil {
 				return err
 			}
 		}

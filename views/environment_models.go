@@ -1,5 +1,9 @@
 package views
 
+// LatestRunsShown is how many of an environment's newest runs its page
+// lists (and so how many the event hub reads with its events).
+const LatestRunsShown = 5
+
 // EnvironmentPage is the model of an environment's overview.
 type EnvironmentPage struct {
 	// ActiveRevisionID is the id of the revision the environment runs, 0
@@ -28,7 +32,7 @@ type EnvironmentPage struct {
 	CanDeploy bool
 	// Services are the hostnames with a TLS state.
 	Services []ServiceStateView
-	// LatestRuns are the newest runs.
+	// LatestRuns are the newest runs (at most LatestRunsShown).
 	LatestRuns []RunView
 	// Converging is the revision a failed first deploy still converges to.
 	Converging int

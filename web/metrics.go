@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -123,7 +123,7 @@ func (b backupAlarms) Collect(ch chan<- prometheus.Metric) {
 // followHub adds the hub's notification count and read times to the
 // metrics (once, should the same metrics serve several applications, as in
 // tests).
-func (m *Metrics) followHub(h *runs.Hub) {
+func (m *Metrics) followHub(h *events.Hub) {
 	if m == nil || h == nil {
 		return
 	}
@@ -132,11 +132,11 @@ func (m *Metrics) followHub(h *runs.Hub) {
 			Name: "studio_event_notifications_total",
 			Help: "Notifications the event hub received: one per announced event of a stream this process follows (it listens to no other).",
 		}, func() float64 { return float64(h.Notifications()) }))
-		read := map[runs.StreamKind]prometheus.Observer{
-			runs.RunEvents:         m.hubRead.WithLabelValues(runs.RunEvents.String()),
-			runs.EnvironmentEvents: m.hubRead.WithLabelValues(runs.EnvironmentEvents.String()),
+		read := map[events.StreamKind]prometheus.Observer{
+			events.RunEvents:         m.hubRead.WithLabelValues(events.RunEvents.String()),
+			events.EnvironmentEvents: m.hubRead.WithLabelValues(events.EnvironmentEvents.String()),
 		}
-		h.ObserveReads(func(k runs.StreamKind, d time.Duration) {
+		h.ObserveReads(func(k events.StreamKind, d time.Duration) {
 			if o, ok := read[k]; ok {
 				o.Observe(d.Seconds())
 			}

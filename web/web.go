@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/handlers"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
@@ -60,7 +61,7 @@ type Deps struct {
 	SignInFailures, SignInStarts RateLimit
 	// Hub fans run and environment events out to the event stream
 	// websockets; without it the streams answer 500.
-	Hub *runs.Hub
+	Hub *events.Hub
 	// Fragments renders the HTML fragments that event frames carry
 	// (default: the run and environment pages' own components).
 	Fragments FragmentRenderer

@@ -18,7 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/static"
 	"github.com/skali-dev/studio/web"
 	"github.com/skali-dev/studio/web/browsertest"
@@ -29,7 +29,7 @@ import (
 // the run page's templ component until it lands.
 type checkpointRows struct{ web.NoFragments }
 
-func (checkpointRows) RunFragments(_ context.Context, runID int64, ev *runs.Event) ([]web.Fragment, error) {
+func (checkpointRows) RunFragments(_ context.Context, runID int64, ev *events.Event) ([]web.Fragment, error) {
 	var p struct {
 		Run *struct {
 			Status string `json:"status"`

@@ -2,21 +2,15 @@ package web
 
 import (
 	"context"
-	"maps"
-	"slices"
-	"strings"
+	"time"
 
-	"github.com/a-h/templ"
-	"github.com/skali-dev/studio/handlers"
-	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/events"
+	"github.com/skali-dev/studio/views"
 )
 
 // Fragment is a piece of HTML that replaces the element with the same id
 // (its outerHTML) on a page that follows an event stream.
-type Fragment struct {
-	ID   string `json:"id"`
-	HTML string `json:"html"`
-}
+type Fragment = views.Fragment
 
 // FragmentRenderer renders the fragments an event changes, so a watching
 // page swaps them in place: the run page's checkpoint row (id
@@ -27,8 +21,8 @@ type Fragment struct {
 // logged and the frame goes out without fragments (the page still updates
 // its data-run-status and its last sequence number).
 type FragmentRenderer interface {
-	RunFragments(ctx context.Context, runID int64, ev *runs.Event) ([]Fragment, error)
-	EnvironmentFragments(ctx context.Context, environmentID int64, ev *runs.Event) ([]Fragment, error)
+	RunFragments(ctx context.Context, runID int64, ev *events.Event) ([]Fragment, error)
+	EnvironmentFragments(ctx context.Context, environmentID int64, ev *events.Event) ([]Fragment, error)
 }
 
 // NoFragments renders nothing: frames carry only the event's data (tests
@@ -36,44 +30,32 @@ type FragmentRenderer interface {
 type NoFragments struct{}
 
 // RunFragments implements FragmentRenderer.
-func (NoFragments) RunFragments(context.Context, int64, *runs.Event) ([]Fragment, error) {
+func (NoFragments) RunFragments(context.Context, int64, *events.Event) ([]Fragment, error) {
 	return nil, nil
 }
 
 // EnvironmentFragments implements FragmentRenderer.
-func (NoFragments) EnvironmentFragments(context.Context, int64, *runs.Event) ([]Fragment, error) {
+func (NoFragments) EnvironmentFragments(context.Context, int64, *events.Event) ([]Fragment, error) {
 	return nil, nil
 }
 
-// pageFragments renders the run and environment pages' own components (see
-// handlers.LiveFragments): the default renderer.
-type pageFragments struct{ live handlers.LiveFragments }
+// pageFragments renders the run and environment pages' own components
+// (views.RunFragments, views.EnvironmentFragments) from the state read
+// with the event: the default renderer.
+type pageFragments struct{ now func() time.Time }
 
 // RunFragments implements FragmentRenderer.
-func (p pageFragments) RunFragments(ctx context.Context, _ int64, ev *runs.Event) ([]Fragment, error) {
+func (p pageFragments) RunFragments(ctx context.Context, _ int64, ev *events.Event) ([]Fragment, error) {
 	if ev.Run == nil || ev.Environment == nil {
 		return nil, nil
 	}
-	return renderFragments(ctx, p.live.Run(ev.Run, ev.Environment, ev.CheckpointNow))
+	return views.RunFragments(ctx, p.now(), ev.Run, ev.Environment, ev.CheckpointNow)
 }
 
 // EnvironmentFragments implements FragmentRenderer.
-func (p pageFragments) EnvironmentFragments(ctx context.Context, _ int64, ev *runs.Event) ([]Fragment, error) {
+func (p pageFragments) EnvironmentFragments(ctx context.Context, _ int64, ev *events.Event) ([]Fragment, error) {
 	if ev.Environment == nil {
 		return nil, nil
 	}
-	return renderFragments(ctx, p.live.Environment(ev.Environment, ev.LatestRuns, ev.Run, ev.Certificate))
-}
-
-// renderFragments renders components by element id, in id order.
-func renderFragments(ctx context.Context, parts map[string]templ.Component) ([]Fragment, error) {
-	out := make([]Fragment, 0, len(parts))
-	for _, id := range slices.Sorted(maps.Keys(parts)) {
-		var b strings.Builder
-		if err := parts[id].Render(ctx, &b); err != nil {
-			return nil, err
-		}
-		out = append(out, Fragment{ID: id, HTML: b.String()})
-	}
-	return out, nil
+	return views.EnvironmentFragments(ctx, p.now(), ev.Environment, ev.LatestRuns, ev.Run, ev.Certificate)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/events"
 )
 
 // A frame is the event's stored payload with seq, at and the fragments
@@ -59,7 +59,7 @@ func TestEncodeFrameKeepsThePayloadAndAddsSeqAtAndFragments(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e := &runs.Event{Stream: runs.RunStream(1), Seq: 7, At: at, Payload: json.RawMessage(c.payload)}
+			e := &events.Event{Stream: events.RunStream(1), Seq: 7, At: at, Payload: json.RawMessage(c.payload)}
 			data, err := encodeFrame(e, c.frags)
 			if err != nil {
 				t.Fatal(err)

@@ -16,8 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
 	"github.com/skali-dev/studio/web"
 )
 
@@ -42,7 +43,7 @@ func runChild(args []string) error {
 		return err
 	}
 	defer db.Close()
-	hub := runs.NewHub(db, runs.HubOptions{Logger: logger})
+	hub := events.NewHub(db, events.HubOptions{Logger: logger, LatestRuns: views.LatestRunsShown})
 	defer hub.Close()
 	metrics := web.NewMetrics(db)
 	handler := web.New(web.Deps{

@@ -396,13 +396,9 @@ func (b *bench) newRun(ctx context.Context) (int64, error) {
 	return id, err
 }
 
-// appendSQL is the store's statement (store/runevents.go), run here in an
-// explicit transaction so the bench can note when COMMIT is sent.
-const appendSQL = `
-	WITH s AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1 RETURNING id, last_seq),
-	     i AS (INSERT INTO run_events (run_id, seq, checkpoint, payload)
-	           SELECT id, last_seq, $2, $3 FROM s RETURNING run_id, seq)
-	SELECT i.seq FROM i, LATERAL (SELECT pg_notify('` + store.RunEventsChannelPrefix + `' || i.run_id::text, i.run_id::text || ':' || i.seq::text)) n`
+// appendSQL is the store's one append-and-notify statement, run here in
+// an explicit transaction so the bench can note when COMMIT is sent.
+var appendSQL = store.AppendRunEventSQL()
 
 // appendNoNotifySQL is the same append without the notification.
 const appendNoNotifySQL = `

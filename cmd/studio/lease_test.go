@@ -108,7 +108,9 @@ func TestTheOtherReplicaTakesOverTheRunOfAKilledExecutor(t *testing.T) {
 	db, dbURL, key := newKilledEnvironment(t)
 	a, b := startStudio(t, dbURL, key), startStudio(t, dbURL, key)
 	procs := map[int]*studioProcess{a.cmd.Process.Pid: a, b.cmd.Process.Pid: b}
-	runID := deployRevision1(t, signedIn(t, a), a.addr, db)
+	// Sessions live in the database: this client is signed in on both.
+	client := signedIn(t, a)
+	runID := deployRevision1(t, client, a.addr, db)
 	waitFor(t, func() bool { return checkpointStatus(db, runID, "import") == store.CheckpointRunning })
 	victim := procs[executorPID(db, runID)]
 	if victim == nil {
@@ -143,7 +145,7 @@ func TestTheOtherReplicaTakesOverTheRunOfAKilledExecutor(t *testing.T) {
 		t.Fatal("no event said the run's executor was lost")
 	}
 	// The run page on the survivor shows how it ended.
-	resp, err := signedIn(t, survivor).Get(survivor.addr + "/projects/killed/environments/production/runs/" + strconv.FormatInt(runID, 10))
+	resp, err := client.Get(survivor.addr + "/projects/killed/environments/production/runs/" + strconv.FormatInt(runID, 10))
 	if err != nil {
 		t.Fatal(err)
 	}

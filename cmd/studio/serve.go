@@ -13,10 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/pgserver"
+	"github.com/skali-dev/studio/views"
 	"github.com/skali-dev/studio/web"
 )
 
@@ -125,7 +127,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stopRuns()
 	// The hub holds this process's LISTEN connection and fans run events
 	// out to the event stream websockets.
-	hub := runs.NewHub(db.DB, runs.HubOptions{Logger: logger})
+	hub := events.NewHub(db.DB, events.HubOptions{Logger: logger, LatestRuns: views.LatestRunsShown})
 	defer hub.Close()
 	var metrics *web.Metrics
 	var metricsSrv *http.Server

@@ -16,9 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
+	"github.com/skali-dev/studio/views"
 	"github.com/skali-dev/studio/web"
 	"github.com/skali-dev/studio/web/webtest/oidcprovider"
 )
@@ -36,7 +38,7 @@ type Server struct {
 	OIDC *oidcprovider.Provider
 	// Hub is the Studio's event hub (closing it is a server shutdown for
 	// the event streams).
-	Hub *runs.Hub
+	Hub *events.Hub
 }
 
 // Option changes the Deps a test server is built with.
@@ -50,7 +52,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	idp := oidcprovider.Start(OIDCClientID, OIDCClientSecret)
 	tb.Cleanup(idp.Close)
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	hub := runs.NewHub(db, runs.HubOptions{Logger: logger})
+	hub := events.NewHub(db, events.HubOptions{Logger: logger, LatestRuns: views.LatestRunsShown})
 	tb.Cleanup(hub.Close)
 	deps := web.Deps{
 		DB:               db,

@@ -1,4 +1,4 @@
-package handlers_test
+package views_test
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skali-dev/studio/handlers"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -29,7 +28,7 @@ func TestWaitingCertificateCheckpointShowsTheRetry(t *testing.T) {
 	run := &store.Run{ID: 7, Kind: "deploy", Status: store.RunWaiting}
 	cp := store.Checkpoint{RunID: 7, Position: 6, Kind: runs.KindIssueTLS, Name: "Issue TLS certificate · web / public", Status: store.CheckpointWaiting, Detail: detail}
 	var buf bytes.Buffer
-	if err := views.CheckpointRow(handlers.CheckpointView(env, run, cp, now)).Render(context.Background(), &buf); err != nil {
+	if err := views.CheckpointRow(views.NewCheckpointView(env, run, cp, now)).Render(context.Background(), &buf); err != nil {
 		t.Fatal(err)
 	}
 	html := buf.String()

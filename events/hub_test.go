@@ -1,4 +1,4 @@
-package runs_test
+package events_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
 )
@@ -40,9 +40,9 @@ func appendEvents(t testing.TB, db *store.DB, runID int64, n int) {
 	}
 }
 
-func newHub(t testing.TB, db *store.DB, opts runs.HubOptions) *runs.Hub {
+func newHub(t testing.TB, db *store.DB, opts events.HubOptions) *events.Hub {
 	t.Helper()
-	h := runs.NewHub(db, opts)
+	h := events.NewHub(db, opts)
 	t.Cleanup(h.Close)
 	waitFor(t, "the hub to connect", h.ConnectedForTest)
 	return h
@@ -61,7 +61,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 // collect reads sub until it has the event numbered upTo and checks that
 // it got every event after from, in order, exactly once.
-func collect(ctx context.Context, sub *runs.Subscription, from, upTo int64) error {
+func collect(ctx context.Context, sub *events.Subscription, from, upTo int64) error {
 	want := from + 1
 	for want <= upTo {
 		evs, err := sub.Next(ctx)
@@ -85,7 +85,7 @@ func collect(ctx context.Context, sub *runs.Subscription, from, upTo int64) erro
 func TestHubReplayThenLiveExactlyOnce(t *testing.T) {
 	db := storetest.NewDB(t)
 	_, runID := newRun(t, db)
-	h := newHub(t, db, runs.HubOptions{PageSize: 7})
+	h := newHub(t, db, events.HubOptions{PageSize: 7})
 	const before, during, watchers = 15, 60, 40
 	appendEvents(t, db, runID, before)
 
@@ -97,7 +97,7 @@ func TestHubReplayThenLiveExactlyOnce(t *testing.T) {
 		wg.Go(func() {
 			time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
 			after := rand.Int64N(before + during/2)
-			sub, err := h.Subscribe(ctx, runs.RunStream(runID), after)
+			sub, err := h.Subscribe(ctx, events.RunStream(runID), after)
 			if err != nil {
 				t.Error(err)
 				return
@@ -120,18 +120,18 @@ func TestHubReplayThenLiveExactlyOnce(t *testing.T) {
 func TestHubClosesSubscriberThatNeverReads(t *testing.T) {
 	db := storetest.NewDB(t)
 	_, runID := newRun(t, db)
-	h := newHub(t, db, runs.HubOptions{QueueLimit: 16})
+	h := newHub(t, db, events.HubOptions{QueueLimit: 16})
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
 	defer cancel()
 
-	stuck, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+	stuck, err := h.Subscribe(ctx, events.RunStream(runID), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stuck.Close()
 	var wg sync.WaitGroup
 	for range 5 {
-		sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+		sub, err := h.Subscribe(ctx, events.RunStream(runID), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,13 +141,13 @@ func TestHubClosesSubscriberThatNeverReads(t *testing.T) {
 			for {
 				err := collect(ctx, sub, sub.Last(), 40)
 				sub.Close()
-				if !errors.Is(err, runs.ErrSlowSubscriber) {
+				if !errors.Is(err, events.ErrSlowSubscriber) {
 					if err != nil {
 						t.Error(err)
 					}
 					return
 				}
-				if sub, err = h.Subscribe(ctx, runs.RunStream(runID), sub.Last()); err != nil {
+				if sub, err = h.Subscribe(ctx, events.RunStream(runID), sub.Last()); err != nil {
 					t.Error(err)
 					return
 				}
@@ -164,7 +164,7 @@ func TestHubClosesSubscriberThatNeverReads(t *testing.T) {
 	// every event out: wait for the stuck queue to overflow.
 	waitFor(t, "the subscriber that never reads to be closed", func() bool { return stuck.Err() != nil })
 	_, err = stuck.Next(ctx)
-	if !errors.Is(err, runs.ErrSlowSubscriber) {
+	if !errors.Is(err, events.ErrSlowSubscriber) {
 		t.Errorf("the subscriber that never read got %v, want ErrSlowSubscriber", err)
 	}
 }
@@ -177,10 +177,10 @@ func TestHubClosesSubscriberThatNeverReads(t *testing.T) {
 func TestHubSubscriberCatchingUpDuringABurstIsNotBehind(t *testing.T) {
 	db := storetest.NewDB(t)
 	_, runID := newRun(t, db)
-	h := newHub(t, db, runs.HubOptions{QueueLimit: 10, PageSize: 5})
+	h := newHub(t, db, events.HubOptions{QueueLimit: 10, PageSize: 5})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+	sub, err := h.Subscribe(ctx, events.RunStream(runID), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestHubSubscriberCatchingUpDuringABurstIsNotBehind(t *testing.T) {
 	// Really behind: 11 events it has not read, with a limit of 10.
 	appendEvents(t, db, runID, 11)
 	waitFor(t, "the subscriber 11 events behind to be closed", func() bool { return sub.Err() != nil })
-	if _, err := sub.Next(ctx); !errors.Is(err, runs.ErrSlowSubscriber) {
+	if _, err := sub.Next(ctx); !errors.Is(err, events.ErrSlowSubscriber) {
 		t.Errorf("a subscriber 11 events behind got %v, want ErrSlowSubscriber", err)
 	}
 }
@@ -235,7 +235,7 @@ func TestHubSubscriberCatchingUpDuringABurstIsNotBehind(t *testing.T) {
 func TestHubsOfTwoProcessesSeeEveryEvent(t *testing.T) {
 	url := storetest.NewURL(t)
 	var dbs [2]*store.DB
-	var hubs [2]*runs.Hub
+	var hubs [2]*events.Hub
 	for i := range dbs {
 		db, err := store.Open(context.Background(), url)
 		if err != nil {
@@ -243,20 +243,20 @@ func TestHubsOfTwoProcessesSeeEveryEvent(t *testing.T) {
 		}
 		t.Cleanup(db.Close)
 		dbs[i] = db
-		hubs[i] = newHub(t, db, runs.HubOptions{})
+		hubs[i] = newHub(t, db, events.HubOptions{})
 	}
 	envID, runID := newRun(t, dbs[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var subs [2]*runs.Subscription
-	var envSubs [2]*runs.Subscription
+	var subs [2]*events.Subscription
+	var envSubs [2]*events.Subscription
 	for i, h := range hubs {
 		var err error
-		if subs[i], err = h.Subscribe(ctx, runs.RunStream(runID), 0); err != nil {
+		if subs[i], err = h.Subscribe(ctx, events.RunStream(runID), 0); err != nil {
 			t.Fatal(err)
 		}
 		defer subs[i].Close()
-		if envSubs[i], err = h.Subscribe(ctx, runs.EnvironmentStream(envID), 0); err != nil {
+		if envSubs[i], err = h.Subscribe(ctx, events.EnvironmentStream(envID), 0); err != nil {
 			t.Fatal(err)
 		}
 		defer envSubs[i].Close()
@@ -306,10 +306,10 @@ func appendEnvironmentEvent(t testing.TB, db *store.DB, envID, runID int64) {
 func TestHubLosesNothingWhenItsConnectionIsKilled(t *testing.T) {
 	db := storetest.NewDB(t)
 	_, runID := newRun(t, db)
-	h := newHub(t, db, runs.HubOptions{})
+	h := newHub(t, db, events.HubOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+	sub, err := h.Subscribe(ctx, events.RunStream(runID), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,16 +345,16 @@ func TestHubLosesNothingWhenItsConnectionIsKilled(t *testing.T) {
 func TestHubCloseEndsSubscriptions(t *testing.T) {
 	db := storetest.NewDB(t)
 	_, runID := newRun(t, db)
-	h := runs.NewHub(db, runs.HubOptions{})
+	h := events.NewHub(db, events.HubOptions{})
 	ctx := context.Background()
-	sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+	sub, err := h.Subscribe(ctx, events.RunStream(runID), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
 	go func() { _, err := sub.Next(ctx); errc <- err }()
 	h.Close()
-	if err := <-errc; !errors.Is(err, runs.ErrHubClosed) {
+	if err := <-errc; !errors.Is(err, events.ErrHubClosed) {
 		t.Errorf("Next after Close = %v, want ErrHubClosed", err)
 	}
 	sub.Close()
@@ -372,14 +372,14 @@ func TestHubCloseEndsSubscriptions(t *testing.T) {
 func TestHubResumingSubscribersMissNothing(t *testing.T) {
 	db := storetest.NewDB(t)
 	_, runID := newRun(t, db)
-	h := newHub(t, db, runs.HubOptions{QueueLimit: 2, PageSize: 3})
+	h := newHub(t, db, events.HubOptions{QueueLimit: 2, PageSize: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	const n = 120
 	var wg sync.WaitGroup
 	for range 6 {
 		wg.Go(func() {
-			sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+			sub, err := h.Subscribe(ctx, events.RunStream(runID), 0)
 			if err != nil {
 				t.Error(err)
 				return
@@ -388,14 +388,14 @@ func TestHubResumingSubscribersMissNothing(t *testing.T) {
 			for {
 				err := collect(ctx, sub, sub.Last(), n)
 				sub.Close()
-				if !errors.Is(err, runs.ErrSlowSubscriber) {
+				if !errors.Is(err, events.ErrSlowSubscriber) {
 					if err != nil {
 						t.Errorf("%v (resumed %d times); hub: %s", err, resumes, h.DebugState())
 					}
 					return
 				}
 				resumes++
-				if sub, err = h.Subscribe(ctx, runs.RunStream(runID), sub.Last()); err != nil {
+				if sub, err = h.Subscribe(ctx, events.RunStream(runID), sub.Last()); err != nil {
 					t.Error(err)
 					return
 				}
@@ -414,7 +414,7 @@ func TestHubResumingSubscribersMissNothing(t *testing.T) {
 func TestHubSubscriberJoiningAStreamBeingSetUp(t *testing.T) {
 	db := storetest.NewDB(t)
 	_, runID := newRun(t, db)
-	h := newHub(t, db, runs.HubOptions{})
+	h := newHub(t, db, events.HubOptions{})
 	release := make(chan struct{})
 	var once sync.Once
 	h.SetBeforeInitForTest(func() { once.Do(func() { <-release }) })
@@ -422,9 +422,9 @@ func TestHubSubscriberJoiningAStreamBeingSetUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	first := make(chan *runs.Subscription, 1)
+	first := make(chan *events.Subscription, 1)
 	go func() {
-		sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+		sub, err := h.Subscribe(ctx, events.RunStream(runID), 0)
 		if err != nil {
 			t.Error(err)
 		}
@@ -433,7 +433,7 @@ func TestHubSubscriberJoiningAStreamBeingSetUp(t *testing.T) {
 	waitFor(t, "the first subscriber to register", func() bool { return h.Subscribers() == 1 })
 	second := make(chan error, 1)
 	go func() {
-		sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+		sub, err := h.Subscribe(ctx, events.RunStream(runID), 0)
 		if err != nil {
 			second <- err
 			return
@@ -464,7 +464,7 @@ func TestHubSubscriberJoiningAStreamBeingSetUp(t *testing.T) {
 func TestHubListensOnlyWhileItFollowsAStream(t *testing.T) {
 	db := storetest.NewDB(t)
 	_, runID := newRun(t, db)
-	h := newHub(t, db, runs.HubOptions{})
+	h := newHub(t, db, events.HubOptions{})
 	time.Sleep(50 * time.Millisecond)
 	if h.Listening() {
 		t.Fatal("the hub listens while it follows no stream")
@@ -480,7 +480,7 @@ func TestHubListensOnlyWhileItFollowsAStream(t *testing.T) {
 	t.Cleanup(release) // before the hub's Close (cleanups run last first), should the test stop early
 	{
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		sub, err := h.Subscribe(ctx, runs.RunStream(runID), 0)
+		sub, err := h.Subscribe(ctx, events.RunStream(runID), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -505,7 +505,7 @@ func TestHubListensOnlyWhileItFollowsAStream(t *testing.T) {
 			defer close(done)
 			appendEvents(t, db, runID, 40) // races the subscription and the LISTEN
 		}()
-		sub, err := h.Subscribe(ctx, runs.RunStream(runID), from)
+		sub, err := h.Subscribe(ctx, events.RunStream(runID), from)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -530,16 +530,16 @@ func TestHubHearsOnlyTheStreamsItFollows(t *testing.T) {
 	db := storetest.NewDB(t)
 	envA, runA := newRun(t, db)
 	envB, runB := newRun(t, db)
-	h := newHub(t, db, runs.HubOptions{})
+	h := newHub(t, db, events.HubOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	subA, err := h.Subscribe(ctx, runs.RunStream(runA), 0)
+	subA, err := h.Subscribe(ctx, events.RunStream(runA), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer subA.Close()
-	subEnvA, err := h.Subscribe(ctx, runs.EnvironmentStream(envA), 0)
+	subEnvA, err := h.Subscribe(ctx, events.EnvironmentStream(envA), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +574,7 @@ func TestHubHearsOnlyTheStreamsItFollows(t *testing.T) {
 		t.Errorf("following run A and its environment, the hub heard %d notifications for 2 events of A and 21 of B; want 2", n)
 	}
 
-	subB, err := h.Subscribe(ctx, runs.RunStream(runB), 20)
+	subB, err := h.Subscribe(ctx, events.RunStream(runB), 20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +595,7 @@ func TestHubHearsOnlyTheStreamsItFollows(t *testing.T) {
 
 // live reads the (empty) backlog of each subscription, so that from then
 // on it gets only events the hub reads after a notification.
-func live(t *testing.T, ctx context.Context, subs ...*runs.Subscription) {
+func live(t *testing.T, ctx context.Context, subs ...*events.Subscription) {
 	t.Helper()
 	for _, sub := range subs {
 		if evs, err := sub.Backlog(ctx); err != nil || len(evs) != 0 {
@@ -609,12 +609,12 @@ func live(t *testing.T, ctx context.Context, subs ...*runs.Subscription) {
 // its live events, and leaving half of them leaves their channels only.
 func TestHubFollowsManyStreamsAtOnce(t *testing.T) {
 	db := storetest.NewDB(t)
-	h := newHub(t, db, runs.HubOptions{})
+	h := newHub(t, db, events.HubOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const n = 300 // more than one round trip of LISTENs
 	runIDs := make([]int64, n)
-	subs := make([]*runs.Subscription, n)
+	subs := make([]*events.Subscription, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		_, runIDs[i] = newRun(t, db)
@@ -629,7 +629,7 @@ func TestHubFollowsManyStreamsAtOnce(t *testing.T) {
 	t.Cleanup(release)
 	for i := range n {
 		wg.Go(func() {
-			sub, err := h.Subscribe(ctx, runs.RunStream(runIDs[i]), 0)
+			sub, err := h.Subscribe(ctx, events.RunStream(runIDs[i]), 0)
 			if err != nil {
 				t.Error(err)
 				return

@@ -1,0 +1,95 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// TestRunStreamSendsThePageFragmentsOfACheckpointChange follows a run with
+// the renderer production uses (the run page's own components, built in
+// views): a certificate checkpoint deferred because its domain does not
+// point here yet arrives as that checkpoint's row, which says so, with the
+// run's heading. The row reads the typed detail, whatever the warning
+// says; a checkpoint recorded before the typed detail existed (its
+// warning only) reads the same.
+func TestRunStreamSendsThePageFragmentsOfACheckpointChange(t *testing.T) {
+	ctx := context.Background()
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO run_checkpoints (run_id, position, kind, name) VALUES
+		($1, 1, 'issue-tls', 'Issue TLS certificate · web / public'), ($1, 2, 'issue-tls', 'Issue TLS certificate · web / admin')`, runID); err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.DB.RunByID(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, _, err := s.DialStream(t, admin, runEventsPath(runID, run.LastSeq), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	typed := runs.CheckpointDetail{TLS: &runs.TLSDetail{Route: "web / public", Domain: "shop.example.test", Policy: "automatic", Deferred: true}}
+	if ok, err := s.DB.ApplyRunChange(ctx, store.RunChange{RunID: runID, Status: store.RunRunning,
+		Checkpoint: &store.CheckpointChange{Position: 1, Status: store.CheckpointSkipped, Warning: "shop.example.test waits for its DNS", Detail: typed}}); err != nil || !ok {
+		t.Fatalf("change: %v %v", ok, err)
+	}
+	legacy := runs.CheckpointDetail{TLS: &runs.TLSDetail{Route: "web / admin", Domain: "admin.example.test", Policy: "automatic"}}
+	if ok, err := s.DB.ApplyRunChange(ctx, store.RunChange{RunID: runID,
+		Checkpoint: &store.CheckpointChange{Position: 2, Status: store.CheckpointSkipped, Warning: "TLS deferred: admin.example.test is not pointing here yet", Detail: legacy}}); err != nil || !ok {
+		t.Fatalf("change: %v %v", ok, err)
+	}
+	for position, domain := range []string{1: "shop.example.test", 2: "admin.example.test"} {
+		if position == 0 {
+			continue
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct {
+			Seq        int64                   `json:"seq"`
+			Run        struct{ Status string } `json:"run"`
+			Checkpoint struct {
+				Position int    `json:"position"`
+				Kind     string `json:"kind"`
+				Status   string `json:"status"`
+			} `json:"checkpoint"`
+			Fragments []struct{ ID, HTML string } `json:"fragments"`
+		}
+		if err := json.Unmarshal(data, &f); err != nil {
+			t.Fatal(err)
+		}
+		if f.Run.Status != store.RunRunning || f.Checkpoint.Position != position || f.Checkpoint.Kind != runs.KindIssueTLS || f.Checkpoint.Status != store.CheckpointSkipped {
+			t.Fatalf("frame %d: run %+v checkpoint %+v, want running with checkpoint %d skipped", f.Seq, f.Run, f.Checkpoint, position)
+		}
+		frags := map[string]string{}
+		for _, fr := range f.Fragments {
+			frags[fr.ID] = fr.HTML
+		}
+		row := frags[fmt.Sprintf("checkpoint-%d", position)]
+		if !strings.Contains(row, "cert deferred · domain not pointing here yet") || !strings.Contains(row, domain) {
+			t.Errorf("checkpoint %d's live row does not say its certificate is deferred:\n%s", position, row)
+		}
+		if !strings.Contains(frags["run-header"], `data-run-status="running"`) {
+			t.Errorf("frame %d lacks the run's live heading: %v", f.Seq, frags["run-header"])
+		}
+	}
+	// The page, rendered by the same models, says the same of both.
+	code, body := s.Get(t, admin, fmt.Sprintf("/projects/hello-world/environments/production/runs/%d", runID))
+	if code != 200 || strings.Count(body, "cert deferred · domain not pointing here yet") < 2 {
+		t.Errorf("the run page (%d) does not say both certificates are deferred", code)
+	}
+}

@@ -1,0 +1,162 @@
+package web
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/store"
+)
+
+// The access cache: a stream re-checks, before the events it sends and
+// every streamRecheck, that its session still exists and its user still
+// holds a role on the environment, through answers shared by the
+// process's streams.
+
+// checkAccess ends the stream (errAccessRemoved) when the session has
+// ended or the viewer lost their role on the environment. A database error
+// is not a reason to close: the next check decides. With fresh false (the
+// check before sending events) an answer up to accessStale old is used
+// while a new one is fetched in the background, so events never wait for
+// the database; a removed role then stops the stream within about
+// accessCacheTTL plus one batch.
+func (st *liveStream) checkAccess(fresh bool) error {
+	if time.Since(st.signedInAt) > st.s.a.deps.SessionLifetime {
+		return errAccessRemoved
+	}
+	ok, err := st.s.access.allowed(accessKey{token: st.token, userID: st.userID, envID: st.envID}, st.s.checkAccess, fresh)
+	if err != nil {
+		st.log(slog.LevelWarn, "event stream: check access", "err", err)
+		return nil
+	}
+	st.lastChecked.Store(time.Now().UnixNano())
+	if !ok {
+		return errAccessRemoved
+	}
+	return nil
+}
+
+// checkAccess asks the database whether the session still exists and its
+// user still holds a role on the environment.
+func (s *streams) checkAccess(k accessKey) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, found, err := s.a.deps.DB.Sessions().FindCtx(ctx, k.token); err != nil || !found {
+		return false, err
+	}
+	u, err := s.a.deps.DB.UserByID(ctx, k.userID)
+	if apperr.CodeOf(err) == apperr.NotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	role, err := s.a.deps.DB.EnvironmentRole(ctx, u, k.envID)
+	if err != nil {
+		return false, err
+	}
+	return role.Includes(store.RoleViewer), nil
+}
+
+// accessKey is what an access check depends on.
+type accessKey struct {
+	token  string
+	userID int64
+	envID  int64
+}
+
+type accessEntry struct {
+	done       chan struct{}
+	ok         bool
+	err        error
+	checked    time.Time
+	refreshing bool
+}
+
+// accessCache shares access checks between the streams of one session and
+// environment (a page open in many tabs, or many watchers): one database
+// round trip per key and TTL, and callers arriving during a check wait for
+// its answer instead of asking again.
+type accessCache struct {
+	mu      sync.Mutex
+	entries map[accessKey]*accessEntry
+}
+
+// accessStale is the oldest answer a non-fresh check may use.
+var accessStale = 15 * time.Second
+
+func (c *accessCache) allowed(k accessKey, check func(accessKey) (bool, error), fresh bool) (bool, error) {
+	c.mu.Lock()
+	e, ok := c.entries[k]
+	if ok {
+		select {
+		case <-e.done:
+			age := time.Since(e.checked)
+			switch {
+			case e.err != nil || age > accessStale || (fresh && age > accessCacheTTL):
+				ok = false
+			case age > accessCacheTTL && !e.refreshing:
+				e.refreshing = true
+				go c.refresh(k, e, check)
+			}
+		default: // a check is under way: wait for it
+		}
+	}
+	if !ok {
+		e = c.startLocked(k)
+		c.mu.Unlock()
+		c.run(e, k, check)
+		return e.ok, e.err
+	}
+	c.mu.Unlock()
+	<-e.done
+	return e.ok, e.err
+}
+
+func (c *accessCache) startLocked(k accessKey) *accessEntry {
+	e := &accessEntry{done: make(chan struct{})}
+	c.entries[k] = e
+	if len(c.entries) > 10000 {
+		c.pruneLocked()
+	}
+	return e
+}
+
+func (c *accessCache) run(e *accessEntry, k accessKey, check func(accessKey) (bool, error)) {
+	e.ok, e.err = check(k)
+	e.checked = time.Now()
+	close(e.done)
+}
+
+// refresh replaces old with a new answer, checked in the background while
+// callers go on using old. A failed check keeps old (until accessStale).
+func (c *accessCache) refresh(k accessKey, old *accessEntry, check func(accessKey) (bool, error)) {
+	ok, err := check(k)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[k] != old {
+		return
+	}
+	if err != nil {
+		old.refreshing = false
+		return
+	}
+	e := &accessEntry{done: make(chan struct{}), ok: ok, checked: time.Now()}
+	close(e.done)
+	c.entries[k] = e
+}
+
+// pruneLocked drops finished entries past their TTL.
+func (c *accessCache) pruneLocked() {
+	for k, e := range c.entries {
+		select {
+		case <-e.done:
+			if time.Since(e.checked) > accessStale {
+				delete(c.entries, k)
+			}
+		default:
+		}
+	}
+}

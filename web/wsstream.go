@@ -1,0 +1,229 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/skali-dev/studio/events"
+)
+
+// An open stream: its writer, which runs only while events wait, its
+// timer (pings, access re-checks) and how it ends.
+
+var (
+	errAccessRemoved  = errors.New("web: access to the stream was removed")
+	errPeerGone       = errors.New("web: the client went away")
+	errClientProtocol = errors.New("web: the client sent a frame it should not")
+)
+
+// liveStream is one open websocket following one stream. It keeps only
+// what it needs (ids, not the user or the request), since an idle
+// installation may hold many thousands.
+type liveStream struct {
+	s          *streams
+	conn       *websocket.Conn
+	sub        *events.Subscription
+	token      string
+	userID     int64
+	signedInAt time.Time
+	envID      int64
+	streamID   int64
+	kind       string
+	requestID  string
+
+	// writing says a writer goroutine runs (see kick).
+	writing atomic.Bool
+	stopped atomic.Bool
+	// lastChecked is when access was last confirmed (Unix nanoseconds).
+	lastChecked atomic.Int64
+	// lastHeard is when the client last sent anything (a pong, mostly).
+	lastHeard atomic.Int64
+	timer     *time.Timer
+
+	mu sync.Mutex
+	// cause is why the stream must end, set by the reader or the timer.
+	cause error
+}
+
+func (st *liveStream) log(level slog.Level, msg string, args ...any) {
+	st.s.a.logger.Log(context.Background(), level, msg, append([]any{
+		"request_id", st.requestID, "user_id", st.userID, "stream", st.kind, "id", st.streamID}, args...)...)
+}
+
+// start begins the stream: a reader goroutine handles the client's pongs
+// and close; one timer (no goroutine while it waits) pings and re-checks
+// access.
+func (st *liveStream) start() {
+	st.lastChecked.Store(time.Now().UnixNano())
+	st.lastHeard.Store(time.Now().UnixNano())
+	st.s.metrics.streamOpened(st.kind)
+	go st.read()
+	st.mu.Lock()
+	st.timer = time.AfterFunc(jitter(streamPing.get()), st.tick)
+	st.mu.Unlock()
+}
+
+// end records why the stream must end and wakes the writer to end it.
+func (st *liveStream) end(err error) {
+	st.mu.Lock()
+	if st.cause == nil {
+		st.cause = err
+	}
+	st.mu.Unlock()
+	st.kick()
+}
+
+func (st *liveStream) ended() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.cause
+}
+
+// stop ends the stream once: it tells the client why (see finish),
+// releases the subscription and closes the connection.
+func (st *liveStream) stop(err error) {
+	if !st.stopped.CompareAndSwap(false, true) {
+		return
+	}
+	st.mu.Lock()
+	st.timer.Stop()
+	st.mu.Unlock()
+	st.finish(err)
+	st.sub.Close()
+	st.conn.Close()
+	st.s.metrics.streamClosed(st.kind)
+}
+
+// catchUp writes the stored backlog.
+func (st *liveStream) catchUp(ctx context.Context) error {
+	for {
+		evs, err := st.sub.Backlog(ctx)
+		if err != nil || len(evs) == 0 {
+			return err
+		}
+		if err := st.write(evs); err != nil {
+			return err
+		}
+	}
+}
+
+// kick runs the writer unless it runs already. The hub calls it when events
+// are queued (and when the subscription fails); end calls it too. The
+// writer is the only goroutine that uses the subscription.
+func (st *liveStream) kick() {
+	if !st.stopped.Load() && st.writing.CompareAndSwap(false, true) {
+		go st.drain()
+	}
+}
+
+// drain writes what is queued, then returns (the goroutine ends).
+func (st *liveStream) drain() {
+	for {
+		if err := st.ended(); err != nil {
+			st.stop(err)
+			return
+		}
+		evs, err := st.sub.Poll(context.Background())
+		if err != nil {
+			st.stop(err)
+			return
+		}
+		if len(evs) == 0 {
+			st.writing.Store(false)
+			// Something queued between Poll and Store found writing set
+			// and started nothing: look again.
+			if (st.sub.Pending() || st.ended() != nil) && st.writing.CompareAndSwap(false, true) {
+				continue
+			}
+			return
+		}
+		if time.Since(time.Unix(0, st.lastChecked.Load())) > accessCacheTTL {
+			if err := st.checkAccess(false); err != nil {
+				st.stop(err)
+				return
+			}
+		}
+		if err := st.write(evs); err != nil {
+			st.stop(err)
+			return
+		}
+	}
+}
+
+// write sends one frame per event.
+func (st *liveStream) write(evs []*events.Event) error {
+	for _, e := range evs {
+		pm := st.s.frame(e)
+		if pm == nil {
+			continue
+		}
+		_ = st.conn.SetWriteDeadline(time.Now().Add(streamWriteWait))
+		if err := st.conn.WritePreparedMessage(pm); err != nil {
+			st.log(slog.LevelDebug, "event stream write failed", "err", err)
+			return errPeerGone
+		}
+		st.s.metrics.eventDelivered(st.kind, e.Notified)
+	}
+	return nil
+}
+
+// finish tells the client with a close code what to do next.
+func (st *liveStream) finish(err error) {
+	code, reason := websocket.CloseInternalServerErr, "internal error"
+	switch {
+	case errors.Is(err, events.ErrHubClosed):
+		code, reason = websocket.CloseGoingAway, "server shutting down"
+	case errors.Is(err, events.ErrSlowSubscriber):
+		code, reason = websocket.CloseTryAgainLater, "fell behind; resume"
+		st.s.metrics.subscriberTooSlow(st.kind)
+		st.log(slog.LevelInfo, "event stream closed: client fell behind")
+	case errors.Is(err, errAccessRemoved):
+		code, reason = closeAccessRemoved, "access removed"
+		st.log(slog.LevelInfo, "event stream closed: access removed")
+	case errors.Is(err, errPeerGone):
+		return // nothing to tell a peer that is gone
+	case errors.Is(err, errClientProtocol):
+		code, reason = websocket.CloseProtocolError, "unexpected frame"
+	default:
+		st.log(slog.LevelWarn, "event stream failed", "err", err)
+	}
+	_ = st.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+}
+
+// tick pings the client, re-checks access and schedules the next tick.
+func (st *liveStream) tick() {
+	if st.stopped.Load() {
+		return
+	}
+	if time.Since(time.Unix(0, st.lastHeard.Load())) > streamPongWait.get() {
+		st.end(errPeerGone)
+		return
+	}
+	if err := st.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(streamWriteWait)); err != nil {
+		st.end(errPeerGone)
+		return
+	}
+	if time.Since(time.Unix(0, st.lastChecked.Load())) >= streamRecheck-streamRecheck/5 {
+		if err := st.checkAccess(true); err != nil {
+			st.end(err)
+			return
+		}
+	}
+	st.mu.Lock()
+	if !st.stopped.Load() {
+		st.timer.Reset(jitter(streamPing.get()))
+	}
+	st.mu.Unlock()
+}
+
+// jitter spreads periodic work of many streams: d ± 10 %.
+func jitter(d time.Duration) time.Duration {
+	return d - d/10 + rand.N(d/5+1)
+}
