@@ -192,6 +192,12 @@ func (a *app) routes(https bool) http.Handler {
 		r.Get(runs.ChallengePrefix+"*", a.deps.Edge.ServeHTTP)
 	}
 
+	// The editor's live diagnostics: a compile of the text it sends, as
+	// public as the validator's page, so it reads no session (a round trip
+	// to the database per keystroke pause that the answer does not need).
+	// Cross-origin posts are refused like every form's.
+	r.With(cop.Handler).Post("/validate/check", a.handle(validate.Check))
+
 	// The JSON API (issue 27): bearer tokens only, no session, errors as
 	// problem documents (web/api.go).
 	a.apiRoutes(r)
@@ -220,7 +226,6 @@ func (a *app) routes(https bool) http.Handler {
 		// and fails for a route without one.
 		r.Get("/validate", a.handle(validate.ShowValidatePage))
 		r.Post("/validate", a.handle(validate.Validate))
-		r.Post("/validate/check", a.handle(validate.Check))
 		if a.deps.OIDCIssuer != "" {
 			r.Get("/login/oidc", a.handle(oidcLogin.StartSignIn))
 			r.Get("/login/oidc/callback", a.handle(oidcLogin.Callback))
