@@ -270,30 +270,16 @@ func (l *Local) CheckTarget(target, installation string) error {
 // target, and this keeps a link planted inside it from redirecting a
 // snapshot into another one. It returns fs.ErrNotExist when a component
 // is missing.
-func snapshotDirs(root *os.Root, dir string) error {
-	if !fs.ValidPath(dir) || dir == "." {
-		return fmt.Errorf("runs: bad snapshot directory %q", dir)
-	}
-	p := ""
-	for part := range strings.SplitSeq(dir, "/") {
-		p = path.Join(p, part)
-		st, err := root.Lstat(p)
-		if err != nil {
-			return err
-		}
-		if st.Mode()&fs.ModeSymlink != 0 {
-			return fmt.Errorf("%s is a symbolic link, which the Studio does not follow", p)
-		}
-		if !st.IsDir() {
-			return fmt.Errorf("%s is not a directory", p)
-		}
-	}
-	return nil
-}
+func snapshotDirs(root *os.Root, dir string) error { return walkSnapshotDirs(root, dir, false) }
 
 // makeSnapshotDirs creates the missing directories of dir under root, one
 // component at a time, refusing any that is a link or not a directory.
-func makeSnapshotDirs(root *os.Root, dir string) error {
+func makeSnapshotDirs(root *os.Root, dir string) error { return walkSnapshotDirs(root, dir, true) }
+
+// walkSnapshotDirs checks each component of dir under root in turn,
+// creating a missing one when create is set (its errors then read as
+// sentences) and refusing a link or anything that is not a directory.
+func walkSnapshotDirs(root *os.Root, dir string, create bool) error {
 	if !fs.ValidPath(dir) || dir == "." {
 		return fmt.Errorf("runs: bad snapshot directory %q", dir)
 	}
@@ -301,20 +287,20 @@ func makeSnapshotDirs(root *os.Root, dir string) error {
 	for part := range strings.SplitSeq(dir, "/") {
 		p = path.Join(p, part)
 		st, err := root.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
+		if create && errors.Is(err, fs.ErrNotExist) {
 			if err := root.Mkdir(p, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 				return errors.New(pathErrText(err))
 			}
-			if st, err = root.Lstat(p); err != nil {
-				return errors.New(pathErrText(err))
-			}
-		} else if err != nil {
+			st, err = root.Lstat(p)
+		}
+		switch {
+		case err != nil && create:
 			return errors.New(pathErrText(err))
-		}
-		if st.Mode()&fs.ModeSymlink != 0 {
+		case err != nil:
+			return err
+		case st.Mode()&fs.ModeSymlink != 0:
 			return fmt.Errorf("%s is a symbolic link, which the Studio does not follow", p)
-		}
-		if !st.IsDir() {
+		case !st.IsDir():
 			return fmt.Errorf("%s is not a directory", p)
 		}
 	}
