@@ -37,6 +37,10 @@ type Config struct {
 	ShutdownTimeout    time.Duration
 	MetricsAddr        string
 	TrustedProxies     string
+	Platform           string
+	Kubeconfig         string
+	Gateway            string
+	ClusterIssuer      string
 
 	// trustedProxies is TrustedProxies read as address ranges.
 	trustedProxies []netip.Prefix
@@ -73,6 +77,10 @@ func (c *Config) settings() []setting {
 		{"shutdown-timeout", "STUDIO_SHUTDOWN_TIMEOUT", "on SIGTERM, how long running steps may take to reach a safe point before they are stopped (they resume in the next process)", &c.ShutdownTimeout, "30s"},
 		{"metrics-addr", "STUDIO_METRICS_ADDR", "address to serve Prometheus metrics on, at /metrics (empty: off)", &c.MetricsAddr, ""},
 		{"trusted-proxies", "STUDIO_TRUSTED_PROXIES", "comma-separated addresses or CIDR ranges of reverse proxies whose X-Forwarded-For tells who the client is (empty: none, the header is ignored)", &c.TrustedProxies, ""},
+		{"platform", "STUDIO_PLATFORM", "where deploys run: local (simulated, the default) or kubernetes", &c.Platform, "local"},
+		{"kubeconfig", "STUDIO_KUBECONFIG", "kubeconfig of the cluster for --platform kubernetes (default: the in-cluster service account, then $KUBECONFIG)", &c.Kubeconfig, ""},
+		{"gateway", "STUDIO_GATEWAY", "NAMESPACE/NAME of the Gateway API gateway routes attach to (--platform kubernetes)", &c.Gateway, ""},
+		{"cluster-issuer", "STUDIO_CLUSTER_ISSUER", "cert-manager ClusterIssuer of route certificates (--platform kubernetes)", &c.ClusterIssuer, ""},
 	}
 }
 
@@ -129,6 +137,14 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
+	}
+	if c.Platform != "local" && c.Platform != "kubernetes" {
+		return fmt.Errorf("--platform must be local or kubernetes, not %q", c.Platform)
+	}
+	if c.Gateway != "" {
+		if ns, name, ok := strings.Cut(c.Gateway, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return fmt.Errorf("--gateway must be NAMESPACE/NAME, not %q", c.Gateway)
+		}
 	}
 	proxies, err := parseTrustedProxies(c.TrustedProxies)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform/kubernetes"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/pgserver"
 	"github.com/skali-dev/studio/views"
@@ -112,7 +113,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	runService := runs.NewService(db.DB, vault, local, time.Now, logger)
+	var platform runs.Platform = local
+	if cfg.Platform == "kubernetes" {
+		client, err := kubernetes.LoadClient(cfg.Kubeconfig)
+		if err != nil {
+			return fmt.Errorf("--platform kubernetes: %w", err)
+		}
+		platform = kubernetes.New(client, db.DB, vault, local, kubernetes.Options{Gateway: cfg.Gateway, ClusterIssuer: cfg.ClusterIssuer, Logger: logger})
+	}
+	runService := runs.NewService(db.DB, vault, platform, time.Now, logger)
 	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter,
 		Lease: cfg.RunLease}); err != nil {
 		return err

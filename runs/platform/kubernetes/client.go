@@ -1,0 +1,428 @@
+package kubernetes
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// FieldManager is the one field manager of every object the Studio applies.
+const FieldManager = "skali-studio"
+
+// Client speaks to one API server over its REST API: server-side apply,
+// get, list, delete and watch of the few kinds the driver uses. It keeps
+// the product free of client-go's dependency tree.
+type Client struct {
+	server string
+	token  string
+	http   *http.Client
+	// Requests counts the API requests made (watches included).
+	Requests atomic.Int64
+}
+
+// Object is a Kubernetes object as JSON.
+type Object = map[string]any
+
+// StatusError is an API server's refusal.
+type StatusError struct {
+	Code    int
+	Reason  string
+	Message string
+}
+
+func (e *StatusError) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return fmt.Sprintf("the API server answered %d %s", e.Code, e.Reason)
+}
+
+// IsNotFound reports whether err is the API server's 404.
+func IsNotFound(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code == http.StatusNotFound
+}
+
+// LoadClient reads a kubeconfig (its current context); with path empty it
+// uses the in-cluster service account, then $KUBECONFIG.
+func LoadClient(path string) (*Client, error) {
+	if path == "" {
+		if c, err := inCluster(); err == nil {
+			return c, nil
+		}
+		path = os.Getenv("KUBECONFIG")
+		if i := strings.IndexByte(path, os.PathListSeparator); i >= 0 {
+			path = path[:i]
+		}
+		if path == "" {
+			return nil, errors.New("no kubeconfig: not running in a cluster, and neither --kubeconfig nor $KUBECONFIG is set")
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	var kc struct {
+		CurrentContext string `yaml:"current-context"`
+		Clusters       []struct {
+			Name    string `yaml:"name"`
+			Cluster struct {
+				Server                   string `yaml:"server"`
+				CertificateAuthority     string `yaml:"certificate-authority"`
+				CertificateAuthorityData string `yaml:"certificate-authority-data"`
+				InsecureSkipTLSVerify    bool   `yaml:"insecure-skip-tls-verify"`
+			} `yaml:"cluster"`
+		} `yaml:"clusters"`
+		Users []struct {
+			Name string `yaml:"name"`
+			User struct {
+				Token                 string `yaml:"token"`
+				TokenFile             string `yaml:"tokenFile"`
+				ClientCertificate     string `yaml:"client-certificate"`
+				ClientCertificateData string `yaml:"client-certificate-data"`
+				ClientKey             string `yaml:"client-key"`
+				ClientKeyData         string `yaml:"client-key-data"`
+			} `yaml:"user"`
+		} `yaml:"users"`
+		Contexts []struct {
+			Name    string `yaml:"name"`
+			Context struct {
+				Cluster string `yaml:"cluster"`
+				User    string `yaml:"user"`
+			} `yaml:"context"`
+		} `yaml:"contexts"`
+	}
+	if err := yaml.Unmarshal(data, &kc); err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	base := filepath.Dir(path)
+	rel := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(base, p)
+	}
+	var clusterName, userName string
+	for _, c := range kc.Contexts {
+		if c.Name == kc.CurrentContext {
+			clusterName, userName = c.Context.Cluster, c.Context.User
+		}
+	}
+	if clusterName == "" {
+		return nil, fmt.Errorf("kubeconfig %s: its current context %q is not among its contexts", path, kc.CurrentContext)
+	}
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
+	c := &Client{}
+	found := false
+	for _, cl := range kc.Clusters {
+		if cl.Name != clusterName {
+			continue
+		}
+		found = true
+		c.server = strings.TrimRight(cl.Cluster.Server, "/")
+		tlsConf.InsecureSkipVerify = cl.Cluster.InsecureSkipTLSVerify
+		ca, err := pemFrom(cl.Cluster.CertificateAuthorityData, rel(cl.Cluster.CertificateAuthority))
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: certificate authority: %w", path, err)
+		}
+		if ca != nil {
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(ca) {
+				return nil, fmt.Errorf("kubeconfig %s: the certificate authority holds no certificate", path)
+			}
+			tlsConf.RootCAs = pool
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("kubeconfig %s: no cluster named %q", path, clusterName)
+	}
+	for _, u := range kc.Users {
+		if u.Name != userName {
+			continue
+		}
+		c.token = u.User.Token
+		if u.User.TokenFile != "" {
+			b, err := os.ReadFile(rel(u.User.TokenFile))
+			if err != nil {
+				return nil, fmt.Errorf("kubeconfig %s: token file: %w", path, err)
+			}
+			c.token = strings.TrimSpace(string(b))
+		}
+		cert, err := pemFrom(u.User.ClientCertificateData, rel(u.User.ClientCertificate))
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: client certificate: %w", path, err)
+		}
+		key, err := pemFrom(u.User.ClientKeyData, rel(u.User.ClientKey))
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: client key: %w", path, err)
+		}
+		if cert != nil && key != nil {
+			pair, err := tls.X509KeyPair(cert, key)
+			if err != nil {
+				return nil, fmt.Errorf("kubeconfig %s: client certificate: %w", path, err)
+			}
+			tlsConf.Certificates = []tls.Certificate{pair}
+		}
+	}
+	c.http = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf, MaxIdleConnsPerHost: 16, ForceAttemptHTTP2: true}}
+	return c, nil
+}
+
+func pemFrom(data, file string) ([]byte, error) {
+	if data != "" {
+		return base64.StdEncoding.DecodeString(data)
+	}
+	if file != "" {
+		return os.ReadFile(file)
+	}
+	return nil, nil
+}
+
+func inCluster() (*Client, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, errors.New("not in a cluster")
+	}
+	const dir = "/var/run/secrets/kubernetes.io/serviceaccount/"
+	token, err := os.ReadFile(dir + "token")
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(dir + "ca.crt")
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return &Client{server: "https://" + host + ":" + port, token: strings.TrimSpace(string(token)),
+		http: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}}}, nil
+}
+
+// Kind is where the API serves one kind.
+type Kind struct {
+	APIVersion, Kind, Resource string
+	Namespaced                 bool
+}
+
+func (k Kind) path(namespace, name string) string {
+	p := "/api/" + k.APIVersion
+	if strings.Contains(k.APIVersion, "/") {
+		p = "/apis/" + k.APIVersion
+	}
+	if k.Namespaced {
+		p += "/namespaces/" + url.PathEscape(namespace)
+	}
+	p += "/" + k.Resource
+	if name != "" {
+		p += "/" + url.PathEscape(name)
+	}
+	return p
+}
+
+// The kinds the driver applies, reads and watches.
+var (
+	KindNamespace   = Kind{"v1", "Namespace", "namespaces", false}
+	KindSecret      = Kind{"v1", "Secret", "secrets", true}
+	KindService     = Kind{"v1", "Service", "services", true}
+	KindPVC         = Kind{"v1", "PersistentVolumeClaim", "persistentvolumeclaims", true}
+	KindPod         = Kind{"v1", "Pod", "pods", true}
+	KindDeployment  = Kind{"apps/v1", "Deployment", "deployments", true}
+	KindJob         = Kind{"batch/v1", "Job", "jobs", true}
+	KindHPA         = Kind{"autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true}
+	KindPGCluster   = Kind{"postgresql.cnpg.io/v1", "Cluster", "clusters", true}
+	KindBucketClaim = Kind{"objectbucket.io/v1alpha1", "ObjectBucketClaim", "objectbucketclaims", true}
+	KindConfigMap   = Kind{"v1", "ConfigMap", "configmaps", true}
+	KindEvent       = Kind{"v1", "Event", "events", true}
+	KindReplicaSet  = Kind{"apps/v1", "ReplicaSet", "replicasets", true}
+)
+
+// Kinds are the kinds the driver writes or causes (pods, replica sets,
+// events), for reading an environment back.
+func Kinds() []Kind {
+	return []Kind{KindNamespace, KindSecret, KindService, KindPVC, KindPod, KindDeployment, KindJob, KindHPA,
+		KindPGCluster, KindBucketClaim, KindConfigMap, KindEvent, KindReplicaSet}
+}
+
+func (c *Client) do(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.server+path, r)
+	if err != nil {
+		return nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	c.Requests.Add(1)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		se := &StatusError{Code: resp.StatusCode}
+		var st struct{ Reason, Message string }
+		if json.Unmarshal(data, &st) == nil {
+			se.Reason, se.Message = st.Reason, st.Message
+		}
+		return nil, se
+	}
+	return resp, nil
+}
+
+func (c *Client) object(ctx context.Context, method, path, contentType string, body []byte) (Object, error) {
+	resp, err := c.do(ctx, method, path, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var o Object
+	if err := json.NewDecoder(resp.Body).Decode(&o); err != nil {
+		return nil, fmt.Errorf("reading the API server's answer: %w", err)
+	}
+	return o, nil
+}
+
+// Apply applies obj by server-side apply with the Studio's field manager,
+// without forcing: a field another manager owns is a conflict, not taken.
+// An object equal to what is stored is not rewritten by the API server.
+func (c *Client) Apply(ctx context.Context, k Kind, obj Object) (Object, error) {
+	md, _ := obj["metadata"].(Object)
+	name, _ := md["name"].(string)
+	ns, _ := md["namespace"].(string)
+	obj["apiVersion"], obj["kind"] = k.APIVersion, k.Kind
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	return c.object(ctx, http.MethodPatch, k.path(ns, name)+"?fieldManager="+FieldManager, "application/apply-patch+yaml", body)
+}
+
+// Get reads one object.
+func (c *Client) Get(ctx context.Context, k Kind, namespace, name string) (Object, error) {
+	return c.object(ctx, http.MethodGet, k.path(namespace, name), "", nil)
+}
+
+// List reads the objects of a kind in a namespace matching a label selector.
+func (c *Client) List(ctx context.Context, k Kind, namespace, selector string) ([]Object, error) {
+	o, err := c.object(ctx, http.MethodGet, k.path(namespace, "")+"?labelSelector="+url.QueryEscape(selector), "", nil)
+	if err != nil {
+		return nil, err
+	}
+	items, _ := o["items"].([]any)
+	out := make([]Object, 0, len(items))
+	for _, it := range items {
+		if m, ok := it.(Object); ok {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// Delete deletes one object (its dependents in the background); a missing
+// one is no error.
+func (c *Client) Delete(ctx context.Context, k Kind, namespace, name string) error {
+	resp, err := c.do(ctx, http.MethodDelete, k.path(namespace, name), "application/json", []byte(`{"propagationPolicy":"Background"}`))
+	if IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// WatchOne follows one object from resourceVersion on, calling seen with
+// each version of it until seen says done or ctx ends. A watch the API
+// server closes is opened again from the last version seen.
+func (c *Client) WatchOne(ctx context.Context, k Kind, namespace, name, resourceVersion string, seen func(Object) (done bool, err error)) error {
+	for {
+		q := url.Values{"watch": {"1"}, "fieldSelector": {"metadata.name=" + name}, "allowWatchBookmarks": {"true"}}
+		if resourceVersion != "" {
+			q.Set("resourceVersion", resourceVersion)
+		}
+		resp, err := c.do(ctx, http.MethodGet, k.path(namespace, "")+"?"+q.Encode(), "", nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		dec := json.NewDecoder(bufio.NewReader(resp.Body))
+		for {
+			var ev struct {
+				Type   string `json:"type"`
+				Object Object `json:"object"`
+			}
+			if err := dec.Decode(&ev); err != nil {
+				resp.Body.Close()
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				break // closed by the server: open it again
+			}
+			md, _ := ev.Object["metadata"].(Object)
+			if rv, _ := md["resourceVersion"].(string); rv != "" {
+				resourceVersion = rv
+			}
+			switch ev.Type {
+			case "BOOKMARK":
+				continue
+			case "ERROR":
+				resp.Body.Close()
+				// Usually 410 Gone: the version is too old; read it anew.
+				o, err := c.Get(ctx, k, namespace, name)
+				if err != nil {
+					return err
+				}
+				if done, err := seen(o); done || err != nil {
+					return err
+				}
+				md, _ := o["metadata"].(Object)
+				resourceVersion, _ = md["resourceVersion"].(string)
+			case "DELETED":
+				resp.Body.Close()
+				return fmt.Errorf("%s %s/%s was deleted", k.Kind, namespace, name)
+			default:
+				if done, err := seen(ev.Object); done || err != nil {
+					resp.Body.Close()
+					return err
+				}
+				continue
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

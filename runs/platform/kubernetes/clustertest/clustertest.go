@@ -1,0 +1,180 @@
+// Package clustertest gives tests a real Kubernetes cluster: the
+// repository's testcluster program (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok's simulated nodes),
+// started once per test binary and stopped when it exits.
+//
+// SKALI_TEST_KUBECONFIG names a running cluster's kubeconfig to use instead.
+// Without it the cluster is started from the binaries testcluster built
+// (SKALI_TESTCLUSTER_BIN, default the user cache); when they were never
+// built the tests skip and say how to build them, except with CI=true or
+// SKALI_TESTCLUSTER_BUILD=1, where the cluster is built (about 15 minutes
+// cold on 2 cores) and a cluster that cannot be had fails the tests.
+package clustertest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Cluster is a running test cluster.
+type Cluster struct {
+	// Kubeconfig is the path of its kubeconfig; Kubectl of a matching
+	// kubectl (empty for a cluster given by SKALI_TEST_KUBECONFIG without
+	// one beside it).
+	Kubeconfig string
+	Kubectl    string
+	Dir        string
+}
+
+var (
+	once    sync.Once
+	shared  *Cluster
+	errOnce error
+	skip    bool
+)
+
+// Start returns the test binary's cluster, starting it at first use. It
+// skips the test when no cluster can be had, or fails it under CI=true.
+func Start(t testing.TB) *Cluster {
+	t.Helper()
+	once.Do(func() { shared, skip, errOnce = start() })
+	if errOnce != nil {
+		if skip && os.Getenv("CI") != "true" {
+			t.Skipf("no Kubernetes test cluster: %v", errOnce)
+		}
+		t.Fatalf("no Kubernetes test cluster: %v", errOnce)
+	}
+	return shared
+}
+
+func start() (*Cluster, bool, error) {
+	if kc := os.Getenv("SKALI_TEST_KUBECONFIG"); kc != "" {
+		c := &Cluster{Kubeconfig: kc, Dir: filepath.Dir(kc)}
+		if k := filepath.Join(c.Dir, "bin", "kubectl"); fileExists(k) {
+			c.Kubectl = k
+		}
+		return c, false, nil
+	}
+	src, err := sourceDir()
+	if err != nil {
+		return nil, true, err
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		return nil, true, errors.New("the go command is not on PATH")
+	}
+	bin := os.Getenv("SKALI_TESTCLUSTER_BIN")
+	if bin == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return nil, true, err
+		}
+		bin = filepath.Join(cache, "skali-testcluster", "bin")
+	}
+	dir, err := os.MkdirTemp("", "skali-testcluster-")
+	if err != nil {
+		return nil, true, err
+	}
+	prog := filepath.Join(dir, "testcluster")
+	build := exec.Command("go", "build", "-o", prog, ".")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, true, fmt.Errorf("building %s: %v: %s", src, err, out)
+	}
+	check := exec.Command(prog, "--dir", dir, "--bin", bin, "--check-built")
+	check.Dir = src
+	if err := check.Run(); err != nil && os.Getenv("CI") != "true" && os.Getenv("SKALI_TESTCLUSTER_BUILD") != "1" {
+		return nil, true, fmt.Errorf("its binaries are not built in %s; build them once (about 15 minutes cold) with: cd %s && go run . --dir /tmp/testcluster --bin %s --build-only, or set SKALI_TESTCLUSTER_BUILD=1", bin, src, bin)
+	}
+	c := &Cluster{Kubeconfig: filepath.Join(dir, "kubeconfig"), Kubectl: filepath.Join(dir, "bin", "kubectl"), Dir: dir}
+	ready := make(chan error, 1)
+	// The cluster dies with this test binary: it gets SIGTERM when the
+	// thread that started it ends, and this thread never ends before the
+	// process does.
+	go func() {
+		runtime.LockOSThread()
+		cmd := exec.Command(prog, "--dir", dir, "--bin", bin)
+		cmd.Dir = src
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+		logf, err := os.Create(filepath.Join(dir, "testcluster.log"))
+		if err != nil {
+			ready <- err
+			return
+		}
+		cmd.Stderr = logf
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			ready <- err
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			ready <- err
+			return
+		}
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == "ready" {
+				ready <- nil
+				break
+			}
+		}
+		go func() { _, _ = bufioDrain(sc) }()
+		err = cmd.Wait()
+		logf.Close()
+		select {
+		case ready <- fmt.Errorf("testcluster stopped before it was ready (%v); see %s", err, filepath.Join(dir, "testcluster.log")):
+		default:
+		}
+		select {} // keep the thread, and so the cluster, until the process ends
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			return nil, false, err
+		}
+	case <-time.After(45 * time.Minute):
+		return nil, false, errors.New("testcluster did not print ready within 45 minutes")
+	}
+	return c, false, nil
+}
+
+func bufioDrain(sc *bufio.Scanner) (int, error) {
+	n := 0
+	for sc.Scan() {
+		n++
+	}
+	return n, sc.Err()
+}
+
+// sourceDir finds the repository's testcluster directory above the
+// current one.
+func sourceDir() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if fileExists(filepath.Join(dir, "testcluster", "go.mod")) {
+			return filepath.Join(dir, "testcluster"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("the repository's testcluster directory was not found")
+		}
+		dir = parent
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

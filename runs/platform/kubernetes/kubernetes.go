@@ -1,0 +1,546 @@
+// Package kubernetes is the Studio's Kubernetes platform: it does a run's
+// work on a real cluster by server-side apply (field manager skali-studio),
+// one namespace per environment, and follows rollouts and release Jobs by
+// watching them.
+//
+// What a deploy creates, per environment namespace: a Secret "values" with
+// the environment's values; per application a Deployment and a Service
+// (an HorizontalPodAutoscaler when it autoscales, then without
+// spec.replicas, and a PersistentVolumeClaim per volume); a Job per release
+// command; a CloudNativePG Cluster per database and an ObjectBucketClaim
+// per bucket.
+package kubernetes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/store"
+)
+
+// Labels every object carries.
+const (
+	LabelManagedBy   = "app.kubernetes.io/managed-by"
+	LabelProject     = "skali.dev/project"
+	LabelEnvironment = "skali.dev/environment"
+	LabelService     = "skali.dev/service"
+	managedBy        = "skali-studio"
+	// ValuesSecret is the name of the environment's one Secret of values.
+	ValuesSecret = "values"
+)
+
+// ErrBackupsNotSupported refuses backups on Kubernetes.
+var ErrBackupsNotSupported = errors.New("Backups on the Kubernetes platform come with a later version of the Studio (snapshots of CloudNativePG clusters and volumes); nothing was backed up or restored.")
+
+// Options configure the platform.
+type Options struct {
+	// Registry prefixes the image of an application built from source:
+	// REGISTRY/NAMESPACE/APP:TAG. The Studio does not build images on
+	// Kubernetes; the operator's CI pushes them there.
+	Registry string
+	// Gateway (NAMESPACE/NAME) and ClusterIssuer are kept for routes and
+	// certificates.
+	Gateway       string
+	ClusterIssuer string
+	// StorageClass of volumes, databases and buckets ("" = the cluster's
+	// default; buckets default to "object-bucket").
+	StorageClass string
+	// PodAnnotations adds annotations to the pods of an application
+	// ("release" for its release Job); tests use it to steer simulated
+	// nodes.
+	PodAnnotations func(app, kind string) map[string]string
+	Logger         *slog.Logger
+}
+
+// Platform implements runs.Platform on a Kubernetes cluster. Probe and
+// Issue (DNS, the edge probe, certificates) are the local platform's,
+// which it embeds.
+type Platform struct {
+	*runs.Local
+	Client *Client
+	DB     *store.DB
+	Vault  *store.Vault
+	Opts   Options
+
+	mu   sync.Mutex
+	envs map[int64]envNames
+}
+
+var _ runs.Platform = (*Platform)(nil)
+
+type envNames struct{ project, env, namespace string }
+
+// New returns the platform; local does probes and certificates.
+func New(client *Client, db *store.DB, vault *store.Vault, local *runs.Local, o Options) *Platform {
+	if o.Registry == "" {
+		o.Registry = "registry.local"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Platform{Local: local, Client: client, DB: db, Vault: vault, Opts: o, envs: map[int64]envNames{}}
+}
+
+var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// NamespaceName is the namespace of a project's environment: a DNS-1123
+// label from both names, with a hash suffix when it would be too long.
+func NamespaceName(project, env string) string {
+	n := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(project+"-"+env), "-"), "-")
+	if len(n) <= 63 && n != "" {
+		return n
+	}
+	sum := sha256.Sum256([]byte(project + "/" + env))
+	n = strings.TrimRight(n[:min(len(n), 54)], "-")
+	return n + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// dnsName shortens a name for an object to at most 63 characters.
+func dnsName(parts ...string) string {
+	n := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(strings.Join(parts, "-")), "-"), "-")
+	if len(n) <= 63 {
+		return n
+	}
+	sum := sha256.Sum256([]byte(n))
+	return strings.TrimRight(n[:54], "-") + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+func (p *Platform) names(ctx context.Context, envID int64) (envNames, error) {
+	p.mu.Lock()
+	n, ok := p.envs[envID]
+	p.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	env, err := p.DB.EnvironmentByID(ctx, envID)
+	if err != nil {
+		return envNames{}, err
+	}
+	n = envNames{project: env.Project, env: env.Name, namespace: NamespaceName(env.Project, env.Name)}
+	// The namespace must be this environment's, not another's with the
+	// same derived name.
+	ns, err := p.Client.Get(ctx, KindNamespace, "", n.namespace)
+	switch {
+	case IsNotFound(err):
+	case err != nil:
+		return envNames{}, p.apiError("reading namespace "+n.namespace, err)
+	default:
+		l := labelsOf(ns)
+		if l[LabelManagedBy] != managedBy || l[LabelProject] != labelValue(n.project) || l[LabelEnvironment] != labelValue(n.env) {
+			return envNames{}, fmt.Errorf("The namespace %s already exists and does not belong to %s/%s; nothing was changed in it.", n.namespace, n.project, n.env)
+		}
+	}
+	if _, err := p.Client.Apply(ctx, KindNamespace, Object{"metadata": Object{"name": n.namespace, "labels": p.labels(n, "")}}); err != nil {
+		return envNames{}, p.apiError("creating namespace "+n.namespace, err)
+	}
+	p.mu.Lock()
+	p.envs[envID] = n
+	p.mu.Unlock()
+	return n, nil
+}
+
+func labelsOf(o Object) map[string]string {
+	md, _ := o["metadata"].(Object)
+	l, _ := md["labels"].(Object)
+	out := map[string]string{}
+	for k, v := range l {
+		out[k], _ = v.(string)
+	}
+	return out
+}
+
+// labelValue fits a name into a label value (63 characters).
+func labelValue(s string) string {
+	if len(s) <= 63 {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return s[:54] + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+func (p *Platform) labels(n envNames, service string) Object {
+	l := Object{LabelManagedBy: managedBy, LabelProject: labelValue(n.project), LabelEnvironment: labelValue(n.env)}
+	if service != "" {
+		l[LabelService] = labelValue(service)
+	}
+	return l
+}
+
+func (p *Platform) apiError(what string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// applyValues writes the environment's values into its one Secret. The
+// plaintext goes nowhere else: an error names the Secret, not its content.
+func (p *Platform) applyValues(ctx context.Context, envID int64, n envNames) error {
+	values := map[string]string{}
+	if p.Vault != nil {
+		var err error
+		if values, err = p.Vault.ResolveValuesForDeploy(ctx, envID); err != nil {
+			return err
+		}
+	}
+	data := Object{}
+	for k, v := range values {
+		data[k] = []byte(v) // JSON encodes []byte as base64, as Secret data is
+	}
+	_, err := p.Client.Apply(ctx, KindSecret, Object{
+		"metadata": Object{"name": ValuesSecret, "namespace": n.namespace, "labels": p.labels(n, "")},
+		"type":     "Opaque",
+		"data":     data,
+	})
+	if err != nil {
+		var se *StatusError
+		if errors.As(err, &se) {
+			return fmt.Errorf("the values of %s/%s could not be written to Secret %s/%s (the API server answered %d %s)", n.project, n.env, n.namespace, ValuesSecret, se.Code, se.Reason)
+		}
+		return fmt.Errorf("the values of %s/%s could not be written to Secret %s/%s", n.project, n.env, n.namespace, ValuesSecret)
+	}
+	return nil
+}
+
+// ProvisionDatabase implements runs.Platform: a CloudNativePG Cluster.
+func (p *Platform) ProvisionDatabase(ctx context.Context, envID int64, name string, d *compiler.Database) error {
+	n, err := p.names(ctx, envID)
+	if err != nil {
+		return err
+	}
+	_, err = p.Client.Apply(ctx, KindPGCluster, databaseCluster(n, name, d, p))
+	return p.apiError("applying database "+name, err)
+}
+
+// ProvisionBucket implements runs.Platform: an ObjectBucketClaim.
+func (p *Platform) ProvisionBucket(ctx context.Context, envID int64, name string, b *compiler.Bucket) error {
+	n, err := p.names(ctx, envID)
+	if err != nil {
+		return err
+	}
+	_, err = p.Client.Apply(ctx, KindBucketClaim, bucketClaim(n, name, p))
+	return p.apiError("applying bucket "+name, err)
+}
+
+// BucketBytes implements runs.Platform: an ObjectBucketClaim does not say
+// what its bucket stores.
+func (p *Platform) BucketBytes(ctx context.Context, envID int64, name string) int64 { return 0 }
+
+// Build implements runs.Platform. The Studio builds no images on
+// Kubernetes: an application with an image uses it, one built from source
+// uses REGISTRY/NAMESPACE/APP:TAG, where the tag is derived from its build
+// settings.
+func (p *Platform) Build(ctx context.Context, envID int64, app string, a *compiler.Application) (string, error) {
+	n, err := p.names(ctx, envID)
+	if err != nil {
+		return "", err
+	}
+	return p.image(n, app, a), nil
+}
+
+func (p *Platform) image(n envNames, app string, a *compiler.Application) string {
+	if a.Image != "" {
+		return a.Image
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", a.Build))
+	return fmt.Sprintf("%s/%s/%s:%s", p.Opts.Registry, n.namespace, dnsName(app), hex.EncodeToString(sum[:])[:12])
+}
+
+// releaseJobName is the Job of one run's release checkpoint: a resumed run
+// finds it by this name instead of starting it again.
+func releaseJobName(app string, key runs.ReleaseKey) string {
+	return dnsName(app, "release", fmt.Sprint(key.RunID), fmt.Sprint(key.Position))
+}
+
+// Release implements runs.Platform: a Job (backoffLimit 0,
+// activeDeadlineSeconds from the timeout), followed by a watch until it
+// completes or fails.
+func (p *Platform) Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand, key runs.ReleaseKey) error {
+	n, err := p.names(ctx, envID)
+	if err != nil {
+		return err
+	}
+	if err := p.applyValues(ctx, envID, n); err != nil {
+		return err
+	}
+	a, err := p.application(ctx, key.RunID, app)
+	if err != nil {
+		return err
+	}
+	name := releaseJobName(app, key)
+	job, err := p.Client.Apply(ctx, KindJob, releaseJob(n, app, name, a, cmd, p, key.RunID, key.Position))
+	if err != nil {
+		return p.apiError("starting the release Job "+name, err)
+	}
+	_, err = p.waitJob(ctx, n.namespace, name, job)
+	return err
+}
+
+// application is the application of the revision the run deploys:
+// Release receives only its command, and the Job runs in its image with
+// its environment.
+func (p *Platform) application(ctx context.Context, runID int64, app string) (*compiler.Application, error) {
+	run, err := p.DB.RunByID(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if run.RevisionID != nil {
+		rev, err := p.DB.RevisionByID(ctx, *run.RevisionID)
+		if err != nil {
+			return nil, err
+		}
+		if a := rev.Definition.Applications[app]; a != nil {
+			return a, nil
+		}
+	}
+	return nil, fmt.Errorf("the application %s is not in the revision this run deploys", app)
+}
+
+// waitJob follows a Job until it completes (nil) or fails (its reason).
+func (p *Platform) waitJob(ctx context.Context, namespace, name string, job Object) (runs.ReleaseOutcome, error) {
+	var out runs.ReleaseOutcome
+	check := func(o Object) (bool, error) {
+		for _, c := range conditions(o) {
+			if c.status != "True" {
+				continue
+			}
+			switch c.typ {
+			case "Complete":
+				out = runs.ReleaseOutcome{State: runs.ReleaseSucceeded}
+				return true, nil
+			case "Failed":
+				msg := p.jobFailure(ctx, namespace, name, c)
+				out = runs.ReleaseOutcome{State: runs.ReleaseFailed, Error: msg}
+				return true, errors.New(msg)
+			}
+		}
+		return false, nil
+	}
+	if done, err := check(job); done {
+		return out, err
+	}
+	err := p.Client.WatchOne(ctx, KindJob, namespace, name, resourceVersion(job), check)
+	return out, err
+}
+
+// jobFailure says why a release Job failed: its pod's exit when known,
+// then the Job's condition.
+func (p *Platform) jobFailure(ctx context.Context, namespace, name string, c condition) string {
+	msg := strings.TrimSuffix(c.message, ".")
+	if msg == "" {
+		msg = c.reason
+	}
+	pods, err := p.Client.List(ctx, KindPod, namespace, "job-name="+name)
+	if err == nil {
+		for _, pod := range pods {
+			st, _ := pod["status"].(Object)
+			cs, _ := st["containerStatuses"].([]any)
+			for _, c := range cs {
+				cm, _ := c.(Object)
+				state, _ := cm["state"].(Object)
+				if t, ok := state["terminated"].(Object); ok {
+					code, _ := t["exitCode"].(float64)
+					return fmt.Sprintf("the command exited with code %d (Job %s/%s: %s)", int(code), namespace, name, msg)
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("Job %s/%s failed: %s", namespace, name, msg)
+}
+
+// ReleaseOutcome implements runs.Platform: the run's Job, found by name, is
+// followed to its end; none means it never started.
+func (p *Platform) ReleaseOutcome(ctx context.Context, key runs.ReleaseKey) (runs.ReleaseOutcome, error) {
+	// The namespace is not in the key: look the Job up by its labels.
+	sel := fmt.Sprintf("%s=%s,skali.dev/run=%d,skali.dev/position=%d", LabelManagedBy, managedBy, key.RunID, key.Position)
+	o, err := p.Client.object(ctx, "GET", "/apis/batch/v1/jobs?labelSelector="+urlQuery(sel), "", nil)
+	if err != nil {
+		return runs.ReleaseOutcome{}, err
+	}
+	items, _ := o["items"].([]any)
+	if len(items) == 0 {
+		return runs.ReleaseOutcome{State: runs.ReleaseNotStarted}, nil
+	}
+	job, _ := items[0].(Object)
+	md, _ := job["metadata"].(Object)
+	ns, _ := md["namespace"].(string)
+	name, _ := md["name"].(string)
+	out, err := p.waitJob(ctx, ns, name, job)
+	if out.State == runs.ReleaseFailed {
+		return out, nil
+	}
+	if err != nil {
+		return runs.ReleaseOutcome{}, err
+	}
+	return out, nil
+}
+
+// Rollout implements runs.Platform: the values Secret, the Service, the
+// Deployment (and its HorizontalPodAutoscaler and volume claims), then a
+// watch of the Deployment until it is available or its progress deadline
+// is exceeded.
+func (p *Platform) Rollout(ctx context.Context, envID int64, app string, a *compiler.Application) error {
+	n, err := p.names(ctx, envID)
+	if err != nil {
+		return err
+	}
+	if err := p.applyValues(ctx, envID, n); err != nil {
+		return err
+	}
+	for vol, v := range a.Volumes {
+		if _, err := p.Client.Apply(ctx, KindPVC, volumeClaim(n, app, vol, v, p)); err != nil {
+			return p.apiError("applying volume "+vol+" of "+app, err)
+		}
+	}
+	if svc := service(n, app, a, p); svc != nil {
+		if _, err := p.Client.Apply(ctx, KindService, svc); err != nil {
+			return p.apiError("applying the Service of "+app, err)
+		}
+	}
+	dep, err := p.Client.Apply(ctx, KindDeployment, deployment(n, app, a, p))
+	if err != nil {
+		return p.apiError("applying the Deployment of "+app, err)
+	}
+	if a.Scaling.TargetCPUUtilization > 0 {
+		if _, err := p.Client.Apply(ctx, KindHPA, autoscaler(n, app, a, p)); err != nil {
+			return p.apiError("applying the autoscaler of "+app, err)
+		}
+	}
+	return p.waitRollout(ctx, n, app, dep)
+}
+
+// waitRollout follows a Deployment until its new revision is available.
+func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep Object) error {
+	last := ""
+	check := func(o Object) (bool, error) {
+		s := rolloutState(o)
+		if s.text != last {
+			last = s.text
+			p.Opts.Logger.Info("rollout", "namespace", n.namespace, "application", app, "progress", s.text)
+		}
+		if s.failed != "" {
+			return true, errors.New(s.failed)
+		}
+		return s.done, nil
+	}
+	if done, err := check(dep); done {
+		return err
+	}
+	md, _ := dep["metadata"].(Object)
+	name, _ := md["name"].(string)
+	return p.Client.WatchOne(ctx, KindDeployment, n.namespace, name, resourceVersion(dep), check)
+}
+
+type rollout struct {
+	done   bool
+	failed string
+	text   string
+}
+
+// rolloutState reads a Deployment as `kubectl rollout status` does.
+func rolloutState(o Object) rollout {
+	md, _ := o["metadata"].(Object)
+	spec, _ := o["spec"].(Object)
+	st, _ := o["status"].(Object)
+	gen := num(md["generation"])
+	want := 1
+	if r, ok := spec["replicas"]; ok {
+		want = num(r)
+	}
+	updated, replicas, available, ready := num(st["updatedReplicas"]), num(st["replicas"]), num(st["availableReplicas"]), num(st["readyReplicas"])
+	text := fmt.Sprintf("%d of %d replicas ready", min(ready, want), want)
+	if num(st["observedGeneration"]) < gen {
+		return rollout{text: "waiting for the cluster to see the new revision"}
+	}
+	for _, c := range conditions(o) {
+		if c.typ == "Progressing" && c.reason == "ProgressDeadlineExceeded" {
+			return rollout{failed: fmt.Sprintf("%s (%s)", strings.TrimSuffix(c.message, "."), text), text: text}
+		}
+	}
+	done := updated >= want && replicas <= updated && available >= updated
+	return rollout{done: done, text: text}
+}
+
+type condition struct{ typ, status, reason, message string }
+
+func conditions(o Object) []condition {
+	st, _ := o["status"].(Object)
+	cs, _ := st["conditions"].([]any)
+	var out []condition
+	for _, c := range cs {
+		m, _ := c.(Object)
+		s := func(k string) string { v, _ := m[k].(string); return v }
+		out = append(out, condition{s("type"), s("status"), s("reason"), s("message")})
+	}
+	return out
+}
+
+func num(v any) int {
+	switch x := v.(type) {
+	case float64:
+		return int(x)
+	case int:
+		return x
+	case int64:
+		return int(x)
+	}
+	return 0
+}
+
+func resourceVersion(o Object) string {
+	md, _ := o["metadata"].(Object)
+	rv, _ := md["resourceVersion"].(string)
+	return rv
+}
+
+// Backups are refused on Kubernetes, never faked.
+
+// SetTarget implements runs.BackupPlatform.
+func (p *Platform) SetTarget(target, installation string) error { return ErrBackupsNotSupported }
+
+// CheckTarget implements runs.BackupPlatform.
+func (p *Platform) CheckTarget(target, installation string) error { return ErrBackupsNotSupported }
+
+// Snapshot implements runs.BackupPlatform.
+func (p *Platform) Snapshot(ctx context.Context, envID int64, svc runs.SnapshotService, loc runs.SnapshotLocation) (runs.SnapshotFile, error) {
+	return runs.SnapshotFile{}, ErrBackupsNotSupported
+}
+
+// CheckSnapshot implements runs.BackupPlatform.
+func (p *Platform) CheckSnapshot(ctx context.Context, loc runs.SnapshotLocation, files []runs.SnapshotFile) error {
+	return ErrBackupsNotSupported
+}
+
+// VerifySnapshot implements runs.BackupPlatform.
+func (p *Platform) VerifySnapshot(ctx context.Context, loc runs.SnapshotLocation, files []runs.SnapshotFile) error {
+	return ErrBackupsNotSupported
+}
+
+// RemoveSnapshot implements runs.BackupPlatform.
+func (p *Platform) RemoveSnapshot(ctx context.Context, loc runs.SnapshotLocation) error {
+	return ErrBackupsNotSupported
+}
+
+// StopEnvironment implements runs.BackupPlatform.
+func (p *Platform) StopEnvironment(ctx context.Context, envID int64) error {
+	return ErrBackupsNotSupported
+}
+
+// StartEnvironment implements runs.BackupPlatform.
+func (p *Platform) StartEnvironment(ctx context.Context, envID int64) error {
+	return ErrBackupsNotSupported
+}
+
+// Restore implements runs.BackupPlatform.
+func (p *Platform) Restore(ctx context.Context, envID int64, svc runs.SnapshotService, loc runs.SnapshotLocation, file runs.SnapshotFile) error {
+	return ErrBackupsNotSupported
+}

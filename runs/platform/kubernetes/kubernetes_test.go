@@ -1,0 +1,490 @@
+package kubernetes_test
+
+// These tests deploy to a real Kubernetes control plane (the repository's
+// testcluster: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler) whose nodes and pods are kwok's simulations. The cluster
+// runs no CloudNativePG or bucket operator: their objects are checked as
+// applied, nobody plays their controllers here.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform/kubernetes"
+	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+const secretValue = "s3cr3t-value-never-shown"
+
+// resolver answers every domain with the loopback edge.
+type resolver struct{}
+
+func (resolver) LookupIP(ctx context.Context, network, host string) ([]net.IP, error) {
+	return []net.IP{net.ParseIP("127.0.0.1")}, nil
+}
+
+// syncBuffer is a log sink the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type fixture struct {
+	t        *testing.T
+	ctx      context.Context
+	db       *store.DB
+	vault    *store.Vault
+	svc      *runs.Service
+	platform *kubernetes.Platform
+	client   *kubernetes.Client
+	env      *store.Environment
+	project  *store.Project
+	logs     *syncBuffer
+	ns       string
+
+	mu          sync.Mutex
+	annotations map[string]map[string]string // "app/kind" → pod annotations
+}
+
+// newFixture compiles manifest into a project whose environment is named
+// after the test (so tests sharing the cluster never share a namespace),
+// sets values, and runs the Studio's runs on the Kubernetes platform.
+func newFixture(t *testing.T, manifest, envName string, values map[string]string) *fixture {
+	t.Helper()
+	cluster := clustertest.Start(t)
+	ctx := context.Background()
+	f := &fixture{t: t, ctx: ctx, logs: &syncBuffer{}, annotations: map[string]map[string]string{}}
+	f.db = storetest.NewDB(t)
+	keys, err := store.OpenKeyring(ctx, f.db, store.KeyringOptions{SecretKey: store.GenerateKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.vault = store.NewVault(f.db, keys)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, id, err := runs.NewLocal(ctx, f.db, f.vault, runs.LocalOptions{Resolver: resolver{}, EdgePort: l.Addr().(*net.TCPAddr).Port, ProbeTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: id.Handler()}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+
+	if f.client, err = kubernetes.LoadClient(cluster.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f.platform = kubernetes.New(f.client, f.db, f.vault, local, kubernetes.Options{Logger: logger,
+		PodAnnotations: func(app, kind string) map[string]string {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.annotations[app+"/"+kind]
+		}})
+	f.svc = runs.NewService(f.db, f.vault, f.platform, time.Now, logger)
+
+	res := compiler.Compile([]byte(manifest))
+	if !res.Valid() {
+		t.Fatalf("manifest: %v", res.Errors())
+	}
+	p, _, err := f.db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: res.Definition.Name, Source: manifest,
+		Canonical: res.Definition.Canonical(), Hash: res.Hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.project = p
+	if f.env, err = f.db.CreateEnvironment(ctx, store.Actor{}, p.ID, envName); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range values {
+		if _, err := f.vault.SetValue(ctx, store.Actor{}, f.env, k, v); err != nil {
+			t.Fatalf("set %s: %v", k, err)
+		}
+	}
+	f.ns = kubernetes.NamespaceName(p.Name, envName)
+	t.Cleanup(func() {
+		// The namespace goes with the test (in the background).
+		_ = f.client.Delete(context.Background(), kubernetes.KindNamespace, "", f.ns)
+	})
+	return f
+}
+
+func (f *fixture) annotate(app, kind string, a map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.annotations[app+"/"+kind] = a
+}
+
+func (f *fixture) addRevision(manifest string) {
+	f.t.Helper()
+	res := compiler.Compile([]byte(manifest))
+	if !res.Valid() {
+		f.t.Fatalf("manifest: %v", res.Errors())
+	}
+	if _, _, err := f.db.AddRevision(f.ctx, store.Actor{}, f.project.ID, store.NewRevision{Name: res.Definition.Name, Source: manifest,
+		Canonical: res.Definition.Canonical(), Hash: res.Hash}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// deploy starts a deploy of the newest revision and executes it until it
+// ends.
+func (f *fixture) deploy() *store.Run {
+	f.t.Helper()
+	env, err := f.db.EnvironmentByID(f.ctx, f.env.ID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	run, err := f.svc.StartDeploy(f.ctx, store.Actor{}, env, runs.DeployRequest{})
+	if err != nil {
+		f.t.Fatalf("start deploy: %v", err)
+	}
+	for i := 0; ; i++ {
+		res, err := f.svc.Runner.Execute(f.ctx, run.ID)
+		if err != nil {
+			f.t.Fatalf("execute run %d: %v", run.ID, err)
+		}
+		if res.Finished {
+			break
+		}
+		if i > 20 {
+			f.t.Fatalf("run %d did not finish; it waits until %v", run.ID, res.WaitUntil)
+		}
+		time.Sleep(time.Until(res.WaitUntil))
+	}
+	got, err := f.db.RunByID(f.ctx, run.ID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return got
+}
+
+func (f *fixture) get(k kubernetes.Kind, name string) kubernetes.Object {
+	f.t.Helper()
+	o, err := f.client.Get(f.ctx, k, f.ns, name)
+	if err != nil {
+		f.t.Fatalf("reading %s %s/%s back: %v", k.Kind, f.ns, name, err)
+	}
+	return o
+}
+
+// at reads a path of keys and indexes in an object.
+func at(o any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, _ := o.(map[string]any)
+			o = m[k]
+		case int:
+			s, _ := o.([]any)
+			if k >= len(s) {
+				return nil
+			}
+			o = s[k]
+		}
+	}
+	return o
+}
+
+func str(o any, path ...any) string { return fmt.Sprint(at(o, path...)) }
+
+// checkNoPlaintext reads every object of the namespace the Studio made or
+// caused (and their events) and the logs: the value's plaintext is in the
+// values Secret only.
+func (f *fixture) checkNoPlaintext() {
+	f.t.Helper()
+	for _, k := range kubernetes.Kinds() {
+		if k.Kind == "Namespace" {
+			continue
+		}
+		items, err := f.client.List(f.ctx, k, f.ns, "")
+		if err != nil {
+			f.t.Fatalf("listing %s: %v", k.Kind, err)
+		}
+		for _, it := range items {
+			data, _ := json.Marshal(it)
+			name := str(it, "metadata", "name")
+			if k.Kind == "Secret" && name == kubernetes.ValuesSecret {
+				continue
+			}
+			if bytes.Contains(data, []byte(secretValue)) {
+				f.t.Errorf("%s %s holds a value's plaintext", k.Kind, name)
+			}
+		}
+	}
+	if strings.Contains(f.logs.String(), secretValue) {
+		f.t.Errorf("the log holds a value's plaintext")
+	}
+	evs, err := f.db.EnvironmentEventsAfter(f.ctx, f.env.ID, 0, 10000)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, e := range evs {
+		if bytes.Contains(e.Payload, []byte(secretValue)) {
+			f.t.Errorf("an environment event holds a value's plaintext")
+		}
+	}
+}
+
+func TestProductionExampleDeploysEveryObject(t *testing.T) {
+	manifest, err := os.ReadFile("../../../compiler/testdata/production.skali.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, string(manifest), "prod-example", map[string]string{"SESSION_SECRET": secretValue, "APP_DOMAIN": "wiki.test"})
+	run := f.deploy()
+	if run.Status != store.RunSucceeded {
+		t.Fatalf("deploy %s: %s", run.Status, run.Reason)
+	}
+
+	ns := f.get(kubernetes.KindNamespace, f.ns)
+	if str(ns, "metadata", "labels", kubernetes.LabelManagedBy) != "skali-studio" || str(ns, "metadata", "labels", kubernetes.LabelProject) != "team-wiki" ||
+		str(ns, "metadata", "labels", kubernetes.LabelEnvironment) != "prod-example" {
+		t.Errorf("namespace labels %v", at(ns, "metadata", "labels"))
+	}
+
+	sec := f.get(kubernetes.KindSecret, kubernetes.ValuesSecret)
+	if at(sec, "data", "SESSION_SECRET") == nil || at(sec, "data", "APP_DOMAIN") == nil {
+		t.Errorf("the values Secret holds %v", keysOf(at(sec, "data")))
+	}
+
+	dep := f.get(kubernetes.KindDeployment, "web")
+	if at(dep, "spec", "replicas") != nil && managedReplicas(dep) {
+		t.Errorf("the Studio applied spec.replicas of an autoscaled Deployment")
+	}
+	c := at(dep, "spec", "template", "spec", "containers", 0)
+	if img := str(c, "image"); !strings.HasPrefix(img, "registry.local/"+f.ns+"/web:") {
+		t.Errorf("image %s", img)
+	}
+	if str(dep, "spec", "strategy", "type") != "RollingUpdate" || str(dep, "spec", "strategy", "rollingUpdate", "maxSurge") != "100%" ||
+		str(dep, "spec", "strategy", "rollingUpdate", "maxUnavailable") != "0" {
+		t.Errorf("strategy %v (blue-green: a full new set before the old one goes)", at(dep, "spec", "strategy"))
+	}
+	if str(dep, "spec", "progressDeadlineSeconds") != "595" { // the 10m default timeout less 5 s
+		t.Errorf("progressDeadlineSeconds %v", at(dep, "spec", "progressDeadlineSeconds"))
+	}
+	env := map[string]any{}
+	for _, e := range at(c, "env").([]any) {
+		env[str(e, "name")] = e
+	}
+	if str(env["SESSION_SECRET"], "valueFrom", "secretKeyRef", "name") != "values" || str(env["SESSION_SECRET"], "valueFrom", "secretKeyRef", "key") != "SESSION_SECRET" {
+		t.Errorf("SESSION_SECRET %v", env["SESSION_SECRET"])
+	}
+	if str(env["DATABASE_URL"], "valueFrom", "secretKeyRef", "name") != "data-app" || str(env["S3_ACCESS_KEY"], "valueFrom", "secretKeyRef", "key") != "AWS_ACCESS_KEY_ID" {
+		t.Errorf("DATABASE_URL %v, S3_ACCESS_KEY %v", env["DATABASE_URL"], env["S3_ACCESS_KEY"])
+	}
+	if str(c, "readinessProbe", "httpGet", "path") != "/health/ready" || str(c, "livenessProbe", "httpGet", "path") != "/healthz" ||
+		str(c, "startupProbe", "httpGet", "port") != "8080" {
+		t.Errorf("probes %v %v %v", at(c, "startupProbe"), at(c, "readinessProbe"), at(c, "livenessProbe"))
+	}
+	if str(c, "resources", "requests", "cpu") != "200m" || str(c, "resources", "limits", "memory") != "1G" {
+		t.Errorf("resources %v", at(c, "resources"))
+	}
+	if str(dep, "spec", "template", "spec", "terminationGracePeriodSeconds") != "30" {
+		t.Errorf("grace period %v", at(dep, "spec", "template", "spec", "terminationGracePeriodSeconds"))
+	}
+	if n := at(dep, "status", "availableReplicas"); n == nil || n.(float64) < 1 {
+		t.Errorf("available replicas %v", n)
+	}
+
+	hpa := f.get(kubernetes.KindHPA, "web")
+	if str(hpa, "spec", "minReplicas") != "2" || str(hpa, "spec", "maxReplicas") != "5" ||
+		str(hpa, "spec", "metrics", 0, "resource", "target", "averageUtilization") != "70" {
+		t.Errorf("autoscaler spec %v", at(hpa, "spec"))
+	}
+
+	svc := f.get(kubernetes.KindService, "web")
+	if str(svc, "spec", "ports", 0, "port") != "8080" || str(svc, "spec", "selector", kubernetes.LabelComponent) != "application" {
+		t.Errorf("service spec %v", at(svc, "spec"))
+	}
+
+	jobs, err := f.client.List(f.ctx, kubernetes.KindJob, f.ns, kubernetes.LabelService+"=web")
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("release Jobs %d, %v", len(jobs), err)
+	}
+	job := jobs[0]
+	if str(job, "spec", "backoffLimit") != "0" || str(job, "spec", "activeDeadlineSeconds") != "300" ||
+		str(job, "spec", "template", "spec", "containers", 0, "command") != "[/app/wiki migrate up]" || str(job, "status", "succeeded") != "1" {
+		t.Errorf("release Job spec %v status %v", at(job, "spec"), at(job, "status"))
+	}
+
+	db := f.get(kubernetes.KindPGCluster, "data")
+	if str(db, "spec", "instances") != "1" || str(db, "spec", "imageName") != "ghcr.io/cloudnative-pg/postgresql:17" || str(db, "spec", "storage", "size") != "20000000000" {
+		t.Errorf("database Cluster spec %v", at(db, "spec"))
+	}
+	obc := f.get(kubernetes.KindBucketClaim, "attachments")
+	if !strings.HasPrefix(str(obc, "spec", "generateBucketName"), f.ns) {
+		t.Errorf("bucket claim spec %v", at(obc, "spec"))
+	}
+
+	// Every object the Studio applied carries the four labels and one
+	// field manager.
+	for _, o := range []kubernetes.Object{sec, dep, hpa, svc, job, db, obc} {
+		l := at(o, "metadata", "labels").(map[string]any)
+		if l[kubernetes.LabelManagedBy] != "skali-studio" || l[kubernetes.LabelProject] != "team-wiki" || l[kubernetes.LabelEnvironment] != "prod-example" {
+			t.Errorf("%s %s labels %v", str(o, "kind"), str(o, "metadata", "name"), l)
+		}
+		if str(o, "kind") != "Secret" && l[kubernetes.LabelService] == nil {
+			t.Errorf("%s %s has no service label", str(o, "kind"), str(o, "metadata", "name"))
+		}
+	}
+
+	// A second deploy of the same revision rewrites nothing.
+	before := str(dep, "metadata", "generation")
+	f.addRevision(string(manifest) + "\n# same definition\n")
+	if again := f.deploy(); again.Status != store.RunSucceeded {
+		t.Fatalf("second deploy %s: %s", again.Status, again.Reason)
+	}
+	if after := str(f.get(kubernetes.KindDeployment, "web"), "metadata", "generation"); after != before {
+		t.Errorf("the unchanged Deployment went from generation %s to %s", before, after)
+	}
+
+	f.checkNoPlaintext()
+}
+
+func keysOf(o any) []string {
+	m, _ := o.(map[string]any)
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// managedReplicas reports whether skali-studio owns spec.replicas.
+func managedReplicas(dep kubernetes.Object) bool {
+	mf, _ := at(dep, "metadata", "managedFields").([]any)
+	for _, m := range mf {
+		if str(m, "manager") == "skali-studio" && strings.Contains(fmt.Sprint(at(m, "fieldsV1")), "f:replicas") {
+			return true
+		}
+	}
+	return false
+}
+
+const rollingManifest = `name: stuck
+applications:
+  web:
+    image: registry.local/web:1
+    environment:
+      GREETING: "hello ${SESSION_SECRET}"
+    ports:
+      http:
+        port: 8080
+    scaling:
+      replicas:
+        min: 2
+        max: 2
+    deployment:
+      rollout:
+        strategy: rolling
+        maxSurge: 1
+        maxUnavailable: 0
+        timeout: 12s
+`
+
+func TestRolloutThatNeverBecomesReadyFailsWithTheDeadlinesMessage(t *testing.T) {
+	f := newFixture(t, rollingManifest, "stuck-rollout", map[string]string{"SESSION_SECRET": secretValue})
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
+	}
+	// The next revision's pods run but never become ready (a kwok stage).
+	f.annotate("web", "rollout", map[string]string{"testcluster.skali.dev/never-ready": "true"})
+	f.addRevision(strings.Replace(rollingManifest, "web:1", "web:2", 1))
+	run := f.deploy()
+	if run.Status != store.RunFailed {
+		t.Fatalf("deploy %s: %s, want failed", run.Status, run.Reason)
+	}
+	if !strings.Contains(run.Reason, "has timed out progressing") || !strings.Contains(run.Reason, "2 of 2 replicas ready") {
+		t.Fatalf("reason %q: want the Deployment's ProgressDeadlineExceeded message and the ready count", run.Reason)
+	}
+	// The old pods stay: maxUnavailable 0 kept both ready.
+	dep := f.get(kubernetes.KindDeployment, "web")
+	if str(dep, "status", "readyReplicas") != "2" || str(dep, "spec", "template", "spec", "containers", 0, "image") != "registry.local/web:2" {
+		t.Fatalf("deployment status %v", at(dep, "status"))
+	}
+	// The value is in the pod spec by reference only.
+	if env := str(dep, "spec", "template", "spec", "containers", 0, "env"); !strings.Contains(env, "$(SKALI_VALUE_SESSION_SECRET)") {
+		t.Fatalf("env %s", env)
+	}
+	f.checkNoPlaintext()
+}
+
+const releaseManifest = `name: release-fails
+applications:
+  web:
+    image: registry.local/web:1
+    ports:
+      http:
+        port: 8080
+    deployment:
+      releaseCommand:
+        command: ["/app/migrate"]
+        timeout: 1m
+`
+
+func TestFailedReleaseJobRollsNothingOut(t *testing.T) {
+	f := newFixture(t, releaseManifest, "release-fails", map[string]string{"SESSION_SECRET": secretValue})
+	f.annotate("web", "release", map[string]string{"testcluster.skali.dev/fail": "true"})
+	run := f.deploy()
+	if run.Status != store.RunFailed {
+		t.Fatalf("deploy %s: %s, want failed", run.Status, run.Reason)
+	}
+	if !strings.Contains(run.Reason, "The release command of web failed: the command exited with code 1") {
+		t.Fatalf("reason %q", run.Reason)
+	}
+	if _, err := f.client.Get(f.ctx, kubernetes.KindDeployment, f.ns, "web"); !kubernetes.IsNotFound(err) {
+		t.Fatalf("a Deployment exists after a failed release (%v)", err)
+	}
+	f.checkNoPlaintext()
+}
+
+func TestBackupsAreRefused(t *testing.T) {
+	p := kubernetes.New(nil, nil, nil, nil, kubernetes.Options{})
+	err := p.SetTarget("/backups", "x")
+	if err == nil || !strings.Contains(err.Error(), "come with a later version") {
+		t.Fatalf("SetTarget: %v", err)
+	}
+}
+
+func TestNamespaceNames(t *testing.T) {
+	if got := kubernetes.NamespaceName("Team_Wiki", "production"); got != "team-wiki-production" {
+		t.Errorf("got %s", got)
+	}
+	long := kubernetes.NamespaceName(strings.Repeat("a", 40), strings.Repeat("b", 40))
+	if len(long) > 63 || !strings.HasPrefix(long, strings.Repeat("a", 40)) {
+		t.Errorf("long name %s (%d)", long, len(long))
+	}
+	if other := kubernetes.NamespaceName(strings.Repeat("a", 40), strings.Repeat("b", 39)+"c"); other == long {
+		t.Errorf("two environments share namespace %s", long)
+	}
+}

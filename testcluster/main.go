@@ -1,0 +1,549 @@
+// Command testcluster builds and runs a real Kubernetes control plane for
+// the Studio's tests and for trying its Kubernetes platform: etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler built from the
+// module versions pinned in go.mod, and kwok's simulated nodes, whose pods
+// go through fast stages. It installs the CRDs the Studio's driver uses,
+// writes DIR/kubeconfig and DIR/bin/kubectl, prints a line "ready" once the
+// API server answers and a node is Ready, and runs until SIGTERM or SIGINT,
+// when it stops everything it started.
+//
+//	cd testcluster && go run . --dir /tmp/cluster
+//
+// Pods annotated testcluster.skali.dev/never-ready run but never become
+// Ready; pods annotated testcluster.skali.dev/fail exit with code 1.
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	_ "embed"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Pinned versions. Kubernetes' own and etcd's are in go.mod; these are
+// repeated for the link-time version and for the modules read for CRDs.
+const (
+	kubernetesVersion  = "v1.36.3"
+	kwokModule         = "sigs.k8s.io/kwok"
+	kwokVersion        = "v0.8.0"
+	certManagerModule  = "github.com/cert-manager/cert-manager"
+	certManagerVersion = "v1.21.2"
+	gatewayAPIModule   = "sigs.k8s.io/gateway-api"
+	gatewayAPIVersion  = "v1.6.3"
+)
+
+//go:embed kwok/stages.yaml
+var kwokStages string
+
+var (
+	dirFlag   = flag.String("dir", "", "directory for the cluster's data, kubeconfig and binaries (required)")
+	binFlag   = flag.String("bin", "", "directory for the built binaries (default DIR/bin); several clusters may share one")
+	nodesFlag = flag.Int("nodes", 3, "how many simulated nodes")
+	buildOnly = flag.Bool("build-only", false, "build the binaries into the bin directory and exit")
+	checkOnly = flag.Bool("check-built", false, "exit with status 0 when the bin directory holds this version's binaries, 3 when not")
+)
+
+func main() {
+	flag.Parse()
+	if *dirFlag == "" {
+		fmt.Fprintln(os.Stderr, "testcluster: --dir is required")
+		os.Exit(2)
+	}
+	// Started through "go run", this process dies with its parent: a
+	// SIGTERM to "go run" alone would otherwise leave it behind.
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "testcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	dir, err := filepath.Abs(*dirFlag)
+	if err != nil {
+		return err
+	}
+	bin := *binFlag
+	if bin == "" {
+		bin = filepath.Join(dir, "bin")
+	}
+	if bin, err = filepath.Abs(bin); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return err
+	}
+	if *checkOnly {
+		ok, err := built(bin)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			os.Exit(3)
+		}
+		return nil
+	}
+	if err := build(ctx, bin); err != nil {
+		return err
+	}
+	if *buildOnly {
+		return nil
+	}
+	if bin != filepath.Join(dir, "bin") {
+		if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+			return err
+		}
+		_ = os.Remove(filepath.Join(dir, "bin", "kubectl"))
+		if err := os.Symlink(filepath.Join(bin, "kubectl"), filepath.Join(dir, "bin", "kubectl")); err != nil {
+			return err
+		}
+	}
+	c := &cluster{dir: dir, bin: bin}
+	defer c.stop()
+	if err := c.start(ctx); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	fmt.Fprintf(os.Stderr, "testcluster: kubeconfig %s, kubectl %s\n", filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "bin", "kubectl"))
+	<-ctx.Done()
+	return nil
+}
+
+var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"}
+
+// ldflags set the version Kubernetes' binaries report; clients reject the
+// default v0.0.0-master.
+func ldflags() string {
+	f := "-s -w"
+	for _, p := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		f += fmt.Sprintf(" -X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=36 -X %s.gitTreeState=clean", p, kubernetesVersion, p, p, p)
+	}
+	return f
+}
+
+// stamp identifies a build: the pinned versions, the flags and Go.
+func stamp() (string, error) {
+	gomod, err := os.ReadFile("go.mod")
+	if err != nil {
+		return "", fmt.Errorf("run it from the testcluster directory (go.mod not found): %w", err)
+	}
+	sum := sha256.Sum256([]byte(string(gomod) + ldflags() + kwokVersion + runtime.Version()))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// built reports whether bin holds the binaries of this stamp.
+func built(bin string) (bool, error) {
+	st, err := stamp()
+	if err != nil {
+		return false, err
+	}
+	if old, err := os.ReadFile(filepath.Join(bin, "stamp")); err != nil || string(old) != st {
+		return false, nil
+	}
+	for _, n := range binaries {
+		if _, err := os.Stat(filepath.Join(bin, n)); err != nil {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// build puts the six binaries in bin, unless a build with the same
+// versions and flags is already there. Go's build cache makes a rebuild
+// after a change of flags a relink.
+func build(ctx context.Context, bin string) error {
+	if ok, err := built(bin); ok || err != nil {
+		return err
+	}
+	st, _ := stamp()
+	started := time.Now()
+	fmt.Fprintln(os.Stderr, "testcluster: building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (a cold build takes about 15 minutes on 2 cores)")
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", ldflags(), "-o", bin+"/",
+		"./cmd/etcd", "k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
+		"k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubectl")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building Kubernetes: %w", err)
+	}
+	// kwok is built with its own go.mod (its dependencies differ from
+	// Kubernetes' pinned ones).
+	cmd = exec.CommandContext(ctx, "go", "install", "-ldflags", "-s -w", kwokModule+"/cmd/kwok@"+kwokVersion)
+	cmd.Env = append(os.Environ(), "GOBIN="+bin)
+	cmd.Dir = os.TempDir()
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building kwok: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "testcluster: built in %s\n", time.Since(started).Round(time.Second))
+	return os.WriteFile(filepath.Join(bin, "stamp"), []byte(st), 0o644)
+}
+
+type cluster struct {
+	dir, bin string
+	procs    []*exec.Cmd
+	pgid     int
+}
+
+// spawn starts a component in the cluster's process group, its output in
+// DIR/logs/NAME.log.
+func (c *cluster) spawn(name string, args ...string) error {
+	logs := filepath.Join(c.dir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(logs, name+".log"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cmd := exec.Command(filepath.Join(c.bin, name), args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: c.pgid, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	if c.pgid == 0 {
+		c.pgid = cmd.Process.Pid
+	}
+	c.procs = append(c.procs, cmd)
+	return nil
+}
+
+// stop ends every component, newest first, then the whole process group.
+func (c *cluster) stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		_ = p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = p.Process.Kill()
+			<-done
+		}
+	}
+	if c.pgid != 0 {
+		_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (c *cluster) start(ctx context.Context) error {
+	for _, d := range []string{"etcd", "pki"} {
+		_ = os.RemoveAll(filepath.Join(c.dir, d))
+		if err := os.MkdirAll(filepath.Join(c.dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	pki := filepath.Join(c.dir, "pki")
+	caPEM, err := writePKI(pki)
+	if err != nil {
+		return err
+	}
+	token := randomHex(24)
+	if err := os.WriteFile(filepath.Join(pki, "tokens.csv"), []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+		return err
+	}
+
+	etcdPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	peerPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	if err := c.spawn("etcd", "--data-dir", filepath.Join(c.dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "default="+peerURL, "--unsafe-no-fsync", "--log-level", "warn"); err != nil {
+		return err
+	}
+
+	apiPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	if err := c.spawn("kube-apiserver",
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(apiPort),
+		"--tls-cert-file", filepath.Join(pki, "server.crt"), "--tls-private-key-file", filepath.Join(pki, "server.key"),
+		"--client-ca-file", filepath.Join(pki, "ca.crt"),
+		"--token-auth-file", filepath.Join(pki, "tokens.csv"),
+		"--authorization-mode", "Node,RBAC",
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", filepath.Join(pki, "sa.pub"),
+		"--service-account-signing-key-file", filepath.Join(pki, "sa.key"),
+		"--service-cluster-ip-range", "10.96.0.0/16",
+		"--endpoint-reconciler-type", "none",
+		"--enable-priority-and-fairness=false",
+		"--allow-privileged=true",
+		"--cert-dir", filepath.Join(c.dir, "pki", "apiserver"),
+	); err != nil {
+		return err
+	}
+
+	kubeconfig := filepath.Join(c.dir, "kubeconfig")
+	if err := writeKubeconfig(kubeconfig, server, caPEM, token); err != nil {
+		return err
+	}
+	if err := waitReadyz(ctx, server, caPEM, token); err != nil {
+		return err
+	}
+
+	if err := c.spawn("kube-controller-manager", "--kubeconfig", kubeconfig,
+		"--controllers", "deployment-controller,replicaset-controller,job-controller,horizontal-pod-autoscaler-controller,"+
+			"serviceaccount-controller,serviceaccount-token-controller,namespace-controller,garbage-collector-controller,"+
+			"endpointslice-controller,ttl-after-finished-controller,persistentvolume-binder-controller,node-lifecycle-controller",
+		"--leader-elect=false", "--secure-port=0",
+		"--service-account-private-key-file", filepath.Join(pki, "sa.key"),
+		"--root-ca-file", filepath.Join(pki, "ca.crt"),
+		"--horizontal-pod-autoscaler-sync-period=2s",
+	); err != nil {
+		return err
+	}
+	if err := c.spawn("kube-scheduler", "--kubeconfig", kubeconfig, "--leader-elect=false", "--secure-port=0"); err != nil {
+		return err
+	}
+	stages := filepath.Join(c.dir, "kwok.yaml")
+	if err := os.WriteFile(stages, []byte(kwokStages), 0o644); err != nil {
+		return err
+	}
+	if err := c.spawn("kwok", "--kubeconfig", kubeconfig, "--config", stages,
+		"--manage-all-nodes=true", "--node-lease-duration-seconds=40", "--server-address="); err != nil {
+		return err
+	}
+
+	if err := c.kubectlApply(ctx, nodesYAML(*nodesFlag)); err != nil {
+		return fmt.Errorf("creating nodes: %w", err)
+	}
+	if err := c.installCRDs(ctx); err != nil {
+		return err
+	}
+	return c.kubectl(ctx, nil, "wait", "--for=condition=Ready", "node", "--all", "--timeout=120s")
+}
+
+func (c *cluster) kubectl(ctx context.Context, stdin *strings.Reader, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "kubectl"), append([]string{"--kubeconfig", filepath.Join(c.dir, "kubeconfig")}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func (c *cluster) kubectlApply(ctx context.Context, yaml string) error {
+	return c.kubectl(ctx, strings.NewReader(yaml), "apply", "--server-side", "--field-manager=testcluster", "-f", "-")
+}
+
+func nodesYAML(n int) string {
+	var b strings.Builder
+	for i := 0; i < max(n, 1); i++ {
+		fmt.Fprintf(&b, `---
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-%d
+  labels:
+    type: kwok
+    kubernetes.io/hostname: kwok-node-%d
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+  annotations:
+    kwok.x-k8s.io/node: fake
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
+`, i, i)
+	}
+	return b.String()
+}
+
+// installCRDs applies cert-manager's and Gateway API's CRDs from their Go
+// modules and the vendored minimal ones (crds/), and waits until served.
+func (c *cluster) installCRDs(ctx context.Context) error {
+	dirs := []string{"crds"}
+	for _, m := range []struct{ mod, sub string }{
+		{certManagerModule + "@" + certManagerVersion, "deploy/crds"},
+		{gatewayAPIModule + "@" + gatewayAPIVersion, "config/crd/standard"},
+	} {
+		cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", m.mod)
+		cmd.Dir = os.TempDir()
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("downloading %s: %w", m.mod, err)
+		}
+		var info struct{ Dir, Error string }
+		if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
+			return fmt.Errorf("downloading %s: %s", m.mod, info.Error)
+		}
+		dirs = append(dirs, filepath.Join(info.Dir, m.sub))
+	}
+	for _, d := range dirs {
+		files, err := filepath.Glob(filepath.Join(d, "*.yaml"))
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if strings.Contains(filepath.Base(f), "vap_") {
+				continue // a ValidatingAdmissionPolicy against upgrades, not a CRD
+			}
+			if err := c.kubectl(ctx, nil, "apply", "--server-side", "--field-manager=testcluster", "-f", f); err != nil {
+				return fmt.Errorf("installing CRDs: %w", err)
+			}
+		}
+	}
+	return c.kubectl(ctx, nil, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+}
+
+func waitReadyz(ctx context.Context, server string, caPEM []byte, token string) error {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, "GET", server+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the API server did not become ready within 90 s (see logs/kube-apiserver.log)")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func writeKubeconfig(path, server string, caPEM []byte, token string) error {
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: testcluster
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: testcluster
+  context:
+    cluster: testcluster
+    user: admin
+current-context: testcluster
+`, server, base64.StdEncoding.EncodeToString(caPEM), token)
+	return os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// writePKI writes a CA, the API server's serving certificate for the
+// loopback address and the service-account signing key pair.
+func writePKI(dir string) ([]byte, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "testcluster-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	srvTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	files := map[string][]byte{
+		"ca.crt":     caPEM,
+		"server.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER}),
+	}
+	for name, k := range map[string]*ecdsa.PrivateKey{"server.key": srvKey, "sa.key": saKey} {
+		der, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			return nil, err
+		}
+		files[name] = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	files["sa.pub"] = pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return caPEM, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
