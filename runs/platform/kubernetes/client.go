@@ -34,6 +34,9 @@ type Client struct {
 	http   *http.Client
 	// Requests counts the API requests made (watches included).
 	Requests atomic.Int64
+	// Impersonate, when set, makes every request as that user (tests
+	// check the Studio's RBAC with it).
+	Impersonate string
 }
 
 // Object is a Kubernetes object as JSON.
@@ -250,6 +253,7 @@ var (
 	KindHPA         = Kind{"autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true}
 	KindPGCluster   = Kind{"postgresql.cnpg.io/v1", "Cluster", "clusters", true}
 	KindBucketClaim = Kind{"objectbucket.io/v1alpha1", "ObjectBucketClaim", "objectbucketclaims", true}
+	KindHTTPRoute   = Kind{"gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes", true}
 	KindConfigMap   = Kind{"v1", "ConfigMap", "configmaps", true}
 	KindEvent       = Kind{"v1", "Event", "events", true}
 	KindReplicaSet  = Kind{"apps/v1", "ReplicaSet", "replicasets", true}
@@ -259,7 +263,7 @@ var (
 // events), for reading an environment back.
 func Kinds() []Kind {
 	return []Kind{KindNamespace, KindSecret, KindService, KindPVC, KindPod, KindDeployment, KindJob, KindHPA,
-		KindPGCluster, KindBucketClaim, KindConfigMap, KindEvent, KindReplicaSet}
+		KindPGCluster, KindBucketClaim, KindHTTPRoute, KindConfigMap, KindEvent, KindReplicaSet}
 }
 
 func (c *Client) do(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
@@ -277,6 +281,9 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.Impersonate != "" {
+		req.Header.Set("Impersonate-User", c.Impersonate)
 	}
 	c.Requests.Add(1)
 	resp, err := c.http.Do(req)

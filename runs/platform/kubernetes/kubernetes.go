@@ -184,12 +184,12 @@ func (p *Platform) apiError(what string, err error) error {
 
 // applyValues writes the environment's values into its one Secret. The
 // plaintext goes nowhere else: an error names the Secret, not its content.
-func (p *Platform) applyValues(ctx context.Context, envID int64, n envNames) error {
+func (p *Platform) applyValues(ctx context.Context, envID int64, n envNames) (map[string]string, error) {
 	values := map[string]string{}
 	if p.Vault != nil {
 		var err error
 		if values, err = p.Vault.ResolveValuesForDeploy(ctx, envID); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	data := Object{}
@@ -204,11 +204,11 @@ func (p *Platform) applyValues(ctx context.Context, envID int64, n envNames) err
 	if err != nil {
 		var se *StatusError
 		if errors.As(err, &se) {
-			return fmt.Errorf("the values of %s/%s could not be written to Secret %s/%s (the API server answered %d %s)", n.project, n.env, n.namespace, ValuesSecret, se.Code, se.Reason)
+			return nil, fmt.Errorf("the values of %s/%s could not be written to Secret %s/%s (the API server answered %d %s)", n.project, n.env, n.namespace, ValuesSecret, se.Code, se.Reason)
 		}
-		return fmt.Errorf("the values of %s/%s could not be written to Secret %s/%s", n.project, n.env, n.namespace, ValuesSecret)
+		return nil, fmt.Errorf("the values of %s/%s could not be written to Secret %s/%s", n.project, n.env, n.namespace, ValuesSecret)
 	}
-	return nil
+	return values, nil
 }
 
 // ProvisionDatabase implements runs.Platform: a CloudNativePG Cluster.
@@ -269,7 +269,7 @@ func (p *Platform) Release(ctx context.Context, envID int64, app string, cmd *co
 	if err != nil {
 		return err
 	}
-	if err := p.applyValues(ctx, envID, n); err != nil {
+	if _, err := p.applyValues(ctx, envID, n); err != nil {
 		return err
 	}
 	a, err := p.application(ctx, key.RunID, app)
@@ -360,17 +360,23 @@ func (p *Platform) jobFailure(ctx context.Context, namespace, name string, c con
 // ReleaseOutcome implements runs.Platform: the run's Job, found by name, is
 // followed to its end; none means it never started.
 func (p *Platform) ReleaseOutcome(ctx context.Context, key runs.ReleaseKey) (runs.ReleaseOutcome, error) {
-	// The namespace is not in the key: look the Job up by its labels.
-	sel := fmt.Sprintf("%s=%s,skali.dev/run=%d,skali.dev/position=%d", LabelManagedBy, managedBy, key.RunID, key.Position)
-	o, err := p.Client.object(ctx, "GET", "/apis/batch/v1/jobs?labelSelector="+urlQuery(sel), "", nil)
+	run, err := p.DB.RunByID(ctx, key.RunID)
 	if err != nil {
 		return runs.ReleaseOutcome{}, err
 	}
-	items, _ := o["items"].([]any)
+	n, err := p.names(ctx, run.EnvironmentID)
+	if err != nil {
+		return runs.ReleaseOutcome{}, err
+	}
+	sel := fmt.Sprintf("%s=%s,skali.dev/run=%d,skali.dev/position=%d", LabelManagedBy, managedBy, key.RunID, key.Position)
+	items, err := p.Client.List(ctx, KindJob, n.namespace, sel)
+	if err != nil {
+		return runs.ReleaseOutcome{}, err
+	}
 	if len(items) == 0 {
 		return runs.ReleaseOutcome{State: runs.ReleaseNotStarted}, nil
 	}
-	job, _ := items[0].(Object)
+	job := items[0]
 	md, _ := job["metadata"].(Object)
 	ns, _ := md["namespace"].(string)
 	name, _ := md["name"].(string)
@@ -393,7 +399,8 @@ func (p *Platform) Rollout(ctx context.Context, envID int64, app string, a *comp
 	if err != nil {
 		return err
 	}
-	if err := p.applyValues(ctx, envID, n); err != nil {
+	values, err := p.applyValues(ctx, envID, n)
+	if err != nil {
 		return err
 	}
 	for vol, v := range a.Volumes {
@@ -404,6 +411,15 @@ func (p *Platform) Rollout(ctx context.Context, envID int64, app string, a *comp
 	if svc := service(n, app, a, p); svc != nil {
 		if _, err := p.Client.Apply(ctx, KindService, svc); err != nil {
 			return p.apiError("applying the Service of "+app, err)
+		}
+	}
+	if p.Opts.Gateway != "" {
+		for _, rn := range sortedRoutes(a) {
+			for _, o := range httpRoutes(n, app, rn, a, values, p) {
+				if _, err := p.Client.Apply(ctx, KindHTTPRoute, o); err != nil {
+					return p.apiError("applying route "+rn+" of "+app, err)
+				}
+			}
 		}
 	}
 	dep, err := p.Client.Apply(ctx, KindDeployment, deployment(n, app, a, p))
@@ -457,7 +473,13 @@ func rolloutState(o Object) rollout {
 		want = num(r)
 	}
 	updated, replicas, available, ready := num(st["updatedReplicas"]), num(st["replicas"]), num(st["availableReplicas"]), num(st["readyReplicas"])
-	text := fmt.Sprintf("%d of %d replicas ready", min(ready, want), want)
+	// Ready replicas of the new revision: while old ones remain (they
+	// were ready, or they would be gone), they are counted out.
+	readyNew := ready
+	if replicas > updated {
+		readyNew = max(ready-(replicas-updated), 0)
+	}
+	text := fmt.Sprintf("%d of %d replicas ready", min(readyNew, want), want)
 	if num(st["observedGeneration"]) < gen {
 		return rollout{text: "waiting for the cluster to see the new revision"}
 	}

@@ -10,11 +10,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -79,6 +81,13 @@ type fixture struct {
 // sets values, and runs the Studio's runs on the Kubernetes platform.
 func newFixture(t *testing.T, manifest, envName string, values map[string]string) *fixture {
 	t.Helper()
+	return newFixtureAs(t, "", manifest, envName, values)
+}
+
+// newFixtureAs is newFixture with the driver's requests made as user (the
+// test reads back as the cluster's admin).
+func newFixtureAs(t *testing.T, user, manifest, envName string, values map[string]string) *fixture {
+	t.Helper()
 	cluster := clustertest.Start(t)
 	ctx := context.Background()
 	f := &fixture{t: t, ctx: ctx, logs: &syncBuffer{}, annotations: map[string]map[string]string{}}
@@ -103,8 +112,15 @@ func newFixture(t *testing.T, manifest, envName string, values map[string]string
 	if f.client, err = kubernetes.LoadClient(cluster.Kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	driver := f.client
+	if user != "" {
+		if driver, err = kubernetes.LoadClient(cluster.Kubeconfig); err != nil {
+			t.Fatal(err)
+		}
+		driver.Impersonate = user
+	}
 	logger := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f.platform = kubernetes.New(f.client, f.db, f.vault, local, kubernetes.Options{Logger: logger,
+	f.platform = kubernetes.New(driver, f.db, f.vault, local, kubernetes.Options{Logger: logger, Gateway: "infra/edge",
 		PodAnnotations: func(app, kind string) map[string]string {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -136,6 +152,36 @@ func newFixture(t *testing.T, manifest, envName string, values map[string]string
 		_ = f.client.Delete(context.Background(), kubernetes.KindNamespace, "", f.ns)
 	})
 	return f
+}
+
+// TestStudioManifestsGrantWhatTheDriverNeeds applies deploy/kubernetes to
+// the cluster and deploys the production example as the Studio's service
+// account: its RBAC lacks no verb the driver uses.
+func TestStudioManifestsGrantWhatTheDriverNeeds(t *testing.T) {
+	cluster := clustertest.Start(t)
+	if cluster.Kubectl == "" {
+		t.Skip("no kubectl beside the cluster's kubeconfig")
+	}
+	out, err := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "apply", "--server-side", "-f", "../../../deploy/kubernetes/studio.yaml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("applying deploy/kubernetes: %v: %s", err, out)
+	}
+	manifest, err := os.ReadFile("../../../compiler/testdata/production.skali.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureAs(t, "system:serviceaccount:skali-studio:skali-studio", string(manifest), "as-studio", map[string]string{"SESSION_SECRET": secretValue, "APP_DOMAIN": "wiki.test"})
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy as the Studio's service account %s: %s", run.Status, run.Reason)
+	}
+	// And nothing beyond: it cannot read the values Secret it wrote.
+	f.client.Impersonate = "system:serviceaccount:skali-studio:skali-studio"
+	_, err = f.client.Get(f.ctx, kubernetes.KindSecret, f.ns, kubernetes.ValuesSecret)
+	f.client.Impersonate = ""
+	var se *kubernetes.StatusError
+	if !errors.As(err, &se) || se.Code != 403 {
+		t.Fatalf("reading the values Secret as the Studio: %v, want forbidden", err)
+	}
 }
 
 func (f *fixture) annotate(app, kind string, a map[string]string) {
@@ -327,6 +373,12 @@ func TestProductionExampleDeploysEveryObject(t *testing.T) {
 		t.Errorf("service spec %v", at(svc, "spec"))
 	}
 
+	route := f.get(kubernetes.KindHTTPRoute, "web-public")
+	if str(route, "spec", "hostnames") != "[wiki.test]" || str(route, "spec", "parentRefs", 0, "name") != "edge" ||
+		str(route, "spec", "rules", 0, "backendRefs", 0, "port") != "8080" {
+		t.Errorf("HTTPRoute spec %v", at(route, "spec"))
+	}
+
 	jobs, err := f.client.List(f.ctx, kubernetes.KindJob, f.ns, kubernetes.LabelService+"=web")
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("release Jobs %d, %v", len(jobs), err)
@@ -348,7 +400,7 @@ func TestProductionExampleDeploysEveryObject(t *testing.T) {
 
 	// Every object the Studio applied carries the four labels and one
 	// field manager.
-	for _, o := range []kubernetes.Object{sec, dep, hpa, svc, job, db, obc} {
+	for _, o := range []kubernetes.Object{sec, dep, hpa, svc, route, job, db, obc} {
 		l := at(o, "metadata", "labels").(map[string]any)
 		if l[kubernetes.LabelManagedBy] != "skali-studio" || l[kubernetes.LabelProject] != "team-wiki" || l[kubernetes.LabelEnvironment] != "prod-example" {
 			t.Errorf("%s %s labels %v", str(o, "kind"), str(o, "metadata", "name"), l)
@@ -409,7 +461,7 @@ applications:
         strategy: rolling
         maxSurge: 1
         maxUnavailable: 0
-        timeout: 12s
+        timeout: 20s
 `
 
 func TestRolloutThatNeverBecomesReadyFailsWithTheDeadlinesMessage(t *testing.T) {
@@ -424,7 +476,7 @@ func TestRolloutThatNeverBecomesReadyFailsWithTheDeadlinesMessage(t *testing.T) 
 	if run.Status != store.RunFailed {
 		t.Fatalf("deploy %s: %s, want failed", run.Status, run.Reason)
 	}
-	if !strings.Contains(run.Reason, "has timed out progressing") || !strings.Contains(run.Reason, "2 of 2 replicas ready") {
+	if !strings.Contains(run.Reason, "has timed out progressing") || !strings.Contains(run.Reason, "0 of 2 replicas ready") {
 		t.Fatalf("reason %q: want the Deployment's ProgressDeadlineExceeded message and the ready count", run.Reason)
 	}
 	// The old pods stay: maxUnavailable 0 kept both ready.

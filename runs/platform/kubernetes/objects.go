@@ -2,15 +2,12 @@ package kubernetes
 
 import (
 	"fmt"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/skali-dev/studio/compiler"
 )
-
-func urlQuery(s string) string { return url.QueryEscape(s) }
 
 // LabelComponent tells an application's pods from its release Job's.
 const LabelComponent = "app.kubernetes.io/component"
@@ -407,4 +404,53 @@ func releaseJob(n envNames, app, name string, a *compiler.Application, cmd *comp
 		spec["activeDeadlineSeconds"] = s
 	}
 	return Object{"metadata": Object{"name": name, "namespace": n.namespace, "labels": labels}, "spec": spec}
+}
+
+func sortedRoutes(a *compiler.Application) []string {
+	out := make([]string, 0, len(a.Routes))
+	for k := range a.Routes {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// httpRoutes are a route's Gateway API HTTPRoutes attached to the
+// configured gateway: the domain to the application's Service, and its
+// aliases redirected to the domain.
+func httpRoutes(n envNames, app, rn string, a *compiler.Application, values map[string]string, p *Platform) []Object {
+	r := a.Routes[rn]
+	domain, _ := compiler.ExpandValues(r.Domain, values)
+	if domain == "" {
+		return nil
+	}
+	gwNS, gwName, _ := strings.Cut(p.Opts.Gateway, "/")
+	parent := []Object{{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": gwNS, "name": gwName}}
+	path := r.Path
+	if path == "" {
+		path = "/"
+	}
+	out := []Object{{"metadata": meta(n, dnsName(app, rn), app, p), "spec": Object{
+		"parentRefs": parent,
+		"hostnames":  []string{domain},
+		"rules": []Object{{
+			"matches":     []Object{{"path": Object{"type": "PathPrefix", "value": path}}},
+			"backendRefs": []Object{{"name": dnsName(app), "port": r.TargetPort}},
+		}},
+	}}}
+	var aliases []string
+	for _, al := range r.Aliases {
+		if h, _ := compiler.ExpandValues(al, values); h != "" {
+			aliases = append(aliases, h)
+		}
+	}
+	if len(aliases) > 0 {
+		out = append(out, Object{"metadata": meta(n, dnsName(app, rn, "aliases"), app, p), "spec": Object{
+			"parentRefs": parent,
+			"hostnames":  aliases,
+			"rules": []Object{{"filters": []Object{{"type": "RequestRedirect",
+				"requestRedirect": Object{"hostname": domain, "statusCode": 301}}}}},
+		}})
+	}
+	return out
 }
