@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -352,6 +351,19 @@ func (c *Client) List(ctx context.Context, k Kind, namespace, selector string) (
 	return out, nil
 }
 
+// PatchStatus merges patch (a strategic merge patch for built-in kinds, a
+// merge patch for custom ones) into an object's status subresource. The
+// driver writes no status; tests use it to play the controllers and nodes
+// the test cluster does not run.
+func (c *Client) PatchStatus(ctx context.Context, k Kind, namespace, name string, patch []byte) error {
+	ct := "application/merge-patch+json"
+	if !strings.Contains(k.APIVersion, ".") {
+		ct = "application/strategic-merge-patch+json"
+	}
+	_, err := c.object(ctx, http.MethodPatch, k.path(namespace, name)+"/status", ct, patch)
+	return err
+}
+
 // Delete deletes one object (its dependents in the background); a missing
 // one is no error.
 func (c *Client) Delete(ctx context.Context, k Kind, namespace, name string) error {
@@ -366,20 +378,24 @@ func (c *Client) Delete(ctx context.Context, k Kind, namespace, name string) err
 	return nil
 }
 
-// WatchOne follows one object from resourceVersion on, calling seen with
-// each version of it until seen says done or ctx ends. A watch the API
-// server closes is opened again from the last version seen.
-func (c *Client) WatchOne(ctx context.Context, k Kind, namespace, name, resourceVersion string, seen func(Object) (done bool, err error)) error {
+// watchAll watches every object of a kind in every namespace that matches
+// selector, calling seen with each version (a deleted object carries the
+// key "deleted"), until the API server ends the watch. It starts with the
+// objects that exist and reopens from the last version seen.
+func (c *Client) watchAll(ctx context.Context, k Kind, selector string, seen func(Object)) error {
+	p := "/api/" + k.APIVersion
+	if strings.Contains(k.APIVersion, "/") {
+		p = "/apis/" + k.APIVersion
+	}
+	p += "/" + k.Resource
+	rv := ""
 	for {
-		q := url.Values{"watch": {"1"}, "fieldSelector": {"metadata.name=" + name}, "allowWatchBookmarks": {"true"}}
-		if resourceVersion != "" {
-			q.Set("resourceVersion", resourceVersion)
+		q := url.Values{"watch": {"1"}, "labelSelector": {selector}, "allowWatchBookmarks": {"true"}}
+		if rv != "" {
+			q.Set("resourceVersion", rv)
 		}
-		resp, err := c.do(ctx, http.MethodGet, k.path(namespace, "")+"?"+q.Encode(), "", nil)
+		resp, err := c.do(ctx, http.MethodGet, p+"?"+q.Encode(), "", nil)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
 			return err
 		}
 		dec := json.NewDecoder(bufio.NewReader(resp.Body))
@@ -389,47 +405,28 @@ func (c *Client) WatchOne(ctx context.Context, k Kind, namespace, name, resource
 				Object Object `json:"object"`
 			}
 			if err := dec.Decode(&ev); err != nil {
-				resp.Body.Close()
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				break // closed by the server: open it again
+				break
+			}
+			if ev.Type == "ERROR" {
+				rv = "" // usually 410 Gone: start again from the current state
+				break
 			}
 			md, _ := ev.Object["metadata"].(Object)
-			if rv, _ := md["resourceVersion"].(string); rv != "" {
-				resourceVersion = rv
+			if v, _ := md["resourceVersion"].(string); v != "" {
+				rv = v
 			}
 			switch ev.Type {
 			case "BOOKMARK":
-				continue
-			case "ERROR":
-				resp.Body.Close()
-				// Usually 410 Gone: the version is too old; read it anew.
-				o, err := c.Get(ctx, k, namespace, name)
-				if err != nil {
-					return err
-				}
-				if done, err := seen(o); done || err != nil {
-					return err
-				}
-				md, _ := o["metadata"].(Object)
-				resourceVersion, _ = md["resourceVersion"].(string)
 			case "DELETED":
-				resp.Body.Close()
-				return fmt.Errorf("%s %s/%s was deleted", k.Kind, namespace, name)
+				ev.Object["deleted"] = true
+				seen(ev.Object)
 			default:
-				if done, err := seen(ev.Object); done || err != nil {
-					resp.Body.Close()
-					return err
-				}
-				continue
+				seen(ev.Object)
 			}
-			break
 		}
-		select {
-		case <-ctx.Done():
+		resp.Body.Close()
+		if ctx.Err() != nil {
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

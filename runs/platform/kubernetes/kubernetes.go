@@ -71,8 +71,9 @@ type Platform struct {
 	Vault  *store.Vault
 	Opts   Options
 
-	mu   sync.Mutex
-	envs map[int64]envNames
+	mu      sync.Mutex
+	envs    map[int64]envNames
+	watches *watchHub
 }
 
 var _ runs.Platform = (*Platform)(nil)
@@ -87,7 +88,8 @@ func New(client *Client, db *store.DB, vault *store.Vault, local *runs.Local, o 
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Platform{Local: local, Client: client, DB: db, Vault: vault, Opts: o, envs: map[int64]envNames{}}
+	return &Platform{Local: local, Client: client, DB: db, Vault: vault, Opts: o, envs: map[int64]envNames{},
+		watches: &watchHub{client: client, logger: o.Logger}}
 }
 
 var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -328,7 +330,7 @@ func (p *Platform) waitJob(ctx context.Context, namespace, name string, job Obje
 	if done, err := check(job); done {
 		return out, err
 	}
-	err := p.Client.WatchOne(ctx, KindJob, namespace, name, resourceVersion(job), check)
+	err := p.watches.follow(ctx, KindJob, namespace, name, check)
 	return out, err
 }
 
@@ -453,7 +455,7 @@ func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep 
 	}
 	md, _ := dep["metadata"].(Object)
 	name, _ := md["name"].(string)
-	return p.Client.WatchOne(ctx, KindDeployment, n.namespace, name, resourceVersion(dep), check)
+	return p.watches.follow(ctx, KindDeployment, n.namespace, name, check)
 }
 
 type rollout struct {
@@ -516,12 +518,6 @@ func num(v any) int {
 		return int(x)
 	}
 	return 0
-}
-
-func resourceVersion(o Object) string {
-	md, _ := o["metadata"].(Object)
-	rv, _ := md["resourceVersion"].(string)
-	return rv
 }
 
 // Backups are refused on Kubernetes, never faked.

@@ -491,6 +491,84 @@ func TestRolloutThatNeverBecomesReadyFailsWithTheDeadlinesMessage(t *testing.T) 
 	f.checkNoPlaintext()
 }
 
+// TestResumedRolloutReattachesInsteadOfRecreating stops an execution
+// mid-rollout (its context cancelled: an in-process stand-in for kill -9,
+// leaving its lease to expire) and resumes the run with a new platform:
+// the Deployment is found as it is, not re-created or rolled again.
+func TestResumedRolloutReattachesInsteadOfRecreating(t *testing.T) {
+	f := newFixture(t, rollingManifest, "resumed", map[string]string{"SESSION_SECRET": secretValue})
+	f.svc.Runner.Lease = 2 * time.Second
+	// The pods run but do not become ready by themselves.
+	f.annotate("web", "rollout", map[string]string{"testcluster.skali.dev/never-ready": "true"})
+	env, err := f.db.EnvironmentByID(f.ctx, f.env.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := f.svc.StartDeploy(f.ctx, store.Actor{}, env, runs.DeployRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	go func() {
+		defer cancel()
+		for ctx.Err() == nil {
+			pods, _ := f.client.List(ctx, kubernetes.KindPod, f.ns, kubernetes.LabelComponent+"=application")
+			if len(pods) == 2 && str(pods[0], "status", "phase") == "Running" && str(pods[1], "status", "phase") == "Running" {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	_, _ = f.svc.Runner.Execute(ctx, run.ID)
+	if r, _ := f.db.RunByID(f.ctx, run.ID); store.RunFinished(r.Status) {
+		t.Fatalf("the run ended (%s: %s) before it was stopped", r.Status, r.Reason)
+	}
+	before := f.get(kubernetes.KindDeployment, "web")
+
+	// The pods become ready (the test plays the kubelet), while no Studio
+	// runs.
+	pods, err := f.client.List(f.ctx, kubernetes.KindPod, f.ns, kubernetes.LabelComponent+"=application")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range pods {
+		if err := f.client.PatchStatus(f.ctx, kubernetes.KindPod, f.ns, str(pod, "metadata", "name"),
+			[]byte(`{"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"ContainersReady","status":"True"}]}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A new process: a new platform and service on the same database.
+	logger := slog.New(slog.NewTextHandler(f.logs, nil))
+	f.platform = kubernetes.New(f.client, f.db, f.vault, f.platform.Local, f.platform.Opts)
+	f.svc = runs.NewService(f.db, f.vault, f.platform, time.Now, logger)
+	f.svc.Runner.Lease = 2 * time.Second
+	for i := 0; ; i++ {
+		res, err := f.svc.Runner.Execute(f.ctx, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Finished {
+			break
+		}
+		if i > 20 {
+			t.Fatalf("the resumed run did not finish")
+		}
+		time.Sleep(time.Until(res.WaitUntil))
+	}
+	if r, _ := f.db.RunByID(f.ctx, run.ID); r.Status != store.RunSucceeded {
+		t.Fatalf("resumed run %s: %s", r.Status, r.Reason)
+	}
+	after := f.get(kubernetes.KindDeployment, "web")
+	if str(after, "metadata", "uid") != str(before, "metadata", "uid") || str(after, "metadata", "generation") != str(before, "metadata", "generation") {
+		t.Fatalf("the Deployment was re-created or changed: uid %s → %s, generation %s → %s", str(before, "metadata", "uid"), str(after, "metadata", "uid"),
+			str(before, "metadata", "generation"), str(after, "metadata", "generation"))
+	}
+	if rs, err := f.client.List(f.ctx, kubernetes.KindReplicaSet, f.ns, kubernetes.LabelService+"=web"); err != nil || len(rs) != 1 {
+		t.Fatalf("%d ReplicaSets (%v), want the one of the first execution", len(rs), err)
+	}
+}
+
 const releaseManifest = `name: release-fails
 applications:
   web:

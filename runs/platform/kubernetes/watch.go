@@ -1,0 +1,116 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// watchHub keeps one watch per kind for the whole process, over every
+// namespace, on the objects the Studio manages, and hands each version of
+// an object to whoever follows it: a deploy of many services costs one
+// request per object it reads, not one watch per run.
+type watchHub struct {
+	client *Client
+	logger *slog.Logger
+	mu     sync.Mutex
+	kinds  map[string]*kindWatch
+}
+
+type kindWatch struct {
+	mu   sync.Mutex
+	subs map[string]map[chan Object]struct{} // namespace/name → followers
+}
+
+func (h *watchHub) kind(k Kind) *kindWatch {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.kinds == nil {
+		h.kinds = map[string]*kindWatch{}
+	}
+	kw := h.kinds[k.Resource]
+	if kw == nil {
+		kw = &kindWatch{subs: map[string]map[chan Object]struct{}{}}
+		h.kinds[k.Resource] = kw
+		go h.run(k, kw)
+	}
+	return kw
+}
+
+// run watches the kind for as long as the process lives, opening the
+// watch again whenever the API server ends it.
+func (h *watchHub) run(k Kind, kw *kindWatch) {
+	ctx := context.Background()
+	sel := LabelManagedBy + "=" + managedBy
+	for {
+		err := h.client.watchAll(ctx, k, sel, func(o Object) {
+			md, _ := o["metadata"].(Object)
+			ns, _ := md["namespace"].(string)
+			name, _ := md["name"].(string)
+			kw.mu.Lock()
+			for ch := range kw.subs[ns+"/"+name] {
+				select {
+				case ch <- o:
+				default:
+					// The follower is behind: it only needs the newest
+					// version, so drop the older one it has not read.
+					select {
+					case <-ch:
+					default:
+					}
+					ch <- o
+				}
+			}
+			kw.mu.Unlock()
+		})
+		if err != nil {
+			h.logger.Warn("kubernetes watch ended", "kind", k.Kind, "error", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// follow calls seen with the object's current version and every later one
+// until seen says done or ctx ends.
+func (h *watchHub) follow(ctx context.Context, k Kind, namespace, name string, seen func(Object) (bool, error)) error {
+	kw := h.kind(k)
+	ch := make(chan Object, 1)
+	key := namespace + "/" + name
+	kw.mu.Lock()
+	if kw.subs[key] == nil {
+		kw.subs[key] = map[chan Object]struct{}{}
+	}
+	kw.subs[key][ch] = struct{}{}
+	kw.mu.Unlock()
+	defer func() {
+		kw.mu.Lock()
+		delete(kw.subs[key], ch)
+		if len(kw.subs[key]) == 0 {
+			delete(kw.subs, key)
+		}
+		kw.mu.Unlock()
+	}()
+	// Subscribed first, then read: no version between the two is missed.
+	o, err := h.client.Get(ctx, k, namespace, name)
+	if err != nil {
+		return err
+	}
+	if done, err := seen(o); done || err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case o := <-ch:
+			if o["deleted"] == true {
+				return fmt.Errorf("%s %s/%s was deleted", k.Kind, namespace, name)
+			}
+			if done, err := seen(o); done || err != nil {
+				return err
+			}
+		}
+	}
+}
