@@ -204,13 +204,14 @@ func (f *fixture) addRevision(manifest string) {
 
 // deploy starts a deploy of the newest revision and executes it until it
 // ends.
-func (f *fixture) deploy() *store.Run {
+func (f *fixture) deploy(req ...runs.DeployRequest) *store.Run {
 	f.t.Helper()
+	req = append(req, runs.DeployRequest{})
 	env, err := f.db.EnvironmentByID(f.ctx, f.env.ID)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	run, err := f.svc.StartDeploy(f.ctx, store.Actor{}, env, runs.DeployRequest{})
+	run, err := f.svc.StartDeploy(f.ctx, store.Actor{}, env, req[0])
 	if err != nil {
 		f.t.Fatalf("start deploy: %v", err)
 	}
@@ -412,12 +413,17 @@ func TestProductionExampleDeploysEveryObject(t *testing.T) {
 
 	// A second deploy of the same revision rewrites nothing.
 	before := str(dep, "metadata", "generation")
-	f.addRevision(string(manifest) + "\n# same definition\n")
-	if again := f.deploy(); again.Status != store.RunSucceeded {
+	if again := f.deploy(runs.DeployRequest{Redeploy: true}); again.Status != store.RunSucceeded {
 		t.Fatalf("second deploy %s: %s", again.Status, again.Reason)
 	}
 	if after := str(f.get(kubernetes.KindDeployment, "web"), "metadata", "generation"); after != before {
 		t.Errorf("the unchanged Deployment went from generation %s to %s", before, after)
+	}
+	for _, o := range []kubernetes.Object{sec, svc, route} {
+		k := map[string]kubernetes.Kind{"Secret": kubernetes.KindSecret, "Service": kubernetes.KindService, "HTTPRoute": kubernetes.KindHTTPRoute}[str(o, "kind")]
+		if now := f.get(k, str(o, "metadata", "name")); str(now, "metadata", "resourceVersion") != str(o, "metadata", "resourceVersion") {
+			t.Errorf("the unchanged %s %s was rewritten", k.Kind, str(o, "metadata", "name"))
+		}
 	}
 
 	f.checkNoPlaintext()
