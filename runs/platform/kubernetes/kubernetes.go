@@ -89,8 +89,11 @@ func New(client *Client, db *store.DB, vault *store.Vault, local *runs.Local, o 
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Platform{Local: local, Client: client, DB: db, Vault: vault, Opts: o, envs: map[int64]envNames{},
-		watches: &watchHub{client: client, logger: o.Logger}}
+		watches: newWatchHub(client, o.Logger)}
 }
+
+// Close ends the platform's watches.
+func (p *Platform) Close() { p.watches.cancel() }
 
 var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 

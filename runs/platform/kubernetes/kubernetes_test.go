@@ -126,6 +126,7 @@ func newFixtureAs(t *testing.T, user, manifest, envName string, values map[strin
 			defer f.mu.Unlock()
 			return f.annotations[app+"/"+kind]
 		}})
+	t.Cleanup(f.platform.Close)
 	f.svc = runs.NewService(f.db, f.vault, f.platform, time.Now, logger)
 
 	res := compiler.Compile([]byte(manifest))
@@ -546,7 +547,9 @@ func TestResumedRolloutReattachesInsteadOfRecreating(t *testing.T) {
 
 	// A new process: a new platform and service on the same database.
 	logger := slog.New(slog.NewTextHandler(f.logs, nil))
+	f.platform.Close()
 	f.platform = kubernetes.New(f.client, f.db, f.vault, f.platform.Local, f.platform.Opts)
+	t.Cleanup(f.platform.Close)
 	f.svc = runs.NewService(f.db, f.vault, f.platform, time.Now, logger)
 	f.svc.Runner.Lease = 2 * time.Second
 	for i := 0; ; i++ {

@@ -15,8 +15,15 @@ import (
 type watchHub struct {
 	client *Client
 	logger *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
 	mu     sync.Mutex
 	kinds  map[string]*kindWatch
+}
+
+func newWatchHub(client *Client, logger *slog.Logger) *watchHub {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &watchHub{client: client, logger: logger, ctx: ctx, cancel: cancel}
 }
 
 type kindWatch struct {
@@ -42,10 +49,12 @@ func (h *watchHub) kind(k Kind) *kindWatch {
 // run watches the kind for as long as the process lives, opening the
 // watch again whenever the API server ends it.
 func (h *watchHub) run(k Kind, kw *kindWatch) {
-	ctx := context.Background()
 	sel := LabelManagedBy + "=" + managedBy
+	wait := 200 * time.Millisecond
 	for {
-		err := h.client.watchAll(ctx, k, sel, func(o Object) {
+		n := 0
+		err := h.client.watchAll(h.ctx, k, sel, func(o Object) {
+			n++
 			md, _ := o["metadata"].(Object)
 			ns, _ := md["namespace"].(string)
 			name, _ := md["name"].(string)
@@ -65,10 +74,22 @@ func (h *watchHub) run(k Kind, kw *kindWatch) {
 			}
 			kw.mu.Unlock()
 		})
-		if err != nil {
-			h.logger.Warn("kubernetes watch ended", "kind", k.Kind, "error", err)
+		if h.ctx.Err() != nil {
+			return
 		}
-		time.Sleep(200 * time.Millisecond)
+		if n > 0 {
+			wait = 200 * time.Millisecond
+		} else {
+			wait = min(wait*2, 5*time.Second)
+		}
+		if err != nil {
+			h.logger.Warn("kubernetes watch ended", "kind", k.Kind, "error", err, "retry_in", wait)
+		}
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
 	}
 }
 
