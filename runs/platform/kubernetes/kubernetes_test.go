@@ -357,6 +357,9 @@ func TestProductionExampleDeploysEveryObject(t *testing.T) {
 	if str(c, "resources", "requests", "cpu") != "200m" || str(c, "resources", "limits", "memory") != "1G" {
 		t.Errorf("resources %v", at(c, "resources"))
 	}
+	if tsc := at(dep, "spec", "template", "spec", "topologySpreadConstraints", 0); str(tsc, "topologyKey") != "kubernetes.io/hostname" || str(tsc, "whenUnsatisfiable") != "ScheduleAnyway" {
+		t.Errorf("spread %v", tsc)
+	}
 	if str(dep, "spec", "template", "spec", "terminationGracePeriodSeconds") != "30" {
 		t.Errorf("grace period %v", at(dep, "spec", "template", "spec", "terminationGracePeriodSeconds"))
 	}

@@ -307,6 +307,9 @@ func deployment(n envNames, app string, a *compiler.Application, p *Platform) Ob
 	if len(volumes) > 0 {
 		podSpec["volumes"] = volumes
 	}
+	if tsc := spread(n, app, a, p); tsc != nil {
+		podSpec["topologySpreadConstraints"] = tsc
+	}
 	if g := int(a.Shutdown.GracePeriod.Seconds()); g > 0 {
 		podSpec["terminationGracePeriodSeconds"] = g
 	}
@@ -453,4 +456,26 @@ func httpRoutes(n envNames, app, rn string, a *compiler.Application, values map[
 		}})
 	}
 	return out
+}
+
+// spread is the placement's spread of replicas across nodes or zones.
+func spread(n envNames, app string, a *compiler.Application, p *Platform) []Object {
+	pl := a.Placement
+	if pl.Across == "" {
+		return nil
+	}
+	key := "kubernetes.io/hostname"
+	if pl.Across == "zones" {
+		key = "topology.kubernetes.io/zone"
+	}
+	when := "ScheduleAnyway"
+	if pl.Enforcement == "required" {
+		when = "DoNotSchedule"
+	}
+	c := Object{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": when,
+		"labelSelector": Object{"matchLabels": selector(n, app, p)}}
+	if pl.Minimum > 1 && when == "DoNotSchedule" {
+		c["minDomains"] = pl.Minimum
+	}
+	return []Object{c}
 }
