@@ -41,3 +41,27 @@ func TestHelpNeverPrintsSecrets(t *testing.T) {
 		t.Error("secret settings from the environment did not reach the configuration")
 	}
 }
+
+// TestPlatformFlags: the platform is local unless kubernetes is asked for;
+// a misspelt platform or gateway stops serve with a sentence naming it.
+func TestPlatformFlags(t *testing.T) {
+	var out strings.Builder
+	var cfg Config
+	if err := cfg.parseFlags("serve", nil, &out); err != nil || cfg.Platform != "local" {
+		t.Fatalf("default platform %q (%v), want local", cfg.Platform, err)
+	}
+	cfg = Config{}
+	if err := cfg.parseFlags("serve", []string{"--platform", "kubernetes", "--kubeconfig", "/tmp/kc", "--gateway", "infra/edge", "--cluster-issuer", "letsencrypt"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Platform != "kubernetes" || cfg.Kubeconfig != "/tmp/kc" || cfg.Gateway != "infra/edge" || cfg.ClusterIssuer != "letsencrypt" {
+		t.Fatalf("config %+v", cfg)
+	}
+	for _, args := range [][]string{{"--platform", "k8s"}, {"--gateway", "edge"}, {"--gateway", "infra/"}} {
+		cfg = Config{}
+		err := cfg.parseFlags("serve", args, &out)
+		if err == nil || !strings.Contains(err.Error(), args[1]) {
+			t.Errorf("%v: %v, want an error naming %q", args, err, args[1])
+		}
+	}
+}
