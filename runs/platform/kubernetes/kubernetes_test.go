@@ -9,6 +9,7 @@ package kubernetes_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -628,5 +629,48 @@ func TestNamespaceNames(t *testing.T) {
 	}
 	if other := kubernetes.NamespaceName(strings.Repeat("a", 40), strings.Repeat("b", 39)+"c"); other == long {
 		t.Errorf("two environments share namespace %s", long)
+	}
+}
+
+// TestEnvironmentsAreIsolatedByNamespace deploys one project to two
+// environments: each has its own namespace, objects and values, and an
+// environment whose derived namespace is already another's is refused
+// without touching it.
+func TestEnvironmentsAreIsolatedByNamespace(t *testing.T) {
+	a := newFixture(t, rollingManifest, "iso-a", map[string]string{"SESSION_SECRET": "value-of-a"})
+	b := newFixture(t, rollingManifest, "iso-b", map[string]string{"SESSION_SECRET": "value-of-b"})
+	for _, f := range []*fixture{a, b} {
+		if run := f.deploy(); run.Status != store.RunSucceeded {
+			t.Fatalf("deploy to %s: %s: %s", f.ns, run.Status, run.Reason)
+		}
+	}
+	if a.ns == b.ns {
+		t.Fatalf("both environments use namespace %s", a.ns)
+	}
+	for _, c := range []struct {
+		f    *fixture
+		want string
+	}{{a, "value-of-a"}, {b, "value-of-b"}} {
+		sec := c.f.get(kubernetes.KindSecret, kubernetes.ValuesSecret)
+		if got := str(sec, "data", "SESSION_SECRET"); got != base64.StdEncoding.EncodeToString([]byte(c.want)) {
+			t.Errorf("%s holds another environment's value", c.f.ns)
+		}
+		if deps, err := c.f.client.List(c.f.ctx, kubernetes.KindDeployment, c.f.ns, ""); err != nil || len(deps) != 1 {
+			t.Errorf("%s has %d Deployments (%v), want its own one", c.f.ns, len(deps), err)
+		}
+	}
+
+	// Project "stuck-iso" environment "a" derives the namespace of project
+	// "stuck" environment "iso-a": refused, and nothing in it changes.
+	other := newFixture(t, strings.Replace(rollingManifest, "name: stuck", "name: stuck-iso", 1), "a", map[string]string{"SESSION_SECRET": "intruder"})
+	if other.ns != a.ns {
+		t.Fatalf("namespaces %s and %s: the test needs them equal", other.ns, a.ns)
+	}
+	run := other.deploy()
+	if run.Status != store.RunFailed || !strings.Contains(run.Reason, "already exists and does not belong to stuck-iso/a") {
+		t.Fatalf("deploy into another environment's namespace: %s: %s", run.Status, run.Reason)
+	}
+	if got := str(a.get(kubernetes.KindSecret, kubernetes.ValuesSecret), "data", "SESSION_SECRET"); got != base64.StdEncoding.EncodeToString([]byte("value-of-a")) {
+		t.Fatalf("the refused deploy changed %s's values", a.ns)
 	}
 }
