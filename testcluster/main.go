@@ -392,8 +392,8 @@ metadata:
   annotations:
     kwok.x-k8s.io/node: fake
 status:
-  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
-  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
+  allocatable: {cpu: "32", memory: 256Gi, ephemeral-storage: 1Ti, pods: "110"}
+  capacity: {cpu: "32", memory: 256Gi, ephemeral-storage: 1Ti, pods: "110"}
 `, i, i)
 	}
 	return b.String()

@@ -181,6 +181,9 @@ func (p *Platform) labels(n envNames, service string) Object {
 }
 
 func (p *Platform) apiError(what string, err error) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
