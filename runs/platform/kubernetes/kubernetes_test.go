@@ -674,3 +674,59 @@ func TestEnvironmentsAreIsolatedByNamespace(t *testing.T) {
 		t.Fatalf("the refused deploy changed %s's values", a.ns)
 	}
 }
+
+const autoscaledManifest = `name: autoscaled
+applications:
+  web:
+    image: registry.local/web:1
+    ports:
+      http:
+        port: 8080
+    scaling:
+      replicas:
+        min: 2
+        max: 6
+      autoscaling:
+        cpu:
+          targetUtilization: 70
+`
+
+// TestRedeployUnderAnAutoscalerKeepsItsReplicas deploys an autoscaled
+// application, lets the cluster's HorizontalPodAutoscaler controller bring
+// it to its minimum, then scales it to 4 through the scale subresource (the
+// test plays the autoscaler answering load: the cluster has no metrics
+// server). A deploy of a new image then succeeds without a field conflict
+// on spec.replicas and leaves the 4 replicas as they are.
+func TestRedeployUnderAnAutoscalerKeepsItsReplicas(t *testing.T) {
+	cluster := clustertest.Start(t)
+	if cluster.Kubectl == "" {
+		t.Skip("no kubectl beside the cluster's kubeconfig")
+	}
+	f := newFixture(t, autoscaledManifest, "hpa", map[string]string{"SESSION_SECRET": secretValue})
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
+	}
+	// The autoscaler controller raises the Deployment to its minimum.
+	for str(f.get(kubernetes.KindDeployment, "web"), "spec", "replicas") != "2" {
+		time.Sleep(200 * time.Millisecond)
+	}
+	out, err := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "-n", f.ns, "scale", "deployment/web", "--replicas=4").CombinedOutput()
+	if err != nil {
+		t.Fatalf("scaling: %v: %s", err, out)
+	}
+	f.addRevision(strings.Replace(autoscaledManifest, "web:1", "web:2", 1))
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy of a new image under the autoscaler %s: %s", run.Status, run.Reason)
+	}
+	dep := f.get(kubernetes.KindDeployment, "web")
+	if str(dep, "spec", "replicas") != "4" || str(dep, "spec", "template", "spec", "containers", 0, "image") != "registry.local/web:2" {
+		t.Fatalf("after the deploy: %s replicas of %s, want 4 of registry.local/web:2", str(dep, "spec", "replicas"),
+			str(dep, "spec", "template", "spec", "containers", 0, "image"))
+	}
+	if managedReplicas(dep) {
+		t.Fatalf("the Studio took ownership of spec.replicas from the autoscaler")
+	}
+	if str(dep, "status", "updatedReplicas") != "4" {
+		t.Fatalf("%s of 4 replicas run the new image", str(dep, "status", "updatedReplicas"))
+	}
+}
