@@ -3,8 +3,10 @@ package kubernetes_test
 // These tests deploy to a real Kubernetes control plane (the repository's
 // testcluster: etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler) whose nodes and pods are kwok's simulations. The cluster
-// runs no CloudNativePG or bucket operator: their objects are checked as
-// applied, nobody plays their controllers here.
+// runs no cert-manager, CloudNativePG or bucket operator, and no metrics
+// server: their objects are checked as applied, and where a test needs one
+// of them (or the kubelet) to act, it plays it and says so. The driver
+// writes no cert-manager Certificate yet, so no test plays cert-manager.
 
 import (
 	"bytes"
