@@ -60,7 +60,7 @@ var kwokStages string
 
 var (
 	dirFlag   = flag.String("dir", "", "directory for the cluster's data, kubeconfig and binaries (required)")
-	binFlag   = flag.String("bin", "", "directory for the built binaries (default DIR/bin); several clusters may share one")
+	binFlag   = flag.String("bin", "", "directory for the built binaries (default the user cache's skali-testcluster/bin, where the Studio's tests look); several clusters may share one")
 	nodesFlag = flag.Int("nodes", 3, "how many simulated nodes")
 	buildOnly = flag.Bool("build-only", false, "build the binaries into the bin directory and exit")
 	checkOnly = flag.Bool("check-built", false, "exit with status 0 when the bin directory holds this version's binaries, 3 when not")
@@ -90,7 +90,11 @@ func run(ctx context.Context) error {
 	}
 	bin := *binFlag
 	if bin == "" {
-		bin = filepath.Join(dir, "bin")
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return fmt.Errorf("no user cache directory for the binaries (give --bin): %w", err)
+		}
+		bin = filepath.Join(cache, "skali-testcluster", "bin")
 	}
 	if bin, err = filepath.Abs(bin); err != nil {
 		return err
