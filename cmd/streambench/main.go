@@ -8,7 +8,8 @@
 // to the frame's arrival (p50, p99, max). In the same run it measures the
 // floors: a plain NOTIFY→LISTEN round trip and one raw websocket write
 // (and, apart from the goal's floor, the same round trip followed by the
-// events read the Studio runs after each notification), the
+// events read the Studio falls back to when a notification does not carry
+// its event), the
 // Studio's memory per open stream (heap and stacks after a GC in the child,
 // from its metrics) and the event-write throughput with and without
 // NOTIFY: with no stream open (the Studio does not listen), with a stream
@@ -199,7 +200,7 @@ func run() error {
 	fmt.Printf("  raw websocket write→read by the bench  %s\n", wsRead)
 	floorP99, floorReadP99 := notifyFloor.p99+wsArrived.p99, notifyFloor.p99+wsRead.p99
 	fmt.Printf("  floor p99 (NOTIFY + write)             %s (to the bench's read: %s)\n", ms(floorP99), ms(floorReadP99))
-	fmt.Printf("  and what the design adds to it, not part of the goal's floor: the events read\n")
+	fmt.Printf("  and, not part of the goal's floor, the read a notification without its event costs\n")
 	fmt.Printf("  COMMIT → notified → the Studio's read   %s\n", readFloor)
 	fmt.Printf("  floor p99 with the read (+ write)      %s\n", ms(readFloor.p99+wsArrived.p99))
 
@@ -479,10 +480,9 @@ func (b *bench) notifyFloor(ctx context.Context, n int, interval time.Duration) 
 
 // readFloor measures what the Studio must do before it can write a frame:
 // COMMIT of an appended event → its notification on a LISTEN connection →
-// the events read the hub runs after each notification
-// (store.RunEventsWithState, on a pool connection). It is the NOTIFY floor
-// plus the read the design requires (a notification carries only id and
-// sequence number), without the Studio's own work.
+// the events read the hub runs after a notification that does not carry
+// its event (store.RunEventsWithState, on a pool connection): the NOTIFY
+// floor plus the fallback's read, without the Studio's own work.
 func (b *bench) readFloor(ctx context.Context, n int, interval time.Duration) (stats, error) {
 	runID, err := b.newRun(ctx)
 	if err != nil {
