@@ -11,11 +11,13 @@
 //     and the topic's cached run and environment (a gap, a notice too
 //     large or a read under way: Hub.fetch reads the table instead) and
 //     queues it for every subscriber (Subscription.push, subscription.go);
-//  5. web/wsstream.go        the stream's writer (kicked once per batch)
-//     takes the queue (Subscription.Poll), re-checks access when due
-//     (web/wsaccess.go) and writes;
-//  6. web/wsframe.go         the frame, built once per event for every
-//     watcher: payload + seq + at + fragments;
+//  5. web/wswrite.go         push kicked the stream (liveStream.kick,
+//     web/wsstream.go) onto the pool of writers, which takes its queue
+//     (Subscription.Poll), hands it to the stream's own goroutine when an
+//     access check is due (web/wsaccess.go), and writes every queued frame
+//     in one system call without waiting;
+//  6. web/wsframe.go         the frame's bytes, header included, built
+//     once per event for every watcher: payload + seq + at + fragments;
 //  7. views/run_live.go      RunFragments renders the run page's own
 //     components (models in views/run_build.go) — called through
 //     web/wsfragments.go, never through handlers;
