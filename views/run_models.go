@@ -1,6 +1,9 @@
 package views
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // RunView is a run as its header and the runs lists show it.
 type RunView struct {
@@ -65,9 +68,13 @@ type TLSView struct {
 	State     string
 	Addresses []AddressView
 	Attempts  []AttemptView
-	// Wait is the current wait: "next retry at 14:03 UTC (in 52 min)".
-	Wait   string
-	Fields []Setting
+	// Wait is the current wait ("next retry at 14:03 UTC"), until WaitAt,
+	// which the row counts down to from Now; Deadline, when set, is the
+	// rollout deadline a waiting checkpoint gives up at.
+	Wait             string
+	WaitAt, Deadline time.Time
+	Now              time.Time
+	Fields           []Setting
 }
 
 // AddressView is one resolved address and what it answered.
