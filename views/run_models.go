@@ -57,6 +57,9 @@ type CheckpointView struct {
 	Details []Setting
 	TLS     *TLSView
 	Error   string
+	// DNS says what to do about the checkpoint's domain while it is DNS
+	// pending (the run page sets it from the certificate's current state).
+	DNS *DNSPendingView
 }
 
 // TLSView is an Issue TLS certificate checkpoint's record.
@@ -130,6 +133,10 @@ type ServiceStateView struct {
 	Cert string
 	// Pending: deferred or failed, so Check now applies.
 	Pending bool
+	// DNS says what to do while the domain is DNS pending; RetryAt is a
+	// failed certificate's next retry, counted down from Now.
+	DNS          *DNSPendingView
+	RetryAt, Now time.Time
 }
 
 // DeployPlanPage is the model of the deploy plan.
