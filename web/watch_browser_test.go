@@ -88,7 +88,7 @@ func TestBrowserDNSPendingSaysWhatToDoAndCountsDown(t *testing.T) {
 	runPath := resp.Header.Get("Location")
 	waitForRun(t, s, admin, runPath)
 
-	b := browsertest.New(t)
+	b := browsertest.NewFor(t, 3*time.Minute)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
 	b.Do(chromedp.Navigate(s.URL+runPath), chromedp.WaitVisible(chromedp.CSS(`[data-checkpoint-kind="issue-tls"] [data-dns-pending="wiki.test"]`)))
 	const block = `[data-checkpoint-kind="issue-tls"] [data-dns-pending="wiki.test"]`
@@ -117,7 +117,6 @@ func TestBrowserDNSPendingSaysWhatToDoAndCountsDown(t *testing.T) {
 	}
 	envCountdown := `#tls [data-dns-pending="wiki.test"] [data-next-check] time[data-countdown]`
 	first = b.Text(envCountdown)
-	b.Do(chromedp.ScrollIntoView(chromedp.CSS("#tls")))
 	b.Screenshot("environment-dns-pending")
 	waitText(t, b, "the environment page's countdown to tick", envCountdown, func(s string) bool { return s != first })
 
@@ -156,7 +155,7 @@ func TestBrowserCertificateRetryCountsDownOnTheRunPage(t *testing.T) {
 	runPath := resp.Header.Get("Location")
 	waitForRun(t, s, admin, runPath)
 
-	b := browsertest.New(t)
+	b := browsertest.NewFor(t, 3*time.Minute)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
 	b.Do(chromedp.Navigate(s.URL+runPath), chromedp.WaitVisible(chromedp.CSS(`[data-checkpoint-kind="issue-tls"] .tls-wait time[data-countdown]`)))
 	const countdown = `[data-checkpoint-kind="issue-tls"] .tls-wait time[data-countdown]`
