@@ -133,13 +133,12 @@ func TestBrowserDNSPendingSaysWhatToDoAndCountsDown(t *testing.T) {
 
 // TestBrowserCertificateRetryCountsDownOnTheRunPage: a deploy whose
 // certificate fails shows on its real run page the retry of the backoff,
-// counting down, then "checking…"; the environment page counts down to
-// it too. (The Studio's clock runs an hour behind the browser's, so the
-// hour of backoff ends within the test.)
+// counting down, then "checking…". (The Studio's clock runs an hour
+// behind the browser's, so the hour of backoff ends within the test.)
 func TestBrowserCertificateRetryCountsDownOnTheRunPage(t *testing.T) {
 	dns := &webtest.Resolver{}
 	d := &webtest.Deploys{Resolver: dns}
-	behind := func() time.Time { return time.Now().Add(-runs.Backoff(1) + 25*time.Second) }
+	behind := func() time.Time { return time.Now().Add(-runs.Backoff(1) + 45*time.Second) }
 	s := webtest.Start(t, webtest.WithDeploys(d), func(*web.Deps) { d.Service.Now, d.Service.Runner.Now = behind, behind })
 	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
 	admin := s.SignInLocal(t)
@@ -149,12 +148,13 @@ func TestBrowserCertificateRetryCountsDownOnTheRunPage(t *testing.T) {
 		}
 	}
 	dns.Set("wiki.test", "127.0.0.1")
-	d.Faults.Set(func(f *runs.Faults) { f.Issuance = map[string]string{"wiki.test": "403 urn:ietf:params:acme:error:unauthorized"} })
+	d.Faults.Set(func(f *runs.Faults) {
+		f.Issuance = map[string]string{"wiki.test": "403 urn:ietf:params:acme:error:unauthorized"}
+	})
 	const envPath = "/projects/team-wiki/environments/production"
 	resp, _ := s.PostForm(t, admin, envPath+"/deploys", url.Values{})
 	runPath := resp.Header.Get("Location")
 	waitForRun(t, s, admin, runPath)
-
 	b := browsertest.NewFor(t, 3*time.Minute)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
 	b.Do(chromedp.Navigate(s.URL+runPath), chromedp.WaitVisible(chromedp.CSS(`[data-checkpoint-kind="issue-tls"] .tls-wait time[data-countdown]`)))
@@ -169,11 +169,6 @@ func TestBrowserCertificateRetryCountsDownOnTheRunPage(t *testing.T) {
 	b.Screenshot("run-cert-retry-countdown")
 	waitText(t, b, "the retry countdown to tick", countdown, func(s string) bool { return s != first })
 	waitText(t, b, "checking…", countdown, func(s string) bool { return s == "checking…" })
-
-	b.Do(chromedp.Navigate(s.URL+envPath), chromedp.WaitVisible(chromedp.CSS(`#tls`)))
-	if got := b.Text(`#tls`); !strings.Contains(got, "next retry at") {
-		t.Errorf("the certificates card says %q, want the retry with its countdown", got)
-	}
 }
 
 // TestBrowserShowsTheConnectionState: when the stream of a real run page is
@@ -219,7 +214,8 @@ func TestBrowserShowsTheConnectionState(t *testing.T) {
 	if role := browsertest.Eval[string](b, `document.querySelector("#live-banner").getAttribute("role")`); role != "status" {
 		t.Errorf("the banner's role = %q, want status", role)
 	}
-	if top := browsertest.Eval[float64](b, `document.querySelector("#live-banner").getBoundingClientRect().top`); top < 0 || top > 40 {
+	// At the top of the viewport, just below the sticky top bar.
+	if top := browsertest.Eval[float64](b, `document.querySelector("#live-banner").getBoundingClientRect().top`); top < 0 || top > 100 {
 		t.Errorf("the banner (%q) is %.0f px from the top of the viewport, want at the top", got, top)
 	}
 	waitText(t, b, "the stale state", "[data-stale-note]", func(s string) bool { return strings.HasPrefix(s, "· last known ") })
