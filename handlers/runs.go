@@ -91,10 +91,39 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 	if !m.Run.Finished {
 		m.Chrome.Refresh = 3
 	}
+	var certs map[string]store.Certificate
 	for _, cp := range cps {
-		m.Checkpoints = append(m.Checkpoints, views.NewCheckpointView(env, run, cp, now))
+		v := views.NewCheckpointView(env, run, cp, now)
+		if v.TLS != nil && cp.Kind == runs.KindIssueTLS && v.TLS.Domain != "" {
+			// What to do about a domain still DNS pending, by its current
+			// state (not the checkpoint's).
+			if certs == nil {
+				if certs, err = h.certificates(r, env); err != nil {
+					return err
+				}
+			}
+			if c, ok := certs[v.TLS.Domain]; ok && dnsPending(c) {
+				if v.DNS, err = dnsPendingView(r.Context(), h.DB, h.Runs, env, c, now, role.Includes(store.RoleDeployer), run.ID); err != nil {
+					return err
+				}
+			}
+		}
+		m.Checkpoints = append(m.Checkpoints, v)
 	}
 	return Render(w, r, http.StatusOK, views.Run(m))
+}
+
+// certificates returns the environment's certificates by domain.
+func (h *Runs) certificates(r *http.Request, env *store.Environment) (map[string]store.Certificate, error) {
+	list, err := h.DB.Certificates(r.Context(), env.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]store.Certificate, len(list))
+	for _, c := range list {
+		out[c.Domain] = c
+	}
+	return out, nil
 }
 
 // CancelRun asks a run to stop at its next safe point (deployers and admins).
@@ -135,11 +164,11 @@ func (h *Runs) CheckNow(w http.ResponseWriter, r *http.Request) error {
 	case errors.Is(err, runs.ErrCheckUnderWay):
 		h.Flash(r.Context(), "info", fmt.Sprintf("A check of %s's domains is already queued or running, so none was added. "+
 			"A domain that answers here starts its issuance on its own, and this page shows it.", env.Name))
-		return SeeOther(w, r, paths.Environment(env.Project, env.Name))
+		return SeeOther(w, r, checkNowReturn(r, env))
 	case errors.Is(err, runs.ErrCheckStillRunning):
 		h.Flash(r.Context(), "info", fmt.Sprintf("The check of %s's domains is still running: a domain whose addresses stay silent takes up to %d seconds. "+
 			"A domain that answers here starts its issuance on its own, and this page shows it.", env.Name, int(runs.DefaultProbeDeadline.Seconds())))
-		return SeeOther(w, r, paths.Environment(env.Project, env.Name))
+		return SeeOther(w, r, checkNowReturn(r, env))
 	case err != nil:
 		return err
 	}
@@ -163,7 +192,16 @@ func (h *Runs) CheckNow(w http.ResponseWriter, r *http.Request) error {
 		msg = strings.Join(parts, "; ") + "."
 	}
 	h.Flash(r.Context(), "info", msg)
-	return SeeOther(w, r, paths.Environment(env.Project, env.Name))
+	return SeeOther(w, r, checkNowReturn(r, env))
+}
+
+// checkNowReturn is where Check now answers: the run page it was asked from
+// (the form field run), or the environment page.
+func checkNowReturn(r *http.Request, env *store.Environment) string {
+	if id, err := strconv.ParseInt(r.PostForm.Get("run"), 10, 64); err == nil && id > 0 {
+		return paths.Run(env.Project, env.Name, id)
+	}
+	return paths.Environment(env.Project, env.Name)
 }
 
 // notAskedText says how many of a domain's addresses its probe's deadline

@@ -226,6 +226,12 @@ func (s *Service) reconcileEnvironment(ctx context.Context, a store.Actor, args 
 			}
 		}
 		probe := s.Platform.Probe(probeCtx, c.Domain)
+		if probe.Verdict != PointsHere {
+			// The pages count the next automatic check from this probe.
+			if err := s.DB.MarkProbed(ctx, env.ID, c.Domain, s.Now()); err != nil {
+				return nil, err
+			}
+		}
 		res := CheckResult{Domain: c.Domain, Verdict: probe.Verdict, Addresses: len(probe.Addresses), NotAsked: probe.NotAsked}
 		if probe.Verdict == PointsHere && !busy {
 			if res.Run, err = s.arrive(ctx, a, env, c, probe, args.Force); err != nil {

@@ -168,6 +168,7 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 		cfg.FetchCooldown = min(o.PollInterval, 100*time.Millisecond)
 	}
 	if o.ReconcileInterval > 0 {
+		s.ReconcileInterval = o.ReconcileInterval
 		cfg.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(o.ReconcileInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, reconcileInsertOpts() }, nil)}
 	}

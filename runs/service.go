@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"regexp"
 	"slices"
 	"sync"
@@ -32,7 +33,15 @@ type Service struct {
 	// ReconcileDeadline bounds the probes of one environment's reconcile
 	// (default ReconcileDeadline).
 	ReconcileDeadline time.Duration
-	river             *river.Client[pgx.Tx]
+	// ReconcileInterval is how often the periodic reconcile probes deferred
+	// domains again, which pages count down to as the next automatic check
+	// (StartRiver sets it from its options when they turn the reconciler
+	// on; zero or negative: no automatic checks).
+	ReconcileInterval time.Duration
+	// PublicAddresses are the addresses this installation's edge answers
+	// on: the records a DNS-pending domain's owner is asked to create.
+	PublicAddresses []netip.Addr
+	river           *river.Client[pgx.Tx]
 	// stopSupervising ends superviseLeases; supervising waits for it.
 	stopSupervising context.CancelFunc
 	supervising     sync.WaitGroup
@@ -336,4 +345,28 @@ func (s *Service) wake(ctx context.Context, run *store.Run) {
 	if _, err := s.river.JobRetry(ctx, *run.JobID); err != nil {
 		s.Logger.Warn("wake run", "run", run.ID, "err", err)
 	}
+}
+
+// NextAutomaticCheck is when the periodic reconcile probes c again: the
+// next reconcile tick after its last probe, counted in whole intervals so
+// that it lies after now. It is false for an issued certificate, and when
+// the reconciler is off.
+func (s *Service) NextAutomaticCheck(c store.Certificate, now time.Time) (time.Time, bool) {
+	every := s.ReconcileInterval
+	if every <= 0 || c.State == store.CertIssued {
+		return time.Time{}, false
+	}
+	if c.State == store.CertFailed && c.NextRetryAt != nil && c.NextRetryAt.After(now) {
+		// A certificate in backoff waits for its retry, not for a tick.
+		return *c.NextRetryAt, true
+	}
+	from := c.UpdatedAt
+	if c.ProbedAt != nil {
+		from = *c.ProbedAt
+	}
+	next := from.Add(every)
+	if !next.After(now) {
+		next = next.Add(every * (now.Sub(next)/every + 1))
+	}
+	return next, true
 }

@@ -2,6 +2,7 @@ package views
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/skali-dev/studio/paths"
 )
@@ -49,10 +50,11 @@ type BackupStatusView struct {
 	Scheduled bool
 	Cron      string
 	Keep      string
-	// Next is the next fire ("2026-12-02 03:00 UTC"), NextAt the same in
-	// RFC 3339 and NextIn how far off it is when rendered ("in 22h 2m"):
-	// the page's script counts it down.
-	Next, NextAt, NextIn string
+	// Next is the next fire ("2026-12-02 03:00 UTC"), NextAt the same time
+	// and Now when the page was rendered: the page counts down to it
+	// (Countdown).
+	Next        string
+	NextAt, Now time.Time
 	// LastSuccess is when the newest good snapshot was taken, LastAt the
 	// same in RFC 3339 and LastAge how long ago when rendered ("48s"): the
 	// script counts it on.

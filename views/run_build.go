@@ -102,10 +102,13 @@ func newTLSView(cp store.Checkpoint, t *runs.TLSDetail, deferred bool, now time.
 	case t.State != "":
 		tv.State = t.State
 	}
-	if cp.Status == store.CheckpointWaiting && t.NextRetryAt != nil {
-		tv.Wait = "next retry at " + retryText(*t.NextRetryAt, now)
-	} else if t.NextRetryAt != nil && t.State == "failed" {
-		tv.Wait = "next retry at " + retryText(*t.NextRetryAt, now)
+	tv.Now = now
+	if t.NextRetryAt != nil && (cp.Status == store.CheckpointWaiting || t.State == "failed") {
+		tv.Wait = "next retry at " + t.NextRetryAt.UTC().Format("15:04 UTC")
+		tv.WaitAt = *t.NextRetryAt
+	}
+	if cp.Status == store.CheckpointWaiting && t.Deadline != nil {
+		tv.Deadline = *t.Deadline
 	}
 	for _, a := range t.Addresses {
 		tv.Addresses = append(tv.Addresses, AddressView{Address: a.Address, Answer: a.Answer, Here: a.Answer == runs.AnsweredHere})
@@ -141,13 +144,13 @@ func newTLSView(cp store.Checkpoint, t *runs.TLSDetail, deferred bool, now time.
 	}
 	add("Reason", t.LastFailure)
 	if t.NextRetryAt != nil {
-		add("Estimated next retry", retryText(*t.NextRetryAt, now))
+		add("Estimated next retry", humanize.Clock(*t.NextRetryAt))
 	}
 	if t.RateLimitedUntil != nil {
 		add("CA rate limit until", humanize.Time(*t.RateLimitedUntil))
 	}
 	if t.Deadline != nil {
-		add("Rollout deadline", t.Deadline.UTC().Format("15:04 UTC"))
+		add("Rollout deadline", humanize.Clock(*t.Deadline))
 	}
 	if is := t.Issuance; is != nil {
 		add("CertificateRequest", is.CertificateRequest)
@@ -163,13 +166,4 @@ func newTLSView(cp store.Checkpoint, t *runs.TLSDetail, deferred bool, now time.
 	add("Issued for", t.IssuedFor)
 	add("Note", t.Note)
 	return tv
-}
-
-// retryText reads "14:03 UTC (in 52 min)".
-func retryText(at, now time.Time) string {
-	s := at.UTC().Format("15:04 UTC")
-	if d := at.Sub(now); d > 0 {
-		s += " (in " + humanize.Duration(d.Round(time.Minute)) + ")"
-	}
-	return s
 }

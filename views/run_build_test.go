@@ -32,7 +32,7 @@ func TestWaitingCertificateCheckpointShowsTheRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := buf.String()
-	for _, want := range []string{`id="checkpoint-6"`, "next retry at 14:03 UTC (in 52 min)", "attempt 1", "403 urn:ietf:params:acme:error:unauthorized",
+	for _, want := range []string{`id="checkpoint-6"`, "next retry at 14:03 UTC (<time data-countdown datetime=\"2026-03-02T14:03:00Z\" title=\"2026-03-02 14:03:00 UTC\">in 52 min</time>)", "attempt 1", "403 urn:ietf:params:acme:error:unauthorized",
 		"retry at 14:03 UTC", "Consecutive failures", "Estimated next retry"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("checkpoint row lacks %q:\n%s", want, html)

@@ -1,6 +1,9 @@
 package views
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // RunView is a run as its header and the runs lists show it.
 type RunView struct {
@@ -54,6 +57,9 @@ type CheckpointView struct {
 	Details []Setting
 	TLS     *TLSView
 	Error   string
+	// DNS says what to do about the checkpoint's domain while it is DNS
+	// pending (the run page sets it from the certificate's current state).
+	DNS *DNSPendingView
 }
 
 // TLSView is an Issue TLS certificate checkpoint's record.
@@ -65,9 +71,13 @@ type TLSView struct {
 	State     string
 	Addresses []AddressView
 	Attempts  []AttemptView
-	// Wait is the current wait: "next retry at 14:03 UTC (in 52 min)".
-	Wait   string
-	Fields []Setting
+	// Wait is the current wait ("next retry at 14:03 UTC"), until WaitAt,
+	// which the row counts down to from Now; Deadline, when set, is the
+	// rollout deadline a waiting checkpoint gives up at.
+	Wait             string
+	WaitAt, Deadline time.Time
+	Now              time.Time
+	Fields           []Setting
 }
 
 // AddressView is one resolved address and what it answered.
@@ -123,6 +133,10 @@ type ServiceStateView struct {
 	Cert string
 	// Pending: deferred or failed, so Check now applies.
 	Pending bool
+	// DNS says what to do while the domain is DNS pending; RetryAt is a
+	// failed certificate's next retry, counted down from Now.
+	DNS          *DNSPendingView
+	RetryAt, Now time.Time
 }
 
 // DeployPlanPage is the model of the deploy plan.

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -30,6 +31,9 @@ type page struct {
 	wait string
 	// main marks the pages whose screenshots the README shows.
 	main bool
+	// script runs on the page before it is checked (to show a state the
+	// page only reaches over time).
+	script string
 }
 
 // longLine is one long line of a manifest, the kind that once widened the
@@ -46,7 +50,9 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("visits every page four times")
 	}
-	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	// Public addresses: a DNS-pending domain shows the records to create.
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{ReconcileInterval: time.Minute,
+		PublicAddresses: []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8::7")}}))
 	c := s.SignInLocal(t)
 	// The reference's production example in two revisions, one deployed.
 	v1 := exampleManifest(t, "production")
@@ -121,6 +127,15 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 		{name: "deploy-plan", path: env + "/deploys/new?revision=2", main: true},
 		{name: "runs", path: env + "/runs"},
 		{name: "run", path: env + "/runs/1", main: true},
+		// The connection banner and the stale state, as live.js shows them
+		// while the stream is down (TestBrowserShowsTheConnectionState cuts
+		// a real stream).
+		{name: "run-live-paused", path: env + "/runs/1", script: `(() => {
+			const b = document.querySelector("#live-banner"); b.dataset.state = "paused";
+			b.textContent = "Live updates paused \u2014 reconnecting in 4 s\u2026"; b.hidden = false;
+			const st = document.querySelector("#run-status"); st.setAttribute("data-stale", "");
+			const n = document.createElement("span"); n.className = "stale-note"; n.setAttribute("data-stale-note", "");
+			n.textContent = "\u00b7 last known 12s ago"; st.after(n); })()`},
 		{name: "backups", path: env + "/backups", main: true},
 		{name: "admin", path: "/admin"},
 		{name: "audit", path: "/audit", main: true},
@@ -158,6 +173,9 @@ func visitAll(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []p
 						}
 						b.Do(chromedp.Evaluate[chromedp.Void](`document.querySelector(` + strconv.Quote(first) + `).form.requestSubmit()`))
 						b.Do(chromedp.Sleep(300e6), chromedp.WaitVisible(chromedp.CSS(wait)))
+					}
+					if p.script != "" {
+						b.Do(chromedp.WaitReady(chromedp.CSS("#live-banner")), chromedp.Evaluate[chromedp.Void](p.script))
 					}
 					if extra, culprits := b.Overflow(); extra > 0 {
 						t.Errorf("%s at %d px is %d px wider than the screen: %s", p.path, width, extra, culprits)

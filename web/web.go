@@ -252,6 +252,7 @@ func (a *app) routes(https bool) http.Handler {
 			// Projects, revisions, environments, values.
 			projects := handlers.NewProjects(a.base)
 			environments := handlers.NewEnvironments(a.base, a.deps.Vault)
+			environments.Runs = a.deps.Runs
 			values := handlers.NewValues(a.base, a.deps.Vault)
 			r.Get("/projects/new", a.handle(projects.ShowNewProjectPage))
 			r.Post("/projects", a.handle(projects.CreateProject))

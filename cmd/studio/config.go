@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +38,10 @@ type Config struct {
 	ShutdownTimeout    time.Duration
 	MetricsAddr        string
 	TrustedProxies     string
+	PublicAddresses    string
 
+	// publicAddresses is PublicAddresses read as addresses.
+	publicAddresses []netip.Addr
 	// trustedProxies is TrustedProxies read as address ranges.
 	trustedProxies []netip.Prefix
 }
@@ -66,6 +70,7 @@ func (c *Config) settings() []setting {
 		{"local-step-delay", "STUDIO_LOCAL_STEP_DELAY", "how long each simulated step of the local platform takes", &c.LocalStepDelay, "1s"},
 		{"dns-server", "STUDIO_DNS_SERVER", "host:port of the DNS server that resolves route domains (default: the system resolver)", &c.DNSServer, ""},
 		{"edge-port", "STUDIO_EDGE_PORT", "port on which probes and ACME challenges reach a domain's addresses", &c.EdgePort, "80"},
+		{"public-addresses", "STUDIO_PUBLIC_ADDRESSES", "comma-separated IP addresses this installation's edge answers on: the A/AAAA records a DNS-pending domain is asked to point at (empty: pages say to set this)", &c.PublicAddresses, ""},
 		{"reconcile-interval", "STUDIO_RECONCILE_INTERVAL", "how often deferred and failed domains are probed again", &c.ReconcileInterval, "1m"},
 		{"local-faults", "STUDIO_LOCAL_FAULTS", "JSON file of faults the local platform injects (demos)", &c.LocalFaults, ""},
 		{"run-rescue-after", "STUDIO_RUN_RESCUE_AFTER", "last resort for a job River itself lost: how long it may look running before another process resumes it", &c.RunRescueAfter, "15m"},
@@ -135,7 +140,41 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 		return err
 	}
 	c.trustedProxies = proxies
+	if c.publicAddresses, err = parsePublicAddresses(c.PublicAddresses); err != nil {
+		return err
+	}
 	return nil
+}
+
+// maxPublicAddresses bounds --public-addresses: an edge answers on a few.
+const maxPublicAddresses = 16
+
+// parsePublicAddresses reads a comma-separated list of IP addresses
+// ("203.0.113.7, 2001:db8::7"), without duplicates.
+func parsePublicAddresses(list string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(item)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("--public-addresses: %q is not an IP address such as 203.0.113.7 or 2001:db8::7", item)
+		}
+		a = a.Unmap()
+		if a.IsUnspecified() || a.IsMulticast() {
+			return nil, fmt.Errorf("--public-addresses: %s cannot be a DNS record's address", a)
+		}
+		if slices.Contains(out, a) {
+			continue
+		}
+		if len(out) == maxPublicAddresses {
+			return nil, fmt.Errorf("--public-addresses: at most %d addresses", maxPublicAddresses)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // parseTrustedProxies reads a comma-separated list of addresses and CIDR

@@ -113,6 +113,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	runService := runs.NewService(db.DB, vault, local, time.Now, logger)
+	runService.PublicAddresses = cfg.publicAddresses
 	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter,
 		Lease: cfg.RunLease}); err != nil {
 		return err
