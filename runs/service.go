@@ -205,7 +205,7 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 		return nil, &DeployRefusal{Field: "public_value", Message: fmt.Sprintf(
 			"Only an admin of %s can deploy a hostname built from %s, which the project also uses outside hostnames: hostnames are public (DNS, certificates, logs).",
 			env.Name, joinNames(dp.PublicValueNames()))}
-	case dp.Redeploy && !req.Redeploy && dp.Release == nil:
+	case dp.Redeploy && !req.Redeploy && dp.Release == nil && len(dp.ValueChanges) == 0:
 		return nil, &DeployRefusal{Field: "redeploy", Message: fmt.Sprintf("Revision %d is already active. Tick redeploy to deploy it again.", dp.To.Number)}
 	case dp.NeedsConfirmation() && req.Confirm != env.Name:
 		return nil, &DeployRefusal{Field: "confirm", Message: fmt.Sprintf("This deploy destroys data. Type the environment's name, %s, to confirm.", env.Name)}

@@ -1063,7 +1063,7 @@ func DeployPlan(m DeployPlanPage) templ.Component {
 						}
 					}
 				}
-				if m.Redeploy {
+				if m.Redeploy && len(m.ValueChanges) == 0 {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 115, "<div class=\"field\"><label><input type=\"checkbox\" name=\"redeploy\" value=\"1\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
