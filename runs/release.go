@@ -126,7 +126,7 @@ type RollbackPlan struct {
 	// active revision no longer has: they are created again, empty.
 	ComeBackEmpty []string
 	// ReleaseCommandsSince are the release commands deploys ran since the
-	// release ("web (revision 3)"): their effects stay.
+	// release ("web in revision 3"): their effects stay.
 	ReleaseCommandsSince []string
 	values               []store.NameVersion
 }
@@ -275,7 +275,7 @@ func (s *Service) PlanRollback(ctx context.Context, env *store.Environment, runI
 }
 
 // releaseCommandsSince names the release commands that successful deploys
-// after run runID ran, as "app (revision N)".
+// after run runID ran, as "app in revision N".
 func (s *Service) releaseCommandsSince(ctx context.Context, env *store.Environment, runID int64) ([]string, error) {
 	recent, err := s.DB.Runs(ctx, env.ID, 200)
 	if err != nil {
@@ -301,7 +301,7 @@ func (s *Service) releaseCommandsSince(ctx context.Context, env *store.Environme
 		}
 		for _, app := range slices.Sorted(maps.Keys(def.Applications)) {
 			if def.Applications[app].Deployment.ReleaseCommand != nil {
-				if s := fmt.Sprintf("%s (revision %d)", app, r.Revision); !slices.Contains(out, s) {
+				if s := fmt.Sprintf("%s in revision %d", app, r.Revision); !slices.Contains(out, s) {
 					out = append(out, s)
 				}
 			}

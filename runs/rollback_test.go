@@ -78,7 +78,7 @@ func TestRollbackDeploysTheReleaseRevisionWithItsValueVersions(t *testing.T) {
 	if !slices.Equal(dp.Release.ComeBackEmpty, []string{"bucket attachments"}) {
 		t.Fatalf("come back empty: %q, want the removed bucket", dp.Release.ComeBackEmpty)
 	}
-	if !slices.Equal(dp.Release.ReleaseCommandsSince, []string{"web (revision 2)"}) {
+	if !slices.Equal(dp.Release.ReleaseCommandsSince, []string{"web in revision 2"}) {
 		t.Fatalf("release commands since: %q", dp.Release.ReleaseCommandsSince)
 	}
 	if !dp.CanStart() {

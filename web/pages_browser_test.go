@@ -170,7 +170,7 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 
 	// About a hundred page visits, each checked by axe-core: a few minutes
 	// on a busy two-core machine.
-	b := browsertest.NewFor(t, 8*time.Minute)
+	b := browsertest.NewFor(t, 10*time.Minute)
 	// The sign-in page first, before signing in.
 	visitAll(t, b, s, []page{{name: "login", path: "/login"}})
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
