@@ -216,6 +216,9 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 	if m.Danger, err = h.EnvironmentDangerZone(ctx, env, role); err != nil {
 		return err
 	}
+	if m.Live, err = h.environmentLive(ctx, env, role, shown); err != nil {
+		return err
+	}
 	return Render(w, r, http.StatusOK, views.Environment(m))
 }
 

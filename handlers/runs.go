@@ -31,7 +31,7 @@ const RunsPageSize = 100
 // ShowRunsPage lists the environment's runs (any role), newest first, a
 // page at a time: ?before=N lists the runs older than run N.
 func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
-	env, _, err := h.Environment(r, store.RoleViewer)
+	env, role, err := h.Environment(r, store.RoleViewer)
 	if err != nil {
 		return err
 	}
@@ -56,8 +56,16 @@ func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
 		m.NewestURL = paths.Runs(env.Project, env.Name)
 	}
 	now := h.DB.Now()
+	active, err := h.DB.ActiveRelease(r.Context(), env.ID)
+	if err != nil {
+		return err
+	}
 	for i := range list {
-		m.Runs = append(m.Runs, views.NewRunView(env, &list[i], now, false))
+		rv := views.NewRunView(env, &list[i], now, false)
+		if role.Includes(store.RoleDeployer) {
+			rv.RollbackHref = rollbackHref(env, &list[i], active)
+		}
+		m.Runs = append(m.Runs, rv)
 	}
 	return Render(w, r, http.StatusOK, views.Runs(m))
 }
@@ -211,4 +219,16 @@ func notAskedText(res runs.CheckResult) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%d of its %d addresses were not asked before the probe's deadline)", res.NotAsked, res.Addresses)
+}
+
+// rollbackHref is the plan of rolling back to run's release when run is an
+// earlier successful deploy (not the active release), else "".
+func rollbackHref(env *store.Environment, run *store.Run, active *store.Release) string {
+	if run.Kind != "deploy" || (run.Status != store.RunSucceeded && run.Status != store.RunSucceededWithWarnings) || run.RevisionID == nil {
+		return ""
+	}
+	if active != nil && active.RunID == run.ID {
+		return ""
+	}
+	return paths.RollbackPlan(env.Project, env.Name, run.ID)
 }

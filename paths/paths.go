@@ -150,3 +150,19 @@ func EnvironmentEvents(project, env string) string { return Environment(project,
 
 // Backups is an environment's backups page (and where a snapshot is taken).
 func Backups(project, env string) string { return Environment(project, env) + "/backups" }
+
+// RollbackPlan is the plan of rolling back to the release of an earlier
+// successful deploy (run runID): its revision and value versions.
+func RollbackPlan(project, env string, runID int64) string {
+	return Environment(project, env) + "/deploys/new?release=" + strconv.FormatInt(runID, 10)
+}
+
+// EnvironmentLive is the environment page's live parts (state, what runs,
+// what changed since, releases), re-fetched by the page's script when the
+// environment's stream brings an event.
+func EnvironmentLive(project, env string) string { return Environment(project, env) + "/live" }
+
+// ValueRestore restores an earlier version of a value as its next version.
+func ValueRestore(project, env, name string) string {
+	return Values(project, env) + "/" + name + "/restore"
+}

@@ -124,6 +124,10 @@ type RiverOptions struct {
 	// "executor lost" and taken over by a live process that long after its
 	// last renewal, plus at most a quarter of it.
 	Lease time.Duration
+	// ValueRetention is how long earlier value versions are kept after a
+	// newer one replaced it (default store.DefaultValueRetention); they are
+	// pruned hourly, always keeping store.KeptValueVersions of each name.
+	ValueRetention time.Duration
 }
 
 // StartRiver starts the River client that executes runs and reconciles:
@@ -181,6 +185,9 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(every,
 			func() (river.JobArgs, *river.InsertOpts) { return BackupScheduleArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
+	river.AddWorker(workers, &valueRetentionWorker{service: s, retention: o.ValueRetention})
+	cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+		func() (river.JobArgs, *river.InsertOpts) { return ValueRetentionArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	client, err := river.NewClient(riverpgxv5.New(s.DB.Pool), cfg)
 	if err != nil {
 		return fmt.Errorf("runs: river: %w", err)

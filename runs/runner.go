@@ -556,6 +556,10 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		}
 		var missing []string
 		for _, n := range contract.Required {
+			if rc.run.ReleaseOf != nil {
+				// A rollback checks its own release (applyRelease).
+				break
+			}
 			if !slices.ContainsFunc(stored, func(s store.StoredValue) bool { return s.Name == n }) {
 				missing = append(missing, n)
 			}
@@ -572,6 +576,9 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 				}
 				return stepResult{}, err
 			}
+		}
+		if rc.run.Kind == "deploy" {
+			return r.applyRelease(ctx, rc, contract, ok, fail)
 		}
 		return ok(), nil
 	case KindProvisionDatabase:

@@ -74,6 +74,12 @@ type DeployPlan struct {
 	resolved map[string]store.ResolvedHost
 	// Latest is the project's newest revision number.
 	Latest int
+	// ValueChanges are the values set, changed or deleted since the active
+	// deploy, by name and version: the deploy applies them. Empty when the
+	// active deploy recorded no release, and on a rollback (see Release).
+	ValueChanges []store.ValueChange
+	// Release is the earlier deploy a rollback deploys again; nil otherwise.
+	Release *RollbackPlan
 }
 
 // PlanDeploy plans a deploy of revision number (0: the latest) to env.
@@ -138,6 +144,9 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 			dp.Refused = append(dp.Refused, fmt.Sprintf("The values of %s (%s) do not make a hostname.", h.Route, h.Expression))
 		}
 	}
+	if dp.ValueChanges, err = s.valueChangesSinceActive(ctx, env, dp); err != nil {
+		return nil, err
+	}
 	return dp, nil
 }
 
@@ -153,6 +162,9 @@ type DeployRequest struct {
 	// publish, in a hostname, values the project also uses outside
 	// hostnames (DeployPlan.PublicValues).
 	ConfirmPublicValue string
+	// Release is the run id of an earlier successful deploy to roll back
+	// to: its revision and its value versions (0: not a rollback).
+	Release int64
 }
 
 // DeployRefusal is a deploy that cannot start as asked, with the form
@@ -175,7 +187,13 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 	if env.State != store.EnvironmentActive {
 		return nil, &DeployRefusal{Message: fmt.Sprintf("The environment is %s; deploys wait until it is active again.", env.State)}
 	}
-	dp, err := s.PlanDeploy(ctx, env, req.Revision)
+	var dp *DeployPlan
+	var err error
+	if req.Release != 0 {
+		dp, err = s.PlanRollback(ctx, env, req.Release)
+	} else {
+		dp, err = s.PlanDeploy(ctx, env, req.Revision)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +214,7 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 		return nil, &DeployRefusal{Field: "public_value", Message: fmt.Sprintf(
 			"Only an admin of %s can deploy a hostname built from %s, which the project also uses outside hostnames: hostnames are public (DNS, certificates, logs).",
 			env.Name, joinNames(dp.PublicValueNames()))}
-	case dp.Redeploy && !req.Redeploy:
+	case dp.Redeploy && !req.Redeploy && dp.Release == nil && len(dp.ValueChanges) == 0:
 		return nil, &DeployRefusal{Field: "redeploy", Message: fmt.Sprintf("Revision %d is already active. Tick redeploy to deploy it again.", dp.To.Number)}
 	case dp.NeedsConfirmation() && req.Confirm != env.Name:
 		return nil, &DeployRefusal{Field: "confirm", Message: fmt.Sprintf("This deploy destroys data. Type the environment's name, %s, to confirm.", env.Name)}
@@ -222,6 +240,17 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 	if dp.From != nil {
 		nr.FromRevisionID = &dp.From.ID
 		nr.AuditDetail["from_revision"] = dp.From.Number
+	}
+	if rp := dp.Release; rp != nil {
+		nr.AuditDetail["release"] = rp.RunID
+		if rp.Recorded {
+			nr.ReleaseOf, nr.Release = &rp.RunID, rp.values
+			versions := make([]map[string]any, 0, len(rp.values))
+			for _, nv := range rp.values {
+				versions = append(versions, map[string]any{"name": nv.Name, "version": nv.Version})
+			}
+			nr.AuditDetail["values"] = versions
+		}
 	}
 	return s.DB.CreateRun(ctx, a, env, nr)
 }

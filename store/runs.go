@@ -75,13 +75,16 @@ type Run struct {
 	// executing it stopped renewing it (killed, or cut off from the
 	// database). It is cleared when a live process takes the run over.
 	ExecutorLostAt *time.Time
+	// ReleaseOf is the earlier deploy whose release this rollback deploys
+	// again (its revision and value versions).
+	ReleaseOf *int64
 }
 
 // scanTargets are the destinations of runColumns, in order.
 func (r *Run) scanTargets() []any {
 	return []any{&r.ID, &r.EnvironmentID, &r.Kind, &r.Status, &r.Reason, &r.CancelRequested, &r.RevisionID, &r.FromRevisionID,
 		&r.Revision, &r.FromRevision, &r.CreatedBy, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.JobID, &r.Detail, &r.LastSeq,
-		&r.ExecutorLostAt}
+		&r.ExecutorLostAt, &r.ReleaseOf}
 }
 
 // Checkpoint is one step of a run.
@@ -118,6 +121,10 @@ type NewRun struct {
 	// ExclusiveDeploy refuses the run while a deploy or a restore of the
 	// environment is unfinished.
 	ExclusiveDeploy bool
+	// ReleaseOf and Release make the run a rollback: the release of that
+	// earlier deploy (its value versions) is fixed as this run's own.
+	ReleaseOf *int64
+	Release   []NameVersion
 	// Enqueue inserts the job that executes the run inside the same
 	// transaction and returns its id; nil for a run recorded whole.
 	Enqueue func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error)
@@ -173,6 +180,14 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 			env.ID, nr.Kind, nr.RevisionID, nr.FromRevisionID, a.userID(), db.Now(), detail).Scan(&id); err != nil {
 			return err
 		}
+		if nr.ReleaseOf != nil {
+			if _, err := tx.Exec(ctx, `UPDATE runs SET release_of = $2 WHERE id = $1`, id, *nr.ReleaseOf); err != nil {
+				return err
+			}
+			if err := pinRelease(ctx, tx, id, nr.Release); err != nil {
+				return err
+			}
+		}
 		rows := make([][]any, len(nr.Checkpoints))
 		for i, c := range nr.Checkpoints {
 			d, err := json.Marshal(orEmpty(c.Detail))
@@ -226,7 +241,7 @@ var runColumns = `r.id, r.environment_id, r.kind, r.status, r.reason, r.cancel_r
 	COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
 	COALESCE((SELECT number FROM revisions WHERE id = r.from_revision_id), 0),
 	` + displayNameOf("r.created_by") + `,
-	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail, r.last_seq, r.executor_lost_at`
+	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail, r.last_seq, r.executor_lost_at, r.release_of`
 
 func scanRun(row pgx.Row) (*Run, error) {
 	var r Run

@@ -40,6 +40,9 @@ type RunView struct {
 	// (since ExecutorLostAt, a clock time) and a live process resumes it.
 	ExecutorLost   bool
 	ExecutorLostAt string
+	// RollbackHref, on the runs list, is the plan of rolling back to this
+	// earlier successful deploy's release ("" when not offered).
+	RollbackHref string
 }
 
 // CheckpointView is one checkpoint row of a run page.
@@ -173,6 +176,11 @@ type DeployPlanPage struct {
 	RedeployChecked   bool
 	// ConfirmPublicValue is what was typed to publish PublicValues.
 	ConfirmPublicValue string
+	// ValueChanges are the values set, changed or deleted since the active
+	// deploy, which this deploy applies (names and versions only).
+	ValueChanges []ValueChangeView
+	// Release is the earlier deploy a rollback deploys again; nil otherwise.
+	Release *RollbackView
 }
 
 // PublicValueView is a value a hostname would publish, by name.

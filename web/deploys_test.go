@@ -93,7 +93,7 @@ func TestDeployFromThePlanToTheRunPage(t *testing.T) {
 		t.Fatal("a finished run's page still refreshes itself")
 	}
 	status, page = s.Get(t, c, envPath)
-	if status != 200 || !strings.Contains(page, "Runs revision 1") || !strings.Contains(page, `data-service-state="issued"`) {
+	if status != 200 || !strings.Contains(page, "running revision 1") || !strings.Contains(page, `data-service-state="issued"`) {
 		t.Fatalf("environment page after the deploy: %d\n%s", status, pageMain(page))
 	}
 	status, page = s.Get(t, c, envPath+"/runs")

@@ -158,6 +158,10 @@ var routeTable = []routeCase{
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/values/prune", path: "/projects/hello-world/environments/production/values/prune", allow: prodAdmins},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/values/{name}/delete",
 		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/delete", allow: prodAdmins, ok: []int{http.StatusNotFound}},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/values/{name}/restore",
+		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/restore", form: url.Values{"version": {"1"}},
+		allow: prodAdmins, ok: []int{http.StatusNotFound, http.StatusConflict}},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/live", path: "/projects/hello-world/environments/production/live", allow: prodViewers},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/values/{name}/delete",
 		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/delete", allow: prodAdmins, ok: []int{http.StatusNotFound}},
 

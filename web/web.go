@@ -261,6 +261,7 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/revisions", a.handle(projects.AddRevision))
 			r.Post("/projects/{project}/environments", a.handle(environments.CreateEnvironment))
 			r.Get("/projects/{project}/environments/{env}", a.handle(environments.ShowEnvironmentPage))
+			r.Get("/projects/{project}/environments/{env}/live", a.handle(environments.ShowEnvironmentLive))
 			r.Get("/projects/{project}/environments/{env}/values", a.handle(values.ShowValuesPage))
 			r.Post("/projects/{project}/environments/{env}/values", a.handle(values.SetValue))
 			r.Post("/projects/{project}/environments/{env}/values/import", a.handle(values.ImportValues))
@@ -268,6 +269,7 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/environments/{env}/values/prune", a.handle(values.PruneValues))
 			r.Get("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.ShowDeleteValuePage))
 			r.Post("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.DeleteValue))
+			r.Post("/projects/{project}/environments/{env}/values/{name}/restore", a.handle(values.RestoreValue))
 
 			// Deploys, runs, Check now.
 			deploys := handlers.NewDeploys(a.base, a.deps.Runs)

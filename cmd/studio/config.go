@@ -32,6 +32,7 @@ type Config struct {
 	DNSServer          string
 	EdgePort           int
 	ReconcileInterval  time.Duration
+	ValueRetention     time.Duration
 	LocalFaults        string
 	RunRescueAfter     time.Duration
 	RunLease           time.Duration
@@ -72,6 +73,7 @@ func (c *Config) settings() []setting {
 		{"edge-port", "STUDIO_EDGE_PORT", "port on which probes and ACME challenges reach a domain's addresses", &c.EdgePort, "80"},
 		{"public-addresses", "STUDIO_PUBLIC_ADDRESSES", "comma-separated IP addresses this installation's edge answers on: the A/AAAA records a DNS-pending domain is asked to point at (empty: pages say to set this)", &c.PublicAddresses, ""},
 		{"reconcile-interval", "STUDIO_RECONCILE_INTERVAL", "how often deferred and failed domains are probed again", &c.ReconcileInterval, "1m"},
+		{"value-retention", "STUDIO_VALUE_RETENTION", "how long an earlier version of a value is kept (encrypted, for rollbacks and restores) after a newer one replaced it; the last 5 earlier versions of each name are kept whatever their age", &c.ValueRetention, "720h"},
 		{"local-faults", "STUDIO_LOCAL_FAULTS", "JSON file of faults the local platform injects (demos)", &c.LocalFaults, ""},
 		{"run-rescue-after", "STUDIO_RUN_RESCUE_AFTER", "last resort for a job River itself lost: how long it may look running before another process resumes it", &c.RunRescueAfter, "15m"},
 		{"run-lease", "STUDIO_RUN_LEASE", "how long a run's executor may go without renewing its lease before the run shows \"executor lost\" and a live process takes it over", &c.RunLease, "20s"},

@@ -371,4 +371,38 @@
   }
 
   streams.forEach(follow);
+
+  // The environment page's live parts (state, what it runs, a deploy in
+  // progress, values changed since, releases): when its stream brings an
+  // event, fetch them again from #env-live-head[data-refresh] and replace
+  // each element of the answer's ids. One fetch at a time; events that
+  // arrive meanwhile cause one more.
+  function refreshEnvironmentParts() {
+    var head = document.getElementById("env-live-head");
+    var src = head && head.getAttribute("data-refresh");
+    if (!src) return;
+    var busy = false, again = false;
+    function refresh() {
+      if (busy) { again = true; return; }
+      busy = true;
+      fetch(src, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (res) { return res.ok ? res.text() : null; })
+        .then(function (html) {
+          if (html === null) return;
+          var t = document.createElement("template");
+          t.innerHTML = html;
+          Array.prototype.slice.call(t.content.children).forEach(function (part) {
+            var old = part.id && document.getElementById(part.id);
+            if (old) old.replaceWith(part);
+          });
+        })
+        .catch(function () {})
+        .then(function () {
+          busy = false;
+          if (again) { again = false; refresh(); }
+        });
+    }
+    document.addEventListener("studio:event", refresh);
+  }
+  refreshEnvironmentParts();
 })();
