@@ -33,6 +33,8 @@ type Service struct {
 	// (default ReconcileDeadline).
 	ReconcileDeadline time.Duration
 	river             *river.Client[pgx.Tx]
+	// webhooks are the delivery options StartRiver was given.
+	webhooks *WebhookOptions
 	// stopSupervising ends superviseLeases; supervising waits for it.
 	stopSupervising context.CancelFunc
 	supervising     sync.WaitGroup

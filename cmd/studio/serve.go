@@ -114,7 +114,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	runService := runs.NewService(db.DB, vault, local, time.Now, logger)
 	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter,
-		Lease: cfg.RunLease}); err != nil {
+		Lease: cfg.RunLease, Webhooks: runs.WebhookOptions{PublicURL: cfg.PublicURL}}); err != nil {
 		return err
 	}
 	// stopRuns stops taking runs and lets the running ones reach a safe
