@@ -309,6 +309,17 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/environments/{env}/backups/{backup}/restore", a.handle(backups.Restore))
 			r.Get("/projects/{project}/environments/{env}/backups/{backup}/remove", a.handle(backups.ShowRemovePage))
 			r.Post("/projects/{project}/environments/{env}/backups/{backup}/remove", a.handle(backups.Remove))
+			// Signed webhooks (issue 27): an environment's endpoints (its
+			// admins), those of every environment (installation admins).
+			webhooks := handlers.NewWebhooks(a.base, a.deps.Vault, https)
+			for _, base := range []string{"/projects/{project}/environments/{env}/webhooks", "/admin/webhooks"} {
+				r.Get(base, a.handle(webhooks.ShowWebhooksPage))
+				r.Post(base, a.handle(webhooks.AddWebhookEndpoint))
+				r.Post(base+"/{id}/delete", a.handle(webhooks.DeleteWebhookEndpoint))
+				r.Post(base+"/{id}/disable", a.handle(webhooks.DisableWebhookEndpoint))
+				r.Post(base+"/{id}/enable", a.handle(webhooks.EnableWebhookEndpoint))
+				r.Post(base+"/deliveries/{delivery}/redeliver", a.handle(webhooks.Redeliver))
+			}
 		})
 	})
 	return r
