@@ -205,7 +205,9 @@ func (a *app) routes(https bool) http.Handler {
 	// Event stream websockets read the session without saving it, so they
 	// sit outside LoadAndSave (web/ws.go); they check the Origin themselves.
 	streams := newStreams(a)
-	r.Get("/projects/{project}/environments/{env}/runs/{run}/events", a.handle(streams.streamRunEvents))
+	// A run's stream also accepts an API token (web/streamtoken.go).
+	streamTokens := handlers.NewSignInLimiter(a.deps.APIRequests.Burst, a.deps.APIRequests.Every)
+	r.With(bearerStreams(a.authenticateToken(streamTokens))).Get("/projects/{project}/environments/{env}/runs/{run}/events", a.handle(streams.streamRunEvents))
 	r.Get("/projects/{project}/environments/{env}/events", a.handle(streams.streamEnvironmentEvents))
 
 	r.Group(func(r chi.Router) {
