@@ -2,8 +2,15 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -98,4 +105,94 @@ func TestBrowserAddsAWebhookAndSeesItsSecretOnce(t *testing.T) {
 		t.Errorf("at 390 px the page is %d px too wide: %s", extra, culprits)
 	}
 	b.Screenshot("webhooks-admin-390")
+}
+
+// TestBrowserWebhookDeliveriesOfARealDeploy: a deploy executed by River
+// reaches a receiver that answers 200 (succeeded, one attempt) and one that
+// answers 500 (retrying, its answer shown); Redeliver sends a finished
+// delivery again with the same webhook-id.
+func TestBrowserWebhookDeliveriesOfARealDeploy(t *testing.T) {
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	s.CreateEnvironment(t, "name: plain\napplications:\n  api:\n    image: ghcr.io/acme/api:1\n", "production")
+	admin := s.SignInLocal(t)
+	var mu sync.Mutex
+	ids := map[string]int{}
+	var links []string
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Data struct{ URL string } }
+		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body)
+		mu.Lock()
+		ids[r.Header.Get("webhook-id")]++
+		links = append(links, body.Data.URL)
+		mu.Unlock()
+	}))
+	t.Cleanup(ok.Close)
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(failing.Close)
+	const page = "/projects/plain/environments/production/webhooks"
+	for _, ep := range []url.Values{
+		{"url": {ok.URL + "/studio"}, "events": {"deploy.started", "deploy.succeeded", "deploy.failed"}, "format": {"standard"}},
+		{"url": {failing.URL + "/hooks/chat"}, "events": {"deploy.succeeded"}, "format": {"slack"}},
+	} {
+		if resp, body := s.PostForm(t, admin, page, ep); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("add endpoint = %d\n%s", resp.StatusCode, pageMain(body))
+		}
+	}
+	resp, _ := s.PostForm(t, admin, "/projects/plain/environments/production/deploys", url.Values{})
+	waitForRun(t, s, admin, resp.Header.Get("Location"))
+	for range 600 {
+		_, body := s.Get(t, admin, page)
+		if strings.Count(body, `data-delivery-status="succeeded"`) == 2 && strings.Count(body, `data-delivery-status="retrying"`) == 1 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b := browsertest.New(t)
+	b.Emulate(1280, "light")
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS(`[data-delivery-status="retrying"]`)))
+	if got := b.Text(`[data-delivery-status="retrying"]`); !strings.Contains(got, "500") || !strings.Contains(got, "The endpoint answered 500 Internal Server Error.") {
+		t.Errorf("the failing endpoint's delivery reads %q, want its 500 answer", got)
+	}
+	if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-delivery-status="succeeded"]').length`); n != 2 {
+		t.Errorf("%d succeeded deliveries shown, want 2 (started, succeeded)", n)
+	}
+	b.Screenshot("webhooks-1280-light")
+	if v := b.Axe([]string{"wcag2a", "wcag2aa"}); len(v) > 0 {
+		t.Errorf("accessibility: %v", v)
+	}
+	b.Do(
+		chromedp.Click(chromedp.CSS(`[data-delivery-status="succeeded"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+	)
+	var twice bool
+	for range 600 {
+		mu.Lock()
+		for _, n := range ids {
+			twice = twice || n == 2
+		}
+		mu.Unlock()
+		if twice {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !twice {
+		t.Errorf("Redeliver did not send a delivery again with its webhook-id: %v", ids)
+	}
+	mu.Lock()
+	for _, l := range links {
+		if !strings.HasPrefix(l, s.URL+"/projects/plain/environments/production/runs/") {
+			t.Errorf("a body links to %q, want the run's page on the Studio's public URL", l)
+		}
+	}
+	mu.Unlock()
+	b.Emulate(390, "light")
+	b.Do(chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`[data-delivery]`)))
+	if extra, culprits := b.Overflow(); extra > 0 {
+		t.Errorf("at 390 px the page is %d px too wide: %s", extra, culprits)
+	}
+	b.Screenshot("webhooks-390-light")
 }
