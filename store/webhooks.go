@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -223,7 +224,7 @@ func (v *Vault) CreateWebhookEndpoint(ctx context.Context, a Actor, env *Environ
 			return err
 		}
 		e := a.event("webhook.created")
-		e.Target = n.URL
+		e.Target = webhookAuditTarget(n.URL)
 		e.Detail = map[string]any{"endpoint": id, "events": n.Events, "format": n.Format}
 		if env != nil {
 			e.Project, e.Environment, e.EnvironmentID = env.Project, env.Name, &env.ID
@@ -289,9 +290,24 @@ func (db *DB) WebhookEndpoints(ctx context.Context, envID int64) ([]WebhookEndpo
 	return out, nil
 }
 
+// webhookAuditTarget is an endpoint's URL as the audit log names it: its
+// scheme and host only, since chat services put their credential in the
+// path (https://hooks.slack.com/services/T…/B…/SECRET).
+func webhookAuditTarget(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "webhook endpoint"
+	}
+	t := u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		t += "/…"
+	}
+	return t
+}
+
 func webhookAudit(a Actor, action string, w *WebhookEndpoint) AuditEvent {
 	e := a.event(action)
-	e.Target = w.URL
+	e.Target = webhookAuditTarget(w.URL)
 	e.Detail = map[string]any{"endpoint": w.ID}
 	if w.EnvironmentID != nil {
 		e.Project, e.Environment, e.EnvironmentID = w.Project, w.Environment, w.EnvironmentID
