@@ -123,6 +123,8 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 		{name: "run", path: env + "/runs/1", main: true},
 		{name: "backups", path: env + "/backups", main: true},
 		{name: "admin", path: "/admin"},
+		{name: "webhooks", path: env + "/webhooks"},
+		{name: "webhooks-admin", path: "/admin/webhooks"},
 		{name: "audit", path: "/audit", main: true},
 		{name: "not-found", path: "/projects/no-such-project"},
 	}
