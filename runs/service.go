@@ -42,6 +42,8 @@ type Service struct {
 	// on: the records a DNS-pending domain's owner is asked to create.
 	PublicAddresses []netip.Addr
 	river           *river.Client[pgx.Tx]
+	// webhooks are the delivery options StartRiver was given.
+	webhooks *WebhookOptions
 	// stopSupervising ends superviseLeases; supervising waits for it.
 	stopSupervising context.CancelFunc
 	supervising     sync.WaitGroup

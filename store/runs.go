@@ -472,8 +472,15 @@ func (db *DB) runChangeEffects(ctx context.Context, tx pgx.Tx, c RunChange, envI
 			return err
 		}
 	}
+	// Webhooks (store/webhooks.go) hear of it in the same transaction.
+	if err := db.recordRunWebhooks(ctx, tx, c, envID, kind, status, wasStarted, wasFinished); err != nil {
+		return err
+	}
 	if cert := c.Certificate; cert != nil {
 		cert.EnvironmentID = envID
+		if err := db.recordCertificateWebhook(ctx, tx, envID, cert); err != nil {
+			return err
+		}
 		if err := upsertCertificate(ctx, tx, cert, now); err != nil {
 			return err
 		}

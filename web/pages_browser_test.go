@@ -179,6 +179,8 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 			n.textContent = "\u00b7 last known 12s ago"; st.after(n); })()`},
 		{name: "backups", path: env + "/backups", main: true},
 		{name: "admin", path: "/admin"},
+		{name: "webhooks", path: env + "/webhooks"},
+		{name: "webhooks-admin", path: "/admin/webhooks"},
 		{name: "audit", path: "/audit", main: true},
 		{name: "not-found", path: "/projects/no-such-project"},
 	}

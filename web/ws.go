@@ -143,6 +143,9 @@ type viewer struct {
 // readSession loads the request's session from the store without touching
 // it (no commit, no cookie) and returns its user, or nil when anonymous.
 func (s *streams) readSession(r *http.Request) (*viewer, error) {
+	if v := tokenViewer(r); v != nil { // an API token (web/streamtoken.go)
+		return v, nil
+	}
 	c, err := r.Cookie(s.a.sessions.Cookie.Name)
 	if err != nil || c.Value == "" {
 		return nil, nil

@@ -115,7 +115,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	runService := runs.NewService(db.DB, vault, local, time.Now, logger)
 	runService.PublicAddresses = cfg.publicAddresses
 	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter,
-		Lease: cfg.RunLease, ValueRetention: cfg.ValueRetention}); err != nil {
+		Lease: cfg.RunLease, ValueRetention: cfg.ValueRetention, Webhooks: runs.WebhookOptions{PublicURL: cfg.PublicURL}}); err != nil {
 		return err
 	}
 	// stopRuns stops taking runs and lets the running ones reach a safe
