@@ -94,6 +94,7 @@ func newTLSView(cp store.Checkpoint, t *runs.TLSDetail, deferred bool, now time.
 	tv := &TLSView{Domain: t.Domain, Route: t.Route, IssuedFor: t.IssuedFor}
 	switch {
 	case deferred:
+		tv.Deferred = true
 		tv.State = "cert deferred · domain not pointing here yet"
 	case t.State == "issued" || cp.Status == store.CheckpointSucceeded:
 		tv.State = "issued"

@@ -71,7 +71,10 @@ type TLSView struct {
 	Route     string
 	IssuedFor string
 	// State reads like the environment page: issued, DNS pending, cert failed · retry at ...
-	State     string
+	State string
+	// Deferred: the domain did not point here when the checkpoint was
+	// written (the page then says what to do about it).
+	Deferred  bool
 	Addresses []AddressView
 	Attempts  []AttemptView
 	// Wait is the current wait ("next retry at 14:03 UTC"), until WaitAt,

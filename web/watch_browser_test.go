@@ -242,3 +242,39 @@ func TestBrowserShowsTheConnectionState(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestBrowserDNSPendingAppearsLiveUnderTheCheckpoint: an admin watching a
+// deploy whose domain does not point here sees, once the TLS checkpoint
+// defers, what to do about it under that checkpoint, without a reload (the
+// stream swaps the row; the page keeps what it says per viewer).
+func TestBrowserDNSPendingAppearsLiveUnderTheCheckpoint(t *testing.T) {
+	dns := &webtest.Resolver{}
+	d := &webtest.Deploys{ReconcileInterval: time.Minute, StepDelay: 700 * time.Millisecond,
+		PublicAddresses: []netip.Addr{netip.MustParseAddr("203.0.113.7")}}
+	s, admin := deployableWiki(t, d, dns, "127.0.0.2")
+	const envPath = "/projects/team-wiki/environments/production"
+	b := browsertest.NewFor(t, 3*time.Minute)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	resp, _ := s.PostForm(t, admin, envPath+"/deploys", url.Values{})
+	runPath := resp.Header.Get("Location")
+	b.Do(chromedp.Navigate(s.URL+runPath), chromedp.WaitVisible(chromedp.CSS(`[data-checkpoint-kind="issue-tls"]`)))
+	if n := browsertest.Eval[int](b, `document.querySelectorAll("[data-dns-pending]").length`); n != 0 {
+		t.Skipf("the deploy deferred before the page was open (%d blocks): nothing to see live", n)
+	}
+	browsertest.Eval[bool](b, `(window.__notReloaded = true)`)
+	const block = `[data-checkpoint-kind="issue-tls"][data-tls-deferred="wiki.test"] [data-dns-pending="wiki.test"]`
+	b.Do(chromedp.WaitVisible(chromedp.CSS(block)))
+	if got := b.Text(block); !strings.Contains(got, "A wiki.test → 203.0.113.7") || !strings.Contains(got, "Check now") {
+		t.Errorf("the deferred checkpoint says %q, want the record to create and Check now", got)
+	}
+	if !browsertest.Eval[bool](b, `window.__notReloaded === true`) {
+		t.Error("the page reloaded to show what to do")
+	}
+	waitForRun(t, s, admin, runPath)
+	// Events after the deferral (the run ending) swap the row again: the
+	// block stays.
+	waitText(t, b, "the run to end on the page", "#run-status", func(s string) bool { return !strings.Contains(s, "running") })
+	if n := browsertest.Eval[int](b, `document.querySelectorAll('`+block+`').length`); n != 1 {
+		t.Errorf("after the run ended the checkpoint shows %d DNS-pending blocks, want 1", n)
+	}
+}

@@ -286,6 +286,29 @@
       return true;
     }
 
+    // keepDNSPending puts what to do about a DNS-pending domain back under
+    // the swapped row id when its checkpoint still says the domain was
+    // deferred: the block it had, or the one the page renders now (a
+    // deferral seen live, fetched once).
+    function keepDNSPending(id, block) {
+      var row = document.getElementById(id);
+      if (!row || !row.hasAttribute("data-tls-deferred") || row.querySelector(".dns-pending")) return;
+      function put(b) {
+        var tls = row.isConnected && !row.querySelector(".dns-pending") && row.querySelector(".tls");
+        if (b && tls) tls.after(b);
+      }
+      if (block) { put(block); return; }
+      fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (res) { return res.ok ? res.text() : null; })
+        .then(function (html) {
+          if (html === null) return;
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          var fresh = doc.getElementById(id);
+          put(fresh && fresh.querySelector(".dns-pending"));
+        })
+        .catch(function () {});
+    }
+
     function apply(frame) {
       if (typeof frame.seq !== "number" || frame.seq <= lastSeq) return;
       var swapped = {};
@@ -296,8 +319,13 @@
         var targets = Array.prototype.slice.call(document.querySelectorAll('[data-live="' + CSS.escape(f.id) + '"]'));
         var byId = document.getElementById(f.id);
         if (byId && targets.indexOf(byId) < 0) targets.push(byId);
+        // What to do about a DNS-pending domain sits under its checkpoint's
+        // row on the run page, built for this viewer (Check now is for
+        // deployers): a swapped row keeps it.
+        var dns = byId && byId.querySelector(".dns-pending");
         targets.forEach(function (target) { if (target.isConnected) target.outerHTML = f.html; });
         if (targets.length || insert(f.html)) swapped[f.id] = true;
+        keepDNSPending(f.id, dns);
       });
       if (!el.isConnected) {
         // A fragment replaced the element that carries data-stream (the run
