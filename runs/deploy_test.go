@@ -397,9 +397,13 @@ func TestReleaseCommandFailureActivatesNothing(t *testing.T) {
 		t.Fatalf("run %s %q", got.Status, got.Reason)
 	}
 	for _, cp := range f.checkpoints(run.ID) {
-		if (cp.Kind == runs.KindIssueTLS || cp.Kind == runs.KindRollout || cp.Kind == runs.KindActivate) && cp.Status != store.CheckpointPending {
-			t.Fatalf("%s is %s after the release command failed", cp.Name, cp.Status)
+		if (cp.Kind == runs.KindIssueTLS || cp.Kind == runs.KindRollout || cp.Kind == runs.KindActivate) && cp.Status != store.CheckpointNotRun {
+			t.Fatalf("%s is %s after the release command failed, want not-run", cp.Name, cp.Status)
 		}
+	}
+	release, _ := f.checkpoint(run.ID, runs.KindRelease)
+	if det := runs.DecodeRunDetail(got.Detail); det.StoppedAt == nil || *det.StoppedAt != release.Position || det.StoppedName != release.Name {
+		t.Fatalf("stopped at %v %q, want the release command's checkpoint %d", det.StoppedAt, det.StoppedName, release.Position)
 	}
 	if f.reloadEnv().ActiveRevisionID != nil {
 		t.Fatal("a failed release command activated the revision")

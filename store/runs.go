@@ -31,6 +31,7 @@ const (
 	CheckpointSucceeded = payload.CheckpointSucceeded
 	CheckpointFailed    = payload.CheckpointFailed
 	CheckpointSkipped   = payload.CheckpointSkipped
+	CheckpointNotRun    = payload.CheckpointNotRun
 )
 
 // RunFinished reports whether status ends a run.
@@ -44,7 +45,7 @@ func RunFinished(status string) bool {
 
 // CheckpointDone reports whether a checkpoint with status is finished.
 func CheckpointDone(status string) bool {
-	return status == CheckpointSucceeded || status == CheckpointFailed || status == CheckpointSkipped
+	return status == CheckpointSucceeded || status == CheckpointFailed || status == CheckpointSkipped || status == CheckpointNotRun
 }
 
 // Run is a deploy, reconcile, backup or restore of one environment.
@@ -385,7 +386,7 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 		err := tx.QueryRow(ctx, `
 			WITH cp AS (
 			    UPDATE run_checkpoints SET status = $6, warning = $7, detail = COALESCE($8::jsonb, detail),
-			           started_at = CASE WHEN started_at IS NULL AND $6 <> 'pending' THEN $5 ELSE started_at END,
+			           started_at = CASE WHEN started_at IS NULL AND $6 NOT IN ('pending', 'not-run') THEN $5 ELSE started_at END,
 			           finished_at = CASE WHEN $6 IN ('succeeded', 'failed', 'skipped') THEN $5 END
 			    WHERE $2 > 0 AND run_id = $1 AND position = $2 AND ($9::text[] IS NULL OR status = ANY($9))
 			      AND ($11::text = '' OR EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $11))

@@ -14,11 +14,15 @@ type RunView struct {
 	// Status is the machine status (data-run-status); StatusText how it reads.
 	Status, StatusText string
 	Reason             string
-	Revision           int
-	FromRevision       int
-	CreatedBy          string
-	Created            string
-	Started            string
+	// StoppedAt is the anchor of the checkpoint a failed run failed at or a
+	// cancelled run stopped at ("" when none), StoppedName its name.
+	StoppedAt    string
+	StoppedName  string
+	Revision     int
+	FromRevision int
+	CreatedBy    string
+	Created      string
+	Started      string
 	// Duration is how long the run took, or for an unfinished run how long
 	// it had run when the page was rendered; RunningSince (RFC 3339, UTC)
 	// is then when it started, for the page's script to keep counting.
