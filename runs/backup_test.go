@@ -841,8 +841,9 @@ func TestBackupTargetNotWritable(t *testing.T) {
 	if run.Status != store.RunFailed || !strings.Contains(run.Reason, "cannot be written: it is read-only") {
 		t.Fatalf("scheduled snapshot into a read-only target: %s (%s)", run.Status, run.Reason)
 	}
-	if a, _ := f.db.BackupAlarmOf(f.ctx, f.env.ID); a == nil || !strings.Contains(a.Reason, "read-only") {
-		t.Fatalf("alarm: %+v", a)
+	if a, _ := f.db.BackupAlarmOf(f.ctx, f.env.ID); a == nil || !strings.Contains(a.Reason, "read-only") ||
+		!strings.HasPrefix(a.Reason, "The last scheduled fire (") || !strings.Contains(a.Reason, "failed: ") || a.RunID == nil || *a.RunID != run.ID {
+		t.Fatalf("alarm: %+v, want the fire's reason and run %d", a, run.ID)
 	}
 	// What it holds can still be restored.
 	if why := f.missing(kept); why != "" {
