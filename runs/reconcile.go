@@ -271,8 +271,8 @@ func (s *Service) arrive(ctx context.Context, a store.Actor, env *store.Environm
 	return s.DB.CreateRun(ctx, a, env, store.NewRun{
 		EnvironmentID: env.ID, Kind: "reconcile",
 		Checkpoints: []store.NewCheckpoint{issue},
-		Detail:  RunDetail{Domain: c.Domain, Force: force},
-		Enqueue: s.enqueueKind("reconcile"),
+		Detail:      RunDetail{Domain: c.Domain, Force: force},
+		Enqueue:     s.enqueueKind("reconcile"),
 	})
 }
 
