@@ -258,7 +258,23 @@ func (db *DB) Runs(ctx context.Context, envID int64, limit int) ([]Run, error) {
 // RunsBefore is Runs from the run before run number before on (older than
 // it; 0: from the newest), so a long list is read page by page.
 func (db *DB) RunsBefore(ctx context.Context, envID, before int64, limit int) ([]Run, error) {
-	rows, _ := db.Pool.Query(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 AND ($2::bigint = 0 OR r.id < $2::bigint) ORDER BY r.id DESC LIMIT $3`, envID, before, limit)
+	return db.RunsWhere(ctx, envID, RunFilter{Before: before}, limit)
+}
+
+// RunFilter narrows a runs list: Before as in RunsBefore, Kind one kind
+// ("" any), Statuses any of these statuses (none: any).
+type RunFilter struct {
+	Before   int64
+	Kind     string
+	Statuses []string
+}
+
+// RunsWhere returns up to limit of the environment's runs that f lets
+// through, newest first.
+func (db *DB) RunsWhere(ctx context.Context, envID int64, f RunFilter, limit int) ([]Run, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 AND ($2::bigint = 0 OR r.id < $2::bigint)
+		AND ($4::text = '' OR r.kind = $4) AND (cardinality($5::text[]) = 0 OR r.status = ANY($5))
+		ORDER BY r.id DESC LIMIT $3`, envID, f.Before, limit, f.Kind, append([]string{}, f.Statuses...))
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
 		r, err := scanRun(row)
 		if err != nil {
