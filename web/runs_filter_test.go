@@ -61,6 +61,14 @@ func TestRunsListNamesRedeploysAndFilters(t *testing.T) {
 	if _, page := s.Get(t, c, envPath+"/runs?status=failed"); !strings.Contains(page, "No runs match these filters.") || !strings.Contains(page, `<option value="failed" selected>`) {
 		t.Errorf("an empty filtered list:\n%s", pageMain(page))
 	}
+	// The audit log links the runs its rows name (revisions: see
+	// TestEnvironmentAdminsSeeTheirProjectsRevisions).
+	_, audit := s.Get(t, c, "/audit")
+	for _, want := range []string{`<a href="` + envPath + `/runs/1">run 1</a>`, `<a href="` + envPath + `/runs/2">run 2</a>`} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("the audit log lacks %s", want)
+		}
+	}
 	if status, page := s.Get(t, c, envPath+"/runs?kind=everything"); status != http.StatusBadRequest || !strings.Contains(page, "kind must be deploy, reconcile, backup or restore.") {
 		t.Errorf("an unknown kind: %d", status)
 	}
