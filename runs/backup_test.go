@@ -560,7 +560,7 @@ func TestRestoreVerifiesBeforeItStops(t *testing.T) {
 		t.Fatalf("the reason shows the checksum of the file found: %s", got.Reason)
 	}
 	for _, cp := range f.checkpoints(run.ID) {
-		want := store.CheckpointPending
+		want := store.CheckpointNotRun
 		if cp.Kind == runs.KindVerify {
 			want = store.CheckpointFailed
 		}
@@ -1008,7 +1008,7 @@ func TestRestoreOfAFIFOIsRefusedPromptly(t *testing.T) {
 	if got.Status != store.RunFailed || !strings.Contains(got.Reason, "not a regular file") || !strings.Contains(got.Reason, "Nothing was stopped") {
 		t.Fatalf("restore of a FIFO: %s (%s)", got.Status, got.Reason)
 	}
-	if cp, _ := f.checkpoint(run.ID, runs.KindStop); cp.Status != store.CheckpointPending {
+	if cp, _ := f.checkpoint(run.ID, runs.KindStop); cp.Status != store.CheckpointNotRun {
 		t.Fatalf("the stop checkpoint is %s", cp.Status)
 	}
 	if env := f.reloadEnv(); env.State != store.EnvironmentActive {
