@@ -158,6 +158,7 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 	}
 	if alarm != nil {
 		v.Alarm = alarm.Reason
+		v.AlarmRunURL = views.NewBackupAlarmView(*alarm).RunURL
 	}
 	return v, nil
 }

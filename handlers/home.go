@@ -50,7 +50,7 @@ func (h *Home) ShowHomePage(w http.ResponseWriter, r *http.Request) error {
 					continue
 				}
 			}
-			m.BackupAlarms = append(m.BackupAlarms, views.BackupAlarmView{Project: a.Project, Env: a.Environment, Reason: a.Reason})
+			m.BackupAlarms = append(m.BackupAlarms, views.NewBackupAlarmView(a))
 		}
 	}
 	return Render(w, r, http.StatusOK, views.Home(m))

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,8 +30,49 @@ func NewRuns(b *Base, svc *runs.Service) *Runs { return &Runs{Base: b, Runs: svc
 // RunsPageSize is how many runs one page of the runs list shows.
 const RunsPageSize = 100
 
+// runStatuses are the statuses each ?status= of the runs list stands for.
+var runStatuses = map[string][]string{
+	"in-progress": {store.RunPending, store.RunRunning, store.RunWaiting},
+	"succeeded":   {store.RunSucceeded, store.RunSucceededWithWarnings},
+	"failed":      {store.RunFailed},
+	"cancelled":   {store.RunCancelled},
+}
+
+// runFilter reads the runs list's ?kind= and ?status=, and returns them
+// as a filter and as the query that keeps them on other pages.
+func runFilter(q url.Values) (store.RunFilter, url.Values, error) {
+	var f store.RunFilter
+	keep := url.Values{}
+	if k := q.Get("kind"); k != "" {
+		if !slices.ContainsFunc(views.RunKindFilters, func(o views.FilterOption) bool { return o.Value == k }) {
+			return f, nil, apperr.Errorf(apperr.Invalid, "kind must be deploy, reconcile, backup or restore.")
+		}
+		f.Kind = k
+		keep.Set("kind", k)
+	}
+	if s := q.Get("status"); s != "" {
+		statuses, ok := runStatuses[s]
+		if !ok {
+			return f, nil, apperr.Errorf(apperr.Invalid, "status must be in-progress, succeeded, failed or cancelled.")
+		}
+		f.Statuses = statuses
+		keep.Set("status", s)
+	}
+	return f, keep, nil
+}
+
+// filterOptions is options with the one whose value is chosen selected.
+func filterOptions(options []views.FilterOption, chosen string) []views.FilterOption {
+	out := slices.Clone(options)
+	for i := range out {
+		out[i].Selected = out[i].Value == chosen
+	}
+	return out
+}
+
 // ShowRunsPage lists the environment's runs (any role), newest first, a
-// page at a time: ?before=N lists the runs older than run N.
+// page at a time: ?before=N lists the runs older than run N; ?kind= and
+// ?status= (see runFilter) narrow it.
 func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
 	env, role, err := h.Environment(r, store.RoleViewer)
 	if err != nil {
@@ -42,18 +85,31 @@ func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
 			return apperr.Errorf(apperr.Invalid, "before must be a run number, such as 120.")
 		}
 	}
-	list, err := h.DB.RunsBefore(r.Context(), env.ID, before, RunsPageSize+1)
+	filter, query, err := runFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	filter.Before = before
+	list, err := h.DB.RunsWhere(r.Context(), env.ID, filter, RunsPageSize+1)
 	if err != nil {
 		return err
 	}
 	m := views.RunsPage{Chrome: h.Chrome(r, "Runs · "+env.Project+" / "+env.Name, "projects"), Project: env.Project, Env: env.Name,
-		LastEventSeq: env.LastEventSeq, Before: before}
+		LastEventSeq: env.LastEventSeq, Before: before, Filtered: len(query) > 0, ClearURL: paths.Runs(env.Project, env.Name),
+		Kinds: filterOptions(views.RunKindFilters, query.Get("kind")), Statuses: filterOptions(views.RunStatusFilters, query.Get("status"))}
 	if len(list) > RunsPageSize {
 		list = list[:RunsPageSize]
-		m.OlderURL = paths.RunsBefore(env.Project, env.Name, list[len(list)-1].ID)
+		older := url.Values{"before": {strconv.FormatInt(list[len(list)-1].ID, 10)}}
+		for k, v := range query {
+			older[k] = v
+		}
+		m.OlderURL = paths.Runs(env.Project, env.Name) + "?" + older.Encode()
 	}
 	if before > 0 {
 		m.NewestURL = paths.Runs(env.Project, env.Name)
+		if len(query) > 0 {
+			m.NewestURL += "?" + query.Encode()
+		}
 	}
 	now := h.DB.Now()
 	active, err := h.DB.ActiveRelease(r.Context(), env.ID)

@@ -249,8 +249,20 @@ func (s *Service) reconcileEnvironment(ctx context.Context, a store.Actor, args 
 
 // arrive records a domain that answers here and requests its issuance:
 // for a deferred domain an arrival run and an issuance run, for a failed
-// one the issuance run only. It returns the issuance run.
+// one the issuance run only. It returns the issuance run. Check now (force)
+// makes one run of both: one click, one run, its first checkpoint the
+// arrival the person asked about.
 func (s *Service) arrive(ctx context.Context, a store.Actor, env *store.Environment, c store.Certificate, probe ProbeResult, force bool) (*store.Run, error) {
+	issue := store.NewCheckpoint{Kind: KindIssueTLS, Name: "Issue TLS certificate · " + c.Route, Detail: CheckpointDetail{
+		TLS: &TLSDetail{Route: c.Route, Expression: c.Domain, Domain: c.Domain, Policy: "automatic"}}}
+	if c.State == store.CertDeferred && force {
+		return s.DB.CreateRun(ctx, a, env, store.NewRun{
+			EnvironmentID: env.ID, Kind: "reconcile",
+			Checkpoints: []store.NewCheckpoint{{Kind: KindProbe, Name: "Domain arrived · " + c.Domain, Detail: CheckpointDetail{Probe: &probe}}, issue},
+			Detail:      RunDetail{Domain: c.Domain, Force: force},
+			Enqueue:     s.enqueueKind("reconcile"),
+		})
+	}
 	if c.State == store.CertDeferred {
 		_, err := s.DB.CreateRun(ctx, a, env, store.NewRun{
 			EnvironmentID: env.ID, Kind: "reconcile",
@@ -264,10 +276,9 @@ func (s *Service) arrive(ctx context.Context, a store.Actor, env *store.Environm
 	}
 	return s.DB.CreateRun(ctx, a, env, store.NewRun{
 		EnvironmentID: env.ID, Kind: "reconcile",
-		Checkpoints: []store.NewCheckpoint{{Kind: KindIssueTLS, Name: "Issue TLS certificate · " + c.Route, Detail: CheckpointDetail{
-			TLS: &TLSDetail{Route: c.Route, Expression: c.Domain, Domain: c.Domain, Policy: "automatic"}}}},
-		Detail:  RunDetail{Domain: c.Domain, Force: force},
-		Enqueue: s.enqueueKind("reconcile"),
+		Checkpoints: []store.NewCheckpoint{issue},
+		Detail:      RunDetail{Domain: c.Domain, Force: force},
+		Enqueue:     s.enqueueKind("reconcile"),
 	})
 }
 

@@ -31,6 +31,7 @@ const (
 	CheckpointSucceeded = payload.CheckpointSucceeded
 	CheckpointFailed    = payload.CheckpointFailed
 	CheckpointSkipped   = payload.CheckpointSkipped
+	CheckpointNotRun    = payload.CheckpointNotRun
 )
 
 // RunFinished reports whether status ends a run.
@@ -44,7 +45,7 @@ func RunFinished(status string) bool {
 
 // CheckpointDone reports whether a checkpoint with status is finished.
 func CheckpointDone(status string) bool {
-	return status == CheckpointSucceeded || status == CheckpointFailed || status == CheckpointSkipped
+	return status == CheckpointSucceeded || status == CheckpointFailed || status == CheckpointSkipped || status == CheckpointNotRun
 }
 
 // Run is a deploy, reconcile, backup or restore of one environment.
@@ -272,7 +273,23 @@ func (db *DB) Runs(ctx context.Context, envID int64, limit int) ([]Run, error) {
 // RunsBefore is Runs from the run before run number before on (older than
 // it; 0: from the newest), so a long list is read page by page.
 func (db *DB) RunsBefore(ctx context.Context, envID, before int64, limit int) ([]Run, error) {
-	rows, _ := db.Pool.Query(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 AND ($2::bigint = 0 OR r.id < $2::bigint) ORDER BY r.id DESC LIMIT $3`, envID, before, limit)
+	return db.RunsWhere(ctx, envID, RunFilter{Before: before}, limit)
+}
+
+// RunFilter narrows a runs list: Before as in RunsBefore, Kind one kind
+// ("" any), Statuses any of these statuses (none: any).
+type RunFilter struct {
+	Before   int64
+	Kind     string
+	Statuses []string
+}
+
+// RunsWhere returns up to limit of the environment's runs that f lets
+// through, newest first.
+func (db *DB) RunsWhere(ctx context.Context, envID int64, f RunFilter, limit int) ([]Run, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 AND ($2::bigint = 0 OR r.id < $2::bigint)
+		AND ($4::text = '' OR r.kind = $4) AND (cardinality($5::text[]) = 0 OR r.status = ANY($5))
+		ORDER BY r.id DESC LIMIT $3`, envID, f.Before, limit, f.Kind, append([]string{}, f.Statuses...))
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
 		r, err := scanRun(row)
 		if err != nil {
@@ -400,7 +417,7 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 		err := tx.QueryRow(ctx, `
 			WITH cp AS (
 			    UPDATE run_checkpoints SET status = $6, warning = $7, detail = COALESCE($8::jsonb, detail),
-			           started_at = CASE WHEN started_at IS NULL AND $6 <> 'pending' THEN $5 ELSE started_at END,
+			           started_at = CASE WHEN started_at IS NULL AND $6 NOT IN ('pending', 'not-run') THEN $5 ELSE started_at END,
 			           finished_at = CASE WHEN $6 IN ('succeeded', 'failed', 'skipped') THEN $5 END
 			    WHERE $2 > 0 AND run_id = $1 AND position = $2 AND ($9::text[] IS NULL OR status = ANY($9))
 			      AND ($11::text = '' OR EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $11))

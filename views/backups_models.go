@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/paths"
+	"github.com/skali-dev/studio/store"
 )
 
 // BackupsPage is the model of an environment's backups page.
@@ -61,6 +62,8 @@ type BackupStatusView struct {
 	LastSuccess, LastAt, LastAge string
 	// Alarm is the red warning's sentence, or "".
 	Alarm string
+	// AlarmRunURL is the run the alarm is about, or "".
+	AlarmRunURL string
 }
 
 // BackupRow is one snapshot or skipped fire.
@@ -113,6 +116,17 @@ type AdminPage struct {
 // BackupAlarmView is an environment whose backups are in alarm.
 type BackupAlarmView struct {
 	Project, Env, Reason string
+	// RunURL is the failed run the alarm is about, or "".
+	RunURL string
+}
+
+// NewBackupAlarmView builds an alarm's model.
+func NewBackupAlarmView(a store.BackupAlarm) BackupAlarmView {
+	v := BackupAlarmView{Project: a.Project, Env: a.Environment, Reason: a.Reason}
+	if a.RunID != nil {
+		v.RunURL = paths.Run(a.Project, a.Environment, *a.RunID)
+	}
+	return v
 }
 
 func backupsPath(project, env string) string { return paths.Backups(project, env) }

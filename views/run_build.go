@@ -22,6 +22,9 @@ func NewRunView(env *store.Environment, run *store.Run, now time.Time, canCancel
 		CreatedBy: run.CreatedBy, Created: humanize.Clock(run.CreatedAt), Deferred: det.Deferred, Warnings: det.Warnings,
 		Summary: det.Summary, Finished: store.RunFinished(run.Status), CanCancel: canCancel, CancelRequested: run.CancelRequested,
 		Subject: det.Domain, LastSeq: run.LastSeq, ExecutorLost: run.ExecutorLost()}
+	if det.StoppedAt != nil {
+		v.StoppedAt, v.StoppedName = "#checkpoint-"+strconv.Itoa(*det.StoppedAt), det.StoppedName
+	}
 	if v.ExecutorLost {
 		v.ExecutorLostAt = humanize.Clock(*run.ExecutorLostAt)
 	}
@@ -42,7 +45,7 @@ func NewRunView(env *store.Environment, run *store.Run, now time.Time, canCancel
 func NewCheckpointView(env *store.Environment, run *store.Run, cp store.Checkpoint, now time.Time) CheckpointView {
 	d := runs.DecodeCheckpointDetail(cp.Detail)
 	v := CheckpointView{Project: env.Project, Env: env.Name, RunID: run.ID, Position: cp.Position, Kind: cp.Kind, Name: cp.Name,
-		Status: cp.Status, Warning: cp.Warning, Error: d.Error, NotRun: cp.Status == store.CheckpointPending && store.RunFinished(run.Status)}
+		Status: cp.Status, Warning: cp.Warning, Error: d.Error, NotRun: cp.Status == store.CheckpointNotRun || cp.Status == store.CheckpointPending && store.RunFinished(run.Status)}
 	if cp.StartedAt != nil {
 		v.Started = humanize.Clock(*cp.StartedAt)
 		if cp.FinishedAt != nil {

@@ -17,11 +17,15 @@ type RunView struct {
 	// Status is the machine status (data-run-status); StatusText how it reads.
 	Status, StatusText string
 	Reason             string
-	Revision           int
-	FromRevision       int
-	CreatedBy          string
-	Created            string
-	Started            string
+	// StoppedAt is the anchor of the checkpoint a failed run failed at or a
+	// cancelled run stopped at ("" when none), StoppedName its name.
+	StoppedAt    string
+	StoppedName  string
+	Revision     int
+	FromRevision int
+	CreatedBy    string
+	Created      string
+	Started      string
 	// Duration is how long the run took, or for an unfinished run how long
 	// it had run when the page was rendered; RunningSince (RFC 3339, UTC)
 	// is then when it started, for the page's script to keep counting.
@@ -124,6 +128,34 @@ type RunsPage struct {
 	Before    int64
 	OlderURL  string
 	NewestURL string
+	// Kinds and Statuses are the filters' choices; Filtered is true when
+	// one is applied (the list then does not follow the stream) and
+	// ClearURL lists every run again.
+	Kinds, Statuses []FilterOption
+	Filtered        bool
+	ClearURL        string
+}
+
+// RunKindFilters are the runs list's kinds, as ?kind= takes them.
+var RunKindFilters = []FilterOption{{Value: "deploy", Label: "Deploys"}, {Value: "reconcile", Label: "Reconciles"},
+	{Value: "backup", Label: "Backups"}, {Value: "restore", Label: "Restores"}}
+
+// RunStatusFilters are the runs list's statuses, as ?status= takes them.
+var RunStatusFilters = []FilterOption{{Value: "in-progress", Label: "In progress"}, {Value: "succeeded", Label: "Succeeded"},
+	{Value: "failed", Label: "Failed"}, {Value: "cancelled", Label: "Cancelled"}}
+
+// RevisionText says which revision a run is about: "redeploy of revision
+// 2", "revision 1 → 2", "revision 2", or "" for none.
+func (r RunView) RevisionText() string {
+	switch {
+	case r.Revision <= 0:
+		return ""
+	case r.Kind == "deploy" && r.FromRevision == r.Revision:
+		return "redeploy of revision " + strconv.Itoa(r.Revision)
+	case r.FromRevision > 0:
+		return "revision " + strconv.Itoa(r.FromRevision) + " → " + strconv.Itoa(r.Revision)
+	}
+	return "revision " + strconv.Itoa(r.Revision)
 }
 
 // RunRowID is the element id of a run's row in the runs list.

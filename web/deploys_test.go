@@ -166,7 +166,8 @@ func TestDestructiveDeployAsksForTheEnvironmentsName(t *testing.T) {
 		t.Fatalf("plan: %d\n%s", status, pageMain(page))
 	}
 	resp, body := s.PostForm(t, c, envPath+"/deploys", url.Values{"revision": {"2"}, "confirm": {"prod"}})
-	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `<p class="field-error">This deploy destroys data. Type the environment&#39;s name, production, to confirm.</p>`) {
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `<p class="error-text" id="confirm-error" role="alert">This deploy destroys data. Type the environment&#39;s name, production, to confirm.</p>`) ||
+		!strings.Contains(body, `aria-describedby="confirm-error" autofocus`) {
 		t.Fatalf("wrong confirmation: %d\n%s", resp.StatusCode, pageMain(body))
 	}
 	resp, _ = s.PostForm(t, c, envPath+"/deploys", url.Values{"revision": {"2"}, "confirm": {"production"}})

@@ -223,6 +223,9 @@ func visitAll(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []p
 					if extra, culprits := b.Overflow(); extra > 0 {
 						t.Errorf("%s at %d px is %d px wider than the screen: %s", p.path, width, extra, culprits)
 					}
+					if broken := b.BrokenTokens(24); width < 640 && len(broken) > 0 {
+						t.Errorf("%s at %d px breaks words inside tables: %s", p.path, width, strings.Join(broken, ", "))
+					}
 					if hidden := b.ControlsOutOfSight(); len(hidden) > 0 {
 						t.Errorf("%s at %d px has controls out of sight: %s", p.path, width, strings.Join(hidden, "; "))
 					}

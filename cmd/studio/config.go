@@ -15,10 +15,13 @@ import (
 // Config is every setting of `studio serve`. Each flag has an environment
 // variable; a flag given on the command line wins over the variable.
 type Config struct {
-	Addr               string
-	DatabaseURL        string
-	DataDir            string
-	PublicURL          string
+	Addr        string
+	DatabaseURL string
+	DataDir     string
+	PublicURL   string
+	// addressGiven: --addr or --public-url (or their variables) was set,
+	// rather than left to its default.
+	addressGiven       bool
 	OIDCIssuer         string
 	OIDCClientID       string
 	OIDCClientSecret   string
@@ -130,6 +133,15 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	_, c.addressGiven = os.LookupEnv("STUDIO_ADDR")
+	if _, ok := os.LookupEnv("STUDIO_PUBLIC_URL"); ok {
+		c.addressGiven = true
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "addr" || f.Name == "public-url" {
+			c.addressGiven = true
+		}
+	})
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Addr
 	}
