@@ -29,10 +29,11 @@ import (
 const QueueWebhooks = "webhooks"
 
 // DefaultWebhookBackoff is how long a failed delivery waits before each
-// next attempt: about a day in all (Standard Webhooks' own schedule, with
-// the last waits shortened), eight attempts.
-var DefaultWebhookBackoff = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
-	5 * time.Hour, 8 * time.Hour, 8 * time.Hour}
+// next attempt: about a day in all, ten attempts. The first waits are short
+// (a receiver that restarts or fails a few times is caught up within three
+// minutes), the last ones Standard Webhooks' own.
+var DefaultWebhookBackoff = []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute,
+	30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 8 * time.Hour, 8 * time.Hour}
 
 // DefaultWebhookTimeout bounds one attempt: connecting, sending, and the
 // answer's headers and first 4 KiB.
