@@ -69,7 +69,7 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 	s, env, admin, target := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 
-	b := browsertest.New(t)
+	b := browsertest.NewFor(t, 4*time.Minute) // a schedule, a refusal and a snapshot: slow on a busy machine
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
 	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS("#cron")))
 	// Typing updates the preview (the script asks the server).
