@@ -46,9 +46,14 @@ type HubOptions struct {
 // (store.RunEventsChannel, store.EnvironmentEventsChannel), and on no
 // other: PostgreSQL sends it nothing of the runs nobody watches through
 // it, and a process that follows nothing does not listen at all. A
-// notification carries only "<id>:<seq>"; the hub coalesces the
-// notifications of a stream, reads the new events once from the table and
-// hands the same events to every subscriber of that stream. Events appended
+// notification of a run's event carries the event and the state its page
+// renders from (store.RunNotice): the hub hands the next event of a stream
+// to every subscriber without a read. A notification that carries only
+// "<id>:<seq>" (an environment's event, or a run's too large to carry), one
+// that skips a sequence number, or one that arrives while a read is due or
+// under way makes the hub read instead: it coalesces such notifications of
+// a stream, reads the new events once from the table and hands the same
+// events to every subscriber of that stream. Events appended
 // by any process on the database reach every hub. When the connection
 // drops, the hub reconnects and reads every followed stream again from its
 // last delivered sequence number, so nothing is missed.
@@ -250,34 +255,43 @@ func (h *Hub) lastSeq(ctx context.Context, stream Stream) (int64, error) {
 // after, with the stream's state read in the same round trip (see Event).
 // A stream whose run or environment is gone has no events.
 func (h *Hub) read(ctx context.Context, stream Stream, after int64, limit int) ([]*Event, error) {
+	evs, _, err := h.readState(ctx, stream, after, limit)
+	return evs, err
+}
+
+// readState is read that also returns, for a run's stream, the run and its
+// environment as read after the events (nil for an environment's stream,
+// or a run that is gone): what a topic keeps to render the events that
+// notifications carry.
+func (h *Hub) readState(ctx context.Context, stream Stream, after int64, limit int) ([]*Event, *runState, error) {
 	if stream.Kind == EnvironmentEvents {
 		evs, env, latest, err := h.db.EnvironmentEventsWithState(ctx, stream.ID, after, limit, h.opts.LatestRuns)
 		if apperr.CodeOf(err) == apperr.NotFound {
-			return nil, nil
+			return nil, nil, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out := make([]*Event, len(evs))
 		for i, e := range evs {
 			out[i] = &Event{Stream: stream, Seq: e.Seq, At: e.At, RunID: e.RunID, Payload: e.Payload,
 				Run: e.RunNow, Environment: env, LatestRuns: latest, Certificate: e.CertificateNow}
 		}
-		return out, nil
+		return out, nil, nil
 	}
 	evs, run, env, err := h.db.RunEventsWithState(ctx, stream.ID, after, limit)
 	if apperr.CodeOf(err) == apperr.NotFound {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]*Event, len(evs))
 	for i, e := range evs {
 		out[i] = &Event{Stream: stream, Seq: e.Seq, At: e.At, Checkpoint: e.Checkpoint, Payload: e.Payload,
 			Run: run, Environment: env, CheckpointNow: e.CheckpointNow}
 	}
-	return out, nil
+	return out, &runState{run: run, env: env}, nil
 }
 
 // backoff is the wait before retry number n: doubling from 100 ms up to

@@ -94,12 +94,19 @@ func (h *Hub) listenOnce() (connected bool, err error) {
 		}
 		at := time.Now()
 		h.heard.Add(1)
-		stream, seq, ok := parseNotification(n.Channel, n.Payload)
+		stream, seq, body, ok := parseNotification(n.Channel, n.Payload)
 		if !ok {
 			h.logger.Warn("event hub: malformed notification", "channel", n.Channel)
 			continue
 		}
-		h.notified(stream, seq, at)
+		var notice *store.RunNotice
+		if body != "" && stream.Kind == RunEvents {
+			if notice, err = store.DecodeRunNotice(body); err != nil {
+				// Read the event from the table instead.
+				h.logger.Warn("event hub: notification's event unreadable", "channel", n.Channel, "err", err)
+			}
+		}
+		h.notified(stream, seq, notice, at)
 	}
 }
 
@@ -199,8 +206,8 @@ func (h *Hub) topicsChangedLocked() {
 }
 
 // parseNotification reads a notification of channel "<prefix><id>" with
-// payload "<id>:<seq>".
-func parseNotification(channel, payload string) (Stream, int64, bool) {
+// payload "<id>:<seq>", or "<id>:<seq>:<body>" (body: a store.RunNotice).
+func parseNotification(channel, payload string) (stream Stream, seq int64, body string, ok bool) {
 	var kind StreamKind
 	var idText string
 	if rest, ok := strings.CutPrefix(channel, store.RunEventsChannelPrefix); ok {
@@ -208,16 +215,17 @@ func parseNotification(channel, payload string) (Stream, int64, bool) {
 	} else if rest, ok := strings.CutPrefix(channel, store.EnvironmentEventsChannelPrefix); ok {
 		kind, idText = EnvironmentEvents, rest
 	} else {
-		return Stream{}, 0, false
+		return Stream{}, 0, "", false
 	}
-	payloadID, seqText, ok := strings.Cut(payload, ":")
+	payloadID, rest, ok := strings.Cut(payload, ":")
 	if !ok || payloadID != idText {
-		return Stream{}, 0, false
+		return Stream{}, 0, "", false
 	}
+	seqText, body, _ := strings.Cut(rest, ":")
 	id, err1 := strconv.ParseInt(idText, 10, 64)
 	seq, err2 := strconv.ParseInt(seqText, 10, 64)
 	if err1 != nil || err2 != nil {
-		return Stream{}, 0, false
+		return Stream{}, 0, "", false
 	}
-	return Stream{Kind: kind, ID: id}, seq, true
+	return Stream{Kind: kind, ID: id}, seq, body, true
 }

@@ -1,3 +1,28 @@
+// A checkpoint change, from the store to the browser, hop by hop:
+//
+//  1. store/runs.go          DB.ApplyRunChange updates the checkpoint and the
+//     run and, in the same transaction, calls appendRunEvent;
+//  2. store/runevents.go     the one append statement stores the event and
+//     NOTIFYs "<id>:<seq>:<RunNotice>" (the event, the run's changing
+//     columns, the checkpoint's row) on run_events.<id>;
+//  3. events/listener.go     the hub's LISTEN connection receives it
+//     (parseNotification, store.DecodeRunNotice);
+//  4. events/topic.go        Hub.notified makes the Event from the notice
+//     and the topic's cached run and environment (a gap, a notice too
+//     large or a read under way: Hub.fetch reads the table instead) and
+//     queues it for every subscriber (Subscription.push, subscription.go);
+//  5. web/wswrite.go         push kicked the stream (liveStream.kick,
+//     web/wsstream.go) onto the pool of writers, which takes its queue
+//     (Subscription.Poll), hands it to the stream's own goroutine when an
+//     access check is due (web/wsaccess.go), and writes every queued frame
+//     in one system call without waiting;
+//  6. web/wsframe.go         the frame's bytes, header included, built
+//     once per event for every watcher: payload + seq + at + fragments;
+//  7. views/run_live.go      RunFragments renders the run page's own
+//     components (models in views/run_build.go) — called through
+//     web/wsfragments.go, never through handlers;
+//  8. static/js/live.js      swaps the fragments in place by id.
+
 // Package events is the live-event stream: the hub that follows runs' and
 // environments' event streams through PostgreSQL LISTEN/NOTIFY (listener.go),
 // one topic per followed stream (topic.go) and the subscriptions that hand

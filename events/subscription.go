@@ -16,8 +16,12 @@ type Subscription struct {
 	last int64
 	live bool
 
-	mu     sync.Mutex
-	queue  []*Event
+	mu    sync.Mutex
+	queue []*Event
+	// spare is the queue's previous array, handed out by the last wait and
+	// reused by the next (the caller is done with the events it got when
+	// it asks for more): live events are queued without allocating.
+	spare  []*Event
 	err    error
 	closed bool
 	wake   chan struct{}
@@ -140,7 +144,8 @@ func (s *Subscription) Close() {
 	h.mu.Unlock()
 }
 
-// Next returns the next events of the stream in order, each exactly once:
+// Next returns the next events of the stream in order, each exactly once
+// (the slice is valid until the next call of Next or Poll):
 // first the stored backlog after the subscription's starting point, page by
 // page, then live events as they arrive. It blocks until there is at least
 // one event, the subscription fails (ErrSlowSubscriber, ErrHubClosed, a
@@ -281,7 +286,8 @@ func (s *Subscription) wait(ctx context.Context, block bool) ([]*Event, error) {
 		}
 		if len(s.queue) > 0 {
 			q := s.queue
-			s.queue = nil
+			clear(s.spare[:cap(s.spare)])
+			s.queue, s.spare = s.spare[:0], q
 			s.mu.Unlock()
 			return q, nil
 		}

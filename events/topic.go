@@ -2,6 +2,8 @@ package events
 
 import (
 	"time"
+
+	"github.com/skali-dev/studio/store"
 )
 
 // topic is the shared state of one followed stream.
@@ -23,6 +25,18 @@ type topic struct {
 	// listened says the connection LISTENs on the stream's channel and
 	// the stream was read again after that started.
 	listened bool
+	// state is, for a run's stream, the run and its environment as the
+	// last read or notification left them (nil until the first read): a
+	// notification that carries its event is rendered from it and its own
+	// state, without a read.
+	state *runState
+}
+
+// runState is what a run's live fragments render from besides the event:
+// the run (its row as of the newest event handed out) and its environment.
+type runState struct {
+	run *store.Run
+	env *store.Environment
 }
 
 // failTopic ends every subscription of t with err.
@@ -42,14 +56,33 @@ func (h *Hub) failTopic(t *topic, err error) {
 	}
 }
 
-// notified records a notification that stream has an event numbered seq.
-func (h *Hub) notified(stream Stream, seq int64, at time.Time) {
+// notified records a notification that stream has an event numbered seq;
+// notice, when the notification carried it, is the event with its state.
+// The next event of a topic whose state is known, with no read due or under
+// way, is handed to the subscribers at once; any other makes the topic read
+// from its cursor (a gap, an event too large to carry, a reconnect, a read
+// meanwhile), so every event still goes out once and in order.
+func (h *Hub) notified(stream Stream, seq int64, notice *store.RunNotice, at time.Time) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	t, ok := h.topics[stream]
 	if !ok || (t.ready && seq <= t.cursor) {
+		h.mu.Unlock()
 		return
 	}
+	if notice != nil && t.ready && !t.dirty && !t.fetching && t.state != nil && seq == t.cursor+1 && len(t.subs) > 0 && !h.closed {
+		run := notice.Apply(t.state.run, seq)
+		t.state = &runState{run: run, env: t.state.env}
+		e := &Event{Stream: stream, Seq: seq, At: notice.At, Checkpoint: notice.Checkpoint, Payload: notice.Payload,
+			Notified: at, Run: run, Environment: t.state.env, CheckpointNow: notice.CheckpointOf(stream.ID)}
+		t.cursor = seq
+		slow := h.pushLocked(t, []*Event{e})
+		h.mu.Unlock()
+		for _, s := range slow {
+			s.fail(ErrSlowSubscriber)
+		}
+		return
+	}
+	defer h.mu.Unlock()
 	t.dirty = true
 	if t.notified.IsZero() {
 		t.notified = at
@@ -85,7 +118,7 @@ func (h *Hub) fetch(t *topic) {
 		h.mu.Unlock()
 
 		start := time.Now()
-		evs, err := h.read(h.ctx, t.stream, cursor, h.opts.PageSize)
+		evs, state, err := h.readState(h.ctx, t.stream, cursor, h.opts.PageSize)
 		if f := h.observeRead.Load(); f != nil && err == nil {
 			(*f)(t.stream.Kind, time.Since(start))
 		}
@@ -118,15 +151,26 @@ func (h *Hub) fetch(t *topic) {
 		var slow []*Subscription
 		if len(evs) > 0 && evs[len(evs)-1].Seq > t.cursor {
 			t.cursor = evs[len(evs)-1].Seq
-			for s := range t.subs {
-				if !s.push(evs, h.opts.QueueLimit) {
-					slow = append(slow, s)
-				}
-			}
+			slow = h.pushLocked(t, evs)
+		}
+		if state != nil && (len(evs) == 0 || evs[len(evs)-1].Seq >= t.cursor) {
+			// Read after its events: as new as the cursor, or newer.
+			t.state = state
 		}
 		h.mu.Unlock()
 		for _, s := range slow {
 			s.fail(ErrSlowSubscriber)
 		}
 	}
+}
+
+// pushLocked queues evs for every subscriber of t and returns those whose
+// queue would overflow (the caller fails them once it lets go of h.mu).
+func (h *Hub) pushLocked(t *topic, evs []*Event) (slow []*Subscription) {
+	for s := range t.subs {
+		if !s.push(evs, h.opts.QueueLimit) {
+			slow = append(slow, s)
+		}
+	}
+	return slow
 }

@@ -47,7 +47,7 @@ func (h *Admin) render(w http.ResponseWriter, r *http.Request, status int, poste
 		return err
 	}
 	for _, a := range alarms {
-		m.Alarms = append(m.Alarms, views.BackupAlarmView{Project: a.Project, Env: a.Environment, Reason: a.Reason})
+		m.Alarms = append(m.Alarms, views.NewBackupAlarmView(a))
 	}
 	return Render(w, r, status, views.Admin(m))
 }

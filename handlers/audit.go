@@ -127,6 +127,7 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 				row.Where += "/" + e.Environment
 			}
 		}
+		row.TargetURL = auditTargetURL(e)
 		keys := make([]string, 0, len(e.Detail))
 		for k := range e.Detail {
 			keys = append(keys, k)
@@ -201,4 +202,21 @@ func auditDetailText(v any) string {
 		return strings.Join(parts, ", ")
 	}
 	return fmt.Sprint(v)
+}
+
+// auditTargetURL is the page of what an event's target names: a run
+// ("run 12"), a revision ("revision 3") or a snapshot (its environment's
+// backups page); "" for anything else.
+func auditTargetURL(e store.AuditRecord) string {
+	kind, rest, _ := strings.Cut(e.Target, " ")
+	n, err := strconv.ParseInt(rest, 10, 64)
+	switch {
+	case kind == "run" && err == nil && n > 0 && e.Project != "" && e.Environment != "":
+		return paths.Run(e.Project, e.Environment, n)
+	case kind == "revision" && err == nil && n > 0 && e.Project != "":
+		return paths.Revision(e.Project, int(n))
+	case kind == "snapshot" && rest != "" && e.Project != "" && e.Environment != "":
+		return paths.Backups(e.Project, e.Environment)
+	}
+	return ""
 }

@@ -137,7 +137,7 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 		v.Scheduled, v.Cron, v.Keep = true, sched.Cron, sched.KeepText
 		if c, err := runs.ParseCron(sched.Cron); err == nil {
 			if next := c.Next(now); !next.IsZero() {
-				v.Next, v.NextAt, v.NextIn = next.Format("2006-01-02 15:04 UTC"), next.UTC().Format(time.RFC3339), "in "+humanize.Duration(next.Sub(now))
+				v.Next, v.NextAt, v.Now = next.Format("2006-01-02 15:04 UTC"), next, now
 			}
 		}
 	}
@@ -158,6 +158,7 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 	}
 	if alarm != nil {
 		v.Alarm = alarm.Reason
+		v.AlarmRunURL = views.NewBackupAlarmView(*alarm).RunURL
 	}
 	return v, nil
 }

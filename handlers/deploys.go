@@ -43,11 +43,28 @@ func parseRevision(s string) (int, error) {
 	return int(n), nil
 }
 
+// parseRelease reads the optional release (the run id of an earlier
+// successful deploy to roll back to; 0: none).
+func parseRelease(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 {
+		return 0, apperr.Errorf(apperr.Invalid, "release must be the run number of an earlier successful deploy, such as 12.")
+	}
+	return n, nil
+}
+
 // ShowDeployPlanPage renders the plan of deploying ?revision=N (default
 // latest) against the environment's active revision. Any role may read it;
 // resolved hostnames are shown to deployers and admins only.
 func (h *Deploys) ShowDeployPlanPage(w http.ResponseWriter, r *http.Request) error {
 	rev, err := parseRevision(r.URL.Query().Get("revision"))
+	if err != nil {
+		return err
+	}
+	release, err := parseRelease(r.URL.Query().Get("release"))
 	if err != nil {
 		return err
 	}
@@ -59,16 +76,22 @@ func (h *Deploys) ShowDeployPlanPage(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	m, err := h.planPage(r, svc, env, role, rev)
+	m, err := h.planPage(r, svc, env, role, rev, release)
 	if err != nil {
 		return err
 	}
 	return Render(w, r, http.StatusOK, views.DeployPlan(m))
 }
 
-func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Environment, role store.Role, rev int) (views.DeployPlanPage, error) {
+func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Environment, role store.Role, rev int, release int64) (views.DeployPlanPage, error) {
 	ctx := r.Context()
-	dp, err := svc.PlanDeploy(ctx, env, rev)
+	var dp *runs.DeployPlan
+	var err error
+	if release != 0 {
+		dp, err = svc.PlanRollback(ctx, env, release)
+	} else {
+		dp, err = svc.PlanDeploy(ctx, env, rev)
+	}
 	if err != nil {
 		return views.DeployPlanPage{}, err
 	}
@@ -84,6 +107,15 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 	}
 	if dp.From != nil {
 		m.FromRevision = dp.From.Number
+	}
+	m.ValueChanges = views.NewValueChangeViews(dp.ValueChanges)
+	if rp := dp.Release; rp != nil {
+		rv := &views.RollbackView{RunID: rp.RunID, Revision: rp.Revision, Recorded: rp.Recorded,
+			ComeBackEmpty: rp.ComeBackEmpty, ReleaseCommandsSince: rp.ReleaseCommandsSince}
+		for _, v := range rp.Values {
+			rv.Values = append(rv.Values, views.ReleaseValueView{Name: v.Name, Now: v.Now, Then: v.Then, Kept: v.Kept})
+		}
+		m.Release = rv
 	}
 	for n := dp.Latest; n >= 1; n-- {
 		m.Revisions = append(m.Revisions, n)
@@ -136,7 +168,8 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 }
 
 // StartDeploy starts a deploy (deployers and admins): fields revision,
-// confirm, redeploy, and confirm_public_value (the environment's name typed
+// release (a rollback to that earlier deploy's revision and value
+// versions), confirm, redeploy, and confirm_public_value (the environment's name typed
 // by an admin to publish a value in a hostname). A refused deploy
 // re-renders the plan with the reason next to the field it concerns.
 func (h *Deploys) StartDeploy(w http.ResponseWriter, r *http.Request) error {
@@ -144,6 +177,10 @@ func (h *Deploys) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	rev, err := parseRevision(r.PostForm.Get("revision"))
+	if err != nil {
+		return err
+	}
+	release, err := parseRelease(r.PostForm.Get("release"))
 	if err != nil {
 		return err
 	}
@@ -156,11 +193,11 @@ func (h *Deploys) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req := runs.DeployRequest{Revision: rev, Confirm: strings.TrimSpace(r.PostForm.Get("confirm")), Redeploy: r.PostForm.Get("redeploy") == "1",
-		ConfirmPublicValue: strings.TrimSpace(r.PostForm.Get("confirm_public_value"))}
+		ConfirmPublicValue: strings.TrimSpace(r.PostForm.Get("confirm_public_value")), Release: release}
 	run, err := svc.StartDeploy(r.Context(), ActorOf(r), env, req)
 	var refusal *runs.DeployRefusal
 	if errors.As(err, &refusal) {
-		m, perr := h.planPage(r, svc, env, role, rev)
+		m, perr := h.planPage(r, svc, env, role, rev, release)
 		if perr != nil {
 			return perr
 		}

@@ -22,6 +22,9 @@ type Environments struct {
 	*Base
 	// Vault resolves route hostnames from the environment's values.
 	Vault *store.Vault
+	// Runs, when set, knows the installation's public addresses and the
+	// reconcile interval (what a DNS-pending domain's owner is told).
+	Runs *runs.Service
 }
 
 // NewEnvironments returns the environment handlers.
@@ -187,8 +190,18 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 			if hv.State == "" {
 				continue
 			}
-			m.Services = append(m.Services, views.ServiceStateView{Domain: hv.Resolved, Route: hx.Route, State: hv.State, Cert: hv.Cert,
-				Pending: hv.State != "issued"})
+			sv := views.ServiceStateView{Domain: hv.Resolved, Route: hx.Route, State: hv.State, Cert: hv.Cert,
+				Pending: hv.State != "issued", Now: now}
+			if c, ok := byDomain[hv.Resolved]; ok {
+				if dnsPending(c) {
+					if sv.DNS, err = dnsPendingView(ctx, h.DB, h.Runs, env, c, now, m.CanDeploy, 0); err != nil {
+						return err
+					}
+				} else if c.State == store.CertFailed && c.NextRetryAt != nil && c.NextRetryAt.After(now) {
+					sv.RetryAt = *c.NextRetryAt
+				}
+			}
+			m.Services = append(m.Services, sv)
 		}
 		for _, name := range slices.Sorted(maps.Keys(def.Applications)) {
 			m.Applications = append(m.Applications, views.NewApplicationView(name, def.Applications[name], host))
@@ -201,6 +214,9 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		}
 	}
 	if m.Danger, err = h.EnvironmentDangerZone(ctx, env, role); err != nil {
+		return err
+	}
+	if m.Live, err = h.environmentLive(ctx, env, role, shown); err != nil {
 		return err
 	}
 	return Render(w, r, http.StatusOK, views.Environment(m))

@@ -28,9 +28,14 @@ func (h *Home) ShowHomePage(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		statuses, err := environmentStatuses(r, h.Base, u, 0)
+		if err != nil {
+			return err
+		}
 		for _, p := range projects {
 			m.Projects = append(m.Projects, views.ProjectCard{
 				Name: p.Name, Description: p.Description, Environments: p.Environments, UpdatedAt: p.CreatedAt,
+				Statuses: statuses[p.Name],
 			})
 		}
 	}
@@ -45,8 +50,30 @@ func (h *Home) ShowHomePage(w http.ResponseWriter, r *http.Request) error {
 					continue
 				}
 			}
-			m.BackupAlarms = append(m.BackupAlarms, views.BackupAlarmView{Project: a.Project, Env: a.Environment, Reason: a.Reason})
+			m.BackupAlarms = append(m.BackupAlarms, views.NewBackupAlarmView(a))
 		}
 	}
 	return Render(w, r, http.StatusOK, views.Home(m))
+}
+
+// environmentStatuses says the state of every environment u may see (of
+// one project, or all when projectID is 0), by project name.
+func environmentStatuses(r *http.Request, b *Base, u *store.User, projectID int64) (map[string][]views.EnvironmentStatusView, error) {
+	overviews, err := b.DB.EnvironmentOverviews(r.Context(), u, projectID)
+	if err != nil {
+		return nil, err
+	}
+	alarms, err := b.DB.BackupAlarms(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	alarmOf := map[int64]string{}
+	for _, a := range alarms {
+		alarmOf[a.EnvironmentID] = a.Reason
+	}
+	out := map[string][]views.EnvironmentStatusView{}
+	for _, o := range overviews {
+		out[o.Project] = append(out[o.Project], views.NewEnvironmentStatus(o, alarmOf[o.ID]))
+	}
+	return out, nil
 }

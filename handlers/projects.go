@@ -114,8 +114,16 @@ func (h *Projects) projectPage(r *http.Request, p *store.Project, role store.Rol
 		CanAddRevision:       role.Includes(store.RoleAdmin),
 		CanCreateEnvironment: u != nil && u.IsAdmin,
 	}
+	statuses, err := environmentStatuses(r, h.Base, u, p.ID)
+	if err != nil {
+		return views.ProjectPage{}, err
+	}
+	statusOf := map[string]views.EnvironmentStatusView{}
+	for _, st := range statuses[p.Name] {
+		statusOf[st.Env] = st
+	}
 	for _, e := range envs {
-		row := views.EnvironmentRow{Name: e.Name, State: e.State, CreatedAt: e.CreatedAt}
+		row := views.EnvironmentRow{Name: e.Name, State: e.State, CreatedAt: e.CreatedAt, Status: statusOf[e.Name]}
 		if e.ActiveRevisionID != nil {
 			row.Revision = numbers[*e.ActiveRevisionID]
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,10 +30,51 @@ func NewRuns(b *Base, svc *runs.Service) *Runs { return &Runs{Base: b, Runs: svc
 // RunsPageSize is how many runs one page of the runs list shows.
 const RunsPageSize = 100
 
+// runStatuses are the statuses each ?status= of the runs list stands for.
+var runStatuses = map[string][]string{
+	"in-progress": {store.RunPending, store.RunRunning, store.RunWaiting},
+	"succeeded":   {store.RunSucceeded, store.RunSucceededWithWarnings},
+	"failed":      {store.RunFailed},
+	"cancelled":   {store.RunCancelled},
+}
+
+// runFilter reads the runs list's ?kind= and ?status=, and returns them
+// as a filter and as the query that keeps them on other pages.
+func runFilter(q url.Values) (store.RunFilter, url.Values, error) {
+	var f store.RunFilter
+	keep := url.Values{}
+	if k := q.Get("kind"); k != "" {
+		if !slices.ContainsFunc(views.RunKindFilters, func(o views.FilterOption) bool { return o.Value == k }) {
+			return f, nil, apperr.Errorf(apperr.Invalid, "kind must be deploy, reconcile, backup or restore.")
+		}
+		f.Kind = k
+		keep.Set("kind", k)
+	}
+	if s := q.Get("status"); s != "" {
+		statuses, ok := runStatuses[s]
+		if !ok {
+			return f, nil, apperr.Errorf(apperr.Invalid, "status must be in-progress, succeeded, failed or cancelled.")
+		}
+		f.Statuses = statuses
+		keep.Set("status", s)
+	}
+	return f, keep, nil
+}
+
+// filterOptions is options with the one whose value is chosen selected.
+func filterOptions(options []views.FilterOption, chosen string) []views.FilterOption {
+	out := slices.Clone(options)
+	for i := range out {
+		out[i].Selected = out[i].Value == chosen
+	}
+	return out
+}
+
 // ShowRunsPage lists the environment's runs (any role), newest first, a
-// page at a time: ?before=N lists the runs older than run N.
+// page at a time: ?before=N lists the runs older than run N; ?kind= and
+// ?status= (see runFilter) narrow it.
 func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
-	env, _, err := h.Environment(r, store.RoleViewer)
+	env, role, err := h.Environment(r, store.RoleViewer)
 	if err != nil {
 		return err
 	}
@@ -42,22 +85,43 @@ func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
 			return apperr.Errorf(apperr.Invalid, "before must be a run number, such as 120.")
 		}
 	}
-	list, err := h.DB.RunsBefore(r.Context(), env.ID, before, RunsPageSize+1)
+	filter, query, err := runFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	filter.Before = before
+	list, err := h.DB.RunsWhere(r.Context(), env.ID, filter, RunsPageSize+1)
 	if err != nil {
 		return err
 	}
 	m := views.RunsPage{Chrome: h.Chrome(r, "Runs · "+env.Project+" / "+env.Name, "projects"), Project: env.Project, Env: env.Name,
-		LastEventSeq: env.LastEventSeq, Before: before}
+		LastEventSeq: env.LastEventSeq, Before: before, Filtered: len(query) > 0, ClearURL: paths.Runs(env.Project, env.Name),
+		Kinds: filterOptions(views.RunKindFilters, query.Get("kind")), Statuses: filterOptions(views.RunStatusFilters, query.Get("status"))}
 	if len(list) > RunsPageSize {
 		list = list[:RunsPageSize]
-		m.OlderURL = paths.RunsBefore(env.Project, env.Name, list[len(list)-1].ID)
+		older := url.Values{"before": {strconv.FormatInt(list[len(list)-1].ID, 10)}}
+		for k, v := range query {
+			older[k] = v
+		}
+		m.OlderURL = paths.Runs(env.Project, env.Name) + "?" + older.Encode()
 	}
 	if before > 0 {
 		m.NewestURL = paths.Runs(env.Project, env.Name)
+		if len(query) > 0 {
+			m.NewestURL += "?" + query.Encode()
+		}
 	}
 	now := h.DB.Now()
+	active, err := h.DB.ActiveRelease(r.Context(), env.ID)
+	if err != nil {
+		return err
+	}
 	for i := range list {
-		m.Runs = append(m.Runs, views.NewRunView(env, &list[i], now, false))
+		rv := views.NewRunView(env, &list[i], now, false)
+		if role.Includes(store.RoleDeployer) {
+			rv.RollbackHref = rollbackHref(env, &list[i], active)
+		}
+		m.Runs = append(m.Runs, rv)
 	}
 	return Render(w, r, http.StatusOK, views.Runs(m))
 }
@@ -91,10 +155,39 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 	if !m.Run.Finished {
 		m.Chrome.Refresh = 3
 	}
+	var certs map[string]store.Certificate
 	for _, cp := range cps {
-		m.Checkpoints = append(m.Checkpoints, views.NewCheckpointView(env, run, cp, now))
+		v := views.NewCheckpointView(env, run, cp, now)
+		if v.TLS != nil && cp.Kind == runs.KindIssueTLS && v.TLS.Domain != "" {
+			// What to do about a domain still DNS pending, by its current
+			// state (not the checkpoint's).
+			if certs == nil {
+				if certs, err = h.certificates(r, env); err != nil {
+					return err
+				}
+			}
+			if c, ok := certs[v.TLS.Domain]; ok && dnsPending(c) {
+				if v.DNS, err = dnsPendingView(r.Context(), h.DB, h.Runs, env, c, now, role.Includes(store.RoleDeployer), run.ID); err != nil {
+					return err
+				}
+			}
+		}
+		m.Checkpoints = append(m.Checkpoints, v)
 	}
 	return Render(w, r, http.StatusOK, views.Run(m))
+}
+
+// certificates returns the environment's certificates by domain.
+func (h *Runs) certificates(r *http.Request, env *store.Environment) (map[string]store.Certificate, error) {
+	list, err := h.DB.Certificates(r.Context(), env.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]store.Certificate, len(list))
+	for _, c := range list {
+		out[c.Domain] = c
+	}
+	return out, nil
 }
 
 // CancelRun asks a run to stop at its next safe point (deployers and admins).
@@ -135,11 +228,11 @@ func (h *Runs) CheckNow(w http.ResponseWriter, r *http.Request) error {
 	case errors.Is(err, runs.ErrCheckUnderWay):
 		h.Flash(r.Context(), "info", fmt.Sprintf("A check of %s's domains is already queued or running, so none was added. "+
 			"A domain that answers here starts its issuance on its own, and this page shows it.", env.Name))
-		return SeeOther(w, r, paths.Environment(env.Project, env.Name))
+		return SeeOther(w, r, checkNowReturn(r, env))
 	case errors.Is(err, runs.ErrCheckStillRunning):
 		h.Flash(r.Context(), "info", fmt.Sprintf("The check of %s's domains is still running: a domain whose addresses stay silent takes up to %d seconds. "+
 			"A domain that answers here starts its issuance on its own, and this page shows it.", env.Name, int(runs.DefaultProbeDeadline.Seconds())))
-		return SeeOther(w, r, paths.Environment(env.Project, env.Name))
+		return SeeOther(w, r, checkNowReturn(r, env))
 	case err != nil:
 		return err
 	}
@@ -163,7 +256,16 @@ func (h *Runs) CheckNow(w http.ResponseWriter, r *http.Request) error {
 		msg = strings.Join(parts, "; ") + "."
 	}
 	h.Flash(r.Context(), "info", msg)
-	return SeeOther(w, r, paths.Environment(env.Project, env.Name))
+	return SeeOther(w, r, checkNowReturn(r, env))
+}
+
+// checkNowReturn is where Check now answers: the run page it was asked from
+// (the form field run), or the environment page.
+func checkNowReturn(r *http.Request, env *store.Environment) string {
+	if id, err := strconv.ParseInt(r.PostForm.Get("run"), 10, 64); err == nil && id > 0 {
+		return paths.Run(env.Project, env.Name, id)
+	}
+	return paths.Environment(env.Project, env.Name)
 }
 
 // notAskedText says how many of a domain's addresses its probe's deadline
@@ -173,4 +275,16 @@ func notAskedText(res runs.CheckResult) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%d of its %d addresses were not asked before the probe's deadline)", res.NotAsked, res.Addresses)
+}
+
+// rollbackHref is the plan of rolling back to run's release when run is an
+// earlier successful deploy (not the active release), else "".
+func rollbackHref(env *store.Environment, run *store.Run, active *store.Release) string {
+	if run.Kind != "deploy" || (run.Status != store.RunSucceeded && run.Status != store.RunSucceededWithWarnings) || run.RevisionID == nil {
+		return ""
+	}
+	if active != nil && active.RunID == run.ID {
+		return ""
+	}
+	return paths.RollbackPlan(env.Project, env.Name, run.ID)
 }

@@ -1,11 +1,14 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
@@ -157,18 +160,34 @@ const maxCheckBody = 2*compiler.MaxManifestSize + 64<<10
 // application/json, which a form on another site cannot send.
 func (h *Validate) Check(w http.ResponseWriter, r *http.Request) error {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		return answerCheck(w, http.StatusUnsupportedMediaType, map[string]string{"error": "Send the manifest as JSON (Content-Type: application/json)."})
+		return answerCheck(w, http.StatusUnsupportedMediaType, checkRefusal{"Send the manifest as JSON (Content-Type: application/json)."}, nil)
+	}
+	// One pooled buffer carries the body in and the answer out: a check
+	// runs at every pause in typing, and its fixed cost is what the editor
+	// waits for beyond the compile (issue 26).
+	buf := checkBuffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer putCheckBuffer(buf)
+	if r.ContentLength > maxCheckBody {
+		return answerCheck(w, http.StatusRequestEntityTooLarge, checkRefusal{checkTooLarge}, buf)
+	}
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxCheckBody)); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return answerCheck(w, http.StatusRequestEntityTooLarge, checkRefusal{checkTooLarge}, buf)
+		}
+		return answerCheck(w, http.StatusBadRequest, checkRefusal{checkUnreadable}, buf)
 	}
 	var req CheckRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCheckBody))
-	if err := dec.Decode(&req); err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return answerCheck(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "The manifest is too large to check; the limit is 1 MiB."})
-		}
-		return answerCheck(w, http.StatusBadRequest, map[string]string{"error": "The request could not be read as JSON with a manifest field."})
+	if err := json.Unmarshal(buf.Bytes(), &req); err != nil {
+		return answerCheck(w, http.StatusBadRequest, checkRefusal{checkUnreadable}, buf)
 	}
-	text := strings.ReplaceAll(req.Manifest, "\r\n", "\n")
-	src := []byte(text)
+	src := []byte(req.Manifest)
+	if bytes.Contains(src, crlf) {
+		src = bytes.ReplaceAll(src, crlf, lf)
+	}
 	opts := kinds.Options{InsecureSkipVerify: req.InsecureSkipVerify}
 	if k, ok := kinds.Parse(req.Kind); ok {
 		opts.Kind = k
@@ -178,15 +197,49 @@ func (h *Validate) Check(w http.ResponseWriter, r *http.Request) error {
 		fileName = ""
 	}
 	res := kinds.Validate(fileName, src, opts)
-	return answerCheck(w, http.StatusOK, NewCheckAnswer(src, res))
+	return answerCheck(w, http.StatusOK, NewCheckAnswer(src, res), buf)
+}
+
+const (
+	checkTooLarge   = "The manifest is too large to check; the limit is 1 MiB."
+	checkUnreadable = "The request could not be read as JSON with a manifest field."
+)
+
+// checkRefusal is the endpoint's answer to a request it cannot check.
+type checkRefusal struct {
+	Error string `json:"error"`
+}
+
+var (
+	crlf = []byte("\r\n")
+	lf   = []byte("\n")
+)
+
+// checkBuffers holds the buffers checks read their body into and write
+// their answer from.
+var checkBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putCheckBuffer returns buf to the pool unless a large manifest grew it
+// past what typical ones need: the pool would otherwise keep megabytes
+// alive for the few.
+func putCheckBuffer(buf *bytes.Buffer) {
+	if buf.Cap() > 256<<10 {
+		return
+	}
+	checkBuffers.Put(buf)
 }
 
 // NewCheckAnswer turns a validation result into the endpoint's answer.
 func NewCheckAnswer(src []byte, res *kinds.Result) CheckAnswer {
 	a := CheckAnswer{Kind: string(res.Kind), KindLabel: res.Kind.Label(), Valid: res.Valid(), Diagnostics: make([]CheckDiagnostic, 0, len(res.Diagnostics))}
-	var lines []string
+	var starts []int // the offset in src where each line starts
 	if len(res.Diagnostics) > 0 {
-		lines = strings.Split(string(src), "\n")
+		starts = append(make([]int, 0, 64), 0)
+		for i, c := range src {
+			if c == '\n' {
+				starts = append(starts, i+1)
+			}
+		}
 	}
 	for _, d := range res.Diagnostics {
 		if d.Severity == compiler.SeverityError {
@@ -196,8 +249,12 @@ func NewCheckAnswer(src []byte, res *kinds.Result) CheckAnswer {
 		}
 		line, col := max(d.Line, 1), max(d.Column, 1)
 		end := col + 1
-		if line <= len(lines) {
-			end = views.MarkEnd(lines[line-1], col)
+		if line <= len(starts) {
+			from, to := starts[line-1], len(src)
+			if line < len(starts) {
+				to = starts[line] - 1
+			}
+			end = views.MarkEnd(string(src[from:to]), col)
 		}
 		a.Diagnostics = append(a.Diagnostics, CheckDiagnostic{
 			Severity: string(d.Severity), Path: d.Path, Line: line, Column: col,
@@ -207,15 +264,23 @@ func NewCheckAnswer(src []byte, res *kinds.Result) CheckAnswer {
 	return a
 }
 
-func answerCheck(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+// answerCheck writes v as the JSON answer, encoded once into buf (the
+// request's pooled buffer, free again once the body is decoded) so that the
+// answer goes out with its length in one write.
+func answerCheck(w http.ResponseWriter, status int, v any, buf *bytes.Buffer) error {
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	_, err = w.Write(b)
+	_, err := w.Write(buf.Bytes())
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -56,6 +57,10 @@ func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) 
 		Revision:  shown.Revision.Number,
 		CanManage: role.Includes(store.RoleAdmin),
 	}
+	earlier, err := h.DB.EarlierValueVersions(ctx, env.ID)
+	if err != nil {
+		return views.ValuesPage{}, err
+	}
 	uses := compiler.ValueUses(shown.Def)
 	for _, s := range store.ValueStates(shown.Contract, stored) {
 		row := views.ValueRow{Name: s.Name, Kind: string(s.State), State: string(s.State), Uses: uses[s.Name]}
@@ -70,6 +75,9 @@ func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) 
 		}
 		if s.Stored != nil {
 			row.Set, row.Version, row.UpdatedBy, row.UpdatedAt = true, s.Stored.Version, s.Stored.UpdatedBy, s.Stored.UpdatedAt
+		}
+		for _, e := range earlier[s.Name] {
+			row.Earlier = append(row.Earlier, views.EarlierVersionView{Version: e.Version, SetBy: e.SetBy, SetAt: e.SetAt})
 		}
 		m.Rows = append(m.Rows, row)
 	}
@@ -297,6 +305,33 @@ func (h *Values) DeleteValue(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.Flash(r.Context(), "success", fmt.Sprintf("Deleted %s (version %d).", name, version))
+	return SeeOther(w, r, paths.Values(env.Project, env.Name))
+}
+
+// RestoreValue stores a kept earlier version (field version) of the value
+// as its next version (environment admins); it is audited as value.restored.
+func (h *Values) RestoreValue(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	vault, err := h.vault()
+	if err != nil {
+		return err
+	}
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	name := chi.URLParam(r, "name")
+	version, err := strconv.ParseInt(r.PostForm.Get("version"), 10, 32)
+	if err != nil || version < 1 {
+		return apperr.Errorf(apperr.Invalid, "version must be the number of an earlier version of %s, such as 2.", name)
+	}
+	next, err := vault.RestoreValue(r.Context(), ActorOf(r), env, name, int(version))
+	if err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "success", fmt.Sprintf("Restored %s v%d as v%d. Deploy to use it.", name, version, next))
 	return SeeOther(w, r, paths.Values(env.Project, env.Name))
 }
 

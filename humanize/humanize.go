@@ -70,3 +70,31 @@ func Duration(d time.Duration) string {
 	}
 	return fmt.Sprintf("%dh %dm", h, m)
 }
+
+// Due is what a countdown reads once its time has come: the page checks
+// what happened and the live stream brings the result.
+const Due = "checking…"
+
+// Until reads how long until something happens, as every countdown of the
+// Studio says it, on the server and in the page's script (static/js/live.js
+// ports it, and a browser test holds the two to the same table): rounded
+// up, "in 42 s" under a minute, "in 52 min" under an hour, then "in 3 h" or
+// "in 3 h 05 min"; Due once d is not positive.
+func Until(d time.Duration) string {
+	if d <= 0 {
+		return Due
+	}
+	s := (d + time.Second - 1) / time.Second
+	if s < 60 {
+		return "in " + strconv.FormatInt(int64(s), 10) + " s"
+	}
+	m := (s + 59) / 60
+	if m < 60 {
+		return "in " + strconv.FormatInt(int64(m), 10) + " min"
+	}
+	h, m := m/60, m%60
+	if m == 0 {
+		return "in " + strconv.FormatInt(int64(h), 10) + " h"
+	}
+	return fmt.Sprintf("in %d h %02d min", h, m)
+}

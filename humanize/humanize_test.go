@@ -26,3 +26,28 @@ func TestHumanize(t *testing.T) {
 		}
 	}
 }
+
+// TestUntil: countdowns round up, so that "in 1 min" never shows while more
+// than a minute is left, and read "checking…" once due.
+func TestUntil(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "checking…"},
+		{0, "checking…"},
+		{time.Millisecond, "in 1 s"},
+		{59*time.Second + time.Millisecond, "in 1 min"},
+		{42 * time.Second, "in 42 s"},
+		{60 * time.Second, "in 1 min"},
+		{61 * time.Second, "in 2 min"},
+		{52*time.Minute + 30*time.Second, "in 53 min"},
+		{59*time.Minute + 59*time.Second, "in 1 h"},
+		{time.Hour + 5*time.Minute, "in 1 h 05 min"},
+		{32 * time.Hour, "in 32 h"},
+	} {
+		if got := humanize.Until(tc.d); got != tc.want {
+			t.Errorf("Until(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}

@@ -150,3 +150,44 @@ func EnvironmentEvents(project, env string) string { return Environment(project,
 
 // Backups is an environment's backups page (and where a snapshot is taken).
 func Backups(project, env string) string { return Environment(project, env) + "/backups" }
+
+// RollbackPlan is the plan of rolling back to the release of an earlier
+// successful deploy (run runID): its revision and value versions.
+func RollbackPlan(project, env string, runID int64) string {
+	return Environment(project, env) + "/deploys/new?release=" + strconv.FormatInt(runID, 10)
+}
+
+// EnvironmentLive is the environment page's live parts (state, what runs,
+// what changed since, releases), re-fetched by the page's script when the
+// environment's stream brings an event.
+func EnvironmentLive(project, env string) string { return Environment(project, env) + "/live" }
+
+// ValueRestore restores an earlier version of a value as its next version.
+func ValueRestore(project, env, name string) string {
+	return Values(project, env) + "/" + name + "/restore"
+}
+
+// Webhooks is an environment's webhooks page, where its endpoints are
+// added (posted) and its deliveries listed.
+func Webhooks(project, env string) string { return Environment(project, env) + "/webhooks" }
+
+// AdminWebhooks is the page of the webhook endpoints that hear of every
+// environment (installation admins).
+const AdminWebhooks = Admin + "/webhooks"
+
+// WebhookCreated is a webhooks page (base) showing the new endpoint id's
+// secret once.
+func WebhookCreated(base string, id int64) string {
+	return base + "?created=" + strconv.FormatInt(id, 10)
+}
+
+// WebhookAction is where action (delete, disable, enable) is posted for
+// endpoint id of a webhooks page (base).
+func WebhookAction(base string, id int64, action string) string {
+	return base + "/" + strconv.FormatInt(id, 10) + "/" + action
+}
+
+// WebhookRedeliver is where a delivery of a webhooks page (base) is sent again.
+func WebhookRedeliver(base string, deliveryID int64) string {
+	return base + "/deliveries/" + strconv.FormatInt(deliveryID, 10) + "/redeliver"
+}

@@ -560,7 +560,7 @@ func TestRestoreVerifiesBeforeItStops(t *testing.T) {
 		t.Fatalf("the reason shows the checksum of the file found: %s", got.Reason)
 	}
 	for _, cp := range f.checkpoints(run.ID) {
-		want := store.CheckpointPending
+		want := store.CheckpointNotRun
 		if cp.Kind == runs.KindVerify {
 			want = store.CheckpointFailed
 		}
@@ -841,8 +841,9 @@ func TestBackupTargetNotWritable(t *testing.T) {
 	if run.Status != store.RunFailed || !strings.Contains(run.Reason, "cannot be written: it is read-only") {
 		t.Fatalf("scheduled snapshot into a read-only target: %s (%s)", run.Status, run.Reason)
 	}
-	if a, _ := f.db.BackupAlarmOf(f.ctx, f.env.ID); a == nil || !strings.Contains(a.Reason, "read-only") {
-		t.Fatalf("alarm: %+v", a)
+	if a, _ := f.db.BackupAlarmOf(f.ctx, f.env.ID); a == nil || !strings.Contains(a.Reason, "read-only") ||
+		!strings.HasPrefix(a.Reason, "The last scheduled fire (") || !strings.Contains(a.Reason, "failed: ") || a.RunID == nil || *a.RunID != run.ID {
+		t.Fatalf("alarm: %+v, want the fire's reason and run %d", a, run.ID)
 	}
 	// What it holds can still be restored.
 	if why := f.missing(kept); why != "" {
@@ -1007,7 +1008,7 @@ func TestRestoreOfAFIFOIsRefusedPromptly(t *testing.T) {
 	if got.Status != store.RunFailed || !strings.Contains(got.Reason, "not a regular file") || !strings.Contains(got.Reason, "Nothing was stopped") {
 		t.Fatalf("restore of a FIFO: %s (%s)", got.Status, got.Reason)
 	}
-	if cp, _ := f.checkpoint(run.ID, runs.KindStop); cp.Status != store.CheckpointPending {
+	if cp, _ := f.checkpoint(run.ID, runs.KindStop); cp.Status != store.CheckpointNotRun {
 		t.Fatalf("the stop checkpoint is %s", cp.Status)
 	}
 	if env := f.reloadEnv(); env.State != store.EnvironmentActive {

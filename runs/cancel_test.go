@@ -2,6 +2,7 @@ package runs_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/skali-dev/studio/apperr"
@@ -77,8 +78,52 @@ func TestCancelBeforeTheRunStarts(t *testing.T) {
 		t.Fatalf("run %s", got.Status)
 	}
 	for _, cp := range f.checkpoints(run.ID) {
-		if cp.Status != store.CheckpointPending {
-			t.Fatalf("%s ran: %s", cp.Name, cp.Status)
+		if cp.Status != store.CheckpointNotRun {
+			t.Fatalf("%s is %s, want not-run", cp.Name, cp.Status)
+		}
+	}
+	if det, first := runs.DecodeRunDetail(f.run(run.ID).Detail), f.checkpoints(run.ID)[0]; det.StoppedAt == nil || *det.StoppedAt != first.Position || det.StoppedName != first.Name {
+		t.Fatalf("stopped at %v %q, want the first checkpoint", det.StoppedAt, det.StoppedName)
+	}
+}
+
+// TestCancelledRunSummarySaysTheCertificateIssuedMeanwhile: a deploy
+// waits on a certificate in backoff, Check now issues it, then the deploy
+// is cancelled: its summary says the certificate was issued, not pending.
+func TestCancelledRunSummarySaysTheCertificateIssuedMeanwhile(t *testing.T) {
+	f := newFixture(t, wiki("100h"), wikiValues)
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = map[string]string{"wiki.test": "403"} })
+	run := f.deploy(runs.DeployRequest{})
+	if res := f.execute(run.ID); res.Finished {
+		t.Fatal("the run does not wait")
+	}
+	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = nil })
+	results, err := f.svc.CheckNow(f.ctx, store.Actor{}, f.reloadEnv(), "wiki.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.Run != nil {
+			f.execute(r.Run.ID)
+		}
+	}
+	if c := f.certificate("wiki.test"); c == nil || c.State != "issued" {
+		t.Fatalf("Check now did not issue the certificate: %+v", c)
+	}
+	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	got := f.run(run.ID)
+	summary := runs.DecodeRunDetail(got.Detail).Summary
+	if got.Status != store.RunCancelled || !strings.Contains(summary, "wiki.test  cert issued") || strings.Contains(summary, "cert pending") {
+		t.Fatalf("run %s, summary:\n%s", got.Status, summary)
+	}
+	for _, cp := range f.checkpoints(run.ID) {
+		if cp.Status == store.CheckpointPending {
+			t.Errorf("%s is still pending after the run was cancelled", cp.Name)
 		}
 	}
 }

@@ -383,6 +383,35 @@ func TestCheckNowRetriesABackoffWithAWarning(t *testing.T) {
 	}
 }
 
+// TestCheckNowOnAnArrivedDomainMakesOneRun: one Check now click for a
+// deferred domain that points here now makes one reconcile run, which
+// records the arrival and issues the certificate (the reconciler on its
+// own records them as two runs).
+func TestCheckNowOnAnArrivedDomainMakesOneRun(t *testing.T) {
+	f := newFixture(t, wiki("10m"), wikiValues)
+	f.resolver.Set("wiki.test", nobody)
+	f.resolver.Set("www.wiki.test", here)
+	f.execute(f.deploy(runs.DeployRequest{}).ID)
+	f.resolver.Set("wiki.test", here)
+	if _, err := f.svc.CheckNow(f.ctx, store.Actor{}, f.reloadEnv(), "wiki.test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.ExecuteUnfinished(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := f.db.Runs(f.ctx, f.env.ID, 10)
+	if len(all) != 2 || all[0].Kind != "reconcile" || all[0].Status != store.RunSucceeded {
+		t.Fatalf("runs after one Check now: %+v, want the deploy and one reconcile run", all)
+	}
+	cps := f.checkpoints(all[0].ID)
+	if len(cps) != 2 || cps[0].Kind != runs.KindProbe || cps[1].Kind != runs.KindIssueTLS || cps[1].Status != store.CheckpointSucceeded {
+		t.Fatalf("checkpoints %+v, want the arrival and the issuance", cps)
+	}
+	if c := f.certificate("wiki.test"); c.State != store.CertIssued {
+		t.Fatalf("certificate %s after Check now", c.State)
+	}
+}
+
 func TestReleaseCommandFailureActivatesNothing(t *testing.T) {
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
@@ -397,9 +426,13 @@ func TestReleaseCommandFailureActivatesNothing(t *testing.T) {
 		t.Fatalf("run %s %q", got.Status, got.Reason)
 	}
 	for _, cp := range f.checkpoints(run.ID) {
-		if (cp.Kind == runs.KindIssueTLS || cp.Kind == runs.KindRollout || cp.Kind == runs.KindActivate) && cp.Status != store.CheckpointPending {
-			t.Fatalf("%s is %s after the release command failed", cp.Name, cp.Status)
+		if (cp.Kind == runs.KindIssueTLS || cp.Kind == runs.KindRollout || cp.Kind == runs.KindActivate) && cp.Status != store.CheckpointNotRun {
+			t.Fatalf("%s is %s after the release command failed, want not-run", cp.Name, cp.Status)
 		}
+	}
+	release, _ := f.checkpoint(run.ID, runs.KindRelease)
+	if det := runs.DecodeRunDetail(got.Detail); det.StoppedAt == nil || *det.StoppedAt != release.Position || det.StoppedName != release.Name {
+		t.Fatalf("stopped at %v %q, want the release command's checkpoint %d", det.StoppedAt, det.StoppedName, release.Position)
 	}
 	if f.reloadEnv().ActiveRevisionID != nil {
 		t.Fatal("a failed release command activated the revision")

@@ -41,6 +41,11 @@ type RunDetail struct {
 	Force  bool   `json:"force,omitempty"`
 	// BackupID is the snapshot a restore run replays.
 	BackupID int64 `json:"backupId,omitempty"`
+	// StoppedAt is the position of the checkpoint a failed run failed at
+	// or a cancelled run stopped at, and StoppedName its name: the run
+	// page's heading links to it.
+	StoppedAt   *int   `json:"stoppedAt,omitempty"`
+	StoppedName string `json:"stoppedName,omitempty"`
 }
 
 // CheckpointDetail is a checkpoint's typed details; which fields are set

@@ -179,7 +179,7 @@ func TestCancelEndsARunWhoseExecutorIsGoneAtOnce(t *testing.T) {
 		switch {
 		case cp.Position < 4 && cp.Status != store.CheckpointSucceeded,
 			cp.Position == 4 && (cp.Status != store.CheckpointSkipped || !strings.Contains(cp.Warning, "did not finish")),
-			cp.Position > 4 && cp.Status != store.CheckpointPending:
+			cp.Position > 4 && cp.Status != store.CheckpointNotRun:
 			t.Errorf("%s: %s %q", cp.Name, cp.Status, cp.Warning)
 		}
 	}

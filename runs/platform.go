@@ -149,6 +149,8 @@ type Local struct {
 	Faults    *Faults
 	Prober    *Prober
 	CA        *DevCA
+	// values keeps what SetValues received, as a cluster keeps a Secret.
+	values receivedValues
 }
 
 func (l *Local) step(ctx context.Context) error {

@@ -226,6 +226,12 @@ func (s *Service) reconcileEnvironment(ctx context.Context, a store.Actor, args 
 			}
 		}
 		probe := s.Platform.Probe(probeCtx, c.Domain)
+		if probe.Verdict != PointsHere {
+			// The pages count the next automatic check from this probe.
+			if err := s.DB.MarkProbed(ctx, env.ID, c.Domain, s.Now()); err != nil {
+				return nil, err
+			}
+		}
 		res := CheckResult{Domain: c.Domain, Verdict: probe.Verdict, Addresses: len(probe.Addresses), NotAsked: probe.NotAsked}
 		if probe.Verdict == PointsHere && !busy {
 			if res.Run, err = s.arrive(ctx, a, env, c, probe, args.Force); err != nil {
@@ -243,8 +249,20 @@ func (s *Service) reconcileEnvironment(ctx context.Context, a store.Actor, args 
 
 // arrive records a domain that answers here and requests its issuance:
 // for a deferred domain an arrival run and an issuance run, for a failed
-// one the issuance run only. It returns the issuance run.
+// one the issuance run only. It returns the issuance run. Check now (force)
+// makes one run of both: one click, one run, its first checkpoint the
+// arrival the person asked about.
 func (s *Service) arrive(ctx context.Context, a store.Actor, env *store.Environment, c store.Certificate, probe ProbeResult, force bool) (*store.Run, error) {
+	issue := store.NewCheckpoint{Kind: KindIssueTLS, Name: "Issue TLS certificate · " + c.Route, Detail: CheckpointDetail{
+		TLS: &TLSDetail{Route: c.Route, Expression: c.Domain, Domain: c.Domain, Policy: "automatic"}}}
+	if c.State == store.CertDeferred && force {
+		return s.DB.CreateRun(ctx, a, env, store.NewRun{
+			EnvironmentID: env.ID, Kind: "reconcile",
+			Checkpoints: []store.NewCheckpoint{{Kind: KindProbe, Name: "Domain arrived · " + c.Domain, Detail: CheckpointDetail{Probe: &probe}}, issue},
+			Detail:      RunDetail{Domain: c.Domain, Force: force},
+			Enqueue:     s.enqueueKind("reconcile"),
+		})
+	}
 	if c.State == store.CertDeferred {
 		_, err := s.DB.CreateRun(ctx, a, env, store.NewRun{
 			EnvironmentID: env.ID, Kind: "reconcile",
@@ -258,10 +276,9 @@ func (s *Service) arrive(ctx context.Context, a store.Actor, env *store.Environm
 	}
 	return s.DB.CreateRun(ctx, a, env, store.NewRun{
 		EnvironmentID: env.ID, Kind: "reconcile",
-		Checkpoints: []store.NewCheckpoint{{Kind: KindIssueTLS, Name: "Issue TLS certificate · " + c.Route, Detail: CheckpointDetail{
-			TLS: &TLSDetail{Route: c.Route, Expression: c.Domain, Domain: c.Domain, Policy: "automatic"}}}},
-		Detail:  RunDetail{Domain: c.Domain, Force: force},
-		Enqueue: s.enqueueKind("reconcile"),
+		Checkpoints: []store.NewCheckpoint{issue},
+		Detail:      RunDetail{Domain: c.Domain, Force: force},
+		Enqueue:     s.enqueueKind("reconcile"),
 	})
 }
 

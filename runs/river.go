@@ -124,6 +124,16 @@ type RiverOptions struct {
 	// "executor lost" and taken over by a live process that long after its
 	// last renewal, plus at most a quarter of it.
 	Lease time.Duration
+	// ValueRetention is how long earlier value versions are kept after a
+	// newer one replaced it (default store.DefaultValueRetention); they are
+	// pruned hourly, always keeping store.KeptValueVersions of each name.
+	ValueRetention time.Duration
+	// Webhooks tune webhook deliveries (runs/webhook.go).
+	Webhooks WebhookOptions
+	// WebhookSweepInterval is how often backup alarms are compared with
+	// those announced and deliveries missing their job are queued (default
+	// 1m; negative turns it off).
+	WebhookSweepInterval time.Duration
 }
 
 // StartRiver starts the River client that executes runs and reconciles:
@@ -150,12 +160,19 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	river.AddWorker(workers, &reconcileWorker{service: s})
 	river.AddWorker(workers, &reconcileEnvironmentWorker{service: s})
 	river.AddWorker(workers, &backupScheduleWorker{service: s})
+	webhooks := o.Webhooks
+	webhooks.defaults()
+	river.AddWorker(workers, &webhookWorker{service: s, opts: &webhooks})
+	river.AddWorker(workers, &webhookSweepWorker{service: s, opts: &webhooks})
+	if o.WebhookSweepInterval == 0 {
+		o.WebhookSweepInterval = time.Minute
+	}
 	if o.BackupInterval == 0 {
 		o.BackupInterval = time.Minute
 	}
 	cfg := &river.Config{
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.Workers},
-			QueueReconcile: {MaxWorkers: o.ReconcileWorkers}},
+			QueueReconcile: {MaxWorkers: o.ReconcileWorkers}, QueueWebhooks: {MaxWorkers: webhooks.Workers}},
 		Workers:              workers,
 		RescueStuckJobsAfter: o.RescueAfter,
 		// Steps carry their own timeouts (release command, rollout), and a
@@ -168,6 +185,7 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 		cfg.FetchCooldown = min(o.PollInterval, 100*time.Millisecond)
 	}
 	if o.ReconcileInterval > 0 {
+		s.ReconcileInterval = o.ReconcileInterval
 		cfg.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(o.ReconcileInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, reconcileInsertOpts() }, nil)}
 	}
@@ -180,10 +198,21 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(every,
 			func() (river.JobArgs, *river.InsertOpts) { return BackupScheduleArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
 	}
+	river.AddWorker(workers, &valueRetentionWorker{service: s, retention: o.ValueRetention})
+	cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+		func() (river.JobArgs, *river.InsertOpts) { return ValueRetentionArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}))
+	if o.WebhookSweepInterval > 0 {
+		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(o.WebhookSweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return WebhookSweepArgs{}, &river.InsertOpts{Queue: QueueWebhooks}
+			}, nil))
+	}
 	client, err := river.NewClient(riverpgxv5.New(s.DB.Pool), cfg)
 	if err != nil {
 		return fmt.Errorf("runs: river: %w", err)
 	}
+	s.river, s.webhooks = client, &webhooks
+	s.DB.SetWebhookEnqueuer(s.enqueueWebhook)
 	// Not ctx: a cancelled Start context cancels every running job at
 	// once, which is a crash, not a stop. StopRiver stops it gracefully.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {

@@ -101,6 +101,8 @@ type runContext struct {
 	lease string
 	// detDirty: det changed and is not stored yet.
 	detDirty bool
+	// cancelledAt is the checkpoint a cancelled run stopped at.
+	cancelledAt *store.Checkpoint
 }
 
 // processName names this process in lease owners: its machine (host name
@@ -320,6 +322,7 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 // step left running by an executor that is gone is recorded as not
 // finished; the checkpoints after it stay pending and read "not run".
 func (r *Runner) cancelAt(ctx context.Context, rc *runContext, cp store.Checkpoint) (Result, error) {
+	rc.cancelledAt = &cp
 	d := DecodeCheckpointDetail(cp.Detail)
 	switch cp.Status {
 	case store.CheckpointWaiting:
@@ -448,6 +451,25 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 		return Result{}, err
 	}
 	det := rc.det
+	if status == store.RunFailed || status == store.RunCancelled {
+		if cps, err = r.markNotRun(ctx, rc, cps); err != nil {
+			return Result{}, err
+		}
+		det.StoppedAt, det.StoppedName = nil, ""
+		stopped := rc.cancelledAt
+		for i := range cps {
+			if stopped == nil && cps[i].Status == store.CheckpointFailed {
+				stopped = &cps[i]
+			}
+		}
+		if stopped != nil {
+			det.StoppedAt, det.StoppedName = &stopped.Position, stopped.Name
+		}
+	}
+	certs, err := r.certificateStates(ctx, rc.env.ID)
+	if err != nil {
+		return Result{}, err
+	}
 	det.Deferred, det.Warnings = 0, 0
 	for _, cp := range cps {
 		if cp.Warning != "" {
@@ -463,7 +485,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 			status = store.RunSucceededWithWarnings
 		}
 	}
-	det.Summary = Summary(rc.run, status, reason, cps)
+	det.Summary = summary(rc.run, status, reason, cps, certs)
 	change := store.RunChange{RunID: rc.run.ID, Status: status, Reason: reason, Detail: det}
 	change.EnvironmentState = restoreOutcomeState(rc.run, status, cps)
 	if failed != nil && failed.converge && rc.run.Kind == "deploy" && rc.run.FromRevisionID == nil && rc.env.ActiveRevisionID == nil {
@@ -479,8 +501,53 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 	return Result{Finished: true}, nil
 }
 
+// markNotRun records every checkpoint a failed or cancelled run never
+// reached as not run, each with its event (a watching page turns its
+// rows), and returns cps with those statuses.
+func (r *Runner) markNotRun(ctx context.Context, rc *runContext, cps []store.Checkpoint) ([]store.Checkpoint, error) {
+	for i, cp := range cps {
+		if cp.Status != store.CheckpointPending {
+			continue
+		}
+		if _, ok, err := r.apply(ctx, store.RunChange{RunID: rc.run.ID, Lease: rc.lease, Checkpoint: &store.CheckpointChange{
+			Position: cp.Position, Status: store.CheckpointNotRun, From: []string{store.CheckpointPending}}}); err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, ErrTakenOver
+		}
+		cps[i].Status = store.CheckpointNotRun
+	}
+	return cps, nil
+}
+
+// certificateStates is the state of each certificate of the environment
+// by domain, as it stands when a run ends: a certificate another run
+// issued meanwhile reads issued in this run's summary.
+func (r *Runner) certificateStates(ctx context.Context, envID int64) (map[string]string, error) {
+	var certs []store.Certificate
+	err := withRetry(ctx, func(ctx context.Context, _ int) (err error) {
+		certs, err = r.DB.Certificates(ctx, envID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	states := make(map[string]string, len(certs))
+	for _, c := range certs {
+		states[c.Domain] = c.State
+	}
+	return states, nil
+}
+
 // Summary is a run's plain-text summary, like the CLI's ready summary.
 func Summary(run *store.Run, status, reason string, cps []store.Checkpoint) string {
+	return summary(run, status, reason, cps, nil)
+}
+
+// summary is Summary with the environment's certificate states by domain:
+// a TLS checkpoint that did not issue its certificate (not run, cancelled
+// while waiting) reads as its certificate stands now.
+func summary(run *store.Run, status, reason string, cps []store.Checkpoint, certs map[string]string) string {
 	var b strings.Builder
 	what := run.Kind
 	if run.Revision > 0 {
@@ -494,6 +561,9 @@ func Summary(run *store.Run, status, reason string, cps []store.Checkpoint) stri
 		if cp.Kind == KindIssueTLS && d.TLS != nil {
 			state := ""
 			switch {
+			case cp.Status != store.CheckpointSucceeded && certs[d.TLS.Domain] == "issued":
+				// Issued meanwhile (Check now, the reconciler, another run).
+				state = "cert issued"
 			case TLSDeferred(cp, d):
 				deferred++
 				state = "cert deferred · domain not pointing here yet"
@@ -506,6 +576,10 @@ func Summary(run *store.Run, status, reason string, cps []store.Checkpoint) stri
 				state = "cert failed"
 			case cp.Status == store.CheckpointWaiting && d.TLS.NextRetryAt != nil:
 				state = "cert waiting · " + RetryText(*d.TLS.NextRetryAt)
+			case cp.Status == store.CheckpointNotRun && certs[d.TLS.Domain] != "":
+				state = "cert " + certs[d.TLS.Domain] + " · not run"
+			case cp.Status == store.CheckpointNotRun:
+				state = "cert not run"
 			default:
 				state = "cert " + cp.Status
 			}
@@ -556,6 +630,10 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		}
 		var missing []string
 		for _, n := range contract.Required {
+			if rc.run.ReleaseOf != nil {
+				// A rollback checks its own release (applyRelease).
+				break
+			}
 			if !slices.ContainsFunc(stored, func(s store.StoredValue) bool { return s.Name == n }) {
 				missing = append(missing, n)
 			}
@@ -572,6 +650,9 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 				}
 				return stepResult{}, err
 			}
+		}
+		if rc.run.Kind == "deploy" {
+			return r.applyRelease(ctx, rc, contract, ok, fail)
 		}
 		return ok(), nil
 	case KindProvisionDatabase:

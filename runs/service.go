@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"regexp"
 	"slices"
 	"sync"
@@ -32,7 +33,17 @@ type Service struct {
 	// ReconcileDeadline bounds the probes of one environment's reconcile
 	// (default ReconcileDeadline).
 	ReconcileDeadline time.Duration
-	river             *river.Client[pgx.Tx]
+	// ReconcileInterval is how often the periodic reconcile probes deferred
+	// domains again, which pages count down to as the next automatic check
+	// (StartRiver sets it from its options when they turn the reconciler
+	// on; zero or negative: no automatic checks).
+	ReconcileInterval time.Duration
+	// PublicAddresses are the addresses this installation's edge answers
+	// on: the records a DNS-pending domain's owner is asked to create.
+	PublicAddresses []netip.Addr
+	river           *river.Client[pgx.Tx]
+	// webhooks are the delivery options StartRiver was given.
+	webhooks *WebhookOptions
 	// stopSupervising ends superviseLeases; supervising waits for it.
 	stopSupervising context.CancelFunc
 	supervising     sync.WaitGroup
@@ -65,6 +76,12 @@ type DeployPlan struct {
 	resolved map[string]store.ResolvedHost
 	// Latest is the project's newest revision number.
 	Latest int
+	// ValueChanges are the values set, changed or deleted since the active
+	// deploy, by name and version: the deploy applies them. Empty when the
+	// active deploy recorded no release, and on a rollback (see Release).
+	ValueChanges []store.ValueChange
+	// Release is the earlier deploy a rollback deploys again; nil otherwise.
+	Release *RollbackPlan
 }
 
 // PlanDeploy plans a deploy of revision number (0: the latest) to env.
@@ -129,6 +146,9 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 			dp.Refused = append(dp.Refused, fmt.Sprintf("The values of %s (%s) do not make a hostname.", h.Route, h.Expression))
 		}
 	}
+	if dp.ValueChanges, err = s.valueChangesSinceActive(ctx, env, dp); err != nil {
+		return nil, err
+	}
 	return dp, nil
 }
 
@@ -144,6 +164,9 @@ type DeployRequest struct {
 	// publish, in a hostname, values the project also uses outside
 	// hostnames (DeployPlan.PublicValues).
 	ConfirmPublicValue string
+	// Release is the run id of an earlier successful deploy to roll back
+	// to: its revision and its value versions (0: not a rollback).
+	Release int64
 }
 
 // DeployRefusal is a deploy that cannot start as asked, with the form
@@ -166,7 +189,13 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 	if env.State != store.EnvironmentActive {
 		return nil, &DeployRefusal{Message: fmt.Sprintf("The environment is %s; deploys wait until it is active again.", env.State)}
 	}
-	dp, err := s.PlanDeploy(ctx, env, req.Revision)
+	var dp *DeployPlan
+	var err error
+	if req.Release != 0 {
+		dp, err = s.PlanRollback(ctx, env, req.Release)
+	} else {
+		dp, err = s.PlanDeploy(ctx, env, req.Revision)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +216,7 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 		return nil, &DeployRefusal{Field: "public_value", Message: fmt.Sprintf(
 			"Only an admin of %s can deploy a hostname built from %s, which the project also uses outside hostnames: hostnames are public (DNS, certificates, logs).",
 			env.Name, joinNames(dp.PublicValueNames()))}
-	case dp.Redeploy && !req.Redeploy:
+	case dp.Redeploy && !req.Redeploy && dp.Release == nil && len(dp.ValueChanges) == 0:
 		return nil, &DeployRefusal{Field: "redeploy", Message: fmt.Sprintf("Revision %d is already active. Tick redeploy to deploy it again.", dp.To.Number)}
 	case dp.NeedsConfirmation() && req.Confirm != env.Name:
 		return nil, &DeployRefusal{Field: "confirm", Message: fmt.Sprintf("This deploy destroys data. Type the environment's name, %s, to confirm.", env.Name)}
@@ -213,6 +242,17 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 	if dp.From != nil {
 		nr.FromRevisionID = &dp.From.ID
 		nr.AuditDetail["from_revision"] = dp.From.Number
+	}
+	if rp := dp.Release; rp != nil {
+		nr.AuditDetail["release"] = rp.RunID
+		if rp.Recorded {
+			nr.ReleaseOf, nr.Release = &rp.RunID, rp.values
+			versions := make([]map[string]any, 0, len(rp.values))
+			for _, nv := range rp.values {
+				versions = append(versions, map[string]any{"name": nv.Name, "version": nv.Version})
+			}
+			nr.AuditDetail["values"] = versions
+		}
 	}
 	return s.DB.CreateRun(ctx, a, env, nr)
 }
@@ -336,4 +376,28 @@ func (s *Service) wake(ctx context.Context, run *store.Run) {
 	if _, err := s.river.JobRetry(ctx, *run.JobID); err != nil {
 		s.Logger.Warn("wake run", "run", run.ID, "err", err)
 	}
+}
+
+// NextAutomaticCheck is when the periodic reconcile probes c again: the
+// next reconcile tick after its last probe, counted in whole intervals so
+// that it lies after now. It is false for an issued certificate, and when
+// the reconciler is off.
+func (s *Service) NextAutomaticCheck(c store.Certificate, now time.Time) (time.Time, bool) {
+	every := s.ReconcileInterval
+	if every <= 0 || c.State == store.CertIssued {
+		return time.Time{}, false
+	}
+	if c.State == store.CertFailed && c.NextRetryAt != nil && c.NextRetryAt.After(now) {
+		// A certificate in backoff waits for its retry, not for a tick.
+		return *c.NextRetryAt, true
+	}
+	from := c.UpdatedAt
+	if c.ProbedAt != nil {
+		from = *c.ProbedAt
+	}
+	next := from.Add(every)
+	if !next.After(now) {
+		next = next.Add(every * (now.Sub(next)/every + 1))
+	}
+	return next, true
 }

@@ -517,6 +517,9 @@ type BackupAlarm struct {
 	Project       string
 	Environment   string
 	Reason        string
+	// RunID is the backup run that failed or was cancelled, when the alarm
+	// is about one.
+	RunID *int64
 }
 
 // BackupAlarms returns every environment whose backups are in alarm (for
@@ -536,7 +539,7 @@ func (db *DB) BackupAlarmOf(ctx context.Context, envID int64) (*BackupAlarm, err
 
 func (db *DB) backupAlarms(ctx context.Context, envID int64) ([]BackupAlarm, error) {
 	rows, _ := db.Pool.Query(ctx, `
-		SELECT e.id, p.name, e.name, s.interval_ms, s.updated_at, last.scheduled_at, COALESCE(last.skipped, ''), COALESCE(lr.status, ''), COALESCE(lr.reason, ''),
+		SELECT e.id, p.name, e.name, s.interval_ms, s.updated_at, last.scheduled_at, COALESCE(last.skipped, ''), COALESCE(lr.status, ''), COALESCE(lr.reason, ''), last.run_id,
 		       (SELECT max(COALESCE(b.scheduled_at, b.created_at)) FROM backups b JOIN runs r ON r.id = b.run_id
 		        WHERE b.environment_id = e.id AND b.deleted_at IS NULL AND r.status IN ('succeeded', 'succeeded-with-warnings'))
 		FROM backup_schedules s JOIN environments e ON e.id = s.environment_id JOIN projects p ON p.id = e.project_id
@@ -552,17 +555,21 @@ func (db *DB) backupAlarms(ctx context.Context, envID int64) ([]BackupAlarm, err
 	var project, env, skipped, status, reason string
 	var since time.Time
 	var lastAt, lastOK *time.Time
-	_, err := pgx.ForEachRow(rows, []any{&id, &project, &env, &intervalMS, &since, &lastAt, &skipped, &status, &reason, &lastOK}, func() error {
+	var runID *int64
+	_, err := pgx.ForEachRow(rows, []any{&id, &project, &env, &intervalMS, &since, &lastAt, &skipped, &status, &reason, &runID, &lastOK}, func() error {
 		window := 2 * time.Duration(intervalMS) * time.Millisecond
 		a := BackupAlarm{EnvironmentID: id, Project: project, Environment: env}
 		switch {
 		case lastAt != nil && skipped != "":
 			a.Reason = fmt.Sprintf("The scheduled backup of %s UTC was skipped: %s.", lastAt.UTC().Format("2006-01-02 15:04"), skipped)
 		case lastAt != nil && (status == RunFailed || status == RunCancelled):
-			a.Reason = fmt.Sprintf("The scheduled backup of %s UTC %s.", lastAt.UTC().Format("2006-01-02 15:04"), status)
+			// Why it failed (the target is gone, say) is what to act on.
+			a.Reason = fmt.Sprintf("The last scheduled fire (%s UTC) %s.", lastAt.UTC().Format("2006-01-02 15:04"), status)
 			if status == RunFailed && reason != "" {
-				// Why it failed (the target is gone, say) is what to act on.
-				a.Reason += " " + reason
+				a.Reason = fmt.Sprintf("The last scheduled fire (%s UTC) failed: %s", lastAt.UTC().Format("2006-01-02 15:04"), reason)
+			}
+			if runID != nil {
+				a.RunID = new(*runID)
 			}
 		case now.Sub(since) > window && (lastOK == nil || now.Sub(*lastOK) > window):
 			a.Reason = fmt.Sprintf("No backup has succeeded in the last %s (twice the schedule's interval).", windowText(window))

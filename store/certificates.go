@@ -139,3 +139,48 @@ func (db *DB) AuditCheckNow(ctx context.Context, a Actor, env *Environment, doma
 	e.Detail = map[string]any{"domains": domains}
 	return db.Audit(ctx, e)
 }
+
+// MarkProbed records that the reconciler probed the environment's unissued
+// domain at at (and found it still not here): the next automatic check is
+// counted from it.
+func (db *DB) MarkProbed(ctx context.Context, envID int64, domain string, at time.Time) error {
+	if _, err := db.Pool.Exec(ctx, `UPDATE certificates SET probed_at = $3 WHERE environment_id = $1 AND domain = $2 AND state <> 'issued'`,
+		envID, domain, at); err != nil {
+		return fmt.Errorf("store: mark probed: %w", err)
+	}
+	return nil
+}
+
+// ProbeRecord is the newest checkpoint of an environment that recorded what
+// a domain's addresses answered: its detail (decoded by runs), its run and
+// when it was recorded.
+type ProbeRecord struct {
+	RunID  int64
+	Detail []byte
+	At     time.Time
+}
+
+// LatestProbe returns the newest Issue TLS or domain-arrival checkpoint of
+// the environment that probed domain, among its last 200 runs; NotFound
+// when none did.
+func (db *DB) LatestProbe(ctx context.Context, envID int64, domain string) (*ProbeRecord, error) {
+	var p ProbeRecord
+	var at *time.Time
+	err := db.Pool.QueryRow(ctx, `
+		SELECT c.run_id, c.detail, COALESCE(c.finished_at, c.started_at)
+		FROM (SELECT id FROM runs WHERE environment_id = $1 ORDER BY id DESC LIMIT 200) r
+		JOIN run_checkpoints c ON c.run_id = r.id
+		WHERE c.kind IN ('issue-tls', 'probe')
+		  AND (c.detail->'tls'->>'domain' = $2 AND c.detail->'tls' ? 'verdict' OR c.detail->'probe'->>'domain' = $2)
+		ORDER BY r.id DESC, c.position DESC LIMIT 1`, envID, domain).Scan(&p.RunID, &p.Detail, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, apperr.Errorf(apperr.NotFound, "No probe of %s yet.", domain)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: latest probe: %w", err)
+	}
+	if at != nil {
+		p.At = *at
+	}
+	return &p, nil
+}

@@ -6,6 +6,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,8 @@ type DB struct {
 	// Now is the clock used for timestamps the application decides (expiry,
 	// schedules). Tests replace it; it defaults to time.Now.
 	Now func() time.Time
+	// webhookJobs inserts a webhook delivery's job (SetWebhookEnqueuer).
+	webhookJobs atomic.Pointer[WebhookEnqueuer]
 }
 
 // Open connects to the database at url and checks that it answers.

@@ -404,7 +404,8 @@ func (k *Keyring) check(ctx context.Context, db *DB) error {
 			}
 			active = first
 		}
-		rows, _ = tx.Query(ctx, `SELECT DISTINCT key_id FROM environment_values WHERE ciphertext IS NOT NULL`)
+		rows, _ = tx.Query(ctx, `SELECT DISTINCT key_id FROM environment_values WHERE ciphertext IS NOT NULL
+			UNION SELECT DISTINCT key_id FROM value_versions`)
 		used, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return fmt.Errorf("store: read value keys in use: %w", err)
@@ -562,6 +563,10 @@ func (v *Vault) RotateKey(ctx context.Context, a Actor, newID string, progress f
 			}
 		}
 	}
+	// Earlier versions kept for rollbacks are sealed with the same keys.
+	if err := v.resealValueVersions(ctx, newID); err != nil {
+		return res, fmt.Errorf("store: rotate: %w", err)
+	}
 	// The installation's own secrets (the edge's, the development CA's key)
 	// are sealed with the same keys: a retired key must open none of them.
 	res.Secrets, err = v.resealInstallationSecrets(ctx, newID)
@@ -574,6 +579,7 @@ func (v *Vault) RotateKey(ctx context.Context, a Actor, newID string, progress f
 		}
 		var left int
 		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM environment_values WHERE ciphertext IS NOT NULL AND key_id <> $1)
+			+ (SELECT count(*) FROM value_versions WHERE key_id <> $1)
 			+ (SELECT count(*) FROM installation_settings WHERE starts_with(key, $2) AND split_part(value, ':', 1) <> $1)`,
 			newID, sealedPrefix).Scan(&left); err != nil {
 			return err

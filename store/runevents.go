@@ -18,10 +18,12 @@ import (
 // ("run_events.<id>", "environment_events.<id>"), so that a listener hears
 // only of the streams it LISTENs to: a process following three runs is not
 // woken for every event of every other run on the database. A
-// notification's payload is only "<id>:<seq>" (the run or environment id
-// and the new sequence number): NOTIFY serialises committing transactions,
-// so it stays tiny, and listeners read the events themselves from the
-// tables.
+// notification's payload starts with "<id>:<seq>" (the run or environment
+// id and the new sequence number). A run's notification then carries the
+// event itself and the state its page renders from, ":<RunNotice as
+// JSON>", when that fits in RunNoticeLimit bytes, so that listeners need no
+// read; otherwise (and for an environment's events) listeners read the
+// events from the tables.
 const (
 	RunEventsChannelPrefix         = "run_events."
 	EnvironmentEventsChannelPrefix = "environment_events."
@@ -82,9 +84,10 @@ var (
 	environmentEventTable = eventTable{"environment_events", "environment_id", "run_id", "environments", "last_event_seq", EnvironmentEventsChannelPrefix}
 )
 
-// appendSQL is the one append-and-notify statement, written out for an
-// event table: it numbers the event with the stream's next sequence number,
-// stores it and announces "<id>:<seq>" on the stream's channel. The UPDATE
+// appendSQL is the append-and-notify statement of an environment's events
+// (a run's, appendRunEventSQL, is the same with more in its notification):
+// it numbers the event with the stream's next sequence number, stores it
+// and announces "<id>:<seq>" on the stream's channel. The UPDATE
 // takes the owner's row lock, so concurrent appends to one stream are
 // serialised and sequence numbers have no gaps: a rolled-back transaction
 // takes its number with it.
@@ -96,10 +99,113 @@ func (t eventTable) appendSQL() string {
 		SELECT i.seq FROM i, LATERAL (SELECT pg_notify('` + t.channel + `' || i.id::text, i.id::text || ':' || i.seq::text)) n`
 }
 
-var (
-	appendRunEventSQL         = runEventTable.appendSQL()
-	appendEnvironmentEventSQL = environmentEventTable.appendSQL()
-)
+// RunNoticeLimit is the largest RunNotice a run's notification carries, in
+// bytes: PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more, and
+// the payload also holds "<id>:<seq>:".
+const RunNoticeLimit = 7000
+
+// appendRunEventSQL is the run's append statement: appendSQL's, whose
+// notification also carries the event and the state of the run and of the
+// event's checkpoint as they stand in the appending transaction (a
+// RunNotice), when it fits in RunNoticeLimit. The run's row comes from the
+// counter's UPDATE (the row as this transaction left it); the checkpoint's
+// from the table, which the change's own statement updated before.
+var appendRunEventSQL = `
+	WITH s AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1
+	           RETURNING id, last_seq, status, reason, cancel_requested, started_at, finished_at, detail, executor_lost_at),
+	     i AS (INSERT INTO run_events (run_id, seq, checkpoint, payload)
+	           SELECT id, last_seq, $2, $3 FROM s RETURNING run_id AS id, seq, at, checkpoint, payload),
+	     b AS (SELECT i.id, i.seq, json_build_object(
+	               'at', i.at, 'checkpoint', i.checkpoint, 'payload', i.payload,
+	               'run', json_build_object('status', s.status, 'reason', s.reason, 'cancelRequested', s.cancel_requested,
+	                   'startedAt', s.started_at, 'finishedAt', s.finished_at, 'detail', s.detail, 'executorLostAt', s.executor_lost_at),
+	               'cp', (SELECT json_build_object('kind', c.kind, 'name', c.name, 'status', c.status, 'startedAt', c.started_at,
+	                          'finishedAt', c.finished_at, 'warning', c.warning, 'detail', c.detail)
+	                      FROM run_checkpoints c WHERE c.run_id = i.id AND c.position = i.checkpoint))::text AS body
+	           FROM i, s)
+	SELECT b.seq FROM b, LATERAL (SELECT pg_notify('` + RunEventsChannelPrefix + `' || b.id::text, b.id::text || ':' || b.seq::text ||
+	    CASE WHEN octet_length(b.body) <= ` + strconv.Itoa(RunNoticeLimit) + ` THEN ':' || b.body ELSE '' END)) n`
+
+var appendEnvironmentEventSQL = environmentEventTable.appendSQL()
+
+// RunNotice is what a run's notification carries after "<id>:<seq>:": the
+// event as stored and the state the run page's live parts render from, as
+// they stood when the event was appended.
+type RunNotice struct {
+	At         time.Time       `json:"at"`
+	Checkpoint *int            `json:"checkpoint"`
+	Payload    json.RawMessage `json:"payload"`
+	Run        RunNoticeState  `json:"run"`
+	// CP is the event's checkpoint (nil for a run-level change).
+	CP *RunNoticeCheckpoint `json:"cp"`
+}
+
+// RunNoticeState is the part of a run's row that changes while it runs.
+type RunNoticeState struct {
+	Status          string          `json:"status"`
+	Reason          string          `json:"reason"`
+	CancelRequested bool            `json:"cancelRequested"`
+	StartedAt       *time.Time      `json:"startedAt"`
+	FinishedAt      *time.Time      `json:"finishedAt"`
+	Detail          json.RawMessage `json:"detail"`
+	ExecutorLostAt  *time.Time      `json:"executorLostAt"`
+}
+
+// RunNoticeCheckpoint is a checkpoint's row in a RunNotice.
+type RunNoticeCheckpoint struct {
+	Kind       string          `json:"kind"`
+	Name       string          `json:"name"`
+	Status     string          `json:"status"`
+	StartedAt  *time.Time      `json:"startedAt"`
+	FinishedAt *time.Time      `json:"finishedAt"`
+	Warning    string          `json:"warning"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+// DecodeRunNotice reads what a run's notification carries after
+// "<id>:<seq>:". Times are in the local zone, as a read from the tables
+// gives them.
+func DecodeRunNotice(body string) (*RunNotice, error) {
+	var n RunNotice
+	if err := json.Unmarshal([]byte(body), &n); err != nil {
+		return nil, fmt.Errorf("store: decode run notification: %w", err)
+	}
+	local := func(t *time.Time) {
+		if t != nil {
+			*t = t.Local()
+		}
+	}
+	n.At = n.At.Local()
+	local(n.Run.StartedAt)
+	local(n.Run.FinishedAt)
+	local(n.Run.ExecutorLostAt)
+	if n.CP != nil {
+		local(n.CP.StartedAt)
+		local(n.CP.FinishedAt)
+	}
+	return &n, nil
+}
+
+// Apply returns the run with the state of n: run is the run as last read
+// (what never changes after it is created: its kind, revisions, creator).
+func (n *RunNotice) Apply(run *Run, seq int64) *Run {
+	r := *run
+	r.Status, r.Reason, r.CancelRequested = n.Run.Status, n.Run.Reason, n.Run.CancelRequested
+	r.StartedAt, r.FinishedAt, r.ExecutorLostAt = n.Run.StartedAt, n.Run.FinishedAt, n.Run.ExecutorLostAt
+	r.Detail, r.LastSeq = n.Run.Detail, seq
+	return &r
+}
+
+// CheckpointOf returns the event's checkpoint as it stood (nil for a
+// run-level change).
+func (n *RunNotice) CheckpointOf(runID int64) *Checkpoint {
+	if n.CP == nil || n.Checkpoint == nil {
+		return nil
+	}
+	c := n.CP
+	return &Checkpoint{RunID: runID, Position: *n.Checkpoint, Kind: c.Kind, Name: c.Name, Status: c.Status,
+		StartedAt: c.StartedAt, FinishedAt: c.FinishedAt, Warning: c.Warning, Detail: c.Detail}
+}
 
 // AppendRunEventSQL is the statement that appends a run's event ($1 the
 // run, $2 the checkpoint position or NULL, $3 the payload), for the stream

@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,7 +82,22 @@ func TestRunEventsAreNumberedWithoutGapsAndAnnounced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seen[note.Payload] = true
+		// "<run>:<seq>", then the event itself when it fits.
+		parts := strings.SplitN(note.Payload, ":", 3)
+		if len(parts) < 2 {
+			t.Fatalf("notification %q has no run and sequence number", note.Payload)
+		}
+		if len(parts) == 3 {
+			notice, err := store.DecodeRunNotice(parts[2])
+			if err != nil {
+				t.Fatalf("notification %s:%s carries an event that does not decode: %v", parts[0], parts[1], err)
+			}
+			var p struct{ I int }
+			if err := json.Unmarshal(notice.Payload, &p); err != nil || notice.Checkpoint == nil || *notice.Checkpoint != p.I {
+				t.Errorf("notification %s:%s carries checkpoint %v with payload %s, want the appended event", parts[0], parts[1], notice.Checkpoint, notice.Payload)
+			}
+		}
+		seen[parts[0]+":"+parts[1]] = true
 	}
 	for i := 1; i <= n; i++ {
 		if want := fmt.Sprintf("%d:%d", runID, i); !seen[want] {

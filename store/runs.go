@@ -31,6 +31,7 @@ const (
 	CheckpointSucceeded = payload.CheckpointSucceeded
 	CheckpointFailed    = payload.CheckpointFailed
 	CheckpointSkipped   = payload.CheckpointSkipped
+	CheckpointNotRun    = payload.CheckpointNotRun
 )
 
 // RunFinished reports whether status ends a run.
@@ -44,7 +45,7 @@ func RunFinished(status string) bool {
 
 // CheckpointDone reports whether a checkpoint with status is finished.
 func CheckpointDone(status string) bool {
-	return status == CheckpointSucceeded || status == CheckpointFailed || status == CheckpointSkipped
+	return status == CheckpointSucceeded || status == CheckpointFailed || status == CheckpointSkipped || status == CheckpointNotRun
 }
 
 // Run is a deploy, reconcile, backup or restore of one environment.
@@ -75,13 +76,16 @@ type Run struct {
 	// executing it stopped renewing it (killed, or cut off from the
 	// database). It is cleared when a live process takes the run over.
 	ExecutorLostAt *time.Time
+	// ReleaseOf is the earlier deploy whose release this rollback deploys
+	// again (its revision and value versions).
+	ReleaseOf *int64
 }
 
 // scanTargets are the destinations of runColumns, in order.
 func (r *Run) scanTargets() []any {
 	return []any{&r.ID, &r.EnvironmentID, &r.Kind, &r.Status, &r.Reason, &r.CancelRequested, &r.RevisionID, &r.FromRevisionID,
 		&r.Revision, &r.FromRevision, &r.CreatedBy, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.JobID, &r.Detail, &r.LastSeq,
-		&r.ExecutorLostAt}
+		&r.ExecutorLostAt, &r.ReleaseOf}
 }
 
 // Checkpoint is one step of a run.
@@ -118,6 +122,10 @@ type NewRun struct {
 	// ExclusiveDeploy refuses the run while a deploy or a restore of the
 	// environment is unfinished.
 	ExclusiveDeploy bool
+	// ReleaseOf and Release make the run a rollback: the release of that
+	// earlier deploy (its value versions) is fixed as this run's own.
+	ReleaseOf *int64
+	Release   []NameVersion
 	// Enqueue inserts the job that executes the run inside the same
 	// transaction and returns its id; nil for a run recorded whole.
 	Enqueue func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error)
@@ -173,6 +181,14 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 			env.ID, nr.Kind, nr.RevisionID, nr.FromRevisionID, a.userID(), db.Now(), detail).Scan(&id); err != nil {
 			return err
 		}
+		if nr.ReleaseOf != nil {
+			if _, err := tx.Exec(ctx, `UPDATE runs SET release_of = $2 WHERE id = $1`, id, *nr.ReleaseOf); err != nil {
+				return err
+			}
+			if err := pinRelease(ctx, tx, id, nr.Release); err != nil {
+				return err
+			}
+		}
 		rows := make([][]any, len(nr.Checkpoints))
 		for i, c := range nr.Checkpoints {
 			d, err := json.Marshal(orEmpty(c.Detail))
@@ -226,7 +242,7 @@ var runColumns = `r.id, r.environment_id, r.kind, r.status, r.reason, r.cancel_r
 	COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
 	COALESCE((SELECT number FROM revisions WHERE id = r.from_revision_id), 0),
 	` + displayNameOf("r.created_by") + `,
-	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail, r.last_seq, r.executor_lost_at`
+	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail, r.last_seq, r.executor_lost_at, r.release_of`
 
 func scanRun(row pgx.Row) (*Run, error) {
 	var r Run
@@ -257,7 +273,23 @@ func (db *DB) Runs(ctx context.Context, envID int64, limit int) ([]Run, error) {
 // RunsBefore is Runs from the run before run number before on (older than
 // it; 0: from the newest), so a long list is read page by page.
 func (db *DB) RunsBefore(ctx context.Context, envID, before int64, limit int) ([]Run, error) {
-	rows, _ := db.Pool.Query(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 AND ($2::bigint = 0 OR r.id < $2::bigint) ORDER BY r.id DESC LIMIT $3`, envID, before, limit)
+	return db.RunsWhere(ctx, envID, RunFilter{Before: before}, limit)
+}
+
+// RunFilter narrows a runs list: Before as in RunsBefore, Kind one kind
+// ("" any), Statuses any of these statuses (none: any).
+type RunFilter struct {
+	Before   int64
+	Kind     string
+	Statuses []string
+}
+
+// RunsWhere returns up to limit of the environment's runs that f lets
+// through, newest first.
+func (db *DB) RunsWhere(ctx context.Context, envID int64, f RunFilter, limit int) ([]Run, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 AND ($2::bigint = 0 OR r.id < $2::bigint)
+		AND ($4::text = '' OR r.kind = $4) AND (cardinality($5::text[]) = 0 OR r.status = ANY($5))
+		ORDER BY r.id DESC LIMIT $3`, envID, f.Before, limit, f.Kind, append([]string{}, f.Statuses...))
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
 		r, err := scanRun(row)
 		if err != nil {
@@ -385,7 +417,7 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 		err := tx.QueryRow(ctx, `
 			WITH cp AS (
 			    UPDATE run_checkpoints SET status = $6, warning = $7, detail = COALESCE($8::jsonb, detail),
-			           started_at = CASE WHEN started_at IS NULL AND $6 <> 'pending' THEN $5 ELSE started_at END,
+			           started_at = CASE WHEN started_at IS NULL AND $6 NOT IN ('pending', 'not-run') THEN $5 ELSE started_at END,
 			           finished_at = CASE WHEN $6 IN ('succeeded', 'failed', 'skipped') THEN $5 END
 			    WHERE $2 > 0 AND run_id = $1 AND position = $2 AND ($9::text[] IS NULL OR status = ANY($9))
 			      AND ($11::text = '' OR EXISTS (SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $11))
@@ -457,8 +489,15 @@ func (db *DB) runChangeEffects(ctx context.Context, tx pgx.Tx, c RunChange, envI
 			return err
 		}
 	}
+	// Webhooks (store/webhooks.go) hear of it in the same transaction.
+	if err := db.recordRunWebhooks(ctx, tx, c, envID, kind, status, wasStarted, wasFinished); err != nil {
+		return err
+	}
 	if cert := c.Certificate; cert != nil {
 		cert.EnvironmentID = envID
+		if err := db.recordCertificateWebhook(ctx, tx, envID, cert); err != nil {
+			return err
+		}
 		if err := upsertCertificate(ctx, tx, cert, now); err != nil {
 			return err
 		}

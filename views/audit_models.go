@@ -29,6 +29,9 @@ type AuditRow struct {
 	Action    string
 	Where     string
 	Target    string
+	// TargetURL is the page of the run, revision or snapshot Target names,
+	// or "".
+	TargetURL string
 	Details   []AuditDetail
 	// RequestID ties the event to the server's log lines.
 	RequestID string

@@ -2,8 +2,10 @@ package views
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/skali-dev/studio/paths"
+	"github.com/skali-dev/studio/store"
 )
 
 // BackupsPage is the model of an environment's backups page.
@@ -49,16 +51,19 @@ type BackupStatusView struct {
 	Scheduled bool
 	Cron      string
 	Keep      string
-	// Next is the next fire ("2026-12-02 03:00 UTC"), NextAt the same in
-	// RFC 3339 and NextIn how far off it is when rendered ("in 22h 2m"):
-	// the page's script counts it down.
-	Next, NextAt, NextIn string
+	// Next is the next fire ("2026-12-02 03:00 UTC"), NextAt the same time
+	// and Now when the page was rendered: the page counts down to it
+	// (Countdown).
+	Next        string
+	NextAt, Now time.Time
 	// LastSuccess is when the newest good snapshot was taken, LastAt the
 	// same in RFC 3339 and LastAge how long ago when rendered ("48s"): the
 	// script counts it on.
 	LastSuccess, LastAt, LastAge string
 	// Alarm is the red warning's sentence, or "".
 	Alarm string
+	// AlarmRunURL is the run the alarm is about, or "".
+	AlarmRunURL string
 }
 
 // BackupRow is one snapshot or skipped fire.
@@ -111,6 +116,17 @@ type AdminPage struct {
 // BackupAlarmView is an environment whose backups are in alarm.
 type BackupAlarmView struct {
 	Project, Env, Reason string
+	// RunURL is the failed run the alarm is about, or "".
+	RunURL string
+}
+
+// NewBackupAlarmView builds an alarm's model.
+func NewBackupAlarmView(a store.BackupAlarm) BackupAlarmView {
+	v := BackupAlarmView{Project: a.Project, Env: a.Environment, Reason: a.Reason}
+	if a.RunID != nil {
+		v.RunURL = paths.Run(a.Project, a.Environment, *a.RunID)
+	}
+	return v
 }
 
 func backupsPath(project, env string) string { return paths.Backups(project, env) }

@@ -71,3 +71,8 @@ func RunsTrail(project, env string) Trail {
 func RunTrail(project, env string, id int64) Trail {
 	return append(RunsTrail(project, env), Crumb{Label: strconv.FormatInt(id, 10), Href: paths.Run(project, env, id)})
 }
+
+// WebhooksTrail is the trail of an environment's webhooks page.
+func WebhooksTrail(project, env string) Trail {
+	return append(EnvironmentTrail(project, env), Crumb{Label: "Webhooks", Href: paths.Webhooks(project, env)})
+}

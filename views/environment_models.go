@@ -40,6 +40,8 @@ type EnvironmentPage struct {
 	Danger *DangerZone
 	// Backups is the schedule, last good snapshot and alarm (issue 13).
 	Backups BackupStatusView
+	// Live is the page's live header, notices and releases.
+	Live EnvironmentLiveView
 }
 
 // ApplicationView is one application as the environment page shows it.

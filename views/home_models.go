@@ -18,4 +18,6 @@ type ProjectCard struct {
 	Description  string
 	Environments []string
 	UpdatedAt    time.Time
+	// Statuses are its visible environments with their state.
+	Statuses []EnvironmentStatusView
 }

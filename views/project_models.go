@@ -53,6 +53,8 @@ type EnvironmentRow struct {
 	// Revision is the number of the revision it runs, 0 before a deploy.
 	Revision  int
 	CreatedAt time.Time
+	// Status is its state in words (running revision N, deploying, ...).
+	Status EnvironmentStatusView
 }
 
 // RevisionRow is one manifest revision on the project page.

@@ -22,6 +22,9 @@ func NewRunView(env *store.Environment, run *store.Run, now time.Time, canCancel
 		CreatedBy: run.CreatedBy, Created: humanize.Clock(run.CreatedAt), Deferred: det.Deferred, Warnings: det.Warnings,
 		Summary: det.Summary, Finished: store.RunFinished(run.Status), CanCancel: canCancel, CancelRequested: run.CancelRequested,
 		Subject: det.Domain, LastSeq: run.LastSeq, ExecutorLost: run.ExecutorLost()}
+	if det.StoppedAt != nil {
+		v.StoppedAt, v.StoppedName = "#checkpoint-"+strconv.Itoa(*det.StoppedAt), det.StoppedName
+	}
 	if v.ExecutorLost {
 		v.ExecutorLostAt = humanize.Clock(*run.ExecutorLostAt)
 	}
@@ -42,7 +45,7 @@ func NewRunView(env *store.Environment, run *store.Run, now time.Time, canCancel
 func NewCheckpointView(env *store.Environment, run *store.Run, cp store.Checkpoint, now time.Time) CheckpointView {
 	d := runs.DecodeCheckpointDetail(cp.Detail)
 	v := CheckpointView{Project: env.Project, Env: env.Name, RunID: run.ID, Position: cp.Position, Kind: cp.Kind, Name: cp.Name,
-		Status: cp.Status, Warning: cp.Warning, Error: d.Error, NotRun: cp.Status == store.CheckpointPending && store.RunFinished(run.Status)}
+		Status: cp.Status, Warning: cp.Warning, Error: d.Error, NotRun: cp.Status == store.CheckpointNotRun || cp.Status == store.CheckpointPending && store.RunFinished(run.Status)}
 	if cp.StartedAt != nil {
 		v.Started = humanize.Clock(*cp.StartedAt)
 		if cp.FinishedAt != nil {
@@ -94,6 +97,7 @@ func newTLSView(cp store.Checkpoint, t *runs.TLSDetail, deferred bool, now time.
 	tv := &TLSView{Domain: t.Domain, Route: t.Route, IssuedFor: t.IssuedFor}
 	switch {
 	case deferred:
+		tv.Deferred = true
 		tv.State = "cert deferred · domain not pointing here yet"
 	case t.State == "issued" || cp.Status == store.CheckpointSucceeded:
 		tv.State = "issued"
@@ -102,10 +106,13 @@ func newTLSView(cp store.Checkpoint, t *runs.TLSDetail, deferred bool, now time.
 	case t.State != "":
 		tv.State = t.State
 	}
-	if cp.Status == store.CheckpointWaiting && t.NextRetryAt != nil {
-		tv.Wait = "next retry at " + retryText(*t.NextRetryAt, now)
-	} else if t.NextRetryAt != nil && t.State == "failed" {
-		tv.Wait = "next retry at " + retryText(*t.NextRetryAt, now)
+	tv.Now = now
+	if t.NextRetryAt != nil && (cp.Status == store.CheckpointWaiting || t.State == "failed") {
+		tv.Wait = "next retry at " + t.NextRetryAt.UTC().Format("15:04 UTC")
+		tv.WaitAt = *t.NextRetryAt
+	}
+	if cp.Status == store.CheckpointWaiting && t.Deadline != nil {
+		tv.Deadline = *t.Deadline
 	}
 	for _, a := range t.Addresses {
 		tv.Addresses = append(tv.Addresses, AddressView{Address: a.Address, Answer: a.Answer, Here: a.Answer == runs.AnsweredHere})
@@ -141,13 +148,13 @@ func newTLSView(cp store.Checkpoint, t *runs.TLSDetail, deferred bool, now time.
 	}
 	add("Reason", t.LastFailure)
 	if t.NextRetryAt != nil {
-		add("Estimated next retry", retryText(*t.NextRetryAt, now))
+		add("Estimated next retry", humanize.Clock(*t.NextRetryAt))
 	}
 	if t.RateLimitedUntil != nil {
 		add("CA rate limit until", humanize.Time(*t.RateLimitedUntil))
 	}
 	if t.Deadline != nil {
-		add("Rollout deadline", t.Deadline.UTC().Format("15:04 UTC"))
+		add("Rollout deadline", humanize.Clock(*t.Deadline))
 	}
 	if is := t.Issuance; is != nil {
 		add("CertificateRequest", is.CertificateRequest)
@@ -163,13 +170,4 @@ func newTLSView(cp store.Checkpoint, t *runs.TLSDetail, deferred bool, now time.
 	add("Issued for", t.IssuedFor)
 	add("Note", t.Note)
 	return tv
-}
-
-// retryText reads "14:03 UTC (in 52 min)".
-func retryText(at, now time.Time) string {
-	s := at.UTC().Format("15:04 UTC")
-	if d := at.Sub(now); d > 0 {
-		s += " (in " + humanize.Duration(d.Round(time.Minute)) + ")"
-	}
-	return s
 }

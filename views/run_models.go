@@ -1,6 +1,9 @@
 package views
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // RunView is a run as its header and the runs lists show it.
 type RunView struct {
@@ -14,11 +17,15 @@ type RunView struct {
 	// Status is the machine status (data-run-status); StatusText how it reads.
 	Status, StatusText string
 	Reason             string
-	Revision           int
-	FromRevision       int
-	CreatedBy          string
-	Created            string
-	Started            string
+	// StoppedAt is the anchor of the checkpoint a failed run failed at or a
+	// cancelled run stopped at ("" when none), StoppedName its name.
+	StoppedAt    string
+	StoppedName  string
+	Revision     int
+	FromRevision int
+	CreatedBy    string
+	Created      string
+	Started      string
 	// Duration is how long the run took, or for an unfinished run how long
 	// it had run when the page was rendered; RunningSince (RFC 3339, UTC)
 	// is then when it started, for the page's script to keep counting.
@@ -37,6 +44,9 @@ type RunView struct {
 	// (since ExecutorLostAt, a clock time) and a live process resumes it.
 	ExecutorLost   bool
 	ExecutorLostAt string
+	// RollbackHref, on the runs list, is the plan of rolling back to this
+	// earlier successful deploy's release ("" when not offered).
+	RollbackHref string
 }
 
 // CheckpointView is one checkpoint row of a run page.
@@ -54,6 +64,9 @@ type CheckpointView struct {
 	Details []Setting
 	TLS     *TLSView
 	Error   string
+	// DNS says what to do about the checkpoint's domain while it is DNS
+	// pending (the run page sets it from the certificate's current state).
+	DNS *DNSPendingView
 }
 
 // TLSView is an Issue TLS certificate checkpoint's record.
@@ -62,12 +75,19 @@ type TLSView struct {
 	Route     string
 	IssuedFor string
 	// State reads like the environment page: issued, DNS pending, cert failed · retry at ...
-	State     string
+	State string
+	// Deferred: the domain did not point here when the checkpoint was
+	// written (the page then says what to do about it).
+	Deferred  bool
 	Addresses []AddressView
 	Attempts  []AttemptView
-	// Wait is the current wait: "next retry at 14:03 UTC (in 52 min)".
-	Wait   string
-	Fields []Setting
+	// Wait is the current wait ("next retry at 14:03 UTC"), until WaitAt,
+	// which the row counts down to from Now; Deadline, when set, is the
+	// rollout deadline a waiting checkpoint gives up at.
+	Wait             string
+	WaitAt, Deadline time.Time
+	Now              time.Time
+	Fields           []Setting
 }
 
 // AddressView is one resolved address and what it answered.
@@ -108,6 +128,34 @@ type RunsPage struct {
 	Before    int64
 	OlderURL  string
 	NewestURL string
+	// Kinds and Statuses are the filters' choices; Filtered is true when
+	// one is applied (the list then does not follow the stream) and
+	// ClearURL lists every run again.
+	Kinds, Statuses []FilterOption
+	Filtered        bool
+	ClearURL        string
+}
+
+// RunKindFilters are the runs list's kinds, as ?kind= takes them.
+var RunKindFilters = []FilterOption{{Value: "deploy", Label: "Deploys"}, {Value: "reconcile", Label: "Reconciles"},
+	{Value: "backup", Label: "Backups"}, {Value: "restore", Label: "Restores"}}
+
+// RunStatusFilters are the runs list's statuses, as ?status= takes them.
+var RunStatusFilters = []FilterOption{{Value: "in-progress", Label: "In progress"}, {Value: "succeeded", Label: "Succeeded"},
+	{Value: "failed", Label: "Failed"}, {Value: "cancelled", Label: "Cancelled"}}
+
+// RevisionText says which revision a run is about: "redeploy of revision
+// 2", "revision 1 → 2", "revision 2", or "" for none.
+func (r RunView) RevisionText() string {
+	switch {
+	case r.Revision <= 0:
+		return ""
+	case r.Kind == "deploy" && r.FromRevision == r.Revision:
+		return "redeploy of revision " + strconv.Itoa(r.Revision)
+	case r.FromRevision > 0:
+		return "revision " + strconv.Itoa(r.FromRevision) + " → " + strconv.Itoa(r.Revision)
+	}
+	return "revision " + strconv.Itoa(r.Revision)
 }
 
 // RunRowID is the element id of a run's row in the runs list.
@@ -123,6 +171,10 @@ type ServiceStateView struct {
 	Cert string
 	// Pending: deferred or failed, so Check now applies.
 	Pending bool
+	// DNS says what to do while the domain is DNS pending; RetryAt is a
+	// failed certificate's next retry, counted down from Now.
+	DNS          *DNSPendingView
+	RetryAt, Now time.Time
 }
 
 // DeployPlanPage is the model of the deploy plan.
@@ -159,6 +211,11 @@ type DeployPlanPage struct {
 	RedeployChecked   bool
 	// ConfirmPublicValue is what was typed to publish PublicValues.
 	ConfirmPublicValue string
+	// ValueChanges are the values set, changed or deleted since the active
+	// deploy, which this deploy applies (names and versions only).
+	ValueChanges []ValueChangeView
+	// Release is the earlier deploy a rollback deploys again; nil otherwise.
+	Release *RollbackView
 }
 
 // PublicValueView is a value a hostname would publish, by name.

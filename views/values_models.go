@@ -50,6 +50,16 @@ type ValueRow struct {
 	// Uses are the manifest fields that reference the name, such as
 	// web.routes.public.domain.
 	Uses []string
+	// Earlier are the kept earlier versions, newest first, which an admin
+	// may restore (never shown: by version, who and when only).
+	Earlier []EarlierVersionView
+}
+
+// EarlierVersionView is a kept earlier version of a value.
+type EarlierVersionView struct {
+	Version int
+	SetBy   string
+	SetAt   time.Time
 }
 
 // FilterText is what the filter box matches: the name and its uses.

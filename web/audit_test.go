@@ -145,6 +145,9 @@ func TestEnvironmentAdminsSeeTheirProjectsRevisions(t *testing.T) {
 		if status != http.StatusOK || !strings.Contains(body, "revision.added") || !strings.Contains(body, "Stan Stager") {
 			t.Errorf("production admin GET %s = %d without the staging admin's revision", path, status)
 		}
+		if !strings.Contains(body, `<a href="/projects/hello-world/revisions/2">revision 2</a>`) {
+			t.Errorf("production admin GET %s: the revision's row does not link to it", path)
+		}
 		if strings.Contains(body, "other-app") {
 			t.Errorf("production admin GET %s shows another project's events", path)
 		}

@@ -69,7 +69,7 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 	s, env, admin, target := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 
-	b := browsertest.New(t)
+	b := browsertest.NewFor(t, 4*time.Minute) // a schedule, a refusal and a snapshot: slow on a busy machine
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
 	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS("#cron")))
 	// Typing updates the preview (the script asks the server).
@@ -263,4 +263,29 @@ func TestBrowserBackupsMissingSnapshot(t *testing.T) {
 		t.Errorf("admin page target problem = %q", got)
 	}
 	b.Screenshot("admin-target-missing")
+}
+
+// TestBrowserBackupsPreviewDropsPastFires: a backups page left open with
+// a schedule that fires every minute: once the first fire of the preview
+// has come, it leaves the list, which still shows five fires to come.
+func TestBrowserBackupsPreviewDropsPastFires(t *testing.T) {
+	s, _, _, _ := backupsReady(t)
+	const page = "/projects/vault/environments/production/backups"
+	b := browsertest.NewFor(t, 3*time.Minute)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS("#cron")),
+		chromedp.SendKeys(chromedp.CSS("#cron"), "* * * * *"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="preview"] li:nth-child(5)`)))
+	first := b.Text(`[data-testid="preview"] li:first-child`)
+	// Within a minute and a few seconds the first fire has passed and the
+	// list has been asked for again.
+	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[bool](`(() => {
+		const lis = [...document.querySelectorAll('[data-testid="preview"] li')];
+		return lis.length === 5 && lis[0].textContent !== `+strconv.Quote(first)+`;
+	})()`, chromedp.WithPollingTimeout(100*time.Second))); err != nil {
+		t.Fatalf("the preview still starts with %s, a fire that has passed: %v", first, err)
+	}
+	if got := b.Text(`[data-testid="preview"]`); strings.Contains(got, first) {
+		t.Errorf("the preview %q still lists the past fire %s", got, first)
+	}
 }

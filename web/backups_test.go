@@ -222,7 +222,8 @@ func TestRestoreOfACorruptedSnapshotIsRefusedBeforeTheStop(t *testing.T) {
 	if status, body := s.Get(t, root, backupPage+"/restore"); status != 200 || !strings.Contains(body, "Type the environment's name") {
 		t.Fatalf("restore page: %d", status)
 	}
-	if resp, body := s.PostForm(t, root, backupPage+"/restore", url.Values{"confirm": {"prod"}}); resp.StatusCode != 422 || !strings.Contains(body, "to confirm") {
+	if resp, body := s.PostForm(t, root, backupPage+"/restore", url.Values{"confirm": {"prod"}}); resp.StatusCode != 422 || !strings.Contains(body, "to confirm") ||
+		!strings.Contains(body, `aria-describedby="confirm-error" autofocus`) || !strings.Contains(body, `<span class="error-text" id="confirm-error" role="alert">`) {
 		t.Fatalf("restore without the name: %d", resp.StatusCode)
 	}
 	file := filepath.Join(dir, "vault", "production", b.Name, "database-main.snapshot")

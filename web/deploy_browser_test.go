@@ -102,6 +102,19 @@ func TestBrowserShowsADestructivePlan(t *testing.T) {
 	b.Screenshot("deploy-plan-destructive")
 	b.Do(chromedp.EmulateViewport(390, 844))
 	b.Screenshot("deploy-plan-destructive-phone")
-	b.Do(chromedp.SendKeys(chromedp.CSS("#confirm"), "production"), chromedp.Click(chromedp.CSS("#deploy-form button[type=submit]")),
+	// A wrong name: the page comes back with the error in red, tied to the
+	// field, and the field has the focus.
+	b.Do(chromedp.SendKeys(chromedp.CSS("#confirm"), "prod"), chromedp.Click(chromedp.CSS("#deploy-form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-error")))
+	if got := browsertest.Eval[string](b, `(() => { const e = document.getElementById("confirm-error"), i = document.getElementById("confirm");
+		const red = getComputedStyle(document.documentElement).getPropertyValue("--danger").trim();
+		const probe = document.createElement("span"); probe.style.color = red; document.body.appendChild(probe);
+		const want = getComputedStyle(probe).color; probe.remove();
+		return [getComputedStyle(e).color === want, i.getAttribute("aria-describedby") === "confirm-error", document.activeElement === i].join(" ");
+	})()`); got != "true true true" {
+		t.Errorf("confirmation error red, described-by, focused = %s, want true true true", got)
+	}
+	b.Screenshot("deploy-plan-confirm-error-phone")
+	b.Do(chromedp.Evaluate[chromedp.Void](`document.getElementById("confirm").value = ""`), chromedp.SendKeys(chromedp.CSS("#confirm"), "production"), chromedp.Click(chromedp.CSS("#deploy-form button[type=submit]")),
 		chromedp.WaitVisible(chromedp.CSS(`#run-status[data-run-status="succeeded"]`)))
 }

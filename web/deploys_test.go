@@ -93,7 +93,7 @@ func TestDeployFromThePlanToTheRunPage(t *testing.T) {
 		t.Fatal("a finished run's page still refreshes itself")
 	}
 	status, page = s.Get(t, c, envPath)
-	if status != 200 || !strings.Contains(page, "Runs revision 1") || !strings.Contains(page, `data-service-state="issued"`) {
+	if status != 200 || !strings.Contains(page, "running revision 1") || !strings.Contains(page, `data-service-state="issued"`) {
 		t.Fatalf("environment page after the deploy: %d\n%s", status, pageMain(page))
 	}
 	status, page = s.Get(t, c, envPath+"/runs")
@@ -166,7 +166,8 @@ func TestDestructiveDeployAsksForTheEnvironmentsName(t *testing.T) {
 		t.Fatalf("plan: %d\n%s", status, pageMain(page))
 	}
 	resp, body := s.PostForm(t, c, envPath+"/deploys", url.Values{"revision": {"2"}, "confirm": {"prod"}})
-	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `<p class="field-error">This deploy destroys data. Type the environment&#39;s name, production, to confirm.</p>`) {
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `<p class="error-text" id="confirm-error" role="alert">This deploy destroys data. Type the environment&#39;s name, production, to confirm.</p>`) ||
+		!strings.Contains(body, `aria-describedby="confirm-error" autofocus`) {
 		t.Fatalf("wrong confirmation: %d\n%s", resp.StatusCode, pageMain(body))
 	}
 	resp, _ = s.PostForm(t, c, envPath+"/deploys", url.Values{"revision": {"2"}, "confirm": {"production"}})

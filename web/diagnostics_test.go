@@ -63,6 +63,11 @@ func TestDiagnosticsEndpoint(t *testing.T) {
 	if d.Line != 13 || d.Column != 14 || d.EndLine != 13 || d.EndColumn != 14+len("automatc") || d.Path != "applications.web.routes.public.tls" || d.Severity != "error" || !strings.Contains(d.Message, "automatic") {
 		t.Errorf("first diagnostic = %+v", d)
 	}
+	// On the last line, without a final line break, the range is still the word.
+	last := typoManifest[:strings.Index(typoManifest, "automatc")+len("automatc")]
+	if a := ask(handlers.CheckRequest{Manifest: last}); len(a.Diagnostics) == 0 || a.Diagnostics[0].Line != 13 || a.Diagnostics[0].EndColumn != 14+len("automatc") {
+		t.Errorf("typo on the last line: %+v", a)
+	}
 	// Detection works as in the form: an inline plan is a plan.
 	plan := "components = [\n  {name = \"api\", recipe = \"api.toml\"},\n  {name = \"api\", recipe = \"b.toml\"},\n]\n"
 	if a := ask(handlers.CheckRequest{Manifest: plan}); a.Kind != "plan" || len(a.Diagnostics) != 1 || a.Diagnostics[0].Path != "components[1].name" {

@@ -92,8 +92,13 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 	if got := browsertest.Eval[[]string](b, `[...document.querySelectorAll('`+badge+`')].map(e => e.textContent)`); len(got) != 2 || got[0] != "DNS pending" || got[1] != "DNS pending" {
 		t.Fatalf("TLS states of wiki.test (by its route and in the certificates card) = %q before the domain arrives, want DNS pending twice", got)
 	}
-	if n := browsertest.Eval[int](b, `document.querySelectorAll("#tls form").length`); n != 1 {
-		t.Fatalf("%d Check now buttons while the certificate is pending, want 1", n)
+	// Check now for every pending domain, and one beside what to do about
+	// wiki.test.
+	if n := browsertest.Eval[int](b, `document.querySelectorAll("#tls form[data-while-pending]").length`); n != 1 {
+		t.Fatalf("%d Check now buttons for every domain while the certificate is pending, want 1", n)
+	}
+	if n := browsertest.Eval[int](b, `document.querySelectorAll('#tls [data-dns-pending="wiki.test"] form').length`); n != 1 {
+		t.Fatalf("%d Check now buttons beside wiki.test's DNS instructions, want 1", n)
 	}
 	dns.Set("wiki.test", "127.0.0.1")
 	if resp, _ := s.PostForm(t, admin, envPath+"/probe", nil); resp.StatusCode != 303 {

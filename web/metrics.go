@@ -163,18 +163,22 @@ func (m *Metrics) streamClosed(kind string) {
 	}
 }
 
-func (m *Metrics) eventDelivered(kind string, notified time.Time) {
+// eventsDelivered counts frames written to a watcher at once, and the
+// time from each live event's notification to its write.
+func (m *Metrics) eventsDelivered(kind string, evs []*events.Event) {
 	if m == nil {
 		return
 	}
-	// Called for every frame of every watcher: skip the label lookup.
 	if kind == "run" {
-		m.deliveredRun.Inc()
+		m.deliveredRun.Add(float64(len(evs)))
 	} else {
-		m.delivered.WithLabelValues(kind).Inc()
+		m.delivered.WithLabelValues(kind).Add(float64(len(evs)))
 	}
-	if !notified.IsZero() {
-		m.deliveryDelay.Observe(time.Since(notified).Seconds())
+	now := time.Now()
+	for _, e := range evs {
+		if !e.Notified.IsZero() {
+			m.deliveryDelay.Observe(now.Sub(e.Notified).Seconds())
+		}
 	}
 }
 

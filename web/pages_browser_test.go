@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/webtest"
@@ -30,6 +32,9 @@ type page struct {
 	wait string
 	// main marks the pages whose screenshots the README shows.
 	main bool
+	// script runs on the page before it is checked (to show a state the
+	// page only reaches over time).
+	script string
 }
 
 // longLine is one long line of a manifest, the kind that once widened the
@@ -46,7 +51,10 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("visits every page four times")
 	}
-	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	// Public addresses: a DNS-pending domain shows the records to create.
+	deploys := &webtest.Deploys{ReconcileInterval: time.Minute,
+		PublicAddresses: []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8::7")}}
+	s := webtest.Start(t, webtest.WithDeploys(deploys))
 	c := s.SignInLocal(t)
 	// The reference's production example in two revisions, one deployed.
 	v1 := exampleManifest(t, "production")
@@ -88,6 +96,44 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Issue 25: a second release after SESSION_SECRET changed (so a
+	// rollback to the first brings v1 back), then a value changed since
+	// and a deploy that fails: the home page, the environment page and
+	// the rollback plan show these states.
+	waitIdle := func() {
+		for i := 0; ; i++ {
+			var open bool
+			if err := s.DB.Pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM runs WHERE finished_at IS NULL)`).Scan(&open); err != nil {
+				t.Fatal(err)
+			}
+			if !open {
+				return
+			}
+			if i == 600 {
+				t.Fatal("a deploy did not finish")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, step := range []struct {
+		path string
+		form url.Values
+	}{
+		{"/values", url.Values{"name": {"SESSION_SECRET"}, "value": {"s3cr3t-for-screens-2"}, "confirm_orphan": {"1"}}},
+		{"/deploys", url.Values{"revision": {"1"}, "redeploy": {"1"}}},
+		{"/values", url.Values{"name": {"SESSION_SECRET"}, "value": {"s3cr3t-for-screens-3"}, "confirm_orphan": {"1"}}},
+	} {
+		if resp, body := s.PostForm(t, c, "/projects/team-wiki/environments/production"+step.path, step.form); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("fixture %s = %d\n%s", step.path, resp.StatusCode, body)
+		}
+		waitIdle()
+	}
+	deploys.Faults.Set(func(f *runs.Faults) { f.Build = map[string]string{"web": "the image build ran out of disk space"} })
+	if resp, body := s.PostForm(t, c, "/projects/team-wiki/environments/production/deploys", url.Values{"revision": {"2"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("failing deploy = %d\n%s", resp.StatusCode, body)
+	}
+	waitIdle()
+	deploys.Faults.Set(func(f *runs.Faults) { f.Build = nil })
 	prod, err := s.DB.EnvironmentByName(t.Context(), "team-wiki", "production")
 	if err != nil {
 		t.Fatal(err)
@@ -119,17 +165,29 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 		{name: "environment-delete", path: env + "/delete", fill: map[string]string{"#delete-confirm": "not-it"}},
 		{name: "project-delete", path: "/projects/team-wiki/delete"},
 		{name: "deploy-plan", path: env + "/deploys/new?revision=2", main: true},
+		{name: "deploy-plan-rollback", path: env + "/deploys/new?release=1", main: true},
 		{name: "runs", path: env + "/runs"},
 		{name: "run", path: env + "/runs/1", main: true},
+		// The connection banner and the stale state, as live.js shows them
+		// while the stream is down (TestBrowserShowsTheConnectionState cuts
+		// a real stream).
+		{name: "run-live-paused", path: env + "/runs/1", script: `(() => {
+			const b = document.querySelector("#live-banner"); b.dataset.state = "paused";
+			b.textContent = "Live updates paused \u2014 reconnecting in 4 s\u2026"; b.hidden = false;
+			const st = document.querySelector("#run-status"); st.setAttribute("data-stale", "");
+			const n = document.createElement("span"); n.className = "stale-note"; n.setAttribute("data-stale-note", "");
+			n.textContent = "\u00b7 last known 12s ago"; st.after(n); })()`},
 		{name: "backups", path: env + "/backups", main: true},
 		{name: "admin", path: "/admin"},
+		{name: "webhooks", path: env + "/webhooks"},
+		{name: "webhooks-admin", path: "/admin/webhooks"},
 		{name: "audit", path: "/audit", main: true},
 		{name: "not-found", path: "/projects/no-such-project"},
 	}
 
 	// About a hundred page visits, each checked by axe-core: a few minutes
 	// on a busy two-core machine.
-	b := browsertest.NewFor(t, 8*time.Minute)
+	b := browsertest.NewFor(t, 10*time.Minute)
 	// The sign-in page first, before signing in.
 	visitAll(t, b, s, []page{{name: "login", path: "/login"}})
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
@@ -159,8 +217,14 @@ func visitAll(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []p
 						b.Do(chromedp.Evaluate[chromedp.Void](`document.querySelector(` + strconv.Quote(first) + `).form.requestSubmit()`))
 						b.Do(chromedp.Sleep(300e6), chromedp.WaitVisible(chromedp.CSS(wait)))
 					}
+					if p.script != "" {
+						b.Do(chromedp.WaitReady(chromedp.CSS("#live-banner")), chromedp.Evaluate[chromedp.Void](p.script))
+					}
 					if extra, culprits := b.Overflow(); extra > 0 {
 						t.Errorf("%s at %d px is %d px wider than the screen: %s", p.path, width, extra, culprits)
+					}
+					if broken := b.BrokenTokens(24); width < 640 && len(broken) > 0 {
+						t.Errorf("%s at %d px breaks words inside tables: %s", p.path, width, strings.Join(broken, ", "))
 					}
 					if hidden := b.ControlsOutOfSight(); len(hidden) > 0 {
 						t.Errorf("%s at %d px has controls out of sight: %s", p.path, width, strings.Join(hidden, "; "))

@@ -158,6 +158,10 @@ var routeTable = []routeCase{
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/values/prune", path: "/projects/hello-world/environments/production/values/prune", allow: prodAdmins},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/values/{name}/delete",
 		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/delete", allow: prodAdmins, ok: []int{http.StatusNotFound}},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/values/{name}/restore",
+		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/restore", form: url.Values{"version": {"1"}},
+		allow: prodAdmins, ok: []int{http.StatusNotFound, http.StatusConflict}},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/live", path: "/projects/hello-world/environments/production/live", allow: prodViewers},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/values/{name}/delete",
 		path: "/projects/hello-world/environments/production/values/APP_DOMAIN/delete", allow: prodAdmins, ok: []int{http.StatusNotFound}},
 
@@ -237,6 +241,22 @@ var routeTable = []routeCase{
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/backups/{backup}/remove",
 		path: "/projects/hello-world/environments/production/backups/{backup}/remove", form: url.Values{"confirm": {"not-the-name"}},
 		allow: prodAdmins, ok: []int{http.StatusUnprocessableEntity}},
+	// Webhooks (issue 27): an environment's admins, installation admins for
+	// every environment. No endpoint or delivery 999999 exists; a post
+	// without events is refused and changes nothing.
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/webhooks", path: "/projects/hello-world/environments/production/webhooks", allow: prodAdmins},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/webhooks", path: "/projects/hello-world/environments/production/webhooks",
+		form: url.Values{"url": {"https://hooks.example.test/x"}}, allow: prodAdmins, status: http.StatusUnprocessableEntity},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/webhooks/{id}/delete", path: "/projects/hello-world/environments/production/webhooks/999999/delete", allow: prodAdmins, status: http.StatusNotFound},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/webhooks/{id}/disable", path: "/projects/hello-world/environments/production/webhooks/999999/disable", allow: prodAdmins, status: http.StatusNotFound},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/webhooks/{id}/enable", path: "/projects/hello-world/environments/production/webhooks/999999/enable", allow: prodAdmins, status: http.StatusNotFound},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/webhooks/deliveries/{delivery}/redeliver", path: "/projects/hello-world/environments/production/webhooks/deliveries/999999/redeliver", allow: prodAdmins, status: http.StatusNotFound},
+	{method: "GET", pattern: "/admin/webhooks", path: "/admin/webhooks", allow: installAdmins},
+	{method: "POST", pattern: "/admin/webhooks", path: "/admin/webhooks", form: url.Values{"url": {"https://hooks.example.test/x"}}, allow: installAdmins, status: http.StatusUnprocessableEntity},
+	{method: "POST", pattern: "/admin/webhooks/{id}/delete", path: "/admin/webhooks/999999/delete", allow: installAdmins, status: http.StatusNotFound},
+	{method: "POST", pattern: "/admin/webhooks/{id}/disable", path: "/admin/webhooks/999999/disable", allow: installAdmins, status: http.StatusNotFound},
+	{method: "POST", pattern: "/admin/webhooks/{id}/enable", path: "/admin/webhooks/999999/enable", allow: installAdmins, status: http.StatusNotFound},
+	{method: "POST", pattern: "/admin/webhooks/deliveries/{delivery}/redeliver", path: "/admin/webhooks/deliveries/999999/redeliver", allow: installAdmins, status: http.StatusNotFound},
 	// A snapshot of staging through production's URL (IDOR).
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/backups/{backup}/restore",
 		path: "/projects/hello-world/environments/production/backups/{stagingBackup}/restore", allow: prodAdmins, status: http.StatusNotFound},

@@ -205,7 +205,9 @@ func (a *app) routes(https bool) http.Handler {
 	// Event stream websockets read the session without saving it, so they
 	// sit outside LoadAndSave (web/ws.go); they check the Origin themselves.
 	streams := newStreams(a)
-	r.Get("/projects/{project}/environments/{env}/runs/{run}/events", a.handle(streams.streamRunEvents))
+	// A run's stream also accepts an API token (web/streamtoken.go).
+	streamTokens := handlers.NewSignInLimiter(a.deps.APIRequests.Burst, a.deps.APIRequests.Every)
+	r.With(bearerStreams(a.authenticateToken(streamTokens))).Get("/projects/{project}/environments/{env}/runs/{run}/events", a.handle(streams.streamRunEvents))
 	r.Get("/projects/{project}/environments/{env}/events", a.handle(streams.streamEnvironmentEvents))
 
 	r.Group(func(r chi.Router) {
@@ -252,6 +254,7 @@ func (a *app) routes(https bool) http.Handler {
 			// Projects, revisions, environments, values.
 			projects := handlers.NewProjects(a.base)
 			environments := handlers.NewEnvironments(a.base, a.deps.Vault)
+			environments.Runs = a.deps.Runs
 			values := handlers.NewValues(a.base, a.deps.Vault)
 			r.Get("/projects/new", a.handle(projects.ShowNewProjectPage))
 			r.Post("/projects", a.handle(projects.CreateProject))
@@ -260,6 +263,7 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/revisions", a.handle(projects.AddRevision))
 			r.Post("/projects/{project}/environments", a.handle(environments.CreateEnvironment))
 			r.Get("/projects/{project}/environments/{env}", a.handle(environments.ShowEnvironmentPage))
+			r.Get("/projects/{project}/environments/{env}/live", a.handle(environments.ShowEnvironmentLive))
 			r.Get("/projects/{project}/environments/{env}/values", a.handle(values.ShowValuesPage))
 			r.Post("/projects/{project}/environments/{env}/values", a.handle(values.SetValue))
 			r.Post("/projects/{project}/environments/{env}/values/import", a.handle(values.ImportValues))
@@ -267,6 +271,7 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/environments/{env}/values/prune", a.handle(values.PruneValues))
 			r.Get("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.ShowDeleteValuePage))
 			r.Post("/projects/{project}/environments/{env}/values/{name}/delete", a.handle(values.DeleteValue))
+			r.Post("/projects/{project}/environments/{env}/values/{name}/restore", a.handle(values.RestoreValue))
 
 			// Deploys, runs, Check now.
 			deploys := handlers.NewDeploys(a.base, a.deps.Runs)
@@ -309,6 +314,17 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/environments/{env}/backups/{backup}/restore", a.handle(backups.Restore))
 			r.Get("/projects/{project}/environments/{env}/backups/{backup}/remove", a.handle(backups.ShowRemovePage))
 			r.Post("/projects/{project}/environments/{env}/backups/{backup}/remove", a.handle(backups.Remove))
+			// Signed webhooks (issue 27): an environment's endpoints (its
+			// admins), those of every environment (installation admins).
+			webhooks := handlers.NewWebhooks(a.base, a.deps.Vault, https)
+			for _, base := range []string{"/projects/{project}/environments/{env}/webhooks", "/admin/webhooks"} {
+				r.Get(base, a.handle(webhooks.ShowWebhooksPage))
+				r.Post(base, a.handle(webhooks.AddWebhookEndpoint))
+				r.Post(base+"/{id}/delete", a.handle(webhooks.DeleteWebhookEndpoint))
+				r.Post(base+"/{id}/disable", a.handle(webhooks.DisableWebhookEndpoint))
+				r.Post(base+"/{id}/enable", a.handle(webhooks.EnableWebhookEndpoint))
+				r.Post(base+"/deliveries/{delivery}/redeliver", a.handle(webhooks.Redeliver))
+			}
 		})
 	})
 	return r

@@ -80,6 +80,7 @@ type streams struct {
 	upgrader  websocket.Upgrader
 	origins   map[string]bool
 	access    *accessCache
+	writers   *frameWriters
 }
 
 func newStreams(a *app) *streams {
@@ -87,6 +88,7 @@ func newStreams(a *app) *streams {
 		a: a, hub: a.deps.Hub, fragments: a.deps.Fragments, metrics: a.deps.Metrics,
 		origins: map[string]bool{},
 		access:  &accessCache{entries: map[accessKey]*accessEntry{}},
+		writers: newFrameWriters(),
 	}
 	s.metrics.followHub(s.hub)
 	if s.fragments == nil {
@@ -99,7 +101,7 @@ func newStreams(a *app) *streams {
 		HandshakeTimeout: 10 * time.Second,
 		// Clients send nothing but control frames: a small read buffer,
 		// and the write buffers come from a pool shared by all streams
-		// (event frames are written from prepared messages, without one).
+		// (event frames are written as built bytes, without one).
 		ReadBufferSize:  128,
 		WriteBufferSize: 4096,
 		WriteBufferPool: &sync.Pool{},
@@ -141,6 +143,9 @@ type viewer struct {
 // readSession loads the request's session from the store without touching
 // it (no commit, no cookie) and returns its user, or nil when anonymous.
 func (s *streams) readSession(r *http.Request) (*viewer, error) {
+	if v := tokenViewer(r); v != nil { // an API token (web/streamtoken.go)
+		return v, nil
+	}
 	c, err := r.Cookie(s.a.sessions.Cookie.Name)
 	if err != nil || c.Value == "" {
 		return nil, nil

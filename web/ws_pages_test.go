@@ -1,13 +1,18 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
+	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/webtest"
@@ -91,5 +96,70 @@ func TestRunStreamSendsThePageFragmentsOfACheckpointChange(t *testing.T) {
 	code, body := s.Get(t, admin, fmt.Sprintf("/projects/hello-world/environments/production/runs/%d", runID))
 	if code != 200 || strings.Count(body, "cert deferred · domain not pointing here yet") < 2 {
 		t.Errorf("the run page (%d) does not say both certificates are deferred", code)
+	}
+}
+
+// TestRunStreamLiveFramesAreTheFramesOfARead follows a run the way
+// production delivers its events (each change's notification carries the
+// event and the state the page renders from, and the hub reads nothing):
+// every live frame is, byte for byte, the frame a watcher resuming from
+// the table gets for the same event, fragments included.
+func TestRunStreamLiveFramesAreTheFramesOfARead(t *testing.T) {
+	ctx := context.Background()
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO run_checkpoints (run_id, position, kind, name) VALUES
+		($1, 1, 'deploy-service', 'Deploy web'), ($1, 2, 'issue-tls', 'Issue TLS certificate · web / public')`, runID); err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64
+	s.Hub.ObserveReads(func(events.StreamKind, time.Duration) { reads.Add(1) })
+	live, _, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	tls := runs.CheckpointDetail{TLS: &runs.TLSDetail{Route: "web / public", Domain: "shop.example.test", Policy: "automatic", Deferred: true}}
+	changes := []store.RunChange{
+		{RunID: runID, Checkpoint: &store.CheckpointChange{Position: 1, Status: store.CheckpointRunning}},
+		{RunID: runID, Checkpoint: &store.CheckpointChange{Position: 1, Status: store.CheckpointSucceeded}},
+		{RunID: runID, Detail: map[string]any{"summary": "1 of 2 done"}, Checkpoint: &store.CheckpointChange{Position: 2, Status: store.CheckpointSkipped, Warning: "shop.example.test waits for its DNS", Detail: tls}},
+		{RunID: runID, Checkpoint: &store.CheckpointChange{Position: 2, Status: store.CheckpointFailed, Warning: "no certificate"}},
+		{RunID: runID, Status: store.RunFailed, Reason: "the certificate failed"},
+	}
+	read := func(c *websocket.Conn) []byte {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, data, err := c.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	for i, c := range changes {
+		if ok, err := s.DB.ApplyRunChange(ctx, c); err != nil || !ok {
+			t.Fatalf("change %d: applied %v, %v", i, ok, err)
+		}
+		got := read(live)
+		resumed, _, err := s.DialStream(t, admin, runEventsPath(runID, int64(i)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := read(resumed)
+		resumed.Close()
+		if !bytes.Equal(got, want) {
+			t.Errorf("event %d: the live frame\n%s\ndiffers from the frame read from the table\n%s", i+1, got, want)
+		}
+		if !bytes.Contains(got, []byte(`"fragments"`)) {
+			t.Errorf("event %d: the live frame has no fragments: %s", i+1, got)
+		}
+	}
+	// The stream's first read (when the hub starts listening) and at most
+	// one more that a change's notification may have met under way; every
+	// other change came with its notification alone.
+	if n := reads.Load(); n > 2 {
+		t.Errorf("the hub read the table %d times for %d changes in a row; their notifications carry them", n, len(changes))
 	}
 }

@@ -43,6 +43,9 @@ func (st *liveStream) checkAccess(fresh bool) error {
 func (s *streams) checkAccess(k accessKey) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if ok, handled, err := s.checkTokenAccess(ctx, k); handled { // web/streamtoken.go
+		return ok, err
+	}
 	if _, found, err := s.a.deps.DB.Sessions().FindCtx(ctx, k.token); err != nil || !found {
 		return false, err
 	}

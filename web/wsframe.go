@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -17,14 +18,15 @@ import (
 // payload with seq, at and the fragments views rendered for it, built once
 // per event and process.
 
-// frame returns the websocket message of an event, built once per event
-// and process (live events are shared by all subscribers).
-func (s *streams) frame(e *events.Event) *websocket.PreparedMessage {
-	pm, _ := e.Memo(func() any { return s.buildFrame(e) }).(*websocket.PreparedMessage)
-	return pm
+// frame returns the websocket frame of an event, header included, built
+// once per event and process (live events are shared by all subscribers):
+// every watcher's writer sends the same bytes.
+func (s *streams) frame(e *events.Event) []byte {
+	b, _ := e.Memo(func() any { return s.buildFrame(e) }).([]byte)
+	return b
 }
 
-func (s *streams) buildFrame(e *events.Event) *websocket.PreparedMessage {
+func (s *streams) buildFrame(e *events.Event) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var frags []Fragment
@@ -42,12 +44,24 @@ func (s *streams) buildFrame(e *events.Event) *websocket.PreparedMessage {
 		s.a.logger.Error("event stream: encode frame", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
 		return nil
 	}
-	pm, err := websocket.NewPreparedMessage(websocket.TextMessage, data)
-	if err != nil {
-		s.a.logger.Error("event stream: prepare frame", "err", err)
-		return nil
+	return appendTextFrame(make([]byte, 0, len(data)+10), data)
+}
+
+// appendTextFrame appends data as one unmasked websocket text frame (what a
+// server sends, RFC 6455 section 5.2): what gorilla/websocket writes for a
+// text message without compression, which the streams do not negotiate.
+func appendTextFrame(b, data []byte) []byte {
+	const finText = 0x80 | websocket.TextMessage
+	switch n := len(data); {
+	case n <= 125:
+		b = append(b, finText, byte(n))
+	case n <= 0xffff:
+		b = append(b, finText, 126, byte(n>>8), byte(n))
+	default:
+		b = append(b, finText, 127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
 	}
-	return pm
+	return append(b, data...)
 }
 
 // encodeFrame writes an event's frame: its stored payload (a JSON object,

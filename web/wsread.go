@@ -76,11 +76,11 @@ func (st *liveStream) read() {
 			if len(p) >= 2 {
 				reply = append([]byte(nil), p[:2]...)
 			}
-			_ = st.conn.WriteControl(websocket.CloseMessage, reply, time.Now().Add(time.Second))
+			_ = st.control(websocket.CloseMessage, reply, time.Now().Add(time.Second))
 			st.end(errPeerGone)
 			return
 		case websocket.PingMessage:
-			_ = st.conn.WriteControl(websocket.PongMessage, append([]byte(nil), p...), time.Now().Add(streamWriteWait))
+			_ = st.control(websocket.PongMessage, append([]byte(nil), p...), time.Now().Add(streamWriteWait))
 		}
 	}
 }

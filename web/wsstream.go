@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -38,7 +39,19 @@ type liveStream struct {
 	kind       string
 	requestID  string
 
-	// writing says a writer goroutine runs (see kick).
+	// raw is the socket, for writes that must not wait (nil when the
+	// connection is not a plain socket); wmu orders every write to it.
+	raw syscall.RawConn
+	wmu sync.Mutex
+	// rawWrite is writeFD as a value, made once; wbuf, wn and werr are
+	// its state during a write (under wmu).
+	rawWrite func(uintptr) bool
+	wbuf     []byte
+	wn       int
+	werr     error
+
+	// writing says a writer runs: a pool writer or the stream's own
+	// goroutine (see kick).
 	writing atomic.Bool
 	stopped atomic.Bool
 	// lastChecked is when access was last confirmed (Unix nanoseconds).
@@ -64,6 +77,10 @@ func (st *liveStream) start() {
 	st.lastChecked.Store(time.Now().UnixNano())
 	st.lastHeard.Store(time.Now().UnixNano())
 	st.s.metrics.streamOpened(st.kind)
+	if sc, ok := st.conn.NetConn().(syscall.Conn); ok {
+		st.raw, _ = sc.SyscallConn()
+		st.rawWrite = st.writeFD
+	}
 	go st.read()
 	st.mu.Lock()
 	st.timer = time.AfterFunc(jitter(streamPing.get()), st.tick)
@@ -114,16 +131,21 @@ func (st *liveStream) catchUp(ctx context.Context) error {
 	}
 }
 
-// kick runs the writer unless it runs already. The hub calls it when events
-// are queued (and when the subscription fails); end calls it too. The
-// writer is the only goroutine that uses the subscription.
+// kick runs the writer unless it runs already: it hands the stream to the
+// pool of writers (wswrite.go), or starts its own goroutine when the pool's
+// queue is full. The hub calls it when events are queued (and when the
+// subscription fails); end calls it too. The writer is the only one that
+// uses the subscription.
 func (st *liveStream) kick() {
 	if !st.stopped.Load() && st.writing.CompareAndSwap(false, true) {
-		go st.drain()
+		if !st.s.writers.schedule(st) {
+			go st.drain()
+		}
 	}
 }
 
-// drain writes what is queued, then returns (the goroutine ends).
+// drain is the stream's own writer, for what may wait: it writes what is
+// queued, then returns (the goroutine ends).
 func (st *liveStream) drain() {
 	for {
 		if err := st.ended(); err != nil {
@@ -157,23 +179,6 @@ func (st *liveStream) drain() {
 	}
 }
 
-// write sends one frame per event.
-func (st *liveStream) write(evs []*events.Event) error {
-	for _, e := range evs {
-		pm := st.s.frame(e)
-		if pm == nil {
-			continue
-		}
-		_ = st.conn.SetWriteDeadline(time.Now().Add(streamWriteWait))
-		if err := st.conn.WritePreparedMessage(pm); err != nil {
-			st.log(slog.LevelDebug, "event stream write failed", "err", err)
-			return errPeerGone
-		}
-		st.s.metrics.eventDelivered(st.kind, e.Notified)
-	}
-	return nil
-}
-
 // finish tells the client with a close code what to do next.
 func (st *liveStream) finish(err error) {
 	code, reason := websocket.CloseInternalServerErr, "internal error"
@@ -194,7 +199,7 @@ func (st *liveStream) finish(err error) {
 	default:
 		st.log(slog.LevelWarn, "event stream failed", "err", err)
 	}
-	_ = st.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	_ = st.control(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
 }
 
 // tick pings the client, re-checks access and schedules the next tick.
@@ -206,7 +211,7 @@ func (st *liveStream) tick() {
 		st.end(errPeerGone)
 		return
 	}
-	if err := st.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(streamWriteWait)); err != nil {
+	if err := st.control(websocket.PingMessage, nil, time.Now().Add(streamWriteWait)); err != nil {
 		st.end(errPeerGone)
 		return
 	}

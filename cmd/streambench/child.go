@@ -82,6 +82,29 @@ func runChild(args []string) error {
 		time.Sleep(min(max(d, time.Second), time.Minute))
 		pprof.StopCPUProfile()
 	})
+	// The bench's -cpuprofile: a profile from start to stop, around one
+	// scenario's events exactly.
+	var cpuOut *os.File
+	mux.HandleFunc("POST /debug/cpu/start", func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Create(r.URL.Query().Get("to"))
+		if err == nil {
+			if err = pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		cpuOut = f
+	})
+	mux.HandleFunc("POST /debug/cpu/stop", func(w http.ResponseWriter, r *http.Request) {
+		pprof.StopCPUProfile()
+		if cpuOut != nil {
+			cpuOut.Close()
+			cpuOut = nil
+		}
+	})
 	go http.Serve(ml, mux)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(hub.Close)

@@ -8,11 +8,15 @@
 // to the frame's arrival (p50, p99, max). In the same run it measures the
 // floors: a plain NOTIFY→LISTEN round trip and one raw websocket write
 // (and, apart from the goal's floor, the same round trip followed by the
-// events read the Studio runs after each notification), the
+// events read the Studio falls back to when a notification does not carry
+// its event), the
 // Studio's memory per open stream (heap and stacks after a GC in the child,
 // from its metrics) and the event-write throughput with and without
 // NOTIFY: with no stream open (the Studio does not listen), with a stream
-// of another run open, and with every written run watched.
+// of another run open, and with every written run watched. For every
+// scenario it prints the Studio's CPU time (from /proc, through its
+// process metrics) and heap allocations (runtime metrics) per delivered
+// frame; -cpuprofile writes its CPU profile of each scenario's events.
 //
 // The watchers are a websocket client of the bench's own (rawclient.go):
 // one epoll loop reads them all, so the bench takes little of the CPU it
@@ -35,6 +39,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +77,9 @@ type options struct {
 	interval time.Duration
 	durable  bool
 	dial     int
+	// cpuProfile, when set, is where the Studio's CPU profile of each
+	// scenario's events goes (cpuProfile.<idle>+<active>.pprof).
+	cpuProfile string
 }
 
 func parseFlags() (*options, error) {
@@ -84,6 +92,7 @@ func parseFlags() (*options, error) {
 	flag.DurationVar(&o.interval, "interval", 20*time.Millisecond, "pause between appended events")
 	flag.BoolVar(&o.durable, "durable", false, "run PostgreSQL with fsync (default off: the bench measures streaming, not the disk)")
 	flag.IntVar(&o.dial, "dial-concurrency", 32, "websocket handshakes in flight at once")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the Studio's CPU profile of each scenario's events to `PREFIX`.<idle>+<active>.pprof (go tool pprof reads it with this binary)")
 	flag.Parse()
 	for _, f := range strings.Split(watchers, ",") {
 		if f = strings.TrimSpace(f); f == "" {
@@ -199,7 +208,7 @@ func run() error {
 	fmt.Printf("  raw websocket write→read by the bench  %s\n", wsRead)
 	floorP99, floorReadP99 := notifyFloor.p99+wsArrived.p99, notifyFloor.p99+wsRead.p99
 	fmt.Printf("  floor p99 (NOTIFY + write)             %s (to the bench's read: %s)\n", ms(floorP99), ms(floorReadP99))
-	fmt.Printf("  and what the design adds to it, not part of the goal's floor: the events read\n")
+	fmt.Printf("  and, not part of the goal's floor, the read a notification without its event costs\n")
 	fmt.Printf("  COMMIT → notified → the Studio's read   %s\n", readFloor)
 	fmt.Printf("  floor p99 with the read (+ write)      %s\n", ms(readFloor.p99+wsArrived.p99))
 
@@ -217,7 +226,8 @@ func run() error {
 			goal = fmt.Sprintf("goal p99 ≤ 2×floor = %s: %s (read: ≤ %s: %s)", ms(2*floorP99), pass(res.lat.p99 <= 2*floorP99),
 				ms(2*floorReadP99), pass(res.read.p99 <= 2*floorReadP99))
 		case n >= 1000:
-			goal = fmt.Sprintf("goal p99 ≤ 15 ms: %s (read: %s)", pass(res.lat.p99 <= 15*time.Millisecond), pass(res.read.p99 <= 15*time.Millisecond))
+			goal = fmt.Sprintf("goal p99 ≤ 15 ms: %s (read: %s); Studio CPU per delivered frame ≤ 10 µs: %s", pass(res.lat.p99 <= 15*time.Millisecond),
+				pass(res.read.p99 <= 15*time.Millisecond), pass(res.frames > 0 && res.cpuPerFrame <= 10*time.Microsecond))
 		}
 		fmt.Printf("  %5d watchers: %s\n         %s\n", n, res, goal)
 	}
@@ -479,10 +489,9 @@ func (b *bench) notifyFloor(ctx context.Context, n int, interval time.Duration) 
 
 // readFloor measures what the Studio must do before it can write a frame:
 // COMMIT of an appended event → its notification on a LISTEN connection →
-// the events read the hub runs after each notification
-// (store.RunEventsWithState, on a pool connection). It is the NOTIFY floor
-// plus the read the design requires (a notification carries only id and
-// sequence number), without the Studio's own work.
+// the events read the hub runs after a notification that does not carry
+// its event (store.RunEventsWithState, on a pool connection): the NOTIFY
+// floor plus the fallback's read, without the Studio's own work.
 func (b *bench) readFloor(ctx context.Context, n int, interval time.Duration) (stats, error) {
 	runID, err := b.newRun(ctx)
 	if err != nil {
@@ -702,6 +711,13 @@ type result struct {
 	// events (background work included): on one machine they share the
 	// cores.
 	studioCPU, watchersCPU time.Duration
+	// frames is how many frames the Studio wrote over the scenario;
+	// cpuPerFrame its CPU time per frame and allocsPerFrame its heap
+	// allocations per frame (both counting everything the process did
+	// meanwhile).
+	frames         float64
+	cpuPerFrame    time.Duration
+	allocsPerFrame float64
 	// shared is how many frames completed in the same read as another
 	// (their kernel time is the later one's).
 	shared int64
@@ -718,6 +734,10 @@ func (r result) String() string {
 	}
 	if r.studioCPU > 0 {
 		s += fmt.Sprintf("  CPU over the scenario per event: Studio %s, bench %s", ms(r.studioCPU), ms(r.watchersCPU))
+	}
+	if r.frames > 0 {
+		s += fmt.Sprintf("\n         Studio per delivered frame (%.0f frames): CPU %.2f µs, %.1f allocations", r.frames,
+			float64(r.cpuPerFrame)/float64(time.Microsecond), r.allocsPerFrame)
 	}
 	if r.shared > 0 {
 		s += fmt.Sprintf("  (%d frames were read together with a later one and carry its kernel time)", r.shared)
@@ -809,6 +829,22 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 			}
 		}()
 	}
+	if b.o.cpuProfile != "" {
+		to := fmt.Sprintf("%s.%d+%d.pprof", b.o.cpuProfile, idle, active)
+		if abs, err := filepath.Abs(to); err == nil {
+			to = abs
+		}
+		resp, err := http.Post(b.metricsURL+"/debug/cpu/start?to="+url.QueryEscape(to), "text/plain", nil)
+		if err != nil {
+			return res, err
+		}
+		resp.Body.Close()
+		defer func() {
+			if resp, err := http.Post(b.metricsURL+"/debug/cpu/stop", "text/plain", nil); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
 	before, err := b.scrape(false)
 	if err != nil {
 		return res, err
@@ -839,7 +875,12 @@ func (b *bench) scenario(ctx context.Context, idle, active int) (result, error) 
 	res.watchersCPU = (cpuTime() - cpuBefore) / time.Duration(b.o.events)
 	res.shared = b.poller.shared.Load() - sharedBefore
 	if after, err := b.scrape(false); err == nil {
-		res.studioCPU = time.Duration((after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]) / float64(b.o.events) * float64(time.Second))
+		cpu := after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]
+		res.studioCPU = time.Duration(cpu / float64(b.o.events) * float64(time.Second))
+		if res.frames = after["studio_events_delivered_total"] - before["studio_events_delivered_total"]; res.frames > 0 {
+			res.cpuPerFrame = time.Duration(cpu / res.frames * float64(time.Second))
+			res.allocsPerFrame = (after["go_memstats_mallocs_total"] - before["go_memstats_mallocs_total"]) / res.frames
+		}
 		if n := after["studio_event_delivery_seconds_count"] - before["studio_event_delivery_seconds_count"]; n > 0 {
 			res.inStudio = time.Duration((after["studio_event_delivery_seconds_sum"] - before["studio_event_delivery_seconds_sum"]) / n * float64(time.Second))
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,10 +15,13 @@ import (
 // Config is every setting of `studio serve`. Each flag has an environment
 // variable; a flag given on the command line wins over the variable.
 type Config struct {
-	Addr               string
-	DatabaseURL        string
-	DataDir            string
-	PublicURL          string
+	Addr        string
+	DatabaseURL string
+	DataDir     string
+	PublicURL   string
+	// addressGiven: --addr or --public-url (or their variables) was set,
+	// rather than left to its default.
+	addressGiven       bool
 	OIDCIssuer         string
 	OIDCClientID       string
 	OIDCClientSecret   string
@@ -31,17 +35,21 @@ type Config struct {
 	DNSServer          string
 	EdgePort           int
 	ReconcileInterval  time.Duration
+	ValueRetention     time.Duration
 	LocalFaults        string
 	RunRescueAfter     time.Duration
 	RunLease           time.Duration
 	ShutdownTimeout    time.Duration
 	MetricsAddr        string
 	TrustedProxies     string
+	PublicAddresses    string
 	Platform           string
 	Kubeconfig         string
 	Gateway            string
 	ClusterIssuer      string
 
+	// publicAddresses is PublicAddresses read as addresses.
+	publicAddresses []netip.Addr
 	// trustedProxies is TrustedProxies read as address ranges.
 	trustedProxies []netip.Prefix
 }
@@ -70,7 +78,9 @@ func (c *Config) settings() []setting {
 		{"local-step-delay", "STUDIO_LOCAL_STEP_DELAY", "how long each simulated step of the local platform takes", &c.LocalStepDelay, "1s"},
 		{"dns-server", "STUDIO_DNS_SERVER", "host:port of the DNS server that resolves route domains (default: the system resolver)", &c.DNSServer, ""},
 		{"edge-port", "STUDIO_EDGE_PORT", "port on which probes and ACME challenges reach a domain's addresses", &c.EdgePort, "80"},
+		{"public-addresses", "STUDIO_PUBLIC_ADDRESSES", "comma-separated IP addresses this installation's edge answers on: the A/AAAA records a DNS-pending domain is asked to point at (empty: pages say to set this)", &c.PublicAddresses, ""},
 		{"reconcile-interval", "STUDIO_RECONCILE_INTERVAL", "how often deferred and failed domains are probed again", &c.ReconcileInterval, "1m"},
+		{"value-retention", "STUDIO_VALUE_RETENTION", "how long an earlier version of a value is kept (encrypted, for rollbacks and restores) after a newer one replaced it; the last 5 earlier versions of each name are kept whatever their age", &c.ValueRetention, "720h"},
 		{"local-faults", "STUDIO_LOCAL_FAULTS", "JSON file of faults the local platform injects (demos)", &c.LocalFaults, ""},
 		{"run-rescue-after", "STUDIO_RUN_RESCUE_AFTER", "last resort for a job River itself lost: how long it may look running before another process resumes it", &c.RunRescueAfter, "15m"},
 		{"run-lease", "STUDIO_RUN_LEASE", "how long a run's executor may go without renewing its lease before the run shows \"executor lost\" and a live process takes it over", &c.RunLease, "20s"},
@@ -131,6 +141,15 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	_, c.addressGiven = os.LookupEnv("STUDIO_ADDR")
+	if _, ok := os.LookupEnv("STUDIO_PUBLIC_URL"); ok {
+		c.addressGiven = true
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "addr" || f.Name == "public-url" {
+			c.addressGiven = true
+		}
+	})
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Addr
 	}
@@ -151,7 +170,41 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 		return err
 	}
 	c.trustedProxies = proxies
+	if c.publicAddresses, err = parsePublicAddresses(c.PublicAddresses); err != nil {
+		return err
+	}
 	return nil
+}
+
+// maxPublicAddresses bounds --public-addresses: an edge answers on a few.
+const maxPublicAddresses = 16
+
+// parsePublicAddresses reads a comma-separated list of IP addresses
+// ("203.0.113.7, 2001:db8::7"), without duplicates.
+func parsePublicAddresses(list string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(item)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("--public-addresses: %q is not an IP address such as 203.0.113.7 or 2001:db8::7", item)
+		}
+		a = a.Unmap()
+		if a.IsUnspecified() || a.IsMulticast() {
+			return nil, fmt.Errorf("--public-addresses: %s cannot be a DNS record's address", a)
+		}
+		if slices.Contains(out, a) {
+			continue
+		}
+		if len(out) == maxPublicAddresses {
+			return nil, fmt.Errorf("--public-addresses: at most %d addresses", maxPublicAddresses)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // parseTrustedProxies reads a comma-separated list of addresses and CIDR

@@ -32,6 +32,11 @@ With --manifest, the file is added as the project's next revision first
 (nothing is added when it compiles to the latest revision). With --wait, it
 follows the run and prints each checkpoint as it changes.
 
+Interrupted (Ctrl-C, SIGINT or SIGTERM) while following: on a terminal it
+asks whether to cancel the run; without a terminal (a CI job being
+cancelled) it asks the Studio to cancel the run at once, says so and exits
+1 without waiting for the run to stop.
+
 exit status: 0 succeeded, 3 succeeded with warnings (routes deferred),
 1 failed or cancelled, 2 refused or bad usage.
 `
@@ -167,8 +172,11 @@ type follower struct {
 	terminal bool
 	// interactive: Ctrl-C asks on the terminal whether to cancel the run.
 	interactive bool
-	poll        time.Duration
-	seen        map[int]string
+	// cancelOnInterrupt: without a terminal, an interrupt cancels the run
+	// (the deploy this command started; `runs watch` only stops following).
+	cancelOnInterrupt bool
+	poll              time.Duration
+	seen              map[int]string
 }
 
 func (f *follower) emit(v map[string]any) {
@@ -262,12 +270,36 @@ func (f *follower) follow(ctx context.Context, apiPath string) int {
 		case <-time.After(f.poll):
 		case <-interrupted:
 			interrupted = nil
+			if !f.interactive && f.cancelOnInterrupt {
+				return f.cancelNow(apiPath, &run)
+			}
 			if !f.askCancel(bg, apiPath, &run) {
 				fmt.Fprintf(f.out, "\nStopped following; the run goes on: %s\n", run.URL)
 				return exitFailed
 			}
 		}
 	}
+}
+
+// cancelNow asks the Studio to cancel the run (within 5 seconds: a CI
+// runner kills a cancelled job soon after its SIGINT) and exits 1 at once.
+func (f *follower) cancelNow(apiPath string, run *apiRun) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := f.c.call(ctx, "POST", apiPath+"/cancel", nil, nil)
+	switch {
+	case f.asJSON:
+		ev := map[string]any{"event": "interrupted", "run": run.ID, "url": run.URL, "cancel_requested": err == nil}
+		if err != nil {
+			ev["error"] = err.Error()
+		}
+		f.emit(ev)
+	case err != nil:
+		fmt.Fprintf(f.out, "\nInterrupted. Could not cancel run %d: %v\n%s\n", run.ID, err, run.URL)
+	default:
+		fmt.Fprintf(f.out, "\nInterrupted: asked run %d to cancel; it stops at its next safe point.\n%s\n", run.ID, run.URL)
+	}
+	return exitFailed
 }
 
 // askCancel asks on the terminal whether to cancel the run, and does.
@@ -419,7 +451,8 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if !*wait {
 		return exitSucceeded
 	}
-	f := &follower{c: c, out: stdout, errOut: stderr, stdin: stdin, asJSON: *asJSON, terminal: isTerminal(stdout), interactive: isTerminal(stdin) && isTerminal(stdout), poll: *poll}
+	f := &follower{c: c, out: stdout, errOut: stderr, stdin: stdin, asJSON: *asJSON, terminal: isTerminal(stdout), interactive: isTerminal(stdin) && isTerminal(stdout), poll: *poll,
+		cancelOnInterrupt: true}
 	return f.follow(ctx, envPath+"/runs/"+strconv.FormatInt(run.ID, 10))
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -122,8 +123,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		platform = kubernetes.New(client, db.DB, vault, local, kubernetes.Options{Gateway: cfg.Gateway, ClusterIssuer: cfg.ClusterIssuer, Logger: logger})
 	}
 	runService := runs.NewService(db.DB, vault, platform, time.Now, logger)
+	runService.PublicAddresses = cfg.publicAddresses
 	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter,
-		Lease: cfg.RunLease}); err != nil {
+		Lease: cfg.RunLease, ValueRetention: cfg.ValueRetention, Webhooks: runs.WebhookOptions{PublicURL: cfg.PublicURL}}); err != nil {
 		return err
 	}
 	// stopRuns stops taking runs and lets the running ones reach a safe
@@ -192,6 +194,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	go cleanSessions(ctx, db.DB, logger)
 
 	fmt.Fprintf(stdout, "Skali Studio is serving on http://%s\n", listener.Addr())
+	served := cfg.PublicURL
+	if served == "http://"+cfg.Addr {
+		served = "http://" + listener.Addr().String() // the port :0 chose
+	}
+	if err := writeServingURL(cfg.DataDir, served); err != nil {
+		logger.Warn("write the address login-link reads", "err", err)
+	} else {
+		defer removeServingURL(cfg.DataDir, served)
+	}
 	if localLogin {
 		token, err := db.CreateLoginToken(ctx)
 		if err != nil {
@@ -280,9 +291,38 @@ func runLoginLink(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Sign in: %s%s?token=%s\n", cfg.PublicURL, paths.LoginLocal, token)
+	base := cfg.PublicURL
+	if !cfg.addressGiven {
+		// The Studio running with this data directory says where it is.
+		if running, err := os.ReadFile(filepath.Join(cfg.DataDir, servingURLFile)); err == nil && strings.TrimSpace(string(running)) != "" {
+			base = strings.TrimSpace(string(running))
+		}
+	}
+	fmt.Fprintf(stdout, "Sign in: %s%s?token=%s\n", base, paths.LoginLocal, token)
 	_ = os.Stdout.Sync()
 	return nil
+}
+
+// servingURLFile, in the data directory, holds the public URL of the
+// Studio serving with it, for login-link.
+const servingURLFile = "studio.url"
+
+// writeServingURL records url as the address of the Studio serving with
+// dataDir.
+func writeServingURL(dataDir, url string) error {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dataDir, servingURLFile), []byte(url+"\n"), 0o600)
+}
+
+// removeServingURL removes the record at shutdown, unless another Studio
+// serving with the same data directory wrote its own since.
+func removeServingURL(dataDir, url string) {
+	path := filepath.Join(dataDir, servingURLFile)
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == url {
+		_ = os.Remove(path)
+	}
 }
 
 // splitList splits a comma-separated setting such as STUDIO_ADMINS into its

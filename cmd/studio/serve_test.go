@@ -73,6 +73,15 @@ func TestServeOnAFreshDataDirectory(t *testing.T) {
 	if !strings.Contains(string(page), "Local administrator") {
 		t.Errorf("after following the printed link the page does not show the local administrator as signed in")
 	}
+	// login-link without --addr reads the running Studio's address from
+	// the data directory.
+	var linkOut strings.Builder
+	if err := runLoginLink(ctx, []string{"--data-dir", dir}, &linkOut, io.Discard); err != nil {
+		t.Fatalf("login-link: %v", err)
+	}
+	if got := linkOut.String(); !strings.HasPrefix(got, "Sign in: http://studio.test/login/local?token=") {
+		t.Errorf("login-link printed %q, want a link on the running Studio's address", got)
+	}
 	if fi, err := os.Stat(dir + "/postgres.password"); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("postgres password file: %v, mode %v; want mode 0600", err, fi.Mode().Perm())
 	}
@@ -88,6 +97,9 @@ func TestServeOnAFreshDataDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(dir + "/postgres/postmaster.pid"); err == nil {
 		t.Error("postmaster.pid is still there: PostgreSQL was not stopped")
+	}
+	if _, err := os.Stat(dir + "/studio.url"); err == nil {
+		t.Error("studio.url is still there after the Studio stopped")
 	}
 }
 

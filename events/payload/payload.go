@@ -48,6 +48,9 @@ const (
 	CheckpointSucceeded = "succeeded"
 	CheckpointFailed    = "failed"
 	CheckpointSkipped   = "skipped"
+	// CheckpointNotRun is a checkpoint a failed or cancelled run never
+	// reached.
+	CheckpointNotRun = "not-run"
 )
 
 // Payload is an event as stored: RunChanged (a run's stream) or

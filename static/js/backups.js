@@ -74,6 +74,19 @@
     clearTimeout(timer);
     timer = setTimeout(update, 200);
   });
+
+  // A page left open keeps its preview current: once the first fire
+  // (written "Mon 2026-03-02 03:00", UTC) has come, ask again, so past
+  // fires leave the list.
+  function firstFire() {
+    var li = box.querySelector(".fire-list li");
+    var m = li && /(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})/.exec(li.textContent);
+    return m ? Date.parse(m[1] + "T" + m[2] + ":00Z") : null;
+  }
+  setInterval(function () {
+    var at = firstFire();
+    if (at !== null && at <= Date.now() && input.value.trim()) update();
+  }, 5000);
 })();
 
 // Backups page: it follows the environment's stream (live.js). When a

@@ -10,9 +10,12 @@
 //     names one (outerHTML), sets
 //     data-run-status on #run-status (run streams) or on [data-run-id=ID]
 //     elements (environment streams), and moves data-last-seq on. A lost
-//     connection shows "reconnecting…" in [data-stream-state] (created
-//     inside the stream element when the page has none) and is retried with
-//     backoff and jitter, resuming after the last applied seq.
+//     connection is retried with backoff and jitter, resuming after the
+//     last applied seq; meanwhile #live-banner (role=status, at the top of
+//     the viewport) says "Live updates paused — reconnecting in 4 s…",
+//     elapsed times stop, and #run-status / #env-state are marked
+//     data-stale with "· last known 12s ago" after them. "Reconnected"
+//     shows for 3 s once the stream is back.
 //   A fragment with no element of its id whose root has
 //     data-insert-into="LIST" is inserted into #LIST in data-run-id order,
 //     newest first (the runs list: a run that starts appears).
@@ -20,15 +23,22 @@
 //     fragment changes it, #env-outdated is shown (the page shows an older
 //     revision; reload).
 //   <time data-countdown datetime="2026-11-30T14:03:00Z">…</time>
-//     shows the time left until that absolute UTC time ("in 52 min").
+//     shows the time left until that absolute UTC time ("in 52 min"), as
+//     views.Countdown renders it, then "checking…"
+//     (until the stream brings what happened).
+//   [data-dns-pending=DOMAIN] (what to do about a DNS-pending domain) goes
+//     once that domain's TLS state is no longer DNS pending.
 //   <time data-elapsed datetime="2026-11-30T14:03:00Z">…</time>
 //     shows the time since then ("2 min"): how long a run has been running.
 (function () {
   "use strict";
 
-  // Countdowns.
+  // Countdowns and elapsed times, worded as the server words them
+  // (humanize.Until and humanize.Duration; a browser test holds both sides
+  // to one table).
+  var DUE = "checking\u2026";
   function formatRemaining(ms) {
-    if (ms <= 0) return "any moment now";
+    if (ms <= 0) return DUE;
     var s = Math.ceil(ms / 1000);
     if (s < 60) return "in " + s + " s";
     var m = Math.ceil(s / 60);
@@ -37,9 +47,9 @@
     m = m % 60;
     return "in " + h + " h" + (m ? " " + (m < 10 ? "0" : "") + m + " min" : "");
   }
-  // Elapsed times ("running for 2 min"), as the server writes durations.
   function formatElapsed(ms) {
-    var s = Math.max(0, Math.floor(ms / 1000));
+    if (ms < 1000) return Math.max(0, Math.floor(ms)) + "ms";
+    var s = Math.floor(ms / 1000);
     if (s < 60) return s + "s";
     var m = Math.floor(s / 60);
     if (m < 60) return m + " min";
@@ -47,6 +57,13 @@
     m = m % 60;
     return h + "h" + (m ? " " + m + "m" : "");
   }
+  window.studioFormat = { until: formatRemaining, elapsed: formatElapsed };
+
+  // offline counts the page's streams that are disconnected: elapsed times
+  // stop while it is not zero (the page no longer knows whether the run
+  // still runs).
+  var offline = 0;
+  var onTick = [];
   function tickCountdowns() {
     var now = Date.now();
     document.querySelectorAll("time[data-countdown]").forEach(function (el) {
@@ -54,18 +71,67 @@
       if (isNaN(at)) return;
       var text = formatRemaining(at - now);
       if (el.textContent !== text) el.textContent = text;
+      el.toggleAttribute("data-due-now", at - now <= 0);
     });
-    document.querySelectorAll("time[data-elapsed]").forEach(function (el) {
-      var at = Date.parse(el.getAttribute("datetime"));
-      if (isNaN(at)) return;
-      var text = formatElapsed(now - at);
-      if (el.textContent !== text) el.textContent = text;
-    });
+    if (!offline) {
+      document.querySelectorAll("time[data-elapsed]").forEach(function (el) {
+        var at = Date.parse(el.getAttribute("datetime"));
+        if (isNaN(at)) return;
+        var text = formatElapsed(now - at);
+        if (el.textContent !== text) el.textContent = text;
+      });
+    }
+    onTick.forEach(function (f) { f(now); });
   }
   var streams = document.querySelectorAll("[data-stream]");
   if (document.querySelector("time[data-countdown], time[data-elapsed]") || streams.length) {
     tickCountdowns();
     setInterval(tickCountdowns, 1000);
+  }
+
+  // The connection banner: one per page, at the top of the viewport, a
+  // status region that says when live updates paused, when they come back,
+  // and that the page shows the last known state meanwhile.
+  var banner = null;
+  var bannerHide = null;
+  function showBanner(kind, text) {
+    if (!banner) {
+      banner = document.createElement("div");
+      banner.className = "live-banner";
+      banner.id = "live-banner";
+      banner.setAttribute("role", "status");
+      banner.hidden = true;
+      (document.querySelector("main") || document.body).prepend(banner);
+    }
+    if (bannerHide) {
+      clearTimeout(bannerHide);
+      bannerHide = null;
+    }
+    banner.setAttribute("data-state", kind || "");
+    if (banner.textContent !== (text || "")) banner.textContent = text || "";
+    banner.hidden = !text;
+  }
+  if (streams.length) showBanner("", "");
+
+  // The page's state shown as the last known one while disconnected.
+  var staleSelector = "#run-status, #env-state";
+  function markStale(since) {
+    document.querySelectorAll(staleSelector).forEach(function (st) {
+      st.setAttribute("data-stale", "");
+      var note = st.nextElementSibling;
+      if (!note || !note.hasAttribute("data-stale-note")) {
+        note = document.createElement("span");
+        note.className = "stale-note";
+        note.setAttribute("data-stale-note", "");
+        st.after(note);
+      }
+      var text = "\u00b7 last known " + formatElapsed(Math.max(Date.now() - since, 1000)) + " ago";
+      if (note.textContent !== text) note.textContent = text;
+    });
+  }
+  function clearStale() {
+    document.querySelectorAll("[data-stale]").forEach(function (st) { st.removeAttribute("data-stale"); });
+    document.querySelectorAll("[data-stale-note]").forEach(function (n) { n.remove(); });
   }
 
   var statusText = { "succeeded-with-warnings": "succeeded · with warnings" };
@@ -82,25 +148,48 @@
     var ws = null;
     var stopped = false;
     var timer = null;
-    var state = null;
-    function ensureState() {
-      state = el.querySelector("[data-stream-state]");
-      if (!state) {
-        state = document.createElement("span");
-        state.setAttribute("data-stream-state", "");
-        state.className = "stream-state";
-        state.hidden = true;
-        el.appendChild(state);
-      }
-      state.setAttribute("role", "status");
-      state.setAttribute("aria-live", "polite");
-    }
-    ensureState();
+    // down is when the connection was lost (0 while live); retryAt when
+    // the next attempt starts.
+    var down = 0;
+    var retryAt = 0;
+    var wasDown = false;
 
-    function setState(name, text) {
+    function setState(name) {
       el.setAttribute("data-stream-status", name);
-      state.textContent = text || "";
-      state.hidden = !text;
+    }
+
+    // paused says so in the banner, and shows the page's state as stale.
+    function paused(now) {
+      if (!down) return;
+      var text = "Live updates paused \u2014 reconnecting\u2026";
+      if (retryAt > now) text = "Live updates paused \u2014 reconnecting in " + Math.ceil((retryAt - now) / 1000) + " s\u2026";
+      showBanner("paused", text);
+      markStale(down);
+    }
+    onTick.push(paused);
+
+    function goneDown() {
+      if (!down) {
+        down = Date.now();
+        offline++;
+      }
+      wasDown = true;
+    }
+    function backUp() {
+      if (down) {
+        down = 0;
+        offline--;
+      }
+      retryAt = 0;
+      if (!offline) {
+        clearStale();
+        if (wasDown) {
+          showBanner("reconnected", "Reconnected");
+          bannerHide = setTimeout(function () { showBanner("", ""); }, 3000);
+        }
+      }
+      wasDown = false;
+      setState("live");
     }
 
     function url() {
@@ -112,7 +201,9 @@
     function connect() {
       timer = null;
       if (stopped) return;
-      setState(attempt ? "reconnecting" : "connecting", attempt ? "reconnecting…" : "");
+      setState(attempt ? "reconnecting" : "connecting");
+      retryAt = 0;
+      paused(Date.now());
       try {
         ws = new WebSocket(url());
       } catch (e) {
@@ -121,7 +212,7 @@
       }
       ws.onopen = function () {
         attempt = 0;
-        setState("live", "");
+        backUp();
       };
       ws.onmessage = function (ev) {
         var frame;
@@ -136,7 +227,12 @@
         ws = null;
         if (stopped) return;
         if (ev.code === 4403) {
-          setState("closed", "Live updates stopped: you no longer have access. Reload the page.");
+          setState("closed");
+          if (down) {
+            down = 0;
+            offline--;
+          }
+          showBanner("closed", "Live updates stopped: you no longer have access. Reload the page.");
           return;
         }
         retry(ev.code);
@@ -146,11 +242,14 @@
     // retry waits 0.5 s, 1 s, 2 s … up to 30 s (half of it random, so that
     // the pages of a restarted server do not all come back at once).
     function retry(code) {
-      setState("reconnecting", "reconnecting…");
+      setState("reconnecting");
+      if (code !== 1013) goneDown();
       var base = Math.min(30000, 500 * Math.pow(2, attempt));
       attempt++;
       var delay = base / 2 + Math.random() * base / 2;
       if (code === 1013) delay = 100 + Math.random() * 400; // fell behind: resume by replay now
+      retryAt = Date.now() + delay;
+      paused(Date.now());
       timer = setTimeout(connect, delay);
     }
 
@@ -187,6 +286,29 @@
       return true;
     }
 
+    // keepDNSPending puts what to do about a DNS-pending domain back under
+    // the swapped row id when its checkpoint still says the domain was
+    // deferred: the block it had, or the one the page renders now (a
+    // deferral seen live, fetched once).
+    function keepDNSPending(id, block) {
+      var row = document.getElementById(id);
+      if (!row || !row.hasAttribute("data-tls-deferred") || row.querySelector(".dns-pending")) return;
+      function put(b) {
+        var tls = row.isConnected && !row.querySelector(".dns-pending") && row.querySelector(".tls");
+        if (b && tls) tls.after(b);
+      }
+      if (block) { put(block); return; }
+      fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (res) { return res.ok ? res.text() : null; })
+        .then(function (html) {
+          if (html === null) return;
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          var fresh = doc.getElementById(id);
+          put(fresh && fresh.querySelector(".dns-pending"));
+        })
+        .catch(function () {});
+    }
+
     function apply(frame) {
       if (typeof frame.seq !== "number" || frame.seq <= lastSeq) return;
       var swapped = {};
@@ -197,8 +319,13 @@
         var targets = Array.prototype.slice.call(document.querySelectorAll('[data-live="' + CSS.escape(f.id) + '"]'));
         var byId = document.getElementById(f.id);
         if (byId && targets.indexOf(byId) < 0) targets.push(byId);
+        // What to do about a DNS-pending domain sits under its checkpoint's
+        // row on the run page, built for this viewer (Check now is for
+        // deployers): a swapped row keeps it.
+        var dns = byId && byId.querySelector(".dns-pending");
         targets.forEach(function (target) { if (target.isConnected) target.outerHTML = f.html; });
         if (targets.length || insert(f.html)) swapped[f.id] = true;
+        keepDNSPending(f.id, dns);
       });
       if (!el.isConnected) {
         // A fragment replaced the element that carries data-stream (the run
@@ -206,8 +333,7 @@
         var again = document.querySelector('[data-stream="' + CSS.escape(path) + '"]');
         if (again) {
           el = again;
-          ensureState();
-          setState("live", "");
+          setState("live");
         }
       }
       var run = frame.run;
@@ -245,6 +371,11 @@
         if (tls && !tls.querySelector('[data-service-state]:not([data-service-state="issued"])')) {
           tls.querySelectorAll("[data-while-pending]").forEach(function (a) { a.remove(); });
         }
+        // What to do about a DNS-pending domain, once it no longer is.
+        document.querySelectorAll("[data-dns-pending]").forEach(function (d) {
+          var badge = document.querySelector('[data-live="service-state-' + CSS.escape(d.getAttribute("data-dns-pending")) + '"]');
+          if (badge && badge.getAttribute("data-service-state") !== "DNS pending") d.remove();
+        });
       }
       lastSeq = frame.seq;
       el.setAttribute("data-last-seq", String(lastSeq));
@@ -268,4 +399,38 @@
   }
 
   streams.forEach(follow);
+
+  // The environment page's live parts (state, what it runs, a deploy in
+  // progress, values changed since, releases): when its stream brings an
+  // event, fetch them again from #env-live-head[data-refresh] and replace
+  // each element of the answer's ids. One fetch at a time; events that
+  // arrive meanwhile cause one more.
+  function refreshEnvironmentParts() {
+    var head = document.getElementById("env-live-head");
+    var src = head && head.getAttribute("data-refresh");
+    if (!src) return;
+    var busy = false, again = false;
+    function refresh() {
+      if (busy) { again = true; return; }
+      busy = true;
+      fetch(src, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (res) { return res.ok ? res.text() : null; })
+        .then(function (html) {
+          if (html === null) return;
+          var t = document.createElement("template");
+          t.innerHTML = html;
+          Array.prototype.slice.call(t.content.children).forEach(function (part) {
+            var old = part.id && document.getElementById(part.id);
+            if (old) old.replaceWith(part);
+          });
+        })
+        .catch(function () {})
+        .then(function () {
+          busy = false;
+          if (again) { again = false; refresh(); }
+        });
+    }
+    document.addEventListener("studio:event", refresh);
+  }
+  refreshEnvironmentParts();
 })();

@@ -3,6 +3,7 @@ package webtest
 import (
 	"context"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"sync"
@@ -54,6 +55,11 @@ type Deploys struct {
 	StepDelay time.Duration
 	// Service is set when the Studio is built.
 	Service *runs.Service
+	// PublicAddresses and ReconcileInterval are the Service's: what a
+	// DNS-pending domain is asked to point at, and the interval its next
+	// automatic check is counted in (River's reconciler stays off in tests).
+	PublicAddresses   []netip.Addr
+	ReconcileInterval time.Duration
 }
 
 // WithDeploys gives the Studio the local platform with no step delay, its
@@ -77,6 +83,7 @@ func WithDeploys(d *Deploys) Option {
 			panic("webtest: local platform: " + err.Error())
 		}
 		d.Service = runs.NewService(deps.DB, deps.Vault, local, deps.DB.Now, deps.Logger)
+		d.Service.PublicAddresses, d.Service.ReconcileInterval = d.PublicAddresses, d.ReconcileInterval
 		deps.Runs = d.Service
 		deps.Edge = id.Handler()
 	}

@@ -76,7 +76,8 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	})
 	tb.Cleanup(srv.Close)
 	if deps.Runs != nil {
-		if err := deps.Runs.StartRiver(context.Background(), runs.RiverOptions{PollInterval: 50 * time.Millisecond, ReconcileInterval: -1}); err != nil {
+		if err := deps.Runs.StartRiver(context.Background(), runs.RiverOptions{PollInterval: 50 * time.Millisecond, ReconcileInterval: -1,
+			Webhooks: runs.WebhookOptions{PublicURL: srv.URL}}); err != nil {
 			tb.Fatalf("webtest: river: %v", err)
 		}
 		tb.Cleanup(func() {

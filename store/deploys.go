@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skali-dev/studio/apperr"
+)
+
+// EnvironmentOverview is what the home and project pages say of an
+// environment's state: the revision it runs, the project's latest, its
+// newest deploy and whether one is under way.
+type EnvironmentOverview struct {
+	ID      int64
+	Project string
+	Name    string
+	// State is active, restoring or down: restore failed.
+	State string
+	// Active is the revision number it runs (0: none); Latest the project's newest.
+	Active, Latest int
+	// LastDeploy is the newest deploy run (ID 0: none), with its revision
+	// number; Deploying is true while it is unfinished.
+	LastDeployID       int64
+	LastDeployStatus   string
+	LastDeployReason   string
+	LastDeployRevision int
+	Deploying          bool
+}
+
+// EnvironmentOverviews lists, by project and name, the environments u may
+// see: of one project (projectID), or of every project when it is 0.
+func (db *DB) EnvironmentOverviews(ctx context.Context, u *User, projectID int64) ([]EnvironmentOverview, error) {
+	if u == nil {
+		return nil, nil
+	}
+	return db.environmentOverviews(ctx, `($3::bigint = 0 OR p.id = $3)
+		  AND ($2 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1))`, u.ID, u.IsAdmin, projectID)
+}
+
+// EnvironmentOverviewOf returns the overview of one environment.
+func (db *DB) EnvironmentOverviewOf(ctx context.Context, envID int64) (*EnvironmentOverview, error) {
+	out, err := db.environmentOverviews(ctx, `e.id = $1`, envID)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, apperr.Errorf(apperr.NotFound, "No such environment.")
+	}
+	return &out[0], nil
+}
+
+func (db *DB) environmentOverviews(ctx context.Context, where string, args ...any) ([]EnvironmentOverview, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT e.id, p.name, e.name, e.state,
+		       COALESCE((SELECT number FROM revisions WHERE id = e.active_revision_id), 0),
+		       COALESCE((SELECT max(number) FROM revisions WHERE project_id = p.id), 0),
+		       COALESCE(d.id, 0), COALESCE(d.status, ''), COALESCE(d.reason, ''),
+		       COALESCE((SELECT number FROM revisions WHERE id = d.revision_id), 0),
+		       d.id IS NOT NULL AND d.finished_at IS NULL
+		FROM environments e JOIN projects p ON p.id = e.project_id
+		LEFT JOIN LATERAL (SELECT id, status, reason, revision_id, finished_at FROM runs
+		    WHERE environment_id = e.id AND kind = 'deploy' ORDER BY id DESC LIMIT 1) d ON true
+		WHERE `+where+`
+		ORDER BY p.name, e.name`, args...)
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[EnvironmentOverview])
+	if err != nil {
+		return nil, fmt.Errorf("store: environment overviews: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,109 @@
+//go:build unix
+
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// TestEventStreamOneSilentWatcherAmongManyReaders: one watcher never reads
+// (a small receive buffer, far more appended than its socket buffers hold)
+// among many that do. The writers the streams share never wait for its
+// socket: every reading watcher gets every event, once and in order, and
+// the silent one, when it finally reads, finds a prefix of the events and
+// then the end of its stream.
+func TestEventStreamOneSilentWatcherAmongManyReaders(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/", nil)
+	var cookie string
+	for _, ck := range admin.Jar.Cookies(req.URL) {
+		cookie = ck.Name + "=" + ck.Value
+	}
+	small := websocket.Dialer{NetDialContext: (&net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}).DialContext}
+	silent, resp, err := small.Dial("ws"+strings.TrimPrefix(s.URL, "http")+runEventsPath(runID, 0), http.Header{"Cookie": {cookie}, "Origin": {s.URL}})
+	if err != nil {
+		t.Fatalf("dial the silent watcher: %v (%v)", err, resp)
+	}
+	defer silent.Close()
+	const readers = 8
+	conns := make([]*websocket.Conn, readers)
+	for i := range conns {
+		if conns[i], resp, err = s.DialStream(t, admin, runEventsPath(runID, 0), nil); err != nil {
+			t.Fatalf("dial reader %d: %v (%v)", i, err, resp)
+		}
+		defer conns[i].Close()
+	}
+
+	pad := strings.Repeat("x", 16<<10)
+	n := int64(max(1100, 4*maxSendBuffer(t)/len(pad)))
+	appended := make(chan struct{})
+	defer func() { <-appended }()
+	go func() {
+		defer close(appended)
+		for range n {
+			if _, err := s.DB.AppendRunEvent(context.Background(), runID, nil, map[string]any{"run": map[string]any{"status": "running"}, "pad": pad}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Go(func() {
+			for want := int64(1); want <= n; want++ {
+				_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+				_, data, err := c.ReadMessage()
+				if err != nil {
+					t.Errorf("reader %d, waiting for event %d: %v", i, want, err)
+					return
+				}
+				var f streamFrame
+				if err := json.Unmarshal(data, &f); err != nil || f.Seq != want {
+					t.Errorf("reader %d got seq %d (%v), want %d", i, f.Seq, err, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	var got int64
+	for {
+		_ = silent.SetReadDeadline(time.Now().Add(time.Minute))
+		_, data, err := silent.ReadMessage()
+		if err != nil {
+			break
+		}
+		var f streamFrame
+		if err := json.Unmarshal(data, &f); err != nil || f.Seq != got+1 {
+			t.Fatalf("the silent watcher got seq %d (%v) after %d", f.Seq, err, got)
+		}
+		got++
+	}
+	if got >= n {
+		t.Errorf("the silent watcher got all %d events; it should have been closed for falling behind", got)
+	}
+}
