@@ -709,7 +709,10 @@ func TestRedeployUnderAnAutoscalerKeepsItsReplicas(t *testing.T) {
 		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
 	}
 	// The autoscaler controller raises the Deployment to its minimum.
-	for str(f.get(kubernetes.KindDeployment, "web"), "spec", "replicas") != "2" {
+	for deadline := time.Now().Add(2 * time.Minute); str(f.get(kubernetes.KindDeployment, "web"), "spec", "replicas") != "2"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the autoscaler did not raise the Deployment to its minimum of 2 replicas: %v", at(f.get(kubernetes.KindHPA, "web"), "status"))
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	out, err := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "-n", f.ns, "scale", "deployment/web", "--replicas=4").CombinedOutput()
