@@ -14,3 +14,7 @@ func SetStreamTimingsForTest(ping, pongWait time.Duration) (restore func()) {
 		streamPongWait.Store(int64(oldWait))
 	}
 }
+
+// StreamWriteWait is how long a stream's write may wait on a full socket
+// before the watcher is cut off.
+var StreamWriteWait = streamWriteWait

@@ -117,6 +117,12 @@ func TestBrowserDNSPendingSaysWhatToDoAndCountsDown(t *testing.T) {
 	}
 	envCountdown := `#tls [data-dns-pending="wiki.test"] [data-next-check] time[data-countdown]`
 	first = b.Text(envCountdown)
+	// On a busy machine the page may come as its 20 s slot ends: the
+	// server then counts to the next one.
+	for try := 0; first == "checking…" && try < 3; try++ {
+		b.Do(chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(envCountdown)))
+		first = b.Text(envCountdown)
+	}
 	b.Screenshot("environment-dns-pending")
 	waitText(t, b, "the environment page's countdown to tick", envCountdown, func(s string) bool { return s != first })
 
