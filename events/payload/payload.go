@@ -6,7 +6,10 @@
 // them) both use it without an import cycle.
 package payload
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Kind names a kind of environment event (its "type" field). A run
 // stream's events have no type: each is a RunChanged.
@@ -62,6 +65,28 @@ type Payload interface{ payload() }
 type RunChanged struct {
 	Run        RunState         `json:"run"`
 	Checkpoint *CheckpointState `json:"checkpoint,omitempty"`
+	// Log is set on the events that append log lines to the run (and on
+	// no other): the lines, masked, as they were stored.
+	Log *LogLines `json:"log,omitempty"`
+}
+
+// LogLines are log lines of one checkpoint appended to a run's log: First
+// is the run-wide number of the first (Lines[0].N), the others follow.
+type LogLines struct {
+	Position int       `json:"position"`
+	First    int64     `json:"first"`
+	Lines    []LogLine `json:"lines"`
+	// Cut: the run's log reached its bound; the last line says so and no
+	// later line is kept.
+	Cut bool `json:"cut,omitempty"`
+}
+
+// LogLine is one line of a run's log: its run-wide number, its time and
+// its text (masked).
+type LogLine struct {
+	N    int64     `json:"n"`
+	At   time.Time `json:"at"`
+	Text string    `json:"text"`
 }
 
 // RunState is a run's state in a RunChanged.
