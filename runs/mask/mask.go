@@ -1,0 +1,164 @@
+// Package mask hides the values of an environment in log lines before they
+// are stored or streamed: every form in which a value may appear in a line
+// (as it is, base64-encoded, URL-encoded) is replaced by Mask.
+package mask
+
+import (
+	"encoding/base64"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Mask is what a hidden value reads as.
+const Mask = "••••"
+
+// MinLength is the shortest value, in bytes, that is masked: hiding every
+// "a" or "on" of a log would make it unreadable and hide nothing worth
+// hiding.
+const MinLength = 3
+
+// minEmbedded is the shortest base64 text masked for a value encoded
+// inside a longer base64 string (such as user:password in an HTTP Basic
+// header), where only the middle of its encoding depends on the value
+// alone: shorter pieces would match too much of any base64 text.
+const minEmbedded = 6
+
+// Masker hides a fixed set of values. It is safe for concurrent use.
+type Masker struct {
+	// forms are the texts to hide, longest first, without duplicates.
+	forms []string
+}
+
+// New returns a masker of values (values shorter than MinLength are not
+// masked). The masker keeps the forms it derives, not the slice.
+func New(values []string) *Masker {
+	seen := map[string]bool{}
+	var forms []string
+	add := func(s string) {
+		if len(s) >= MinLength && !seen[s] {
+			seen[s] = true
+			forms = append(forms, s)
+		}
+	}
+	for _, v := range values {
+		if len(v) < MinLength {
+			continue
+		}
+		for _, f := range Forms(v) {
+			add(f)
+		}
+		// A value of several lines (a key in PEM) reaches a log a line at
+		// a time.
+		if strings.Contains(v, "\n") {
+			for _, line := range strings.Split(v, "\n") {
+				if line = strings.TrimSpace(line); len(line) >= MinLength {
+					for _, f := range Forms(line) {
+						add(f)
+					}
+				}
+			}
+		}
+	}
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	return &Masker{forms: forms}
+}
+
+// Forms returns the texts under which v may appear in a line: v itself,
+// its base64 encodings (standard and URL alphabets, padded and not, and
+// the part of its encoding that is the same wherever it starts inside a
+// longer base64 text) and its URL encodings (query and path escaping,
+// upper- and lower-case hex).
+func Forms(v string) []string {
+	out := []string{v}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		padded := enc.EncodeToString([]byte(v))
+		out = append(out, padded, strings.TrimRight(padded, "="))
+		// Inside a longer base64 text the value starts 0, 1 or 2 bytes
+		// into a group of three: the characters made of its bits alone.
+		for k, start := range []int{0, 2, 3} {
+			in := append(make([]byte, k), v...)
+			e := enc.EncodeToString(in)
+			end := len(in) * 8 / 6
+			if end-start >= minEmbedded {
+				out = append(out, e[start:end])
+			}
+		}
+	}
+	for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+		out = append(out, e)
+		if low := lowerHex(e); low != e {
+			out = append(out, low)
+		}
+	}
+	return out
+}
+
+// lowerHex writes the %XX escapes of s in lower case.
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			for j := i + 1; j <= i+2; j++ {
+				if b[j] >= 'A' && b[j] <= 'F' {
+					b[j] += 'a' - 'A'
+				}
+			}
+		}
+	}
+	return string(b)
+}
+
+// Mask returns line with every form of every value replaced by Mask. Where
+// forms overlap or touch (two values side by side, one inside another),
+// the whole stretch they cover becomes one Mask, so no part of either is
+// left.
+func (m *Masker) Mask(line string) string {
+	if m == nil || len(m.forms) == 0 || line == "" {
+		return line
+	}
+	var covered []bool
+	for _, f := range m.forms {
+		if len(f) > len(line) {
+			continue
+		}
+		for i := 0; i+len(f) <= len(line); {
+			j := strings.Index(line[i:], f)
+			if j < 0 {
+				break
+			}
+			if covered == nil {
+				covered = make([]bool, len(line))
+			}
+			for k := i + j; k < i+j+len(f); k++ {
+				covered[k] = true
+			}
+			i += j + 1
+		}
+	}
+	if covered == nil {
+		return line
+	}
+	var b strings.Builder
+	b.Grow(len(line))
+	for i := 0; i < len(line); {
+		if !covered[i] {
+			b.WriteByte(line[i])
+			i++
+			continue
+		}
+		b.WriteString(Mask)
+		for i < len(line) && covered[i] {
+			i++
+		}
+	}
+	return b.String()
+}
+
+// Len is how many forms the masker hides (for tests and metrics).
+func (m *Masker) Len() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.forms)
+}

@@ -1,0 +1,119 @@
+package mask_test
+
+import (
+	"encoding/base64"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/skali-dev/studio/runs/mask"
+)
+
+// The values under test. Failure messages never print them nor a line
+// that may still hold one: they say which case failed, what was wanted
+// (built with masks only) and where the output differs.
+var (
+	session  = "s3cr3t-Sess10n-K3y/+=?&ü"
+	password = "hunter2!xyz"
+	inner    = "hunter2!" // a value inside another
+	short    = "ab"       // below mask.MinLength
+	pem      = "-----BEGIN KEY-----\nMIIBVgIBADANBgkqhkiG9w0BAQEFAASCAUAwggE8\nAgEAAkEAq7BFUpkGp3+LQmlQ\n-----END KEY-----"
+)
+
+// check asserts that m turns line into want, reporting differences by
+// position only.
+func check(t *testing.T, m *mask.Masker, name, line, want string) {
+	t.Helper()
+	got := m.Mask(line)
+	if got == want {
+		return
+	}
+	at := 0
+	for at < len(got) && at < len(want) && got[at] == want[at] {
+		at++
+	}
+	t.Errorf("%s: masked line differs from %q from byte %d on (got %d bytes, want %d; output not shown: it may hold a value)",
+		name, want, at, len(got), len(want))
+}
+
+// lowerEscapes writes the %XX escapes of s in lower case, as some
+// encoders do.
+func lowerEscapes(s string) string {
+	parts := strings.Split(s, "%")
+	for i := 1; i < len(parts); i++ {
+		if len(parts[i]) >= 2 {
+			parts[i] = strings.ToLower(parts[i][:2]) + parts[i][2:]
+		}
+	}
+	return strings.Join(parts, "%")
+}
+
+func b64(enc *base64.Encoding, s string) string { return enc.EncodeToString([]byte(s)) }
+
+func TestMaskHidesEveryEncodingOfEveryValue(t *testing.T) {
+	m := mask.New([]string{session, password, inner, short, pem})
+	M := mask.Mask
+	cases := []struct{ name, line, want string }{
+		{"raw alone", session, M},
+		{"raw at the line's end", "SESSION_SECRET=" + session, "SESSION_SECRET=" + M},
+		{"raw inside a word", "xx" + session + "yy", "xx" + M + "yy"},
+		{"raw twice", session + " and " + session, M + " and " + M},
+		{"two values side by side", session + password, M},
+		{"a value inside another", "pw=" + password, "pw=" + M},
+		{"the inner value alone", "pw=" + inner + ".", "pw=" + M + "."},
+		{"base64 std padded", "b64: " + b64(base64.StdEncoding, session), "b64: " + M},
+		{"base64 std unpadded", "b64: " + b64(base64.RawStdEncoding, session) + " end", "b64: " + M + " end"},
+		{"base64 url padded", "token=" + b64(base64.URLEncoding, session), "token=" + M},
+		{"base64 url unpadded", "[" + b64(base64.RawURLEncoding, session) + "]", "[" + M + "]"},
+		{"base64 of a shorter value", "x " + b64(base64.StdEncoding, password), "x " + M},
+		{"url query escape", "https://db/?password=" + url.QueryEscape(session) + "&ssl=1", "https://db/?password=" + M + "&ssl=1"},
+		{"url path escape", "postgres://app:" + url.PathEscape(session) + "@db:5432/app", "postgres://app:" + M + "@db:5432/app"},
+		{"url lower-case hex", "p=" + lowerEscapes(url.QueryEscape(session)), "p=" + M},
+		{"a short value stays", "ab cd ab", "ab cd ab"},
+		{"a line without values", "1 of 3 replicas ready", "1 of 3 replicas ready"},
+		{"a line of a multi-line value", "  MIIBVgIBADANBgkqhkiG9w0BAQEFAASCAUAwggE8", "  " + M},
+	}
+	for _, c := range cases {
+		check(t, m, c.name, c.line, c.want)
+	}
+}
+
+// TestMaskHidesAValueInsideLongerBase64 encodes the value after 0, 1 and 2
+// other bytes (as in an HTTP Basic header's user:password): no run of the
+// value's own encoding of more than a few characters may remain.
+func TestMaskHidesAValueInsideLongerBase64(t *testing.T) {
+	m := mask.New([]string{session})
+	for _, prefix := range []string{"", "a", "ab", "app:", "user1:", "abcdefg:"} {
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding} {
+			line := "Authorization: Basic " + b64(enc, prefix+session+":tail")
+			got := m.Mask(line)
+			if !strings.Contains(got, mask.Mask) {
+				t.Errorf("prefix of %d bytes: nothing masked in the header", len(prefix))
+				continue
+			}
+			// The middle of the value's encoding depends on the value
+			// alone: no 8 characters of it may remain.
+			own := b64(enc, strings.Repeat("\x00", len(prefix)%3)+session)
+			middle := own[4 : len(own)-4]
+			for i := 0; i+8 <= len(middle); i++ {
+				if strings.Contains(got, middle[i:i+8]) {
+					t.Fatalf("prefix of %d bytes: characters %d to %d of the value's encoding remain after masking", len(prefix), 4+i, 12+i)
+				}
+			}
+		}
+	}
+}
+
+func TestMaskOfNothing(t *testing.T) {
+	var nilMasker *mask.Masker
+	if got := nilMasker.Mask("plain"); got != "plain" {
+		t.Errorf("a nil masker changed a line")
+	}
+	m := mask.New([]string{"", "a", "ab"})
+	if m.Len() != 0 {
+		t.Errorf("values shorter than %d bytes give %d forms, want none", mask.MinLength, m.Len())
+	}
+	if got := m.Mask("a ab abc"); got != "a ab abc" {
+		t.Errorf("short values masked: %q", got)
+	}
+}
