@@ -3,11 +3,13 @@ package handlers
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -174,7 +176,51 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 		}
 		m.Checkpoints = append(m.Checkpoints, v)
 	}
+	m.LogFilter = strings.TrimSpace(r.URL.Query().Get("q"))
+	if utf8.RuneCountInString(m.LogFilter) > views.RunLogFilter {
+		return apperr.Errorf(apperr.Invalid, "A filter of log lines may hold at most %d characters.", views.RunLogFilter)
+	}
+	lines, err := h.DB.RunLog(r.Context(), run.ID, 0)
+	if err != nil {
+		return err
+	}
+	views.AttachLogs(m.Checkpoints, lines, m.LogFilter)
+	m.LogLines, m.LogURL = len(lines), paths.RunLog(env.Project, env.Name, run.ID)
 	return Render(w, r, http.StatusOK, views.Run(m))
+}
+
+// DownloadRunLog answers the run's whole log as text (any role that sees
+// the run): a line per log line with its time and its checkpoint.
+func (h *Runs) DownloadRunLog(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleViewer)
+	if err != nil {
+		return err
+	}
+	run, err := h.run(r, env)
+	if err != nil {
+		return err
+	}
+	cps, err := h.DB.Checkpoints(r.Context(), run.ID)
+	if err != nil {
+		return err
+	}
+	lines, err := h.DB.RunLog(r.Context(), run.ID, 0)
+	if err != nil {
+		return err
+	}
+	names := make(map[int]string, len(cps))
+	for _, cp := range cps {
+		names[cp.Position] = cp.Name
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%s  %s  %s\n", l.At.UTC().Format("2006-01-02T15:04:05.000Z"), names[l.Position], l.Text)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s-run-%d.log"`, env.Project, env.Name, run.ID))
+	w.Header().Set("Cache-Control", "no-store")
+	_, err = io.WriteString(w, b.String())
+	return err
 }
 
 // certificates returns the environment's certificates by domain.

@@ -142,6 +142,14 @@ func Run(project, env string, id int64) string {
 // RunCancel is where a run's cancellation is requested.
 func RunCancel(project, env string, id int64) string { return Run(project, env, id) + "/cancel" }
 
+// RunLog is where a run's whole log downloads as text.
+func RunLog(project, env string, id int64) string { return Run(project, env, id) + "/log" }
+
+// RunLine is the anchor of line n of a run's log on its page.
+func RunLine(project, env string, id, n int64) string {
+	return Run(project, env, id) + "#L" + strconv.FormatInt(n, 10)
+}
+
 // RunEvents is a run's websocket event stream.
 func RunEvents(project, env string, id int64) string { return Run(project, env, id) + "/events" }
 

@@ -46,6 +46,9 @@ type RunDetail struct {
 	// page's heading links to it.
 	StoppedAt   *int   `json:"stoppedAt,omitempty"`
 	StoppedName string `json:"stoppedName,omitempty"`
+	// StoppedLine is the last log line of that checkpoint (0 when it
+	// wrote none): the heading links to it.
+	StoppedLine int64 `json:"stoppedLine,omitempty"`
 }
 
 // CheckpointDetail is a checkpoint's typed details; which fields are set

@@ -97,6 +97,8 @@ type runContext struct {
 	det RunDetail
 	env *store.Environment
 	def *compiler.Definition
+	// out takes the log lines of the step under way (see LogSink).
+	out *LogSink
 	// lease is the owner name of this execution's lease on the run.
 	lease string
 	// detDirty: det changed and is not stored yet.
@@ -292,7 +294,11 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 				return Result{}, ErrTakenOver
 			}
 		}
+		rc.out = r.stepLog(ctx, rc, cp)
 		res, err := r.step(ctx, rc, cp)
+		// The step's lines are stored before its outcome: a page shows the
+		// log of a failed step with its failure.
+		rc.out.Close()
 		if err != nil {
 			return Result{}, err
 		}
@@ -455,7 +461,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 		if cps, err = r.markNotRun(ctx, rc, cps); err != nil {
 			return Result{}, err
 		}
-		det.StoppedAt, det.StoppedName = nil, ""
+		det.StoppedAt, det.StoppedName, det.StoppedLine = nil, "", 0
 		stopped := rc.cancelledAt
 		for i := range cps {
 			if stopped == nil && cps[i].Status == store.CheckpointFailed {
@@ -464,6 +470,12 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 		}
 		if stopped != nil {
 			det.StoppedAt, det.StoppedName = &stopped.Position, stopped.Name
+			if err := withRetry(ctx, func(ctx context.Context, _ int) (err error) {
+				det.StoppedLine, err = r.DB.LastRunLogLine(ctx, rc.run.ID, stopped.Position)
+				return err
+			}); err != nil {
+				return Result{}, err
+			}
 		}
 	}
 	certs, err := r.certificateStates(ctx, rc.env.ID)

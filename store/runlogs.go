@@ -161,3 +161,14 @@ func (db *DB) RunLog(ctx context.Context, runID int64, position int) ([]LogLine,
 	}
 	return out, nil
 }
+
+// LastRunLogLine returns the number of the last log line of the run's
+// checkpoint at position (0 when it has none).
+func (db *DB) LastRunLogLine(ctx context.Context, runID int64, position int) (int64, error) {
+	var n int64
+	err := db.Pool.QueryRow(ctx, `SELECT COALESCE(max(n), 0) FROM run_log_lines WHERE run_id = $1 AND position = $2`, runID, position).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: last run log line: %w", err)
+	}
+	return n, nil
+}

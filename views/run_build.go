@@ -24,6 +24,10 @@ func NewRunView(env *store.Environment, run *store.Run, now time.Time, canCancel
 		Subject: det.Domain, LastSeq: run.LastSeq, ExecutorLost: run.ExecutorLost()}
 	if det.StoppedAt != nil {
 		v.StoppedAt, v.StoppedName = "#checkpoint-"+strconv.Itoa(*det.StoppedAt), det.StoppedName
+		if det.StoppedLine > 0 {
+			// Its last log line: what it printed as it failed.
+			v.StoppedAt = "#" + lineID(det.StoppedLine)
+		}
 	}
 	if v.ExecutorLost {
 		v.ExecutorLostAt = humanize.Clock(*run.ExecutorLostAt)
@@ -46,6 +50,7 @@ func NewCheckpointView(env *store.Environment, run *store.Run, cp store.Checkpoi
 	d := runs.DecodeCheckpointDetail(cp.Detail)
 	v := CheckpointView{Project: env.Project, Env: env.Name, RunID: run.ID, Position: cp.Position, Kind: cp.Kind, Name: cp.Name,
 		Status: cp.Status, Warning: cp.Warning, Error: d.Error, NotRun: cp.Status == store.CheckpointNotRun || cp.Status == store.CheckpointPending && store.RunFinished(run.Status)}
+	v.Timeline = newTimeline(run, cp, now)
 	if cp.StartedAt != nil {
 		v.Started = humanize.Clock(*cp.StartedAt)
 		if cp.FinishedAt != nil {

@@ -67,6 +67,10 @@ type CheckpointView struct {
 	// DNS says what to do about the checkpoint's domain while it is DNS
 	// pending (the run page sets it from the certificate's current state).
 	DNS *DNSPendingView
+	// Timeline is when it started and ended and its bar across the run
+	// (nil before it started); Log its log lines (nil when it has none).
+	Timeline *TimelineView
+	Log      *LogView
 }
 
 // TLSView is an Issue TLS certificate checkpoint's record.
@@ -110,6 +114,11 @@ type RunPage struct {
 	Chrome      Chrome
 	Run         RunView
 	Checkpoints []CheckpointView
+	// LogFilter is the page's filter of log lines (?q=); LogLines how many
+	// lines the run's log has; LogURL where it downloads as text.
+	LogFilter string
+	LogLines  int
+	LogURL    string
 }
 
 // RunsPage is the model of an environment's runs list.

@@ -214,6 +214,7 @@ var routeTable = []routeCase{
 		form: url.Values{"revision": {"1"}}, allow: prodDeployers, ok: []int{http.StatusUnprocessableEntity, http.StatusConflict}},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs", path: "/projects/hello-world/environments/production/runs", allow: prodViewers},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs/{run}", path: "/projects/hello-world/environments/production/runs/{run}", allow: prodViewers},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs/{run}/log", path: "/projects/hello-world/environments/production/runs/{run}/log", allow: prodViewers},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/runs/{run}/cancel", path: "/projects/hello-world/environments/production/runs/{run}/cancel",
 		allow: prodDeployers, ok: []int{http.StatusConflict}},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/probe", path: "/projects/hello-world/environments/production/probe", allow: prodDeployers},

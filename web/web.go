@@ -280,6 +280,7 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/environments/{env}/deploys", a.handle(deploys.StartDeploy))
 			r.Get("/projects/{project}/environments/{env}/runs", a.handle(runPages.ShowRunsPage))
 			r.Get("/projects/{project}/environments/{env}/runs/{run}", a.handle(runPages.ShowRunPage))
+			r.Get("/projects/{project}/environments/{env}/runs/{run}/log", a.handle(runPages.DownloadRunLog))
 			r.Post("/projects/{project}/environments/{env}/runs/{run}/cancel", a.handle(runPages.CancelRun))
 			r.Post("/projects/{project}/environments/{env}/probe", a.handle(runPages.CheckNow))
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/events"
+	"github.com/skali-dev/studio/events/payload"
 	"github.com/skali-dev/studio/views"
 )
 
@@ -46,7 +47,9 @@ type pageFragments struct{ now func() time.Time }
 
 // RunFragments implements FragmentRenderer.
 func (p pageFragments) RunFragments(ctx context.Context, _ int64, ev *events.Event) ([]Fragment, error) {
-	if ev.Run == nil || ev.Environment == nil {
+	if ev.Run == nil || ev.Environment == nil || payload.CarriesLog(ev.Payload) {
+		// Log lines change no part the server renders: the page's script
+		// appends them from the event itself.
 		return nil, nil
 	}
 	return views.RunFragments(ctx, p.now(), ev.Run, ev.Environment, ev.CheckpointNow)

@@ -156,5 +156,14 @@ func DecodeEnvironment(raw []byte) (EnvironmentChanged, error) {
 	return p, err
 }
 
+// CarriesLog reports whether a run stream's stored event carries log
+// lines (a RunChanged with Log set), without decoding the lines.
+func CarriesLog(raw []byte) bool {
+	var p struct {
+		Log json.RawMessage `json:"log"`
+	}
+	return json.Unmarshal(raw, &p) == nil && len(p.Log) > 0 && string(p.Log) != "null"
+}
+
 // Bool returns a pointer to b, for the optional flags above.
 func Bool(b bool) *bool { return &b }

@@ -30,6 +30,9 @@
 //     once that domain's TLS state is no longer DNS pending.
 //   <time data-elapsed datetime="2026-11-30T14:03:00Z">…</time>
 //     shows the time since then ("2 min"): how long a run has been running.
+//   A run frame with "log": {"position": 4, "first": 12, "lines": [{"n": 12,
+//     "at": "…", "text": "…"}]} appends its lines (masked by the server)
+//     to #checkpoint-4's .checkpoint-log, filtered by input[data-log-filter].
 (function () {
   "use strict";
 
@@ -323,9 +326,12 @@
         // row on the run page, built for this viewer (Check now is for
         // deployers): a swapped row keeps it.
         var dns = byId && byId.querySelector(".dns-pending");
+        // So does its log, which the page's script has been appending to.
+        var log = byId && byId.querySelector(".checkpoint-log");
         targets.forEach(function (target) { if (target.isConnected) target.outerHTML = f.html; });
         if (targets.length || insert(f.html)) swapped[f.id] = true;
         keepDNSPending(f.id, dns);
+        keepLog(f.id, log);
       });
       if (!el.isConnected) {
         // A fragment replaced the element that carries data-stream (the run
@@ -396,6 +402,131 @@
       }
     });
     connect();
+  }
+
+  // Run logs. A checkpoint row's log block (.checkpoint-log) is kept when
+  // a live update swaps the row; frames with "log" ({position, first,
+  // lines: [{n, at, text}]}, masked by the server) append their lines
+  // under their checkpoint, hidden when they do not match the filter box;
+  // a log scrolled to its end stays at its end.
+  function keepLog(id, log) {
+    var row = document.getElementById(id);
+    if (!log || !row || log.closest("#" + CSS.escape(id)) === row) return;
+    var fresh = row.querySelector(".checkpoint-log");
+    if (fresh) fresh.replaceWith(log);
+  }
+  var filterBox = document.querySelector("input[data-log-filter]");
+  function logFilter() {
+    return filterBox ? filterBox.value.trim().toLowerCase() : "";
+  }
+  function matches(li, f) {
+    var t = li.querySelector(".log-text");
+    return !f || (t && t.textContent.toLowerCase().indexOf(f) >= 0);
+  }
+  function countLines(block) {
+    var all = block.querySelectorAll(".log-line");
+    var shown = block.querySelectorAll(".log-line:not([hidden])").length;
+    var c = block.querySelector("[data-log-count]");
+    if (!c) return;
+    var text = all.length === shown ? all.length + (all.length === 1 ? " line" : " lines") : shown + " of " + all.length + " lines match";
+    if (c.textContent !== text) c.textContent = text;
+  }
+  function atEnd(ol) {
+    return ol.scrollHeight - ol.scrollTop - ol.clientHeight < 24;
+  }
+  function lineAt(iso) {
+    var d = new Date(iso);
+    if (isNaN(d)) return "";
+    function p(n, w) { n = String(n); while (n.length < w) n = "0" + n; return n; }
+    return p(d.getUTCHours(), 2) + ":" + p(d.getUTCMinutes(), 2) + ":" + p(d.getUTCSeconds(), 2) + "." + p(d.getUTCMilliseconds(), 3);
+  }
+  function appendLog(log) {
+    if (!log || !Array.isArray(log.lines)) return;
+    var row = document.getElementById("checkpoint-" + log.position);
+    var block = row && row.querySelector(".checkpoint-log");
+    var ol = block && block.querySelector(".log-lines");
+    if (!ol) return;
+    var pinned = block.hidden || !ol.children.length || atEnd(ol);
+    var f = logFilter();
+    log.lines.forEach(function (l) {
+      var id = "L" + l.n;
+      if (document.getElementById(id)) return; // rendered with the page already
+      var li = document.createElement("li");
+      li.className = "log-line";
+      li.id = id;
+      var a = document.createElement("a");
+      a.className = "log-n";
+      a.href = "#" + id;
+      a.textContent = String(l.n);
+      var at = document.createElement("time");
+      at.className = "log-at";
+      at.setAttribute("datetime", l.at);
+      at.textContent = lineAt(l.at);
+      var text = document.createElement("span");
+      text.className = "log-text";
+      text.textContent = l.text;
+      li.append(a, at, text);
+      li.hidden = !matches(li, f);
+      ol.appendChild(li);
+    });
+    if (block.hidden) {
+      block.hidden = false;
+      block.open = true;
+    }
+    countLines(block);
+    if (pinned) ol.scrollTop = ol.scrollHeight;
+  }
+  document.addEventListener("studio:event", function (ev) {
+    if (ev.detail && ev.detail.log) appendLog(ev.detail.log);
+  });
+  if (filterBox) {
+    filterBox.addEventListener("input", function () {
+      var f = logFilter();
+      document.querySelectorAll(".checkpoint-log").forEach(function (block) {
+        block.querySelectorAll(".log-line").forEach(function (li) { li.hidden = !matches(li, f); });
+        countLines(block);
+      });
+    });
+  }
+  // A line's link (#L12, the heading's link to a failed step's last line)
+  // unfolds the log that holds it.
+  function revealTarget() {
+    var id = location.hash.slice(1);
+    var t = id && document.getElementById(id);
+    if (!t || !t.classList.contains("log-line")) return;
+    var d = t.closest("details");
+    if (d && !d.open) d.open = true;
+    t.hidden = false;
+    t.scrollIntoView({ block: "center" });
+  }
+  window.addEventListener("hashchange", revealTarget);
+  revealTarget();
+  // The tail of a step under way is in view.
+  document.querySelectorAll(".log-lines[data-log-tail]").forEach(function (ol) {
+    if (!location.hash) ol.scrollTop = ol.scrollHeight;
+  });
+  // The timeline of a run under way grows: each bar is redrawn against
+  // the run's span so far (the server drew them as of the page's render).
+  var timeline = document.querySelector(".checkpoints[data-run-started]");
+  if (timeline && timeline.getAttribute("data-run-started")) {
+    onTick.push(function (now) {
+      if (offline) return;
+      var st = document.getElementById("run-status");
+      if (st && finished[st.getAttribute("data-run-status")]) return;
+      var start = Date.parse(timeline.getAttribute("data-run-started"));
+      var span = now - start;
+      if (isNaN(start) || span <= 0) return;
+      timeline.querySelectorAll("svg.waterfall").forEach(function (svg) {
+        var from = Date.parse(svg.getAttribute("data-started"));
+        var to = svg.getAttribute("data-ended") ? Date.parse(svg.getAttribute("data-ended")) : now;
+        var bar = svg.querySelector(".waterfall-bar");
+        if (isNaN(from) || isNaN(to) || !bar) return;
+        var w = Math.max(4, Math.round((to - from) * 1000 / span));
+        var x = Math.min(Math.max(0, Math.round((from - start) * 1000 / span)), 1000 - w);
+        bar.setAttribute("x", String(x));
+        bar.setAttribute("width", String(w));
+      });
+    });
   }
 
   streams.forEach(follow);

@@ -1,0 +1,194 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/skali-dev/studio/runs/mask"
+	"github.com/skali-dev/studio/store"
+)
+
+// How a step's log lines are written: in batches of at most
+// logBatchLines, every logFlushEvery, and at the step's end.
+const (
+	logBatchLines = 100
+	logFlushEvery = 200 * time.Millisecond
+)
+
+// logMaskUnavailable replaces the lines of a step whose values could not
+// be read: without them nothing can be masked, so nothing is kept.
+const logMaskUnavailable = "Log lines of this step are not kept: the environment's values could not be read to mask them."
+
+// LogSink receives the log lines of one checkpoint's platform step (it is
+// the step's platform output): it masks each line with the environment's
+// values, stamps it with its time and appends it to the run's log in
+// batches, each with the run event that streams it. Close flushes what is
+// left; lines after Close are dropped.
+type LogSink struct {
+	db       *store.DB
+	logger   *slog.Logger
+	runID    int64
+	position int
+	lease    string
+	// masker hides the values; it is made (values are decrypted) with the
+	// step's first line, so a step that writes none costs nothing.
+	makeMasker func() *mask.Masker
+	masker     *mask.Masker
+	// refused: the values could not be read; the sink keeps one line
+	// saying so instead of any line.
+	refused bool
+	now     func() time.Time
+
+	mu      sync.Mutex
+	pending []store.NewLogLine
+	closed  bool
+	kick    chan struct{}
+	done    chan struct{}
+}
+
+// newLogSink starts the sink of a step: makeMasker returns what hides the
+// environment's values (nil when they could not be read: no line is kept
+// then).
+func newLogSink(db *store.DB, logger *slog.Logger, runID int64, position int, lease string, makeMasker func() *mask.Masker) *LogSink {
+	s := &LogSink{db: db, logger: logger, runID: runID, position: position, lease: lease, makeMasker: makeMasker,
+		now: db.Now, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	go s.run()
+	return s
+}
+
+// Line implements the platform's output: text is one line (or several,
+// separated by newlines), written now.
+func (s *LogSink) Line(text string) {
+	if s == nil {
+		return
+	}
+	at := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.refused {
+		return
+	}
+	if s.masker == nil {
+		if s.masker = s.makeMasker(); s.masker == nil {
+			s.refused = true
+			s.pending = append(s.pending, store.NewLogLine{At: at, Text: logMaskUnavailable})
+			return
+		}
+	}
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		s.pending = append(s.pending, store.NewLogLine{At: at, Text: s.masker.Mask(l)})
+	}
+	if len(s.pending) >= logBatchLines {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Close writes the lines still pending and stops the sink.
+func (s *LogSink) Close() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.kick)
+	<-s.done
+}
+
+// run flushes every logFlushEvery, when a batch is full, and at Close:
+// one goroutine writes, so lines are stored in the order they came.
+func (s *LogSink) run() {
+	defer close(s.done)
+	t := time.NewTicker(logFlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case _, open := <-s.kick:
+			s.flush()
+			if !open {
+				return
+			}
+		case <-t.C:
+			s.flush()
+		}
+	}
+}
+
+func (s *LogSink) flush() {
+	for {
+		s.mu.Lock()
+		n := min(len(s.pending), logBatchLines)
+		batch := s.pending[:n:n]
+		s.pending = s.pending[n:]
+		s.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		err := withRetry(context.Background(), func(ctx context.Context, attempt int) error {
+			_, err := s.db.AppendRunLog(ctx, s.runID, s.position, s.lease, batch)
+			return err
+		})
+		if err != nil {
+			// Lines are the step's account, not its outcome: the step goes
+			// on without them.
+			s.logger.Warn("run log: lines not stored", "run", s.runID, "checkpoint", s.position, "lines", n, "err", err)
+		}
+	}
+}
+
+// maskerFor returns the masker of the run's environment: every value
+// stored now and every value of the run's release (a rollback hands over
+// earlier versions). It returns nil when they cannot be read.
+func (r *Runner) maskerFor(ctx context.Context, rc *runContext) *mask.Masker {
+	if r.Vault == nil {
+		return mask.New(nil)
+	}
+	var values []string
+	err := withRetry(ctx, func(ctx context.Context, _ int) error {
+		current, err := r.Vault.ResolveValuesForDeploy(ctx, rc.env.ID)
+		if err != nil {
+			return err
+		}
+		release, err := r.Vault.ResolveReleaseValues(ctx, rc.env.ID, rc.run.ID)
+		if err != nil && !errors.Is(err, store.ErrValueVersionGone) {
+			clear(current)
+			return err
+		}
+		values = values[:0]
+		for _, v := range current {
+			values = append(values, v)
+		}
+		for _, v := range release {
+			values = append(values, v)
+		}
+		clear(current)
+		clear(release)
+		return nil
+	})
+	if err != nil {
+		r.Logger.Warn("run log: values not read for masking", "run", rc.run.ID, "err", err)
+		return nil
+	}
+	m := mask.New(values)
+	clear(values)
+	return m
+}
+
+// stepLog starts the log sink of checkpoint cp's step.
+func (r *Runner) stepLog(ctx context.Context, rc *runContext, cp store.Checkpoint) *LogSink {
+	return newLogSink(r.DB, r.Logger, rc.run.ID, cp.Position, rc.lease, func() *mask.Masker { return r.maskerFor(ctx, rc) })
+}
