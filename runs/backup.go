@@ -13,6 +13,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -36,20 +37,20 @@ const NoTargetMessage = "Backups are off: this installation has no backup target
 
 // SnapshotServices lists what a snapshot of def covers: every database,
 // bucket and volume, in that order.
-func SnapshotServices(def *compiler.Definition) []SnapshotService {
+func SnapshotServices(def *compiler.Definition) []platform.SnapshotService {
 	if def == nil {
 		return nil
 	}
-	var out []SnapshotService
+	var out []platform.SnapshotService
 	for _, n := range slices.Sorted(maps.Keys(def.Databases)) {
-		out = append(out, SnapshotService{Kind: "database", Name: n})
+		out = append(out, platform.SnapshotService{Kind: "database", Name: n})
 	}
 	for _, n := range slices.Sorted(maps.Keys(def.Buckets)) {
-		out = append(out, SnapshotService{Kind: "bucket", Name: n})
+		out = append(out, platform.SnapshotService{Kind: "bucket", Name: n})
 	}
 	for _, app := range slices.Sorted(maps.Keys(def.Applications)) {
 		for _, v := range slices.Sorted(maps.Keys(def.Applications[app].Volumes)) {
-			out = append(out, SnapshotService{Kind: "volume", Name: app + "/" + v})
+			out = append(out, platform.SnapshotService{Kind: "volume", Name: app + "/" + v})
 		}
 	}
 	return out
@@ -333,7 +334,7 @@ func (s *Service) RemoveBackup(ctx context.Context, a store.Actor, env *store.En
 	}
 	// A snapshot whose target is gone has no files left to delete: it is
 	// only taken off the list.
-	var te *TargetError
+	var te *platform.TargetError
 	if err := s.Platform.RemoveSnapshot(ctx, snapshotLocation(b, env, inst)); err != nil && !(errors.As(err, &te) && te.Gone) {
 		return &BackupRefusal{Message: sentence(fmt.Sprintf("The files of snapshot %s cannot be deleted: %s", b.Name, err))}
 	}
@@ -375,7 +376,7 @@ func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b
 	if err != nil {
 		return "", false, err
 	}
-	var fs []SnapshotFile
+	var fs []platform.SnapshotFile
 	for _, d := range files {
 		fs = append(fs, d.SnapshotFile)
 	}
@@ -383,8 +384,8 @@ func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b
 		return "It recorded no files.", false, nil
 	}
 	if err := s.Platform.CheckSnapshot(ctx, snapshotLocation(b, env, inst), fs); err != nil {
-		var fe *SnapshotFileError
-		var te *TargetError
+		var fe *platform.SnapshotFileError
+		var te *platform.TargetError
 		switch {
 		case errors.As(err, &fe):
 			return "Its file " + fe.Error() + ".", false, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -28,8 +29,8 @@ const (
 
 // SnapshotDetail is a snapshot or restore checkpoint's service and file.
 type SnapshotDetail struct {
-	Service SnapshotService `json:"service"`
-	SnapshotFile
+	Service platform.SnapshotService `json:"service"`
+	platform.SnapshotFile
 }
 
 // installationKey is the installation setting naming this installation in
@@ -45,8 +46,8 @@ func installationID(ctx context.Context, db *store.DB) (string, error) {
 
 // snapshotLocation is where a snapshot's files live:
 // <target>/<project>/<environment>/<snapshot>.
-func snapshotLocation(b *store.Backup, env *store.Environment, installation string) SnapshotLocation {
-	return SnapshotLocation{Target: b.Target, Installation: installation, Dir: path.Join(env.Project, env.Name, b.Name)}
+func snapshotLocation(b *store.Backup, env *store.Environment, installation string) platform.SnapshotLocation {
+	return platform.SnapshotLocation{Target: b.Target, Installation: installation, Dir: path.Join(env.Project, env.Name, b.Name)}
 }
 
 // errRunCancelled ends a step's context when its run is asked to cancel.
@@ -86,12 +87,12 @@ func (r *Runner) watchCancel(ctx context.Context, runID int64) (cctx context.Con
 }
 
 // restoreFiles returns the files the restore checkpoints of run replay.
-func (r *Runner) restoreFiles(ctx context.Context, runID int64) ([]SnapshotFile, error) {
+func (r *Runner) restoreFiles(ctx context.Context, runID int64) ([]platform.SnapshotFile, error) {
 	cps, err := r.DB.Checkpoints(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	var files []SnapshotFile
+	var files []platform.SnapshotFile
 	for _, cp := range cps {
 		if d := DecodeCheckpointDetail(cp.Detail); cp.Kind == KindRestore && d.Snapshot != nil {
 			files = append(files, d.Snapshot.SnapshotFile)
@@ -107,7 +108,7 @@ func (r *Runner) discardSnapshot(ctx context.Context, b *store.Backup, env *stor
 	if err == nil {
 		err = r.Platform.RemoveSnapshot(context.WithoutCancel(ctx), snapshotLocation(b, env, inst))
 	}
-	var te *TargetError
+	var te *platform.TargetError
 	if err != nil && !errors.As(err, &te) && r.Logger != nil {
 		r.Logger.Warn("discard the files of a failed snapshot", "snapshot", b.Name, "err", err)
 	}
@@ -150,7 +151,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		if d.Snapshot == nil {
 			return fail("The checkpoint names no service."), nil
 		}
-		file, err := r.Platform.Snapshot(ctx, rc.env.ID, d.Snapshot.Service, snapshotLocation(b, rc.env, inst))
+		file, err := r.Platform.Snapshot(ctx, platformEnv(rc.env), d.Snapshot.Service, snapshotLocation(b, rc.env, inst))
 		if err != nil {
 			if ctx.Err() != nil {
 				return stepResult{}, ctx.Err() // a shutdown: the step resumes
@@ -168,7 +169,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		for i := range expired {
 			b := &expired[i]
 			if b.RunID != nil && b.Name != "" {
-				var te *TargetError
+				var te *platform.TargetError
 				// A snapshot on a target that is gone has no files left
 				// to delete; it is forgotten like the others.
 				if err := r.Platform.RemoveSnapshot(ctx, snapshotLocation(b, rc.env, inst)); err != nil && !(errors.As(err, &te) && te.Gone) {
@@ -211,7 +212,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		}
 		return ok(), nil
 	case KindStop:
-		if err := r.Platform.StopEnvironment(ctx, rc.env.ID); err != nil {
+		if err := r.Platform.StopEnvironment(ctx, platformEnv(rc.env)); err != nil {
 			return r.platformFailure(ctx, err, func(s string) stepResult { return fail("Stopping the environment failed: " + s) })
 		}
 		res := ok()
@@ -229,7 +230,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 			return fail("The checkpoint names no service."), nil
 		}
 		cctx, cancelled, stop := r.watchCancel(ctx, rc.run.ID)
-		err = r.Platform.Restore(cctx, rc.env.ID, d.Snapshot.Service, snapshotLocation(b, rc.env, inst), d.Snapshot.SnapshotFile)
+		err = r.Platform.Restore(cctx, platformEnv(rc.env), d.Snapshot.Service, snapshotLocation(b, rc.env, inst), d.Snapshot.SnapshotFile)
 		wasCancelled := cancelled()
 		stop()
 		if err != nil {
@@ -244,7 +245,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		}
 		return ok(), nil
 	case KindStart:
-		if err := r.Platform.StartEnvironment(ctx, rc.env.ID); err != nil {
+		if err := r.Platform.StartEnvironment(ctx, platformEnv(rc.env)); err != nil {
 			return r.platformFailure(ctx, err, func(s string) stepResult { return fail("Starting the environment failed: " + s) })
 		}
 		res := ok()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -177,10 +178,10 @@ func TestBackupTargetChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The check leaves only the marker naming this installation.
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != runs.TargetMarker {
-		t.Fatalf("the target holds %v after it was set, want only %s", entries, runs.TargetMarker)
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != local.TargetMarker {
+		t.Fatalf("the target holds %v after it was set, want only %s", entries, local.TargetMarker)
 	}
-	marker, _ := os.ReadFile(filepath.Join(dir, runs.TargetMarker))
+	marker, _ := os.ReadFile(filepath.Join(dir, local.TargetMarker))
 	var inst string
 	if err := f.db.Pool.QueryRow(f.ctx, `SELECT value FROM installation_settings WHERE key = 'installation_id'`).Scan(&inst); err != nil || !strings.Contains(string(marker), "installation "+inst+"\n") {
 		t.Fatalf("marker %q does not name installation %q (%v)", marker, inst, err)
@@ -199,7 +200,7 @@ func TestBackupTargetChecked(t *testing.T) {
 	os.Chmod(readOnly, 0o555)
 	t.Cleanup(func() { os.Chmod(readOnly, 0o755) })
 	foreign := t.TempDir()
-	os.WriteFile(filepath.Join(foreign, runs.TargetMarker), []byte("installation studio-someone-else\n"), 0o640)
+	os.WriteFile(filepath.Join(foreign, local.TargetMarker), []byte("installation studio-someone-else\n"), 0o640)
 	for _, c := range []struct{ target, want string }{
 		{link, "symbolic link (to " + real + ")"},
 		{readOnly, "cannot write to this directory: it is read-only"},
@@ -379,7 +380,7 @@ func TestBackupRetentionKeepsNewestGood(t *testing.T) {
 	f.execute(manual.ID)
 	failing := map[int]bool{8: true, 9: true, 10: true, 17: true, 26: true, 27: true, 28: true, 29: true, 30: true}
 	for i := 1; i <= 30; i++ {
-		f.faults.Set(func(fl *runs.Faults) {
+		f.faults.Set(func(fl *local.Faults) {
 			fl.Snapshot = nil
 			if failing[i] {
 				// A partial snapshot: the database is written, the bucket fails.
@@ -1077,7 +1078,7 @@ func TestRestoreCancelledWhileItReads(t *testing.T) {
 // writing some of its files, or is cancelled, leaves nothing behind.
 func TestBackupFailedSnapshotLeavesNoDirectory(t *testing.T) {
 	f, target := newBackupFixture(t)
-	f.faults.Set(func(fl *runs.Faults) { fl.Snapshot = map[string]string{"volume api/state": "disk quota exceeded"} })
+	f.faults.Set(func(fl *local.Faults) { fl.Snapshot = map[string]string{"volume api/state": "disk quota exceeded"} })
 	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
 	if err != nil {
 		t.Fatal(err)
@@ -1089,7 +1090,7 @@ func TestBackupFailedSnapshotLeavesNoDirectory(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(target, "vault", "production")); len(entries) != 0 {
 		t.Fatalf("a failed snapshot left %v", entries)
 	}
-	f.faults.Set(func(fl *runs.Faults) { fl.Snapshot = nil })
+	f.faults.Set(func(fl *local.Faults) { fl.Snapshot = nil })
 
 	// Cancelled between two services: what the first wrote goes too.
 	run, err = f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())

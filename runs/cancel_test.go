@@ -8,20 +8,22 @@ import (
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 )
 
 // holdingRelease holds a release command until told to go on.
 type holdingRelease struct {
-	runs.Platform
+	platform.Platform
 	started chan struct{}
 	proceed chan struct{}
 }
 
-func (h *holdingRelease) Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand, key runs.ReleaseKey) error {
+func (h *holdingRelease) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	close(h.started)
 	<-h.proceed
-	return h.Platform.Release(ctx, envID, app, cmd, key)
+	return h.Platform.Release(ctx, env, app, cmd, key, out)
 }
 
 func TestCancelLetsARunningReleaseCommandFinishThenStops(t *testing.T) {
@@ -94,12 +96,12 @@ func TestCancelledRunSummarySaysTheCertificateIssuedMeanwhile(t *testing.T) {
 	f := newFixture(t, wiki("100h"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
-	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = map[string]string{"wiki.test": "403"} })
+	f.faults.Set(func(fs *local.Faults) { fs.Issuance = map[string]string{"wiki.test": "403"} })
 	run := f.deploy(runs.DeployRequest{})
 	if res := f.execute(run.ID); res.Finished {
 		t.Fatal("the run does not wait")
 	}
-	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = nil })
+	f.faults.Set(func(fs *local.Faults) { fs.Issuance = nil })
 	results, err := f.svc.CheckNow(f.ctx, store.Actor{}, f.reloadEnv(), "wiki.test")
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +134,7 @@ func TestCancelAWaitingRun(t *testing.T) {
 	f := newFixture(t, wiki("100h"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
-	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = map[string]string{"wiki.test": "403"} })
+	f.faults.Set(func(fs *local.Faults) { fs.Issuance = map[string]string{"wiki.test": "403"} })
 	run := f.deploy(runs.DeployRequest{})
 	if res := f.execute(run.ID); res.Finished {
 		t.Fatal("the run does not wait")

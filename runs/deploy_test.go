@@ -10,6 +10,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -222,7 +223,7 @@ func TestIssuanceBackoffDoublesToThirtyTwoHours(t *testing.T) {
 	f := newFixture(t, wiki("100h"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
-	f.faults.Set(func(fs *runs.Faults) {
+	f.faults.Set(func(fs *local.Faults) {
 		fs.Issuance = map[string]string{"wiki.test": "ACME server answered 403 for the HTTP-01 challenge"}
 	})
 	run := f.deploy(runs.DeployRequest{})
@@ -264,7 +265,7 @@ func TestFailureAfterTheDeadlineFailsPromptlyAndALateIssuanceActivates(t *testin
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
-	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = map[string]string{"wiki.test": "connection reset by peer"} })
+	f.faults.Set(func(fs *local.Faults) { fs.Issuance = map[string]string{"wiki.test": "connection reset by peer"} })
 	run := f.deploy(runs.DeployRequest{})
 	if res := f.execute(run.ID); !res.Finished {
 		t.Fatal("a failure whose retry falls after the deadline waits")
@@ -278,7 +279,7 @@ func TestFailureAfterTheDeadlineFailsPromptlyAndALateIssuanceActivates(t *testin
 	}
 	// The retry falls due; the certificate is issued; the first
 	// deployment, still converging, becomes active.
-	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = nil })
+	f.faults.Set(func(fs *local.Faults) { fs.Issuance = nil })
 	f.clock.Set(start.Add(59 * time.Minute))
 	if err := f.svc.Reconcile(f.ctx); err != nil {
 		t.Fatal(err)
@@ -302,7 +303,7 @@ func TestRedeployBypassesBackoffOncePerFailure(t *testing.T) {
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
-	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = map[string]string{"wiki.test": "no route to the challenge"} })
+	f.faults.Set(func(fs *local.Faults) { fs.Issuance = map[string]string{"wiki.test": "no route to the challenge"} })
 	f.execute(f.deploy(runs.DeployRequest{}).ID)
 	if c := f.certificate("wiki.test"); c.Failures != 1 {
 		t.Fatalf("failures %d", c.Failures)
@@ -335,13 +336,13 @@ func TestRateLimitWindowIsHonoured(t *testing.T) {
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
-	f.faults.Set(func(fs *runs.Faults) { fs.RateLimit = map[string]string{"wiki.test": "3h"} })
+	f.faults.Set(func(fs *local.Faults) { fs.RateLimit = map[string]string{"wiki.test": "3h"} })
 	f.execute(f.deploy(runs.DeployRequest{}).ID)
 	c := f.certificate("wiki.test")
 	if c.RateLimitedUntil == nil || !c.RateLimitedUntil.Equal(start.Add(3*time.Hour)) || !c.NextRetryAt.Equal(start.Add(3*time.Hour)) {
 		t.Fatalf("certificate %+v", c)
 	}
-	f.faults.Set(func(fs *runs.Faults) { fs.RateLimit = nil })
+	f.faults.Set(func(fs *local.Faults) { fs.RateLimit = nil })
 	// Check now retries a certificate in backoff, but not inside the CA's window.
 	f.clock.Set(start.Add(2 * time.Hour))
 	if _, err := f.svc.CheckNow(f.ctx, store.Actor{}, f.reloadEnv(), "wiki.test"); err != nil {
@@ -365,9 +366,9 @@ func TestCheckNowRetriesABackoffWithAWarning(t *testing.T) {
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
-	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = map[string]string{"wiki.test": "timeout during connect"} })
+	f.faults.Set(func(fs *local.Faults) { fs.Issuance = map[string]string{"wiki.test": "timeout during connect"} })
 	f.execute(f.deploy(runs.DeployRequest{}).ID)
-	f.faults.Set(func(fs *runs.Faults) { fs.Issuance = nil })
+	f.faults.Set(func(fs *local.Faults) { fs.Issuance = nil })
 	f.clock.Set(start.Add(10 * time.Minute))
 	results, err := f.svc.CheckNow(f.ctx, store.Actor{}, f.reloadEnv(), "")
 	if err != nil {
@@ -416,7 +417,7 @@ func TestReleaseCommandFailureActivatesNothing(t *testing.T) {
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
-	f.faults.Set(func(fs *runs.Faults) {
+	f.faults.Set(func(fs *local.Faults) {
 		fs.Release = map[string]string{"web": "exit status 3: relation \"pages\" already exists"}
 	})
 	run := f.deploy(runs.DeployRequest{})
@@ -502,7 +503,7 @@ func TestADomainHereThatCannotBeIssuedFailsAtTheRolloutDeadline(t *testing.T) {
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
-	f.faults.Set(func(fs *runs.Faults) { fs.RateLimit = map[string]string{"wiki.test": "3h"} })
+	f.faults.Set(func(fs *local.Faults) { fs.RateLimit = map[string]string{"wiki.test": "3h"} })
 	f.execute(f.deploy(runs.DeployRequest{}).ID)
 	// A redeploy inside the CA's window cannot bypass it: it waits for the
 	// rollout deadline and fails there with the issuance reason.

@@ -1,7 +1,7 @@
 // Package runs holds everything that happens over time: planning a deploy
 // from two stored definitions (PlanDeploy), executing runs checkpoint by
-// checkpoint through a Platform (Runner), the local platform with real DNS,
-// edge probes and X.509 issuance (Local), cert-manager's retry backoff, the
+// checkpoint through a platform.Platform (Runner; the platforms live in
+// runs/platform: local and kubernetes), cert-manager's retry backoff, the
 // reconciler that re-probes deferred and failed domains, and the River
 // client that executes runs as jobs on the Studio's PostgreSQL (Service).
 // The event hub that fans run events out to websockets lives beside it.

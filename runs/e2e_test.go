@@ -8,6 +8,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -62,7 +63,7 @@ func (d *dnsServer) serve(w dns.ResponseWriter, r *dns.Msg) {
 func TestEndToEndWithARealDNSServer(t *testing.T) {
 	f := newFixture(t, wiki("10m"), wikiValues)
 	d, addr := startDNS(t)
-	f.local.Prober.Resolver = runs.NewResolver(addr)
+	f.local.Prober.Resolver = platform.NewResolver(addr)
 	d.set("wiki.test", nobody)
 	d.set("www.wiki.test", otherEdge)
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
 )
@@ -75,10 +77,10 @@ type fixture struct {
 	db       *store.DB
 	vault    *store.Vault
 	svc      *runs.Service
-	local    *runs.Local
+	local    *local.Platform
 	clock    *clock
 	resolver *resolver
-	faults   *runs.Faults
+	faults   *local.Faults
 	env      *store.Environment
 	project  *store.Project
 }
@@ -91,7 +93,7 @@ var start = time.Date(2026, 3, 2, 13, 0, 0, 0, time.UTC)
 func newFixture(t testing.TB, manifest string, values map[string]string) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &fixture{t: t, ctx: ctx, clock: &clock{t: start}, resolver: &resolver{hosts: map[string][]string{}}, faults: &runs.Faults{}}
+	f := &fixture{t: t, ctx: ctx, clock: &clock{t: start}, resolver: &resolver{hosts: map[string][]string{}}, faults: &local.Faults{}}
 	f.db = storetest.NewDB(t)
 	f.db.Now = f.clock.Now
 	keys, err := store.OpenKeyring(ctx, f.db, store.KeyringOptions{SecretKey: store.GenerateKey()})
@@ -105,18 +107,18 @@ func newFixture(t testing.TB, manifest string, values map[string]string) *fixtur
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
-	local, id, err := runs.NewLocal(ctx, f.db, f.vault, runs.LocalOptions{Resolver: f.resolver, EdgePort: port, Faults: f.faults, ProbeTimeout: 2 * time.Second})
+	lp, id, err := local.New(ctx, f.db, f.vault, local.Options{Resolver: f.resolver, EdgePort: port, Faults: f.faults, ProbeTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.local = local
+	f.local = lp
 	serve(t, l, id.Handler())
 	if lo, err := net.Listen("tcp", otherEdge+":"+strconv.Itoa(port)); err == nil {
-		serve(t, lo, runs.Identity{Secret: []byte("another installation")}.Handler())
+		serve(t, lo, platform.Identity{Secret: []byte("another installation")}.Handler())
 	} else {
 		t.Logf("no second edge: %v", err)
 	}
-	f.svc = runs.NewService(f.db, f.vault, local, f.clock.Now, nil)
+	f.svc = runs.NewService(f.db, f.vault, lp, f.clock.Now, nil)
 
 	res := compiler.Compile([]byte(manifest))
 	if !res.Valid() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -203,13 +204,13 @@ func TestCancelEndsAQueuedRunAtOnce(t *testing.T) {
 
 // countingRelease counts the release commands the platform runs.
 type countingRelease struct {
-	runs.Platform
+	platform.Platform
 	n atomic.Int32
 }
 
-func (c *countingRelease) Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand, key runs.ReleaseKey) error {
+func (c *countingRelease) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	c.n.Add(1)
-	return c.Platform.Release(ctx, envID, app, cmd, key)
+	return c.Platform.Release(ctx, env, app, cmd, key, out)
 }
 
 func TestAReleaseCommandFoundRunningIsAskedOfThePlatformFirst(t *testing.T) {

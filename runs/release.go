@@ -7,50 +7,14 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
-
-// ValueReceiver is a platform that is handed the plaintext values a
-// deploy's applications run with (the local platform keeps them, a
-// cluster puts them in a Secret). The deploy hands over its release: the
-// value versions fixed for the run, which for a rollback are the versions
-// of the deploy it rolls back to.
-type ValueReceiver interface {
-	// SetValues replaces the environment's values with values, by name.
-	SetValues(ctx context.Context, envID int64, values map[string]string) error
-}
-
-// receivedValues is what the local platform was handed, by environment.
-type receivedValues struct {
-	mu  sync.Mutex
-	env map[int64]map[string]string
-}
-
-// SetValues implements ValueReceiver.
-func (l *Local) SetValues(ctx context.Context, envID int64, values map[string]string) error {
-	l.values.mu.Lock()
-	defer l.values.mu.Unlock()
-	if l.values.env == nil {
-		l.values.env = map[int64]map[string]string{}
-	}
-	l.values.env[envID] = maps.Clone(values)
-	return nil
-}
-
-// ReceivedValues returns a copy of the values the environment's
-// applications were last handed (nil before any deploy reached them).
-// Tests read it to see what a deploy really delivered.
-func (l *Local) ReceivedValues(envID int64) map[string]string {
-	l.values.mu.Lock()
-	defer l.values.mu.Unlock()
-	return maps.Clone(l.values.env[envID])
-}
 
 // applyRelease fixes the deploy's release (the current version of each
 // value the revision uses, unless the run is a rollback, whose release was
@@ -90,8 +54,8 @@ func (r *Runner) applyRelease(ctx context.Context, rc *runContext, contract comp
 	case err != nil:
 		return stepResult{}, err
 	}
-	if vr, is := r.Platform.(ValueReceiver); is {
-		if err := vr.SetValues(ctx, rc.env.ID, values); err != nil {
+	if vr, is := r.Platform.(platform.ValueReceiver); is {
+		if err := vr.SetValues(ctx, platformEnv(rc.env), values); err != nil {
 			clear(values)
 			return r.platformFailure(ctx, err, func(s string) stepResult { return fail("Handing the values to the platform failed: " + s) })
 		}

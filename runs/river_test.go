@@ -9,13 +9,14 @@ import (
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
 
 // countingPlatform counts the work done per environment and can hold a
 // rollout until released, to stop a process in the middle of a step.
 type countingPlatform struct {
-	runs.Platform
+	platform.Platform
 	mu       sync.Mutex
 	builds   map[int64]int
 	rollouts map[int64]int
@@ -24,31 +25,31 @@ type countingPlatform struct {
 	holding chan int64
 }
 
-func newCounting(p runs.Platform) *countingPlatform {
+func newCounting(p platform.Platform) *countingPlatform {
 	return &countingPlatform{Platform: p, builds: map[int64]int{}, rollouts: map[int64]int{}}
 }
 
-func (c *countingPlatform) Build(ctx context.Context, envID int64, app string, a *compiler.Application) (string, error) {
+func (c *countingPlatform) Build(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) (string, error) {
 	c.mu.Lock()
-	c.builds[envID]++
+	c.builds[env.ID]++
 	c.mu.Unlock()
-	return c.Platform.Build(ctx, envID, app, a)
+	return c.Platform.Build(ctx, env, app, a, out)
 }
 
-func (c *countingPlatform) Rollout(ctx context.Context, envID int64, app string, a *compiler.Application) error {
+func (c *countingPlatform) Rollout(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) error {
 	c.mu.Lock()
-	c.rollouts[envID]++
+	c.rollouts[env.ID]++
 	hold, holding := c.hold, c.holding
 	c.mu.Unlock()
 	if hold != nil {
-		holding <- envID
+		holding <- env.ID
 		select {
 		case <-hold:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return c.Platform.Rollout(ctx, envID, app, a)
+	return c.Platform.Rollout(ctx, env, app, a, out)
 }
 
 const plainManifest = `name: plain

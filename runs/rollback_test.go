@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -170,7 +171,7 @@ func TestRollbackIsRefusedWhenAValueVersionIsPastRetention(t *testing.T) {
 
 func TestRollbackTargetMustBeASuccessfulDeployOfTheEnvironment(t *testing.T) {
 	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "secret-1"})
-	f.faults.Set(func(fl *runs.Faults) { fl.Build = map[string]string{"web": "compiler exploded"} })
+	f.faults.Set(func(fl *local.Faults) { fl.Build = map[string]string{"web": "compiler exploded"} })
 	failed := f.deploy(runs.DeployRequest{})
 	f.execute(failed.ID)
 	if _, err := f.svc.PlanRollback(f.ctx, f.reloadEnv(), failed.ID); err == nil {

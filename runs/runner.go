@@ -17,6 +17,7 @@ import (
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/humanize"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -30,7 +31,7 @@ import (
 type Runner struct {
 	DB       *store.DB
 	Vault    *store.Vault
-	Platform Platform
+	Platform platform.Platform
 	// Now is the clock of every decision (deadlines, backoff); tests
 	// replace it.
 	Now    func() time.Time
@@ -363,20 +364,20 @@ func (r *Runner) cancelAt(ctx context.Context, rc *runContext, cp store.Checkpoi
 // reports that it never started, so running it now is safe.
 func (r *Runner) releaseOutcome(ctx context.Context, rc *runContext, cp store.Checkpoint) (res stepResult, again bool, err error) {
 	d := DecodeCheckpointDetail(cp.Detail)
-	var out ReleaseOutcome
+	var out platform.ReleaseOutcome
 	err = withRetry(ctx, func(ctx context.Context, _ int) (err error) {
-		out, err = r.Platform.ReleaseOutcome(ctx, ReleaseKey{RunID: rc.run.ID, Position: cp.Position})
+		out, err = r.Platform.ReleaseOutcome(ctx, platformEnv(rc.env), platform.ReleaseKey{RunID: rc.run.ID, Position: cp.Position})
 		return err
 	})
 	if err != nil {
 		return stepResult{}, false, err
 	}
 	switch out.State {
-	case ReleaseNotStarted:
+	case platform.ReleaseNotStarted:
 		return stepResult{}, true, nil
-	case ReleaseSucceeded:
+	case platform.ReleaseSucceeded:
 		return stepResult{status: store.CheckpointSucceeded, detail: d}, false, nil
-	case ReleaseFailed:
+	case platform.ReleaseFailed:
 		reason := fmt.Sprintf("The release command of %s failed: %s", d.Application, out.Error)
 		d.Error = reason
 		return stepResult{status: store.CheckpointFailed, detail: d, reason: reason}, false, nil
@@ -669,14 +670,14 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		return ok(), nil
 	case KindProvisionDatabase:
 		if db := def.Databases[d.Service]; db != nil {
-			if err := r.Platform.ProvisionDatabase(ctx, rc.env.ID, d.Service, db); err != nil {
+			if err := r.Platform.ProvisionDatabase(ctx, platformEnv(rc.env), d.Service, db, platform.Discard); err != nil {
 				return r.platformFailure(ctx, err, fail)
 			}
 		}
 		return ok(), nil
 	case KindProvisionBucket:
 		if b := def.Buckets[d.Service]; b != nil {
-			if err := r.Platform.ProvisionBucket(ctx, rc.env.ID, d.Service, b); err != nil {
+			if err := r.Platform.ProvisionBucket(ctx, platformEnv(rc.env), d.Service, b, platform.Discard); err != nil {
 				return r.platformFailure(ctx, err, fail)
 			}
 		}
@@ -686,7 +687,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		if a == nil {
 			return ok(), nil
 		}
-		img, err := r.Platform.Build(ctx, rc.env.ID, d.Application, a)
+		img, err := r.Platform.Build(ctx, platformEnv(rc.env), d.Application, a, platform.Discard)
 		if err != nil {
 			return r.platformFailure(ctx, err, func(s string) stepResult {
 				return fail(fmt.Sprintf("%s of %s failed: %s", map[bool]string{true: "Import", false: "Build"}[cp.Kind == KindImport], d.Application, s))
@@ -703,7 +704,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		// Not the run's context: a cancel or shutdown lets the command
 		// finish or reach its timeout instead of stopping it halfway.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rcmd.Timeout)
-		err := r.Platform.Release(cctx, rc.env.ID, d.Application, rcmd, ReleaseKey{RunID: rc.run.ID, Position: cp.Position})
+		err := r.Platform.Release(cctx, platformEnv(rc.env), d.Application, rcmd, platform.ReleaseKey{RunID: rc.run.ID, Position: cp.Position}, platform.Discard)
 		timedOut := cctx.Err() != nil
 		cancel()
 		if err != nil {
@@ -721,7 +722,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 			return ok(), nil
 		}
 		rctx, cancel := context.WithTimeout(ctx, a.Deployment.Rollout.Timeout)
-		err := r.Platform.Rollout(rctx, rc.env.ID, d.Application, a)
+		err := r.Platform.Rollout(rctx, platformEnv(rc.env), d.Application, a, platform.Discard)
 		timedOut := rctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err != nil {

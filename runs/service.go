@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -26,7 +27,7 @@ import (
 type Service struct {
 	DB       *store.DB
 	Vault    *store.Vault
-	Platform Platform
+	Platform platform.Platform
 	Runner   *Runner
 	Now      func() time.Time
 	Logger   *slog.Logger
@@ -50,7 +51,7 @@ type Service struct {
 }
 
 // NewService returns a service on db whose runs use platform.
-func NewService(db *store.DB, vault *store.Vault, platform Platform, now func() time.Time, logger *slog.Logger) *Service {
+func NewService(db *store.DB, vault *store.Vault, platform platform.Platform, now func() time.Time, logger *slog.Logger) *Service {
 	if now == nil {
 		now = time.Now
 	}
@@ -111,7 +112,9 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 		}
 		in.From, in.FromRevision = dp.From.Definition, dp.From.Number
 		for name := range dp.From.Definition.Buckets {
-			in.BucketBytes[name] = s.Platform.BucketBytes(ctx, env.ID, name)
+			if in.BucketBytes[name], err = s.Platform.BucketBytes(ctx, platformEnv(env), name); err != nil {
+				return nil, fmt.Errorf("runs: what bucket %s stores: %w", name, err)
+			}
 		}
 	}
 	stored, err := s.DB.StoredValues(ctx, env.ID)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -131,7 +132,7 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 	// Issue.
 	cert.Attempts++
 	td.State = "issuing"
-	issued, is, err := r.Platform.Issue(ctx, td.Domain, now)
+	issued, is, err := r.Platform.Issue(ctx, platformEnv(rc.env), td.Domain, now, platform.Discard)
 	td.Issuance = &is
 	if err == nil {
 		cert.State, cert.Reason, cert.NextRetryAt, cert.RateLimitedUntil, cert.Failures = store.CertIssued, "", nil, nil, 0
@@ -160,7 +161,7 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 		return stepResult{}, ctx.Err()
 	}
 	reason := err.Error()
-	var ie *IssueError
+	var ie *platform.IssueError
 	if errors.As(err, &ie) {
 		reason = ie.Reason
 	}

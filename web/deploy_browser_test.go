@@ -7,7 +7,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/webtest"
 )
@@ -53,7 +53,7 @@ func TestBrowserDeploysWithADomainPointingElsewhere(t *testing.T) {
 	}
 	// The domain arrives, but validation fails: Check now shows the retry time.
 	dns.Set("wiki.test", "127.0.0.1")
-	d.Faults.Set(func(f *runs.Faults) {
+	d.Faults.Set(func(f *local.Faults) {
 		f.Issuance = map[string]string{"wiki.test": "403 urn:ietf:params:acme:error:unauthorized"}
 	})
 	b.Do(chromedp.Click(chromedp.CSS(`#tls form button`)), chromedp.WaitVisible(chromedp.CSS(".flash")))

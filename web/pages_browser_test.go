@@ -13,7 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/webtest"
@@ -128,12 +128,12 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 		}
 		waitIdle()
 	}
-	deploys.Faults.Set(func(f *runs.Faults) { f.Build = map[string]string{"web": "the image build ran out of disk space"} })
+	deploys.Faults.Set(func(f *local.Faults) { f.Build = map[string]string{"web": "the image build ran out of disk space"} })
 	if resp, body := s.PostForm(t, c, "/projects/team-wiki/environments/production/deploys", url.Values{"revision": {"2"}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("failing deploy = %d\n%s", resp.StatusCode, body)
 	}
 	waitIdle()
-	deploys.Faults.Set(func(f *runs.Faults) { f.Build = nil })
+	deploys.Faults.Set(func(f *local.Faults) { f.Build = nil })
 	prod, err := s.DB.EnvironmentByName(t.Context(), "team-wiki", "production")
 	if err != nil {
 		t.Fatal(err)

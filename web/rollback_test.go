@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/webtest"
 )
@@ -37,7 +37,7 @@ func receivedSecret(t *testing.T, s *webtest.Server, d *webtest.Deploys, want st
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, ok := d.Service.Platform.(*runs.Local).ReceivedValues(env.ID)["SESSION_SECRET"]
+	got, ok := d.Service.Platform.(*local.Platform).ReceivedValues(env.ID)["SESSION_SECRET"]
 	return ok && got == want
 }
 
@@ -168,7 +168,7 @@ func TestHomeAndProjectPagesSayEachEnvironmentsState(t *testing.T) {
 	if !strings.Contains(home, `data-env-status="running"`) || !strings.Contains(home, "running revision 1") || !strings.Contains(home, `href="`+wikiEnv+`"`) {
 		t.Errorf("home does not link production as running revision 1")
 	}
-	d.Faults.Set(func(f *runs.Faults) { f.Build = map[string]string{"web": "the compiler ran out of memory"} })
+	d.Faults.Set(func(f *local.Faults) { f.Build = map[string]string{"web": "the compiler ran out of memory"} })
 	resp, _ := s.PostForm(t, admin, wikiEnv+"/deploys", url.Values{"redeploy": {"1"}})
 	waitForRun(t, s, admin, resp.Header.Get("Location"))
 	for _, path := range []string{"/", "/projects/team-wiki"} {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/web"
 	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/webtest"
@@ -154,7 +155,7 @@ func TestBrowserCertificateRetryCountsDownOnTheRunPage(t *testing.T) {
 		}
 	}
 	dns.Set("wiki.test", "127.0.0.1")
-	d.Faults.Set(func(f *runs.Faults) {
+	d.Faults.Set(func(f *local.Faults) {
 		f.Issuance = map[string]string{"wiki.test": "403 urn:ietf:params:acme:error:unauthorized"}
 	})
 	const envPath = "/projects/team-wiki/environments/production"

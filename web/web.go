@@ -19,6 +19,7 @@ import (
 	"github.com/skali-dev/studio/handlers"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/static"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -188,8 +189,8 @@ func (a *app) routes(https bool) http.Handler {
 	// The local platform's edge identity and ACME challenges: public, no
 	// session, never redirected.
 	if a.deps.Edge != nil {
-		r.Get(runs.EdgePath, a.deps.Edge.ServeHTTP)
-		r.Get(runs.ChallengePrefix+"*", a.deps.Edge.ServeHTTP)
+		r.Get(platform.EdgePath, a.deps.Edge.ServeHTTP)
+		r.Get(platform.ChallengePrefix+"*", a.deps.Edge.ServeHTTP)
 	}
 
 	// The editor's live diagnostics: a compile of the text it sends, as

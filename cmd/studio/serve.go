@@ -17,7 +17,9 @@ import (
 	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/runs/platform/kubernetes"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/pgserver"
 	"github.com/skali-dev/studio/views"
@@ -103,26 +105,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	vault := store.NewVault(db.DB, keys)
-	var faults *runs.Faults
+	var faults *local.Faults
 	if cfg.LocalFaults != "" {
-		if faults, err = runs.LoadFaults(cfg.LocalFaults); err != nil {
+		if faults, err = local.LoadFaults(cfg.LocalFaults); err != nil {
 			return err
 		}
 	}
-	local, identity, err := runs.NewLocal(ctx, db.DB, vault, runs.LocalOptions{
-		StepDelay: cfg.LocalStepDelay, Resolver: runs.NewResolver(cfg.DNSServer), EdgePort: cfg.EdgePort, Faults: faults})
+	localPlatform, identity, err := local.New(ctx, db.DB, vault, local.Options{
+		StepDelay: cfg.LocalStepDelay, Resolver: platform.NewResolver(cfg.DNSServer), EdgePort: cfg.EdgePort, Faults: faults})
 	if err != nil {
 		return err
 	}
-	var platform runs.Platform = local
+	var runPlatform platform.Platform = localPlatform
 	if cfg.Platform == "kubernetes" {
 		client, err := kubernetes.LoadClient(cfg.Kubeconfig)
 		if err != nil {
 			return fmt.Errorf("--platform kubernetes: %w", err)
 		}
-		platform = kubernetes.New(client, db.DB, vault, local, kubernetes.Options{Gateway: cfg.Gateway, ClusterIssuer: cfg.ClusterIssuer, Logger: logger})
+		runPlatform = kubernetes.New(client, db.DB, vault, localPlatform, kubernetes.Options{Gateway: cfg.Gateway, ClusterIssuer: cfg.ClusterIssuer, Logger: logger})
 	}
-	runService := runs.NewService(db.DB, vault, platform, time.Now, logger)
+	runService := runs.NewService(db.DB, vault, runPlatform, time.Now, logger)
 	runService.PublicAddresses = cfg.publicAddresses
 	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter,
 		Lease: cfg.RunLease, ValueRetention: cfg.ValueRetention, Webhooks: runs.WebhookOptions{PublicURL: cfg.PublicURL}}); err != nil {

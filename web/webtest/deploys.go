@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/web"
 )
 
@@ -31,7 +33,7 @@ func (r *Resolver) Set(domain string, addrs ...string) {
 	r.hosts[domain] = addrs
 }
 
-// LookupIP implements runs.Resolver.
+// LookupIP implements platform.Resolver.
 func (r *Resolver) LookupIP(ctx context.Context, network, host string) ([]net.IP, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -49,8 +51,8 @@ func (r *Resolver) LookupIP(ctx context.Context, network, host string) ([]net.IP
 // Deploys is the local platform of a test Studio, for tests to steer.
 type Deploys struct {
 	// Resolver is the DNS the platform uses (a fresh one when nil).
-	Resolver runs.Resolver
-	Faults   *runs.Faults
+	Resolver platform.Resolver
+	Faults   *local.Faults
 	// StepDelay is how long each simulated step takes (none when zero).
 	StepDelay time.Duration
 	// Service is set when the Studio is built.
@@ -74,15 +76,15 @@ func WithDeploys(d *Deploys) Option {
 			d.Resolver = &Resolver{}
 		}
 		if d.Faults == nil {
-			d.Faults = &runs.Faults{}
+			d.Faults = &local.Faults{}
 		}
 		u, _ := url.Parse(deps.PublicURL)
 		port, _ := strconv.Atoi(u.Port())
-		local, id, err := runs.NewLocal(context.Background(), deps.DB, deps.Vault, runs.LocalOptions{Resolver: d.Resolver, EdgePort: port, Faults: d.Faults, StepDelay: d.StepDelay})
+		lp, id, err := local.New(context.Background(), deps.DB, deps.Vault, local.Options{Resolver: d.Resolver, EdgePort: port, Faults: d.Faults, StepDelay: d.StepDelay})
 		if err != nil {
 			panic("webtest: local platform: " + err.Error())
 		}
-		d.Service = runs.NewService(deps.DB, deps.Vault, local, deps.DB.Now, deps.Logger)
+		d.Service = runs.NewService(deps.DB, deps.Vault, lp, deps.DB.Now, deps.Logger)
 		d.Service.PublicAddresses, d.Service.ReconcileInterval = d.PublicAddresses, d.ReconcileInterval
 		deps.Runs = d.Service
 		deps.Edge = id.Handler()

@@ -21,9 +21,11 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/skali-dev/studio/compiler"
-	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -61,11 +63,10 @@ type Options struct {
 	Logger         *slog.Logger
 }
 
-// Platform implements runs.Platform on a Kubernetes cluster. Probe and
-// Issue (DNS, the edge probe, certificates) are the local platform's,
-// which it embeds.
+// Platform implements platform.Platform on a Kubernetes cluster. Probe and
+// Issue (DNS, the edge probe, certificates) are the local platform's.
 type Platform struct {
-	*runs.Local
+	Local  *local.Platform
 	Client *Client
 	DB     *store.DB
 	Vault  *store.Vault
@@ -76,19 +77,19 @@ type Platform struct {
 	watches *watchHub
 }
 
-var _ runs.Platform = (*Platform)(nil)
+var _ platform.Platform = (*Platform)(nil)
 
 type envNames struct{ project, env, namespace string }
 
 // New returns the platform; local does probes and certificates.
-func New(client *Client, db *store.DB, vault *store.Vault, local *runs.Local, o Options) *Platform {
+func New(client *Client, db *store.DB, vault *store.Vault, lp *local.Platform, o Options) *Platform {
 	if o.Registry == "" {
 		o.Registry = "registry.local"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Platform{Local: local, Client: client, DB: db, Vault: vault, Opts: o, envs: map[int64]envNames{},
+	return &Platform{Local: lp, Client: client, DB: db, Vault: vault, Opts: o, envs: map[int64]envNames{},
 		watches: newWatchHub(client, o.Logger)}
 }
 
@@ -119,16 +120,12 @@ func dnsName(parts ...string) string {
 	return strings.TrimRight(n[:54], "-") + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
-func (p *Platform) names(ctx context.Context, envID int64) (envNames, error) {
+func (p *Platform) names(ctx context.Context, env platform.Env) (envNames, error) {
 	p.mu.Lock()
-	n, ok := p.envs[envID]
+	n, ok := p.envs[env.ID]
 	p.mu.Unlock()
 	if ok {
 		return n, nil
-	}
-	env, err := p.DB.EnvironmentByID(ctx, envID)
-	if err != nil {
-		return envNames{}, err
 	}
 	n = envNames{project: env.Project, env: env.Name, namespace: NamespaceName(env.Project, env.Name)}
 	// The namespace must be this environment's, not another's with the
@@ -148,7 +145,7 @@ func (p *Platform) names(ctx context.Context, envID int64) (envNames, error) {
 		return envNames{}, p.apiError("creating namespace "+n.namespace, err)
 	}
 	p.mu.Lock()
-	p.envs[envID] = n
+	p.envs[env.ID] = n
 	p.mu.Unlock()
 	return n, nil
 }
@@ -192,11 +189,11 @@ func (p *Platform) apiError(what string, err error) error {
 
 // applyValues writes the environment's values into its one Secret. The
 // plaintext goes nowhere else: an error names the Secret, not its content.
-func (p *Platform) applyValues(ctx context.Context, envID int64, n envNames) (map[string]string, error) {
+func (p *Platform) applyValues(ctx context.Context, env platform.Env, n envNames) (map[string]string, error) {
 	values := map[string]string{}
 	if p.Vault != nil {
 		var err error
-		if values, err = p.Vault.ResolveValuesForDeploy(ctx, envID); err != nil {
+		if values, err = p.Vault.ResolveValuesForDeploy(ctx, env.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -219,9 +216,9 @@ func (p *Platform) applyValues(ctx context.Context, envID int64, n envNames) (ma
 	return values, nil
 }
 
-// ProvisionDatabase implements runs.Platform: a CloudNativePG Cluster.
-func (p *Platform) ProvisionDatabase(ctx context.Context, envID int64, name string, d *compiler.Database) error {
-	n, err := p.names(ctx, envID)
+// ProvisionDatabase implements platform.Platform: a CloudNativePG Cluster.
+func (p *Platform) ProvisionDatabase(ctx context.Context, env platform.Env, name string, d *compiler.Database, out platform.Output) error {
+	n, err := p.names(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -229,9 +226,9 @@ func (p *Platform) ProvisionDatabase(ctx context.Context, envID int64, name stri
 	return p.apiError("applying database "+name, err)
 }
 
-// ProvisionBucket implements runs.Platform: an ObjectBucketClaim.
-func (p *Platform) ProvisionBucket(ctx context.Context, envID int64, name string, b *compiler.Bucket) error {
-	n, err := p.names(ctx, envID)
+// ProvisionBucket implements platform.Platform: an ObjectBucketClaim.
+func (p *Platform) ProvisionBucket(ctx context.Context, env platform.Env, name string, b *compiler.Bucket, out platform.Output) error {
+	n, err := p.names(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -239,16 +236,18 @@ func (p *Platform) ProvisionBucket(ctx context.Context, envID int64, name string
 	return p.apiError("applying bucket "+name, err)
 }
 
-// BucketBytes implements runs.Platform: an ObjectBucketClaim does not say
+// BucketBytes implements platform.Platform: an ObjectBucketClaim does not say
 // what its bucket stores.
-func (p *Platform) BucketBytes(ctx context.Context, envID int64, name string) int64 { return 0 }
+func (p *Platform) BucketBytes(ctx context.Context, env platform.Env, name string) (int64, error) {
+	return 0, nil
+}
 
-// Build implements runs.Platform. The Studio builds no images on
+// Build implements platform.Platform. The Studio builds no images on
 // Kubernetes: an application with an image uses it, one built from source
 // uses REGISTRY/NAMESPACE/APP:TAG, where the tag is derived from its build
 // settings.
-func (p *Platform) Build(ctx context.Context, envID int64, app string, a *compiler.Application) (string, error) {
-	n, err := p.names(ctx, envID)
+func (p *Platform) Build(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) (string, error) {
+	n, err := p.names(ctx, env)
 	if err != nil {
 		return "", err
 	}
@@ -265,19 +264,19 @@ func (p *Platform) image(n envNames, app string, a *compiler.Application) string
 
 // releaseJobName is the Job of one run's release checkpoint: a resumed run
 // finds it by this name instead of starting it again.
-func releaseJobName(app string, key runs.ReleaseKey) string {
+func releaseJobName(app string, key platform.ReleaseKey) string {
 	return dnsName(app, "release", fmt.Sprint(key.RunID), fmt.Sprint(key.Position))
 }
 
-// Release implements runs.Platform: a Job (backoffLimit 0,
+// Release implements platform.Platform: a Job (backoffLimit 0,
 // activeDeadlineSeconds from the timeout), followed by a watch until it
 // completes or fails.
-func (p *Platform) Release(ctx context.Context, envID int64, app string, cmd *compiler.ReleaseCommand, key runs.ReleaseKey) error {
-	n, err := p.names(ctx, envID)
+func (p *Platform) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
+	n, err := p.names(ctx, env)
 	if err != nil {
 		return err
 	}
-	if _, err := p.applyValues(ctx, envID, n); err != nil {
+	if _, err := p.applyValues(ctx, env, n); err != nil {
 		return err
 	}
 	a, err := p.application(ctx, key.RunID, app)
@@ -314,8 +313,8 @@ func (p *Platform) application(ctx context.Context, runID int64, app string) (*c
 }
 
 // waitJob follows a Job until it completes (nil) or fails (its reason).
-func (p *Platform) waitJob(ctx context.Context, namespace, name string, job Object) (runs.ReleaseOutcome, error) {
-	var out runs.ReleaseOutcome
+func (p *Platform) waitJob(ctx context.Context, namespace, name string, job Object) (platform.ReleaseOutcome, error) {
+	var out platform.ReleaseOutcome
 	check := func(o Object) (bool, error) {
 		for _, c := range conditions(o) {
 			if c.status != "True" {
@@ -323,11 +322,11 @@ func (p *Platform) waitJob(ctx context.Context, namespace, name string, job Obje
 			}
 			switch c.typ {
 			case "Complete":
-				out = runs.ReleaseOutcome{State: runs.ReleaseSucceeded}
+				out = platform.ReleaseOutcome{State: platform.ReleaseSucceeded}
 				return true, nil
 			case "Failed":
 				msg := p.jobFailure(ctx, namespace, name, c)
-				out = runs.ReleaseOutcome{State: runs.ReleaseFailed, Error: msg}
+				out = platform.ReleaseOutcome{State: platform.ReleaseFailed, Error: msg}
 				return true, errors.New(msg)
 			}
 		}
@@ -365,49 +364,45 @@ func (p *Platform) jobFailure(ctx context.Context, namespace, name string, c con
 	return fmt.Sprintf("Job %s/%s failed: %s", namespace, name, msg)
 }
 
-// ReleaseOutcome implements runs.Platform: the run's Job, found by name, is
+// ReleaseOutcome implements platform.Platform: the run's Job, found by name, is
 // followed to its end; none means it never started.
-func (p *Platform) ReleaseOutcome(ctx context.Context, key runs.ReleaseKey) (runs.ReleaseOutcome, error) {
-	run, err := p.DB.RunByID(ctx, key.RunID)
+func (p *Platform) ReleaseOutcome(ctx context.Context, env platform.Env, key platform.ReleaseKey) (platform.ReleaseOutcome, error) {
+	n, err := p.names(ctx, env)
 	if err != nil {
-		return runs.ReleaseOutcome{}, err
-	}
-	n, err := p.names(ctx, run.EnvironmentID)
-	if err != nil {
-		return runs.ReleaseOutcome{}, err
+		return platform.ReleaseOutcome{}, err
 	}
 	sel := fmt.Sprintf("%s=%s,skali.dev/run=%d,skali.dev/position=%d", LabelManagedBy, managedBy, key.RunID, key.Position)
 	items, err := p.Client.List(ctx, KindJob, n.namespace, sel)
 	if err != nil {
-		return runs.ReleaseOutcome{}, err
+		return platform.ReleaseOutcome{}, err
 	}
 	if len(items) == 0 {
-		return runs.ReleaseOutcome{State: runs.ReleaseNotStarted}, nil
+		return platform.ReleaseOutcome{State: platform.ReleaseNotStarted}, nil
 	}
 	job := items[0]
 	md, _ := job["metadata"].(Object)
 	ns, _ := md["namespace"].(string)
 	name, _ := md["name"].(string)
 	out, err := p.waitJob(ctx, ns, name, job)
-	if out.State == runs.ReleaseFailed {
+	if out.State == platform.ReleaseFailed {
 		return out, nil
 	}
 	if err != nil {
-		return runs.ReleaseOutcome{}, err
+		return platform.ReleaseOutcome{}, err
 	}
 	return out, nil
 }
 
-// Rollout implements runs.Platform: the values Secret, the Service, the
+// Rollout implements platform.Platform: the values Secret, the Service, the
 // Deployment (and its HorizontalPodAutoscaler and volume claims), then a
 // watch of the Deployment until it is available or its progress deadline
 // is exceeded.
-func (p *Platform) Rollout(ctx context.Context, envID int64, app string, a *compiler.Application) error {
-	n, err := p.names(ctx, envID)
+func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) error {
+	n, err := p.names(ctx, env)
 	if err != nil {
 		return err
 	}
-	values, err := p.applyValues(ctx, envID, n)
+	values, err := p.applyValues(ctx, env, n)
 	if err != nil {
 		return err
 	}
@@ -528,43 +523,54 @@ func num(v any) int {
 
 // Backups are refused on Kubernetes, never faked.
 
-// SetTarget implements runs.BackupPlatform.
+// SetTarget implements platform.BackupPlatform.
 func (p *Platform) SetTarget(target, installation string) error { return ErrBackupsNotSupported }
 
-// CheckTarget implements runs.BackupPlatform.
+// CheckTarget implements platform.BackupPlatform.
 func (p *Platform) CheckTarget(target, installation string) error { return ErrBackupsNotSupported }
 
-// Snapshot implements runs.BackupPlatform.
-func (p *Platform) Snapshot(ctx context.Context, envID int64, svc runs.SnapshotService, loc runs.SnapshotLocation) (runs.SnapshotFile, error) {
-	return runs.SnapshotFile{}, ErrBackupsNotSupported
+// Snapshot implements platform.BackupPlatform.
+func (p *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation) (platform.SnapshotFile, error) {
+	return platform.SnapshotFile{}, ErrBackupsNotSupported
 }
 
-// CheckSnapshot implements runs.BackupPlatform.
-func (p *Platform) CheckSnapshot(ctx context.Context, loc runs.SnapshotLocation, files []runs.SnapshotFile) error {
+// CheckSnapshot implements platform.BackupPlatform.
+func (p *Platform) CheckSnapshot(ctx context.Context, loc platform.SnapshotLocation, files []platform.SnapshotFile) error {
 	return ErrBackupsNotSupported
 }
 
-// VerifySnapshot implements runs.BackupPlatform.
-func (p *Platform) VerifySnapshot(ctx context.Context, loc runs.SnapshotLocation, files []runs.SnapshotFile) error {
+// VerifySnapshot implements platform.BackupPlatform.
+func (p *Platform) VerifySnapshot(ctx context.Context, loc platform.SnapshotLocation, files []platform.SnapshotFile) error {
 	return ErrBackupsNotSupported
 }
 
-// RemoveSnapshot implements runs.BackupPlatform.
-func (p *Platform) RemoveSnapshot(ctx context.Context, loc runs.SnapshotLocation) error {
+// RemoveSnapshot implements platform.BackupPlatform.
+func (p *Platform) RemoveSnapshot(ctx context.Context, loc platform.SnapshotLocation) error {
 	return ErrBackupsNotSupported
 }
 
-// StopEnvironment implements runs.BackupPlatform.
-func (p *Platform) StopEnvironment(ctx context.Context, envID int64) error {
+// StopEnvironment implements platform.BackupPlatform.
+func (p *Platform) StopEnvironment(ctx context.Context, env platform.Env) error {
 	return ErrBackupsNotSupported
 }
 
-// StartEnvironment implements runs.BackupPlatform.
-func (p *Platform) StartEnvironment(ctx context.Context, envID int64) error {
+// StartEnvironment implements platform.BackupPlatform.
+func (p *Platform) StartEnvironment(ctx context.Context, env platform.Env) error {
 	return ErrBackupsNotSupported
 }
 
-// Restore implements runs.BackupPlatform.
-func (p *Platform) Restore(ctx context.Context, envID int64, svc runs.SnapshotService, loc runs.SnapshotLocation, file runs.SnapshotFile) error {
+// Restore implements platform.BackupPlatform.
+func (p *Platform) Restore(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation, file platform.SnapshotFile) error {
 	return ErrBackupsNotSupported
+}
+
+// Probe implements platform.Platform: the Studio's own probe, as on the
+// local platform.
+func (p *Platform) Probe(ctx context.Context, domain string) platform.ProbeResult {
+	return p.Local.Probe(ctx, domain)
+}
+
+// Issue implements platform.Platform: the local platform's issuance.
+func (p *Platform) Issue(ctx context.Context, env platform.Env, domain string, now time.Time, out platform.Output) (*platform.IssuedCertificate, platform.Issuance, error) {
+	return p.Local.Issue(ctx, env, domain, now, out)
 }

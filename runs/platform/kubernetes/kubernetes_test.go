@@ -29,6 +29,7 @@ import (
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/runs/platform/kubernetes"
 	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
 )
@@ -104,7 +105,7 @@ func newFixtureAs(t *testing.T, user, manifest, envName string, values map[strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, id, err := runs.NewLocal(ctx, f.db, f.vault, runs.LocalOptions{Resolver: resolver{}, EdgePort: l.Addr().(*net.TCPAddr).Port, ProbeTimeout: 2 * time.Second})
+	lp, id, err := local.New(ctx, f.db, f.vault, local.Options{Resolver: resolver{}, EdgePort: l.Addr().(*net.TCPAddr).Port, ProbeTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func newFixtureAs(t *testing.T, user, manifest, envName string, values map[strin
 		driver.Impersonate = user
 	}
 	logger := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f.platform = kubernetes.New(driver, f.db, f.vault, local, kubernetes.Options{Logger: logger, Gateway: "infra/edge",
+	f.platform = kubernetes.New(driver, f.db, f.vault, lp, kubernetes.Options{Logger: logger, Gateway: "infra/edge",
 		PodAnnotations: func(app, kind string) map[string]string {
 			f.mu.Lock()
 			defer f.mu.Unlock()

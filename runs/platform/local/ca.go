@@ -1,4 +1,4 @@
-package runs
+package local
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"time"
 
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -77,16 +78,8 @@ func LoadDevCA(ctx context.Context, db *store.DB, vault *store.Vault) (*DevCA, e
 	return &DevCA{Cert: cert, key: key, PEM: certPEM}, nil
 }
 
-// IssuedCertificate is a leaf certificate the CA signed.
-type IssuedCertificate struct {
-	Serial    string
-	NotBefore time.Time
-	NotAfter  time.Time
-	PEM       string
-}
-
 // Sign issues a 90-day certificate for the CSR's domain.
-func (ca *DevCA) Sign(csr *x509.CertificateRequest, domain string, now time.Time) (*IssuedCertificate, error) {
+func (ca *DevCA) Sign(csr *x509.CertificateRequest, domain string, now time.Time) (*platform.IssuedCertificate, error) {
 	serial := randomSerial()
 	tpl := &x509.Certificate{
 		SerialNumber: serial,
@@ -101,7 +94,7 @@ func (ca *DevCA) Sign(csr *x509.CertificateRequest, domain string, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	return &IssuedCertificate{
+	return &platform.IssuedCertificate{
 		Serial:    hex.EncodeToString(serial.Bytes()),
 		NotBefore: tpl.NotBefore,
 		NotAfter:  tpl.NotAfter,

@@ -1,4 +1,4 @@
-package runs
+package local
 
 import (
 	"context"
@@ -14,62 +14,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/skali-dev/studio/runs/platform"
 )
-
-// BackupPlatform snapshots and restores an environment's services.
-type BackupPlatform interface {
-	// SetTarget checks that target can hold the snapshots of installation
-	// (a directory for the local platform) and marks it as theirs, or says
-	// why not.
-	SetTarget(target, installation string) error
-	// CheckTarget says why snapshots cannot be written to target now (it
-	// is gone, unmounted, another installation's or read-only), or nil.
-	CheckTarget(target, installation string) error
-	// Snapshot writes one service's snapshot into loc and returns its file.
-	// It never creates the target itself.
-	Snapshot(ctx context.Context, envID int64, svc SnapshotService, loc SnapshotLocation) (SnapshotFile, error)
-	// CheckSnapshot says, quickly (presence and size, no reading), why the
-	// files of a snapshot cannot be restored, or nil.
-	CheckSnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotFile) error
-	// VerifySnapshot reads every file of a snapshot and checks its size and
-	// SHA-256. It stops when ctx ends.
-	VerifySnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotFile) error
-	// RemoveSnapshot deletes a snapshot's directory (nothing outside it).
-	RemoveSnapshot(ctx context.Context, loc SnapshotLocation) error
-	// StopEnvironment and StartEnvironment stop and start every application
-	// around a restore.
-	StopEnvironment(ctx context.Context, envID int64) error
-	StartEnvironment(ctx context.Context, envID int64) error
-	// Restore replays one service from its snapshot file after verifying
-	// its size and SHA-256. It stops when ctx ends.
-	Restore(ctx context.Context, envID int64, svc SnapshotService, loc SnapshotLocation, file SnapshotFile) error
-}
-
-// SnapshotService is a database, bucket or volume to snapshot.
-type SnapshotService struct {
-	// Kind is database, bucket or volume; a volume's Name is app/volume.
-	Kind string `json:"kind"`
-	Name string `json:"name"`
-}
-
-// String is how the service reads: "database main".
-func (s SnapshotService) String() string { return s.Kind + " " + s.Name }
-
-// SnapshotFile is one service's snapshot file.
-type SnapshotFile struct {
-	File   string `json:"file"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-}
-
-// SnapshotLocation is where one snapshot's files live: Dir (slash
-// separated, project/environment/snapshot) under Target, a target that
-// carries the marker of Installation.
-type SnapshotLocation struct {
-	Target       string
-	Installation string
-	Dir          string
-}
 
 // TargetMarker is the file, at the top of a backup target, that names the
 // installation whose target it is. It is written when the target is set
@@ -77,29 +24,8 @@ type SnapshotLocation struct {
 // unmounted or replaced.
 const TargetMarker = ".skali-backup-target"
 
-// TargetError is a backup target that cannot be used now.
-type TargetError struct {
-	Target  string
-	Problem string
-	// Gone: the snapshots under the target cannot be reached (missing,
-	// unmounted, replaced); false when they can but no new one can be
-	// written (read-only).
-	Gone bool
-}
-
-func (e *TargetError) Error() string { return "the backup target " + e.Target + " " + e.Problem }
-
-// SnapshotFileError is a snapshot file that is missing or does not match
-// what was recorded when it was written.
-type SnapshotFileError struct {
-	File    string
-	Problem string
-}
-
-func (e *SnapshotFileError) Error() string { return e.File + " " + e.Problem }
-
 // fileName is the service's file in a snapshot directory.
-func (s SnapshotService) fileName() string {
+func fileName(s platform.SnapshotService) string {
 	return s.Kind + "-" + strings.ReplaceAll(s.Name, "/", "-") + ".snapshot"
 }
 
@@ -114,11 +40,11 @@ func targetPath(target string) error {
 	return nil
 }
 
-// SetTarget implements BackupPlatform: the directory must exist (it is
+// SetTarget implements platform.BackupPlatform: the directory must exist (it is
 // never created: a missing directory is more often an unmounted disk than
 // a wish), be a directory itself rather than a symbolic link, be writable,
 // and not be marked by another installation. Its marker is written.
-func (l *Local) SetTarget(target, installation string) error {
+func (l *Platform) SetTarget(target, installation string) error {
 	if err := targetPath(target); err != nil {
 		return err
 	}
@@ -212,7 +138,7 @@ func writable(root *os.Root, st fs.FileInfo) error {
 // directory (not a link), with its marker. write also checks that a file
 // can be created in it.
 func openTarget(target, installation string, write bool) (*os.Root, error) {
-	gone := func(problem string) error { return &TargetError{Target: target, Problem: problem, Gone: true} }
+	gone := func(problem string) error { return &platform.TargetError{Target: target, Problem: problem, Gone: true} }
 	st, err := os.Lstat(target)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -247,16 +173,16 @@ func openTarget(target, installation string, write bool) (*os.Root, error) {
 	if write {
 		if err := writable(root, st); err != nil {
 			root.Close()
-			return nil, &TargetError{Target: target, Problem: "cannot be written: " + err.Error()}
+			return nil, &platform.TargetError{Target: target, Problem: "cannot be written: " + err.Error()}
 		}
 	}
 	return root, nil
 }
 
-// CheckTarget implements BackupPlatform.
-func (l *Local) CheckTarget(target, installation string) error {
+// CheckTarget implements platform.BackupPlatform.
+func (l *Platform) CheckTarget(target, installation string) error {
 	if err := targetPath(target); err != nil {
-		return &TargetError{Target: target, Problem: "is not a directory path", Gone: true}
+		return &platform.TargetError{Target: target, Problem: "is not a directory path", Gone: true}
 	}
 	root, err := openTarget(target, installation, true)
 	if err != nil {
@@ -379,41 +305,41 @@ func pathErrText(err error) string {
 	return err.Error()
 }
 
-// Snapshot implements BackupPlatform: the local platform has no real data,
+// Snapshot implements platform.BackupPlatform: the local platform has no real data,
 // so it writes a simulated dump of the service (a header and random
 // bytes) and records its size and SHA-256.
-func (l *Local) Snapshot(ctx context.Context, envID int64, svc SnapshotService, loc SnapshotLocation) (SnapshotFile, error) {
+func (l *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation) (platform.SnapshotFile, error) {
 	if err := l.step(ctx); err != nil {
-		return SnapshotFile{}, err
+		return platform.SnapshotFile{}, err
 	}
 	if r := l.Faults.get(func(f *Faults) string { return f.Snapshot[svc.String()] }); r != "" {
-		return SnapshotFile{}, fmt.Errorf("%s", r)
+		return platform.SnapshotFile{}, fmt.Errorf("%s", r)
 	}
 	root, err := openTarget(loc.Target, loc.Installation, true)
 	if err != nil {
-		return SnapshotFile{}, err
+		return platform.SnapshotFile{}, err
 	}
 	defer root.Close()
 	if err := makeSnapshotDirs(root, loc.Dir); err != nil {
-		return SnapshotFile{}, err
+		return platform.SnapshotFile{}, err
 	}
-	name := svc.fileName()
+	name := fileName(svc)
 	var buf strings.Builder
-	fmt.Fprintf(&buf, "skali local platform snapshot\nenvironment %d\n%s\n", envID, svc)
+	fmt.Fprintf(&buf, "skali local platform snapshot\nenvironment %d\n%s\n", env.ID, svc)
 	if _, err := io.CopyN(&buf, rand.Reader, 4096); err != nil {
-		return SnapshotFile{}, err
+		return platform.SnapshotFile{}, err
 	}
 	data := []byte(buf.String())
 	if err := writeFileAtomic(root, path.Join(loc.Dir, name), data); err != nil {
-		return SnapshotFile{}, errors.New(pathErrText(err))
+		return platform.SnapshotFile{}, errors.New(pathErrText(err))
 	}
 	sum := sha256.Sum256(data)
-	return SnapshotFile{File: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, nil
+	return platform.SnapshotFile{File: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, nil
 }
 
 // openSnapshot opens loc's directory for reading: the target must still be
 // this installation's and every directory a real one.
-func openSnapshot(loc SnapshotLocation) (*os.Root, error) {
+func openSnapshot(loc platform.SnapshotLocation) (*os.Root, error) {
 	root, err := openTarget(loc.Target, loc.Installation, false)
 	if err != nil {
 		return nil, err
@@ -428,8 +354,8 @@ func openSnapshot(loc SnapshotLocation) (*os.Root, error) {
 	return root, nil
 }
 
-// CheckSnapshot implements BackupPlatform.
-func (l *Local) CheckSnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotFile) error {
+// CheckSnapshot implements platform.BackupPlatform.
+func (l *Platform) CheckSnapshot(ctx context.Context, loc platform.SnapshotLocation, files []platform.SnapshotFile) error {
 	root, err := openSnapshot(loc)
 	if err != nil {
 		return err
@@ -444,7 +370,7 @@ func (l *Local) CheckSnapshot(ctx context.Context, loc SnapshotLocation, files [
 			return fileProblem(file, errNotRegular(st.Mode()))
 		}
 		if st.Size() != file.Size {
-			return &SnapshotFileError{File: file.File, Problem: "is not the size recorded when it was written"}
+			return &platform.SnapshotFileError{File: file.File, Problem: "is not the size recorded when it was written"}
 		}
 	}
 	return nil
@@ -452,19 +378,19 @@ func (l *Local) CheckSnapshot(ctx context.Context, loc SnapshotLocation, files [
 
 // fileProblem says what is wrong with a snapshot file without repeating
 // any path.
-func fileProblem(file SnapshotFile, err error) error {
+func fileProblem(file platform.SnapshotFile, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return &SnapshotFileError{File: file.File, Problem: "is missing"}
+		return &platform.SnapshotFileError{File: file.File, Problem: "is missing"}
 	}
-	return &SnapshotFileError{File: file.File, Problem: "cannot be read: " + pathErrText(err)}
+	return &platform.SnapshotFileError{File: file.File, Problem: "cannot be read: " + pathErrText(err)}
 }
 
 // verifyFile reads one snapshot file in chunks, stopping when ctx ends,
 // and checks it against what was recorded. A mismatch says so without
 // any checksum: the file may not be the snapshot's at all.
-func verifyFile(ctx context.Context, root *os.Root, dir string, file SnapshotFile) error {
+func verifyFile(ctx context.Context, root *os.Root, dir string, file platform.SnapshotFile) error {
 	if !fs.ValidPath(file.File) || strings.Contains(file.File, "/") {
-		return &SnapshotFileError{File: file.File, Problem: "is not a snapshot file name"}
+		return &platform.SnapshotFileError{File: file.File, Problem: "is not a snapshot file name"}
 	}
 	f, err := openRegular(root, path.Join(dir, file.File))
 	if err != nil {
@@ -492,16 +418,16 @@ func verifyFile(ctx context.Context, root *os.Root, dir string, file SnapshotFil
 		}
 	}
 	if n != file.Size {
-		return &SnapshotFileError{File: file.File, Problem: "is not the size recorded when it was written"}
+		return &platform.SnapshotFileError{File: file.File, Problem: "is not the size recorded when it was written"}
 	}
 	if hex.EncodeToString(h.Sum(nil)) != file.SHA256 {
-		return &SnapshotFileError{File: file.File, Problem: "does not match its recorded checksum"}
+		return &platform.SnapshotFileError{File: file.File, Problem: "does not match its recorded checksum"}
 	}
 	return nil
 }
 
-// VerifySnapshot implements BackupPlatform.
-func (l *Local) VerifySnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotFile) error {
+// VerifySnapshot implements platform.BackupPlatform.
+func (l *Platform) VerifySnapshot(ctx context.Context, loc platform.SnapshotLocation, files []platform.SnapshotFile) error {
 	root, err := openSnapshot(loc)
 	if err != nil {
 		return err
@@ -515,9 +441,9 @@ func (l *Local) VerifySnapshot(ctx context.Context, loc SnapshotLocation, files 
 	return nil
 }
 
-// RemoveSnapshot implements BackupPlatform: nothing outside the snapshot's
+// RemoveSnapshot implements platform.BackupPlatform: nothing outside the snapshot's
 // own directory is touched, whatever links were planted in the target.
-func (l *Local) RemoveSnapshot(ctx context.Context, loc SnapshotLocation) error {
+func (l *Platform) RemoveSnapshot(ctx context.Context, loc platform.SnapshotLocation) error {
 	root, err := openTarget(loc.Target, loc.Installation, false)
 	if err != nil {
 		return err
@@ -539,15 +465,15 @@ func (l *Local) RemoveSnapshot(ctx context.Context, loc SnapshotLocation) error 
 	return nil
 }
 
-// StopEnvironment implements BackupPlatform.
-func (l *Local) StopEnvironment(ctx context.Context, envID int64) error { return l.step(ctx) }
+// StopEnvironment implements platform.BackupPlatform.
+func (l *Platform) StopEnvironment(ctx context.Context, env platform.Env) error { return l.step(ctx) }
 
-// StartEnvironment implements BackupPlatform.
-func (l *Local) StartEnvironment(ctx context.Context, envID int64) error { return l.step(ctx) }
+// StartEnvironment implements platform.BackupPlatform.
+func (l *Platform) StartEnvironment(ctx context.Context, env platform.Env) error { return l.step(ctx) }
 
-// Restore implements BackupPlatform: the file must be there with the size
+// Restore implements platform.BackupPlatform: the file must be there with the size
 // and SHA-256 recorded when it was written.
-func (l *Local) Restore(ctx context.Context, envID int64, svc SnapshotService, loc SnapshotLocation, file SnapshotFile) error {
+func (l *Platform) Restore(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation, file platform.SnapshotFile) error {
 	if err := l.step(ctx); err != nil {
 		return err
 	}

@@ -1,0 +1,331 @@
+// Package local is the embedded platform, the Studio's default for trying
+// it out: it simulates a cluster's work with a delay per step and injected
+// faults, but resolves DNS, probes addresses and issues X.509 certificates
+// (from its development CA) for real.
+package local
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs/platform"
+	"github.com/skali-dev/studio/store"
+)
+
+// Faults are failures the local platform injects, by application, domain
+// or bucket, for tests and demos. Load them from a JSON file with
+// LoadFaults.
+type Faults struct {
+	mu sync.Mutex
+	// Build, Release and Rollout fail an application's step with a reason.
+	Build   map[string]string `json:"build,omitempty"`
+	Release map[string]string `json:"release,omitempty"`
+	Rollout map[string]string `json:"rollout,omitempty"`
+	// Issuance fails a domain's issuance with a reason.
+	Issuance map[string]string `json:"issuance,omitempty"`
+	// RateLimit answers a domain's issuance with a CA rate limit whose
+	// retry window is this duration (such as "3h").
+	RateLimit map[string]string `json:"rateLimit,omitempty"`
+	// BucketBytes is what a bucket stores.
+	BucketBytes map[string]int64 `json:"bucketBytes,omitempty"`
+	// Snapshot fails the snapshot of a service ("database main",
+	// "bucket media", "volume web/data") with a reason.
+	Snapshot map[string]string `json:"snapshot,omitempty"`
+}
+
+// LoadFaults reads faults from a JSON file.
+func LoadFaults(path string) (*Faults, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f Faults
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("runs: faults file %s: %w", path, err)
+	}
+	return &f, nil
+}
+
+// Set changes faults under the lock.
+func (f *Faults) Set(change func(f *Faults)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	change(f)
+}
+
+func (f *Faults) get(read func(f *Faults) string) string {
+	if f == nil {
+		return ""
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return read(f)
+}
+
+// Platform is the embedded platform: it simulates a cluster's work with a
+// delay per step and injected faults, but resolves DNS, probes addresses
+// and issues X.509 certificates for real. It uses the store to keep what
+// release commands came to and its development CA.
+type Platform struct {
+	// DB keeps what release commands came to (ReleaseOutcome); without it
+	// nothing is kept and every outcome is unknown.
+	DB        *store.DB
+	StepDelay time.Duration
+	Faults    *Faults
+	Prober    *platform.Prober
+	CA        *DevCA
+	// values keeps what SetValues received, as a cluster keeps a Secret.
+	values receivedValues
+}
+
+func (l *Platform) step(ctx context.Context) error {
+	if l.StepDelay <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(l.StepDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ProvisionDatabase implements platform.Platform.
+func (l *Platform) ProvisionDatabase(ctx context.Context, env platform.Env, name string, d *compiler.Database, out platform.Output) error {
+	return l.step(ctx)
+}
+
+// ProvisionBucket implements platform.Platform.
+func (l *Platform) ProvisionBucket(ctx context.Context, env platform.Env, name string, b *compiler.Bucket, out platform.Output) error {
+	return l.step(ctx)
+}
+
+// BucketBytes implements platform.Platform.
+func (l *Platform) BucketBytes(ctx context.Context, env platform.Env, name string) (int64, error) {
+	if l.Faults == nil {
+		return 0, nil
+	}
+	l.Faults.mu.Lock()
+	defer l.Faults.mu.Unlock()
+	return l.Faults.BucketBytes[name], nil
+}
+
+// Build implements platform.Platform.
+func (l *Platform) Build(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) (string, error) {
+	if err := l.step(ctx); err != nil {
+		return "", err
+	}
+	if r := l.Faults.get(func(f *Faults) string { return f.Build[app] }); r != "" {
+		return "", fmt.Errorf("%s", r)
+	}
+	if a.Image != "" {
+		return a.Image, nil
+	}
+	return fmt.Sprintf("registry.local/%d/%s:%s", env.ID, app, randomToken()[:12]), nil
+}
+
+// Release implements platform.Platform. The simulated command runs inside this
+// process, so it dies with it: the outcome records its start and its end.
+func (l *Platform) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
+	if l.DB != nil {
+		if err := withRetry(ctx, func(ctx context.Context, _ int) error { return l.DB.StartLocalRelease(ctx, key.RunID, key.Position) }); err != nil {
+			return err
+		}
+	}
+	err := l.step(ctx)
+	if err == nil {
+		if r := l.Faults.get(func(f *Faults) string { return f.Release[app] }); r != "" {
+			err = fmt.Errorf("%s", r)
+		}
+	}
+	if l.DB != nil && ctx.Err() == nil {
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		if rerr := withRetry(ctx, func(ctx context.Context, _ int) error {
+			return l.DB.FinishLocalRelease(ctx, key.RunID, key.Position, msg)
+		}); rerr != nil && err == nil {
+			return rerr
+		}
+	}
+	return err
+}
+
+// ReleaseOutcome implements platform.Platform.
+func (l *Platform) ReleaseOutcome(ctx context.Context, env platform.Env, key platform.ReleaseKey) (platform.ReleaseOutcome, error) {
+	if l.DB == nil {
+		return platform.ReleaseOutcome{State: platform.ReleaseUnknown}, nil
+	}
+	o, err := l.DB.LocalRelease(ctx, key.RunID, key.Position)
+	switch {
+	case err != nil:
+		return platform.ReleaseOutcome{}, err
+	case !o.Started:
+		return platform.ReleaseOutcome{State: platform.ReleaseNotStarted}, nil
+	case !o.Finished:
+		// Started by a process that stopped before it ended: the command
+		// stopped with it, halfway.
+		return platform.ReleaseOutcome{State: platform.ReleaseUnknown}, nil
+	case o.Error != "":
+		return platform.ReleaseOutcome{State: platform.ReleaseFailed, Error: o.Error}, nil
+	}
+	return platform.ReleaseOutcome{State: platform.ReleaseSucceeded}, nil
+}
+
+// Rollout implements platform.Platform.
+func (l *Platform) Rollout(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) error {
+	if err := l.step(ctx); err != nil {
+		return err
+	}
+	if r := l.Faults.get(func(f *Faults) string { return f.Rollout[app] }); r != "" {
+		return fmt.Errorf("%s", r)
+	}
+	return nil
+}
+
+// Probe implements platform.Platform.
+func (l *Platform) Probe(ctx context.Context, domain string) platform.ProbeResult {
+	return l.Prober.Probe(ctx, domain)
+}
+
+// Issue implements platform.Platform: a certificate request, an order and an HTTP-01
+// challenge fetched from the domain through the same resolver and edge port.
+func (l *Platform) Issue(ctx context.Context, env platform.Env, domain string, now time.Time, out platform.Output) (*platform.IssuedCertificate, platform.Issuance, error) {
+	var is platform.Issuance
+	if w := l.Faults.get(func(f *Faults) string { return f.RateLimit[domain] }); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil {
+			d = time.Hour
+		}
+		until := now.Add(d)
+		return nil, is, &platform.IssueError{Reason: "urn:ietf:params:acme:error:rateLimited: too many certificates already issued for this domain; retry after " + until.UTC().Format(time.RFC3339), RetryAfter: &until}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, is, err
+	}
+	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: domain}, DNSNames: []string{domain}}, key)
+	if err != nil {
+		return nil, is, err
+	}
+	csr, err := x509.ParseCertificateRequest(csrDER)
+	if err != nil {
+		return nil, is, err
+	}
+	is.CertificateRequest = "certificaterequest-" + randomToken()[:10]
+	is.Order = "order-" + randomToken()[:10]
+	token := randomToken()
+	is.Challenge = "http-01 " + token[:12]
+	is.ChallengeURL = fmt.Sprintf("http://%s:%d%s%s", domain, l.Prober.EdgePort, platform.ChallengePrefix, token)
+	if r := l.Faults.get(func(f *Faults) string { return f.Issuance[domain] }); r != "" {
+		is.ChallengeResult = "invalid"
+		return nil, is, &platform.IssueError{Reason: r}
+	}
+	if err := l.step(ctx); err != nil {
+		return nil, is, err
+	}
+	ips, err := l.Prober.Resolver.LookupIP(ctx, "ip", domain)
+	if err != nil || len(ips) == 0 {
+		is.ChallengeResult = "invalid"
+		return nil, is, &platform.IssueError{Reason: "Waiting for HTTP-01 challenge propagation: " + platform.DNSErrorText(err)}
+	}
+	body, err := l.Prober.Fetch(ctx, ips[0], domain, platform.ChallengePrefix+token)
+	if err != nil || body != l.Prober.Identity.KeyAuthorization(token) {
+		is.ChallengeResult = "invalid"
+		return nil, is, &platform.IssueError{Reason: fmt.Sprintf("Waiting for HTTP-01 challenge propagation: wrong status code or key authorization from %s", ips[0])}
+	}
+	is.ChallengeResult = "valid"
+	cert, err := l.CA.Sign(csr, domain, now)
+	if err != nil {
+		return nil, is, err
+	}
+	return cert, is, nil
+}
+
+// Options configure the local platform.
+type Options struct {
+	// StepDelay is how long each simulated step takes.
+	StepDelay time.Duration
+	// Resolver resolves domains (the system resolver when nil).
+	Resolver platform.Resolver
+	// EdgePort is the port probes and challenges reach (default 80).
+	EdgePort int
+	Faults   *Faults
+	// ProbeTimeout bounds each address's answer (default 3s).
+	ProbeTimeout time.Duration
+}
+
+// New returns the local platform of this installation and its edge
+// identity, creating the installation's edge secret and development CA at
+// first start.
+func New(ctx context.Context, db *store.DB, vault *store.Vault, o Options) (*Platform, platform.Identity, error) {
+	secret, err := vault.InstallationSecret(ctx, "edge-secret", func() ([]byte, error) {
+		b := make([]byte, 32)
+		_, err := rand.Read(b)
+		return b, err
+	})
+	if err != nil {
+		return nil, platform.Identity{}, fmt.Errorf("runs: edge secret: %w", err)
+	}
+	ca, err := LoadDevCA(ctx, db, vault)
+	if err != nil {
+		return nil, platform.Identity{}, err
+	}
+	if o.Resolver == nil {
+		o.Resolver = platform.NewResolver("")
+	}
+	if o.EdgePort == 0 {
+		o.EdgePort = 80
+	}
+	if o.Faults == nil {
+		o.Faults = &Faults{}
+	}
+	id := platform.Identity{Secret: secret}
+	return &Platform{DB: db, StepDelay: o.StepDelay, Faults: o.Faults, CA: ca,
+		Prober: &platform.Prober{Resolver: o.Resolver, EdgePort: o.EdgePort, Identity: id, Timeout: o.ProbeTimeout}}, id, nil
+}
+
+var (
+	_ platform.Platform      = (*Platform)(nil)
+	_ platform.ValueReceiver = (*Platform)(nil)
+)
+
+// receivedValues is what the local platform was handed, by environment.
+type receivedValues struct {
+	mu  sync.Mutex
+	env map[int64]map[string]string
+}
+
+// SetValues implements platform.ValueReceiver.
+func (l *Platform) SetValues(ctx context.Context, env platform.Env, values map[string]string) error {
+	l.values.mu.Lock()
+	defer l.values.mu.Unlock()
+	if l.values.env == nil {
+		l.values.env = map[int64]map[string]string{}
+	}
+	l.values.env[env.ID] = maps.Clone(values)
+	return nil
+}
+
+// ReceivedValues returns a copy of the values the environment's
+// applications were last handed (nil before any deploy reached them).
+// Tests read it to see what a deploy really delivered.
+func (l *Platform) ReceivedValues(envID int64) map[string]string {
+	l.values.mu.Lock()
+	defer l.values.mu.Unlock()
+	return maps.Clone(l.values.env[envID])
+}
