@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/runs/mask"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -191,4 +192,12 @@ func (r *Runner) maskerFor(ctx context.Context, rc *runContext) *mask.Masker {
 // stepLog starts the log sink of checkpoint cp's step.
 func (r *Runner) stepLog(ctx context.Context, rc *runContext, cp store.Checkpoint) *LogSink {
 	return newLogSink(r.DB, r.Logger, rc.run.ID, cp.Position, rc.lease, func() *mask.Masker { return r.maskerFor(ctx, rc) })
+}
+
+// output is where the step under way writes its log lines.
+func (rc *runContext) output() platform.Output {
+	if rc.out == nil {
+		return platform.Discard
+	}
+	return rc.out
 }

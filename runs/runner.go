@@ -670,14 +670,14 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		return ok(), nil
 	case KindProvisionDatabase:
 		if db := def.Databases[d.Service]; db != nil {
-			if err := r.Platform.ProvisionDatabase(ctx, platformEnv(rc.env), d.Service, db, platform.Discard); err != nil {
+			if err := r.Platform.ProvisionDatabase(ctx, platformEnv(rc.env), d.Service, db, rc.output()); err != nil {
 				return r.platformFailure(ctx, err, fail)
 			}
 		}
 		return ok(), nil
 	case KindProvisionBucket:
 		if b := def.Buckets[d.Service]; b != nil {
-			if err := r.Platform.ProvisionBucket(ctx, platformEnv(rc.env), d.Service, b, platform.Discard); err != nil {
+			if err := r.Platform.ProvisionBucket(ctx, platformEnv(rc.env), d.Service, b, rc.output()); err != nil {
 				return r.platformFailure(ctx, err, fail)
 			}
 		}
@@ -687,7 +687,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		if a == nil {
 			return ok(), nil
 		}
-		img, err := r.Platform.Build(ctx, platformEnv(rc.env), d.Application, a, platform.Discard)
+		img, err := r.Platform.Build(ctx, platformEnv(rc.env), d.Application, a, rc.output())
 		if err != nil {
 			return r.platformFailure(ctx, err, func(s string) stepResult {
 				return fail(fmt.Sprintf("%s of %s failed: %s", map[bool]string{true: "Import", false: "Build"}[cp.Kind == KindImport], d.Application, s))
@@ -704,7 +704,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		// Not the run's context: a cancel or shutdown lets the command
 		// finish or reach its timeout instead of stopping it halfway.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rcmd.Timeout)
-		err := r.Platform.Release(cctx, platformEnv(rc.env), d.Application, rcmd, platform.ReleaseKey{RunID: rc.run.ID, Position: cp.Position}, platform.Discard)
+		err := r.Platform.Release(cctx, platformEnv(rc.env), d.Application, rcmd, platform.ReleaseKey{RunID: rc.run.ID, Position: cp.Position}, rc.output())
 		timedOut := cctx.Err() != nil
 		cancel()
 		if err != nil {
@@ -722,7 +722,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 			return ok(), nil
 		}
 		rctx, cancel := context.WithTimeout(ctx, a.Deployment.Rollout.Timeout)
-		err := r.Platform.Rollout(rctx, platformEnv(rc.env), d.Application, a, platform.Discard)
+		err := r.Platform.Rollout(rctx, platformEnv(rc.env), d.Application, a, rc.output())
 		timedOut := rctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err != nil {

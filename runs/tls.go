@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
@@ -60,6 +61,7 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 	// may have moved away meanwhile.)
 	probe := r.Platform.Probe(ctx, td.Domain)
 	td.Verdict, td.Addresses, td.DNSError = probe.Verdict, probe.Addresses, probe.DNSError
+	probeLines(rc.output(), probe)
 	t := now
 	cert.ProbedAt = &t
 	if probe.Verdict != PointsHere {
@@ -132,7 +134,7 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 	// Issue.
 	cert.Attempts++
 	td.State = "issuing"
-	issued, is, err := r.Platform.Issue(ctx, platformEnv(rc.env), td.Domain, now, platform.Discard)
+	issued, is, err := r.Platform.Issue(ctx, platformEnv(rc.env), td.Domain, now, rc.output())
 	td.Issuance = &is
 	if err == nil {
 		cert.State, cert.Reason, cert.NextRetryAt, cert.RateLimitedUntil, cert.Failures = store.CertIssued, "", nil, nil, 0
@@ -229,4 +231,22 @@ func rolloutTimeout(rc *runContext) time.Duration {
 		}
 	}
 	return d
+}
+
+// probeLines writes what a probe found to the step's log: the DNS answer,
+// each address's answer and the verdict.
+func probeLines(out platform.Output, probe ProbeResult) {
+	if probe.DNSError != "" {
+		out.Line(fmt.Sprintf("DNS %s: %s", probe.Domain, probe.DNSError))
+	} else {
+		addrs := make([]string, len(probe.Addresses))
+		for i, a := range probe.Addresses {
+			addrs[i] = a.Address
+		}
+		out.Line(fmt.Sprintf("DNS %s: %s", probe.Domain, strings.Join(addrs, ", ")))
+	}
+	for _, a := range probe.Addresses {
+		out.Line(fmt.Sprintf("GET http://%s/.well-known/skali-edge (Host %s): %s", a.Address, probe.Domain, a.Answer))
+	}
+	out.Line(fmt.Sprintf("%s points %s", probe.Domain, map[string]string{PointsHere: "here", PointsPartial: "here only partly", PointsElsewhere: "elsewhere"}[probe.Verdict]))
 }

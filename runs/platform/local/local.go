@@ -42,6 +42,12 @@ type Faults struct {
 	// Snapshot fails the snapshot of a service ("database main",
 	// "bucket media", "volume web/data") with a reason.
 	Snapshot map[string]string `json:"snapshot,omitempty"`
+	// Output makes a step (build, release, rollout) of an application
+	// print lines, by step and application; ${NAME}, ${NAME|base64} and
+	// ${NAME|url} stand for the plaintext of value NAME in those encodings
+	// (for tests and demos of masking: the lines are masked before they
+	// are stored).
+	Output map[string]map[string][]string `json:"output,omitempty"`
 }
 
 // LoadFaults reads faults from a JSON file.
@@ -105,12 +111,22 @@ func (l *Platform) step(ctx context.Context) error {
 
 // ProvisionDatabase implements platform.Platform.
 func (l *Platform) ProvisionDatabase(ctx context.Context, env platform.Env, name string, d *compiler.Database, out platform.Output) error {
-	return l.step(ctx)
+	say(out, "Provisioning database %s (%s %d)", name, d.Engine, d.Version)
+	if err := l.step(ctx); err != nil {
+		return err
+	}
+	say(out, "Database %s accepts connections", name)
+	return nil
 }
 
 // ProvisionBucket implements platform.Platform.
 func (l *Platform) ProvisionBucket(ctx context.Context, env platform.Env, name string, b *compiler.Bucket, out platform.Output) error {
-	return l.step(ctx)
+	say(out, "Provisioning bucket %s", name)
+	if err := l.step(ctx); err != nil {
+		return err
+	}
+	say(out, "Bucket %s ready", name)
+	return nil
 }
 
 // BucketBytes implements platform.Platform.
@@ -125,16 +141,24 @@ func (l *Platform) BucketBytes(ctx context.Context, env platform.Env, name strin
 
 // Build implements platform.Platform.
 func (l *Platform) Build(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) (string, error) {
-	if err := l.step(ctx); err != nil {
-		return "", err
+	ref := a.Image
+	if ref == "" {
+		ref = fmt.Sprintf("registry.local/%d/%s:%s", env.ID, app, randomToken()[:12])
 	}
 	if r := l.Faults.get(func(f *Faults) string { return f.Build[app] }); r != "" {
+		if err := l.step(ctx); err != nil {
+			return "", err
+		}
+		for _, line := range l.scripted(env, OutputBuild, app) {
+			out.Line(line)
+		}
+		say(out, "error: %s", r)
 		return "", fmt.Errorf("%s", r)
 	}
-	if a.Image != "" {
-		return a.Image, nil
+	if err := l.buildLines(ctx, env, app, a, ref, out); err != nil {
+		return "", err
 	}
-	return fmt.Sprintf("registry.local/%d/%s:%s", env.ID, app, randomToken()[:12]), nil
+	return ref, nil
 }
 
 // Release implements platform.Platform. The simulated command runs inside this
@@ -145,11 +169,23 @@ func (l *Platform) Release(ctx context.Context, env platform.Env, app string, cm
 			return err
 		}
 	}
+	out.Line(releaseCommandLine(cmd))
+	for _, line := range l.scripted(env, OutputRelease, app) {
+		out.Line(line)
+	}
 	err := l.step(ctx)
 	if err == nil {
 		if r := l.Faults.get(func(f *Faults) string { return f.Release[app] }); r != "" {
 			err = fmt.Errorf("%s", r)
 		}
+	}
+	switch {
+	case err == nil:
+		say(out, "exit status 0")
+	case ctx.Err() != nil:
+		say(out, "stopped: %s", context.Cause(ctx))
+	default:
+		say(out, "failed: %s", err)
 	}
 	if l.DB != nil && ctx.Err() == nil {
 		msg := ""
@@ -188,12 +224,21 @@ func (l *Platform) ReleaseOutcome(ctx context.Context, env platform.Env, key pla
 
 // Rollout implements platform.Platform.
 func (l *Platform) Rollout(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) error {
-	if err := l.step(ctx); err != nil {
-		return err
-	}
 	if r := l.Faults.get(func(f *Faults) string { return f.Rollout[app] }); r != "" {
+		say(out, "Rolling out %s", app)
+		for _, line := range l.scripted(env, OutputRollout, app) {
+			out.Line(line)
+		}
+		if err := l.step(ctx); err != nil {
+			return err
+		}
+		say(out, "0 of %d replicas ready: %s", max(a.Scaling.Min, 1), r)
 		return fmt.Errorf("%s", r)
 	}
+	if err := l.rolloutLines(ctx, env, app, a, out); err != nil {
+		return err
+	}
+	say(out, "%s is ready", app)
 	return nil
 }
 
@@ -212,6 +257,7 @@ func (l *Platform) Issue(ctx context.Context, env platform.Env, domain string, n
 			d = time.Hour
 		}
 		until := now.Add(d)
+		say(out, "ACME order for %s refused: rate limited until %s", domain, until.UTC().Format(time.RFC3339))
 		return nil, is, &platform.IssueError{Reason: "urn:ietf:params:acme:error:rateLimited: too many certificates already issued for this domain; retry after " + until.UTC().Format(time.RFC3339), RetryAfter: &until}
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -231,8 +277,11 @@ func (l *Platform) Issue(ctx context.Context, env platform.Env, domain string, n
 	token := randomToken()
 	is.Challenge = "http-01 " + token[:12]
 	is.ChallengeURL = fmt.Sprintf("http://%s:%d%s%s", domain, l.Prober.EdgePort, platform.ChallengePrefix, token)
+	say(out, "CertificateRequest %s for %s, ACME order %s", is.CertificateRequest, domain, is.Order)
+	say(out, "HTTP-01 challenge %s at %s", token[:12], is.ChallengeURL)
 	if r := l.Faults.get(func(f *Faults) string { return f.Issuance[domain] }); r != "" {
 		is.ChallengeResult = "invalid"
+		say(out, "ACME order %s failed: %s", is.Order, r)
 		return nil, is, &platform.IssueError{Reason: r}
 	}
 	if err := l.step(ctx); err != nil {
@@ -241,18 +290,23 @@ func (l *Platform) Issue(ctx context.Context, env platform.Env, domain string, n
 	ips, err := l.Prober.Resolver.LookupIP(ctx, "ip", domain)
 	if err != nil || len(ips) == 0 {
 		is.ChallengeResult = "invalid"
+		say(out, "DNS %s: %s", domain, platform.DNSErrorText(err))
 		return nil, is, &platform.IssueError{Reason: "Waiting for HTTP-01 challenge propagation: " + platform.DNSErrorText(err)}
 	}
+	say(out, "DNS %s: %s", domain, joinIPs(ips))
 	body, err := l.Prober.Fetch(ctx, ips[0], domain, platform.ChallengePrefix+token)
 	if err != nil || body != l.Prober.Identity.KeyAuthorization(token) {
 		is.ChallengeResult = "invalid"
+		say(out, "HTTP-01 attempt from %s: wrong status code or key authorization", ips[0])
 		return nil, is, &platform.IssueError{Reason: fmt.Sprintf("Waiting for HTTP-01 challenge propagation: wrong status code or key authorization from %s", ips[0])}
 	}
 	is.ChallengeResult = "valid"
+	say(out, "HTTP-01 attempt from %s: valid", ips[0])
 	cert, err := l.CA.Sign(csr, domain, now)
 	if err != nil {
 		return nil, is, err
 	}
+	say(out, "Certificate issued for %s by the development CA", domain)
 	return cert, is, nil
 }
 
