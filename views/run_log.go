@@ -16,7 +16,9 @@ type TimelineView struct {
 	// StartedAt and EndedAt (RFC 3339; EndedAt empty while it runs) let
 	// the page's script redraw the bar as the run goes on.
 	StartedAt, EndedAt string
-	X, W               int
+	// RunStartedAt (RFC 3339) is when the run started: the bar's origin.
+	RunStartedAt string
+	X, W         int
 	// Running: the checkpoint has not ended (its bar reaches now).
 	Running bool
 }
@@ -74,6 +76,7 @@ func newTimeline(run *store.Run, cp store.Checkpoint, now time.Time) *TimelineVi
 	if run.StartedAt == nil {
 		return tv
 	}
+	tv.RunStartedAt = run.StartedAt.UTC().Format(time.RFC3339Nano)
 	runEnd := now
 	if run.FinishedAt != nil {
 		runEnd = *run.FinishedAt

@@ -505,20 +505,31 @@
   document.querySelectorAll(".log-lines[data-log-tail]").forEach(function (ol) {
     if (!location.hash) ol.scrollTop = ol.scrollHeight;
   });
-  // The timeline of a run under way grows: each bar is redrawn against
-  // the run's span so far (the server drew them as of the page's render).
-  var timeline = document.querySelector(".checkpoints[data-run-started]");
-  if (timeline && timeline.getAttribute("data-run-started")) {
+  // The timeline of a run the page watches grows: every bar is redrawn
+  // against the run's span so far, once a second while it runs and once
+  // when it ends (the server drew each row against the span as of its own
+  // rendering).
+  var timeline = document.querySelector(".checkpoints");
+  var runStatus = document.getElementById("run-status");
+  var watching = timeline && runStatus && !finished[runStatus.getAttribute("data-run-status")];
+  if (watching) {
     onTick.push(function (now) {
-      if (offline) return;
+      if (offline || !watching) return;
       var st = document.getElementById("run-status");
-      if (st && finished[st.getAttribute("data-run-status")]) return;
-      var start = Date.parse(timeline.getAttribute("data-run-started"));
-      var span = now - start;
-      if (isNaN(start) || span <= 0) return;
-      timeline.querySelectorAll("svg.waterfall").forEach(function (svg) {
+      var done = st && finished[st.getAttribute("data-run-status")];
+      var bars = timeline.querySelectorAll("svg.waterfall");
+      var start = NaN, end = done ? 0 : now;
+      bars.forEach(function (svg) {
+        var rs = Date.parse(svg.getAttribute("data-run-started"));
+        if (!isNaN(rs) && !(rs >= start)) start = rs;
+        var e = Date.parse(svg.getAttribute("data-ended"));
+        if (done && !isNaN(e) && e > end) end = e;
+      });
+      var span = end - start;
+      if (isNaN(span) || span <= 0) return;
+      bars.forEach(function (svg) {
         var from = Date.parse(svg.getAttribute("data-started"));
-        var to = svg.getAttribute("data-ended") ? Date.parse(svg.getAttribute("data-ended")) : now;
+        var to = svg.getAttribute("data-ended") ? Date.parse(svg.getAttribute("data-ended")) : end;
         var bar = svg.querySelector(".waterfall-bar");
         if (isNaN(from) || isNaN(to) || !bar) return;
         var w = Math.max(4, Math.round((to - from) * 1000 / span));
@@ -526,6 +537,7 @@
         bar.setAttribute("x", String(x));
         bar.setAttribute("width", String(w));
       });
+      if (done) watching = false;
     });
   }
 
