@@ -163,3 +163,17 @@ func TestAFailedStepsLastLineIsWhereTheRunStopped(t *testing.T) {
 		t.Errorf("the run stopped at line %d, want the release command's last line %d", det.StoppedLine, last.N)
 	}
 }
+
+// changeEvents returns the run's events that change it: its events without
+// those that carry log lines (whose number depends on how the lines were
+// batched).
+func (f *fixture) changeEvents(id int64) []store.RunEvent {
+	f.t.Helper()
+	var out []store.RunEvent
+	for _, e := range f.events(id) {
+		if !payload.CarriesLog(e.Payload) {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -265,7 +265,7 @@ func TestOneEnvironmentsReconcilesLeaveDeploysTheirWorkers(t *testing.T) {
 	if got := f.run(deploy.ID); got.Status != store.RunSucceeded {
 		t.Fatalf("deploy: %s %s", got.Status, got.Reason)
 	}
-	if got, want := len(f.events(deploy.ID)), 3+2*len(f.checkpoints(deploy.ID)); got != want {
+	if got, want := len(f.changeEvents(deploy.ID)), 3+2*len(f.checkpoints(deploy.ID)); got != want {
 		t.Errorf("the deploy has %d events, want %d: nothing twice", got, want)
 	}
 

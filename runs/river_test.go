@@ -129,7 +129,7 @@ func TestTwoRiverClientsExecuteEveryRunExactlyOnce(t *testing.T) {
 		}
 		// pending, running, 2 per checkpoint, finished: nothing twice.
 		cps := f.checkpoints(id)
-		if got, want := len(f.events(id)), 3+2*len(cps); got != want {
+		if got, want := len(f.changeEvents(id)), 3+2*len(cps); got != want {
 			t.Fatalf("run %d has %d events, want %d", id, got, want)
 		}
 		if n := counting.builds[envs[i].ID]; n != 1 {
