@@ -146,6 +146,7 @@ func (l *Platform) Build(ctx context.Context, env platform.Env, app string, a *c
 		ref = fmt.Sprintf("registry.local/%d/%s:%s", env.ID, app, randomToken()[:12])
 	}
 	if r := l.Faults.get(func(f *Faults) string { return f.Build[app] }); r != "" {
+		say(out, "Building %s", app)
 		if err := l.step(ctx); err != nil {
 			return "", err
 		}
