@@ -238,3 +238,26 @@ func TestRunLogAppendIsOneTransactionWithItsEvent(t *testing.T) {
 		t.Errorf("log events = %+v, want the lease holder's one", evs)
 	}
 }
+
+// BenchmarkAppendRunLog appends batches of 100 lines of 80 bytes with
+// their event (the log sink's full batch).
+func BenchmarkAppendRunLog(b *testing.B) {
+	db := storetest.NewDB(b)
+	ctx := context.Background()
+	var runID int64
+	if err := db.Pool.QueryRow(ctx, `
+		WITH p AS (INSERT INTO projects (name) VALUES ('bench') RETURNING id),
+		     e AS (INSERT INTO environments (project_id, name) SELECT id, 'production' FROM p RETURNING id)
+		INSERT INTO runs (environment_id, kind, status) SELECT id, 'deploy', 'running' FROM e RETURNING id`).Scan(&runID); err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]store.NewLogLine, 100)
+	for i := range batch {
+		batch[i] = store.NewLogLine{At: time.Now(), Text: strings.Repeat("x", 80)}
+	}
+	for b.Loop() {
+		if _, err := db.AppendRunLog(ctx, runID, 1, "", batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
