@@ -104,14 +104,22 @@ func field(o any, path ...any) string {
 // it).
 func newKubeProject(t *testing.T, manifest string, values map[string]string) (db *store.DB, dbURL, key string) {
 	t.Helper()
-	ctx := context.Background()
 	dbURL = storetest.NewURL(t)
 	key = store.GenerateKey()
-	db, err := store.Open(ctx, dbURL)
+	db, err := store.Open(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
+	addKubeProject(t, db, key, manifest, values)
+	return db, dbURL, key
+}
+
+// addKubeProject adds the project of manifest, its environment production
+// and values to the database.
+func addKubeProject(t *testing.T, db *store.DB, key, manifest string, values map[string]string) {
+	t.Helper()
+	ctx := context.Background()
 	keys, err := store.OpenKeyring(ctx, db, store.KeyringOptions{SecretKey: key})
 	if err != nil {
 		t.Fatal(err)
@@ -133,23 +141,22 @@ func newKubeProject(t *testing.T, manifest string, values map[string]string) (db
 			t.Fatal(err)
 		}
 	}
-	return db, dbURL, key
 }
 
 // deployNewest starts a deploy of the project's newest revision through the
-// Studio's deploy form, as the signed-in client s, and returns the run's
-// id.
-func deployNewest(t *testing.T, s *studioProcess, db *store.DB, project string) int64 {
+// deploy form of the Studio s, as c (signed in there: the sign-in link is
+// good once), and returns the run's id.
+func deployNewest(t *testing.T, s *studioProcess, c *http.Client, db *store.DB, project string) int64 {
 	t.Helper()
 	ctx := context.Background()
 	var rev int
 	var before int64
 	db.Pool.QueryRow(ctx, `SELECT COALESCE(max(r.number), 0) FROM revisions r JOIN projects p ON p.id = r.project_id WHERE p.name = $1`, project).Scan(&rev)
 	db.Pool.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM runs`).Scan(&before)
-	postForm(t, signedIn(t, s), s.addr+"/projects/"+project+"/environments/production/deploys", fmt.Sprintf("revision=%d", rev))
+	where := postForm(t, c, s.addr+"/projects/"+project+"/environments/production/deploys", fmt.Sprintf("revision=%d", rev))
 	var runID int64
 	if err := db.Pool.QueryRow(ctx, `SELECT id FROM runs WHERE id > $1 ORDER BY id LIMIT 1`, before).Scan(&runID); err != nil {
-		t.Fatalf("the deploy started no run: %v", err)
+		t.Fatalf("the deploy of %s revision %d started no run (%v); the form went to %s", project, rev, err, where)
 	}
 	return runID
 }
@@ -164,9 +171,9 @@ func runOutcome(t *testing.T, db *store.DB, runID int64) (string, string) {
 	return r.Status, r.Reason
 }
 
-// postForm posts a form as the page's own form does and expects the
-// redirect that follows a change.
-func postForm(t *testing.T, c *http.Client, u, form string) {
+// postForm posts a form as the page's own form does, expects the redirect
+// that follows a change and returns where it goes.
+func postForm(t *testing.T, c *http.Client, u, form string) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(form))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -179,4 +186,5 @@ func postForm(t *testing.T, c *http.Client, u, form string) {
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("POST %s: %d", u, resp.StatusCode)
 	}
+	return resp.Header.Get("Location")
 }

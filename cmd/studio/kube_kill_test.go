@@ -65,7 +65,7 @@ func TestKubernetesStudioKilledMidRolloutResumesWithoutRecreating(t *testing.T) 
 	// machine, no longer exists can resume the run before the test gives up.
 	flags := []string{"--platform", "kubernetes", "--kubeconfig", cluster.Kubeconfig, "--run-lease", "10m"}
 	first := startStudio(t, dbURL, key, flags...)
-	runID := deployNewest(t, first, db, "kubekill")
+	runID := deployNewest(t, first, signedIn(t, first), db, "kubekill")
 
 	// Kill it once the Deployment exists and is rolling out.
 	var dep map[string]any
