@@ -205,7 +205,9 @@ spec:
   accessModes: [ReadWriteOnce]
   hostPath: {path: /tmp/kubetest-slowrelease-cache}
 `, "apply", "--server-side", "-f", "-")
-	t.Cleanup(func() { kubectl(t, cluster, "", "delete", "pv", "kubetest-slowrelease-cache", "--ignore-not-found", "--wait=false") })
+	t.Cleanup(func() {
+		kubectl(t, cluster, "", "delete", "pv", "kubetest-slowrelease-cache", "--ignore-not-found", "--wait=false")
+	})
 	flags := []string{"--platform", "kubernetes", "--kubeconfig", proxy.Kubeconfig, "--gateway", "infra/edge",
 		"--dns-server", nxdomainDNS(t), "--run-lease", "10m"}
 	studio := startStudio(t, dbURL, key, flags...)
