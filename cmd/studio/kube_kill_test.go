@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"sort"
@@ -88,7 +89,7 @@ func TestKubernetesStudioKilledMidRolloutResumesWithoutRecreating(t *testing.T) 
 	if field(before, "status", "readyReplicas") == "3" {
 		t.Fatalf("the rollout had ended when the Studio was killed (status %v): the test needs it in its middle", before["status"])
 	}
-	t.Logf("killed with %s of 3 replicas ready", field(before, "status", "readyReplicas"))
+	t.Logf("killed with %s of 3 replicas ready", cmp.Or(field(before, "status", "readyReplicas"), "0"))
 	if s := checkpointStatus(db, runID, "rollout"); s != store.CheckpointRunning {
 		t.Fatalf("the rollout checkpoint is %s after the kill", s)
 	}
