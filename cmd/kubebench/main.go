@@ -182,6 +182,9 @@ func run() error {
 
 	fmt.Printf("kubebench: %d CPUs; %d deploys per size, each to a new namespace; kwok's fast stages; Studio's PostgreSQL durable=%v\n",
 		numCPU(), *iterations, !*ephemeral)
+	if d, err := b.kubectlStart(); err == nil {
+		fmt.Printf("kubebench: one kubectl process (version --client) takes %s here; the floor starts 3 + one per application\n", ms(d))
+	}
 	fmt.Printf("%-28s %12s %12s %7s %16s %16s\n", "", "Studio p50", "floor p50", "ratio", "Studio requests", "floor requests")
 	for _, n := range ns {
 		r, err := b.size(ctx, n, *iterations, "")
@@ -548,6 +551,20 @@ func (b *bench) deployFloor(ns, objects, deployments string, jobs []string) (tim
 		}
 	}
 	return time.Since(start), len(b.floorAPI.Requests()) - before, nil
+}
+
+// kubectlStart is the p50 of a kubectl process that makes no request: the
+// part of the floor that is kubectl starting.
+func (b *bench) kubectlStart() (time.Duration, error) {
+	var ds []time.Duration
+	for range 5 {
+		start := time.Now()
+		if err := exec.Command(b.kubectl, "version", "--client", "-o", "json").Run(); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return p50(ds), nil
 }
 
 // startStudio runs `studio serve --platform kubernetes` through the
