@@ -168,6 +168,10 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 		{name: "deploy-plan-rollback", path: env + "/deploys/new?release=1", main: true},
 		{name: "runs", path: env + "/runs"},
 		{name: "run", path: env + "/runs/1", main: true},
+		// Its log filtered on the server, and the failed deploy whose
+		// heading links to its build's last log line.
+		{name: "run-log-filtered", path: env + "/runs/1?q=DNS"},
+		{name: "run-failed", path: env + "/runs/3"},
 		// The connection banner and the stale state, as live.js shows them
 		// while the stream is down (TestBrowserShowsTheConnectionState cuts
 		// a real stream).
