@@ -262,7 +262,8 @@ var (
 // events), for reading an environment back.
 func Kinds() []Kind {
 	return []Kind{KindNamespace, KindSecret, KindService, KindPVC, KindPod, KindDeployment, KindJob, KindHPA,
-		KindPGCluster, KindBucketClaim, KindHTTPRoute, KindConfigMap, KindEvent, KindReplicaSet}
+		KindPGCluster, KindBucketClaim, KindHTTPRoute, KindConfigMap, KindEvent, KindReplicaSet,
+		KindCertificate, KindCertificateRequest, KindOrder, KindChallenge}
 }
 
 func (c *Client) do(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
@@ -353,8 +354,9 @@ func (c *Client) List(ctx context.Context, k Kind, namespace, selector string) (
 
 // PatchStatus merges patch (a strategic merge patch for built-in kinds, a
 // merge patch for custom ones) into an object's status subresource. The
-// driver writes no status; tests use it to play the controllers and nodes
-// the test cluster does not run.
+// driver writes one status only, a Certificate's Issuing condition to
+// retry a failed issuance (as `cmctl renew` does); tests use it to play
+// the controllers and nodes the test cluster does not run.
 func (c *Client) PatchStatus(ctx context.Context, k Kind, namespace, name string, patch []byte) error {
 	ct := "application/merge-patch+json"
 	if !strings.Contains(k.APIVersion, ".") {

@@ -49,10 +49,14 @@ type Options struct {
 	// REGISTRY/NAMESPACE/APP:TAG. The Studio does not build images on
 	// Kubernetes; the operator's CI pushes them there.
 	Registry string
-	// Gateway (NAMESPACE/NAME) and ClusterIssuer are kept for routes and
-	// certificates.
+	// Gateway (NAMESPACE/NAME) is where routes attach. ClusterIssuer is
+	// the cert-manager ClusterIssuer of domains' Certificates; without one
+	// the local platform's development CA issues them.
 	Gateway       string
 	ClusterIssuer string
+	// IssueTimeout bounds the wait for cert-manager to issue a
+	// certificate (DefaultIssueTimeout when zero).
+	IssueTimeout time.Duration
 	// StorageClass of volumes, databases and buckets ("" = the cluster's
 	// default; buckets default to "object-bucket").
 	StorageClass string
@@ -63,8 +67,9 @@ type Options struct {
 	Logger         *slog.Logger
 }
 
-// Platform implements platform.Platform on a Kubernetes cluster. Probe and
-// Issue (DNS, the edge probe, certificates) are the local platform's.
+// Platform implements platform.Platform on a Kubernetes cluster. Probe
+// (DNS and the edge probe) is the local platform's, and so is Issue without
+// a cluster issuer.
 type Platform struct {
 	Local  *local.Platform
 	Client *Client
@@ -568,9 +573,4 @@ func (p *Platform) Restore(ctx context.Context, env platform.Env, svc platform.S
 // local platform.
 func (p *Platform) Probe(ctx context.Context, domain string) platform.ProbeResult {
 	return p.Local.Probe(ctx, domain)
-}
-
-// Issue implements platform.Platform: the local platform's issuance.
-func (p *Platform) Issue(ctx context.Context, env platform.Env, domain string, now time.Time, out platform.Output) (*platform.IssuedCertificate, platform.Issuance, error) {
-	return p.Local.Issue(ctx, env, domain, now, out)
 }

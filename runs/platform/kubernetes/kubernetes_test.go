@@ -5,8 +5,8 @@ package kubernetes_test
 // kube-scheduler) whose nodes and pods are kwok's simulations. The cluster
 // runs no cert-manager, CloudNativePG or bucket operator, and no metrics
 // server: their objects are checked as applied, and where a test needs one
-// of them (or the kubelet) to act, it plays it and says so. The driver
-// writes no cert-manager Certificate yet, so no test plays cert-manager.
+// of them (or the kubelet) to act, it plays it and says so (cert-manager
+// in certificates_test.go).
 
 import (
 	"bytes"
