@@ -380,6 +380,17 @@ func (c *Client) Delete(ctx context.Context, k Kind, namespace, name string) err
 	return nil
 }
 
+// DeleteCollection deletes the objects of a kind in a namespace that match
+// a label selector (their dependents in the background).
+func (c *Client) DeleteCollection(ctx context.Context, k Kind, namespace, selector string) error {
+	resp, err := c.do(ctx, http.MethodDelete, k.path(namespace, "")+"?labelSelector="+url.QueryEscape(selector), "application/json", []byte(`{"propagationPolicy":"Background"}`))
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
 // watchAll watches every object of a kind in every namespace that matches
 // selector, calling seen with each version (a deleted object carries the
 // key "deleted"), until the API server ends the watch. It starts with the
