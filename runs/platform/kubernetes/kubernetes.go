@@ -293,7 +293,11 @@ func (p *Platform) Release(ctx context.Context, env platform.Env, app string, cm
 	if err != nil {
 		return p.apiError("starting the release Job "+name, err)
 	}
+	out.Line(fmt.Sprintf("Job %s/%s started", n.namespace, name))
 	_, err = p.waitJob(ctx, n.namespace, name, job)
+	if ctx.Err() == nil {
+		p.jobOutput(ctx, n.namespace, name, out)
+	}
 	return err
 }
 
@@ -439,17 +443,18 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 			return p.apiError("applying the autoscaler of "+app, err)
 		}
 	}
-	return p.waitRollout(ctx, n, app, dep)
+	return p.waitRollout(ctx, n, app, dep, out)
 }
 
 // waitRollout follows a Deployment until its new revision is available.
-func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep Object) error {
+func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep Object, out platform.Output) error {
 	last := ""
 	check := func(o Object) (bool, error) {
 		s := rolloutState(o)
 		if s.text != last {
 			last = s.text
 			p.Opts.Logger.Info("rollout", "namespace", n.namespace, "application", app, "progress", s.text)
+			out.Line(s.text)
 		}
 		if s.failed != "" {
 			return true, errors.New(s.failed)
