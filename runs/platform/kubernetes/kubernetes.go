@@ -420,7 +420,7 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 			return p.apiError("applying volume "+vol+" of "+app, err)
 		}
 	}
-	if svc := service(n, app, a, p); svc != nil {
+	if svc := service(n, app, a, p); svc != nil && !blueGreen(a) {
 		if _, err := p.Client.Apply(ctx, KindService, svc); err != nil {
 			return p.apiError("applying the Service of "+app, err)
 		}
@@ -434,6 +434,9 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 			}
 		}
 	}
+	if blueGreen(a) {
+		return p.rolloutBlueGreen(ctx, n, app, a, out)
+	}
 	dep, err := p.Client.Apply(ctx, KindDeployment, deployment(n, app, a, p))
 	if err != nil {
 		return p.apiError("applying the Deployment of "+app, err)
@@ -443,14 +446,22 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 			return p.apiError("applying the autoscaler of "+app, err)
 		}
 	}
-	return p.waitRollout(ctx, n, app, dep, out)
+	if err := p.waitRollout(ctx, n, app, dep, 0, out); err != nil {
+		return err
+	}
+	// The slots of an earlier blue-green rollout go once this one serves.
+	return p.dropDeployments(ctx, n, app, dnsName(app), out)
 }
 
-// waitRollout follows a Deployment until its new revision is available.
-func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep Object, out platform.Output) error {
+// waitRollout follows a Deployment until its new revision is available
+// with at least minReady replicas.
+func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep Object, minReady int, out platform.Output) error {
 	last := ""
 	check := func(o Object) (bool, error) {
 		s := rolloutState(o)
+		if st, _ := o["status"].(Object); s.done && num(st["availableReplicas"]) < minReady {
+			s.done = false
+		}
 		if s.text != last {
 			last = s.text
 			p.Opts.Logger.Info("rollout", "namespace", n.namespace, "application", app, "progress", s.text)

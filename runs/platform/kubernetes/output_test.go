@@ -39,8 +39,9 @@ func TestRolloutAndReleaseWriteTheirProgress(t *testing.T) {
 	}
 	lines := rollout.all()
 	t.Logf("release output %q; rollout output %q", release.all(), lines)
-	if len(lines) == 0 || lines[len(lines)-1] != "2 of 2 replicas ready" {
-		t.Errorf("the rollout's output %q, want it to end with 2 of 2 replicas ready", lines)
+	ready, switched := slices.Index(lines, "2 of 2 replicas ready"), slices.Index(lines, "the Service of web now sends traffic to the green Deployment")
+	if ready < 0 || switched < ready {
+		t.Errorf("the rollout's output %q, want 2 of 2 replicas ready, then the switch to green", lines)
 	}
 	if slices.ContainsFunc(append(lines, release.all()...), func(l string) bool { return strings.Contains(l, secretValue) }) {
 		t.Error("an output line holds a value's plaintext")

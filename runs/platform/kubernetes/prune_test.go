@@ -51,7 +51,8 @@ func TestRemovedServicesArePrunedOnlyAfterConfirmation(t *testing.T) {
 	if run := f.deploy(); run.Status != store.RunSucceeded {
 		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
 	}
-	removed := map[kubernetes.Kind]string{kubernetes.KindDeployment: "worker", kubernetes.KindService: "worker",
+	// Blue-green (the default): the first deploy made the blue Deployments.
+	removed := map[kubernetes.Kind]string{kubernetes.KindDeployment: "worker-blue", kubernetes.KindService: "worker",
 		kubernetes.KindPGCluster: "data", kubernetes.KindBucketClaim: "media"}
 	exists := func(k kubernetes.Kind, name string) bool {
 		_, err := f.client.Get(f.ctx, k, f.ns, name)
@@ -86,9 +87,9 @@ func TestRemovedServicesArePrunedOnlyAfterConfirmation(t *testing.T) {
 	for k, name := range removed {
 		eventually(t, k.Kind+" "+name+" to be deleted", func() bool { return !exists(k, name) })
 	}
-	for _, k := range []kubernetes.Kind{kubernetes.KindDeployment, kubernetes.KindService} {
-		if !exists(k, "web") {
-			t.Errorf("the %s of web, still declared, was deleted", k.Kind)
+	for k, name := range map[kubernetes.Kind]string{kubernetes.KindDeployment: "web-blue", kubernetes.KindService: "web"} {
+		if !exists(k, name) {
+			t.Errorf("%s %s of web, still declared, was deleted", k.Kind, name)
 		}
 	}
 }
