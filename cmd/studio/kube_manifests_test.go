@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
+	"github.com/skali-dev/studio/store"
+)
+
+const studioManifests = "../../deploy/kubernetes/studio.yaml"
+
+// grants reads the ClusterRole of deploy/kubernetes: "verb group/resource"
+// for every combination its rules allow, sorted.
+func grants(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(studioManifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var out []string
+	roles := 0
+	for {
+		var doc struct {
+			Kind  string
+			Rules []struct {
+				APIGroups     []string `yaml:"apiGroups"`
+				Resources     []string
+				Verbs         []string
+				ResourceNames []string `yaml:"resourceNames"`
+			}
+		}
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", studioManifests, err)
+		}
+		if doc.Kind != "ClusterRole" && doc.Kind != "Role" {
+			continue
+		}
+		roles++
+		for _, r := range doc.Rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						if g == "*" || res == "*" || v == "*" {
+							t.Errorf("the Studio's role grants a wildcard (%s %s/%s): least privilege names each", v, g, res)
+						}
+						out = append(out, v+" "+g+"/"+res)
+					}
+				}
+			}
+		}
+	}
+	if roles == 0 {
+		t.Fatalf("%s holds no Role or ClusterRole", studioManifests)
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// The manifests of the Studio's own scenarios below: the production
+// example (every kind the driver applies but volume claims), a release Job
+// that fails (its pod's exit is read), and a release interrupted by SIGKILL
+// (the resumed run finds its Job) of an application with a volume. Image tags starting with "fail" and "slow" are the
+// test cluster's stages: a pod that exits with code 1, and pods that take
+// 3 to 5 s to become ready.
+const failingReleaseManifest = `name: failing
+applications:
+  web:
+    image: registry.local/web:fail-1
+    deployment:
+      releaseCommand:
+        command: ["/app/migrate"]
+`
+
+const slowReleaseManifest = `name: slowrelease
+applications:
+  web:
+    image: registry.local/web:slow-1
+    volumes:
+      cache:
+        mountPath: /var/cache/web
+        size: 1GB
+    deployment:
+      releaseCommand:
+        command: ["/app/migrate"]
+`
+
+// TestStudioManifestsRunOnTheClusterAndGrantExactlyWhatTheStudioCalls
+// applies deploy/kubernetes to the test cluster as its README says (the
+// Secret of the database URL and key first), checks what it declares (the
+// Deployment rolls out, its Service reaches it, probes on /readyz and
+// /healthz, which a real Studio answers, secrets only by Secret
+// reference), then runs a real `studio serve --platform kubernetes` with
+// the ServiceAccount's own token, through a proxy that records every
+// request it makes to the API server, and deploys: the production
+// example, a release that fails, and a release interrupted by SIGKILL and
+// resumed. No request is refused (no verb missing) and every verb the
+// ClusterRole grants was used (none unused). When the driver starts
+// calling something new, its RBAC and a scenario here come with it.
+func TestStudioManifestsRunOnTheClusterAndGrantExactlyWhatTheStudioCalls(t *testing.T) {
+	cluster := kubeCluster(t)
+	kubectl(t, cluster, "", "apply", "--server-side", "-f", studioManifests)
+	kubectl(t, cluster, "", "-n", "skali-studio", "create", "secret", "generic", "skali-studio-secrets",
+		"--from-literal=DATABASE_URL=postgres://studio@db.example/studio", "--from-literal=STUDIO_SECRET_KEY="+store.GenerateKey())
+	kubectl(t, cluster, "", "-n", "skali-studio", "rollout", "status", "deployment/skali-studio", "--timeout=2m")
+
+	dep := kubeObject(t, cluster, "-n", "skali-studio", "deployment", "skali-studio")
+	pod := dep["spec"].(map[string]any)["template"]
+	c := field(pod, "spec", "serviceAccountName")
+	if c != "skali-studio" || kubeObject(t, cluster, "-n", "skali-studio", "serviceaccount", c) == nil {
+		t.Errorf("the Studio's pods run as service account %q, want the manifests' skali-studio", c)
+	}
+	binding := kubeObject(t, cluster, "clusterrolebinding", "skali-studio")
+	if field(binding, "roleRef", "name") != "skali-studio" || field(binding, "subjects", 0, "name") != "skali-studio" ||
+		field(binding, "subjects", 0, "namespace") != "skali-studio" {
+		t.Errorf("the ClusterRoleBinding binds %v to %v", binding["roleRef"], binding["subjects"])
+	}
+	if field(dep, "status", "readyReplicas") != field(dep, "spec", "replicas") || field(dep, "spec", "replicas") == "1" {
+		t.Errorf("the Studio's Deployment: %s of %s replicas ready, want several, all ready", field(dep, "status", "readyReplicas"), field(dep, "spec", "replicas"))
+	}
+	ctr := at0(pod, "spec", "containers")
+	if field(ctr, "args") != "[serve --platform kubernetes]" {
+		t.Errorf("the Studio runs with %s, want serve --platform kubernetes (in-cluster credentials)", field(ctr, "args"))
+	}
+	if field(ctr, "readinessProbe", "httpGet", "path") != "/readyz" || field(ctr, "livenessProbe", "httpGet", "path") != "/healthz" ||
+		field(ctr, "readinessProbe", "httpGet", "port") != "http" || field(ctr, "ports", 0, "name") != "http" || field(ctr, "ports", 0, "containerPort") != "8080" {
+		t.Errorf("probes %v %v on ports %v: want /readyz and /healthz on the port the Studio listens on", field(ctr, "readinessProbe"), field(ctr, "livenessProbe"), field(ctr, "ports"))
+	}
+	// Every variable is a setting of the Studio's; secret ones come from a
+	// Secret only, and the database and key are there (replicas share them).
+	known := map[string]bool{}
+	for _, s := range (&Config{}).settings() {
+		known[s.env] = true
+	}
+	env := map[string]any{}
+	envList, _ := ctr.(map[string]any)["env"].([]any)
+	for _, e := range envList {
+		name := field(e, "name")
+		env[name] = e
+		if !known[name] {
+			t.Errorf("the Deployment sets %s, which the Studio does not read", name)
+		}
+		if secretSettings[name] && (field(e, "value") != "" || field(e, "valueFrom", "secretKeyRef", "name") != "skali-studio-secrets") {
+			t.Errorf("%s is not a reference to the Secret skali-studio-secrets", name)
+		}
+	}
+	for _, name := range []string{"DATABASE_URL", "STUDIO_SECRET_KEY"} {
+		if env[name] == nil {
+			t.Errorf("the Deployment does not set %s", name)
+		}
+	}
+	if !strings.HasSuffix(field(env["STUDIO_ADDR"], "value"), ":8080") {
+		t.Errorf("STUDIO_ADDR %v, want the container port 8080", env["STUDIO_ADDR"])
+	}
+	svc := kubeObject(t, cluster, "-n", "skali-studio", "service", "skali-studio")
+	if field(svc, "spec", "ports", 0, "targetPort") != "http" {
+		t.Errorf("the Service targets %s, want the Studio's port http", field(svc, "spec", "ports", 0, "targetPort"))
+	}
+	for k, v := range svc["spec"].(map[string]any)["selector"].(map[string]any) {
+		if field(pod, "metadata", "labels", k) != v {
+			t.Errorf("the Service selects %s=%v, which the Studio's pods do not carry", k, v)
+		}
+	}
+	if eps := kubeItems(t, cluster, "-n", "skali-studio", "endpointslices", "-l", "kubernetes.io/service-name=skali-studio"); len(eps) == 0 ||
+		len(eps[0]["endpoints"].([]any)) != len(kubeItems(t, cluster, "-n", "skali-studio", "pods", "-l", "app.kubernetes.io/name=skali-studio")) {
+		t.Errorf("the Service does not reach every pod of the Studio")
+	}
+
+	// The real Studio, as the service account, through the recording proxy.
+	token := strings.TrimSpace(kubectl(t, cluster, "", "-n", "skali-studio", "create", "token", "skali-studio", "--duration=1h"))
+	proxy, err := clustertest.StartProxy(cluster.Kubeconfig, token, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	manifest, err := os.ReadFile("../../compiler/testdata/production.skali.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, dbURL, key := newKubeProject(t, string(manifest), map[string]string{"SESSION_SECRET": "a-session-secret", "APP_DOMAIN": "wiki.test"})
+	addKubeProject(t, db, key, failingReleaseManifest, nil)
+	addKubeProject(t, db, key, slowReleaseManifest, nil)
+	for _, ns := range []string{"team-wiki-production", "failing-production", "slowrelease-production"} {
+		t.Cleanup(func() { kubectl(t, cluster, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=false") })
+	}
+	// The volume's claim binds to a volume the test provides as a cluster
+	// admin would (the test cluster has no storage provisioner).
+	kubectl(t, cluster, `apiVersion: v1
+kind: PersistentVolume
+metadata: {name: kubetest-slowrelease-cache}
+spec:
+  capacity: {storage: 2Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /tmp/kubetest-slowrelease-cache}
+`, "apply", "--server-side", "-f", "-")
+	t.Cleanup(func() {
+		kubectl(t, cluster, "", "delete", "pv", "kubetest-slowrelease-cache", "--ignore-not-found", "--wait=false")
+	})
+	flags := []string{"--platform", "kubernetes", "--kubeconfig", proxy.Kubeconfig, "--gateway", "infra/edge",
+		"--dns-server", nxdomainDNS(t), "--run-lease", "10m"}
+	studio := startStudio(t, dbURL, key, flags...)
+	for _, path := range []string{"/readyz", "/healthz"} {
+		resp, err := http.Get(studio.addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("the Studio answers %s with %d: its probe would fail", path, resp.StatusCode)
+		}
+	}
+
+	client := signedIn(t, studio)
+	run := deployNewest(t, studio, client, db, "team-wiki")
+	waitForRunEnd(t, db, run)
+	if status, reason := runOutcome(t, db, run); status != store.RunSucceeded && status != store.RunSucceededWithWarnings {
+		t.Fatalf("the production example as the Studio's service account: %s: %s", status, reason)
+	}
+	run = deployNewest(t, studio, client, db, "failing")
+	waitForRunEnd(t, db, run)
+	if status, reason := runOutcome(t, db, run); status != store.RunFailed || !strings.Contains(reason, "exited with code 1") {
+		t.Fatalf("a failing release: %s: %s, want failed with its exit code", status, reason)
+	}
+	run = deployNewest(t, studio, client, db, "slowrelease")
+	waitFor(t, func() bool {
+		return checkpointStatus(db, run, "release") == store.CheckpointRunning &&
+			len(kubeItems(t, cluster, "-n", "slowrelease-production", "jobs")) == 1
+	})
+	studio.cmd.Process.Kill()
+	studio.cmd.Wait()
+	studio = startStudio(t, dbURL, key, flags...)
+	waitForRunEnd(t, db, run)
+	if status, reason := runOutcome(t, db, run); status != store.RunSucceeded {
+		t.Fatalf("a release resumed after SIGKILL: %s: %s", status, reason)
+	}
+	studio.cmd.Process.Kill()
+	studio.cmd.Wait()
+
+	reqs := proxy.Requests()
+	for _, r := range reqs {
+		if r.Status == http.StatusForbidden {
+			t.Errorf("the API server refused the Studio's request %s: the ClusterRole lacks it", r)
+		}
+	}
+	used := clustertest.Used(reqs)
+	granted := grants(t)
+	for _, u := range used {
+		if !slices.Contains(granted, u) {
+			t.Errorf("the Studio calls %s, which its ClusterRole does not grant by name", u)
+		}
+	}
+	for _, g := range granted {
+		if !slices.Contains(used, g) {
+			t.Errorf("the ClusterRole grants %s, which the Studio never called in these deploys", g)
+		}
+	}
+	t.Logf("%d API requests; used: %s", len(reqs), strings.Join(used, ", "))
+}
+
+// at0 is the first element of a list in an object.
+func at0(o any, path ...any) any {
+	for _, p := range path {
+		m, _ := o.(map[string]any)
+		o = m[p.(string)]
+	}
+	s, _ := o.([]any)
+	if len(s) == 0 {
+		return nil
+	}
+	return s[0]
+}
