@@ -53,7 +53,7 @@ applications:
 
 const studioAccount = "system:serviceaccount:skali-studio:skali-studio"
 
-// asStudio applies deploy/kubernetes and returns the Studio's service
+// asStudio applies deploy/kubernetes (with cert-manager.yaml) and returns the Studio's service
 // account, so that the driver runs with exactly the manifest's RBAC ("" =
 // as the admin, when the cluster has no kubectl).
 func asStudio(t *testing.T) string {
@@ -61,7 +61,8 @@ func asStudio(t *testing.T) string {
 	if cluster.Kubectl == "" {
 		return ""
 	}
-	out, err := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "apply", "--server-side", "-f", "../../../deploy/kubernetes/studio.yaml").CombinedOutput()
+	out, err := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "apply", "--server-side",
+		"-f", "../../../deploy/kubernetes/studio.yaml", "-f", "../../../deploy/kubernetes/cert-manager.yaml").CombinedOutput()
 	if err != nil {
 		t.Fatalf("applying deploy/kubernetes: %v: %s", err, out)
 	}
