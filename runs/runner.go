@@ -735,6 +735,11 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		}
 		return ok(), nil
 	case KindActivate:
+		if err := r.prune(ctx, rc); err != nil {
+			return r.platformFailure(ctx, err, func(s string) stepResult {
+				return fail("Deleting what the removed services left failed: " + s)
+			})
+		}
 		res := ok()
 		res.activate = rc.run.RevisionID
 		res.activeDomains = []string{}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
 	"github.com/skali-dev/studio/store"
 )
@@ -96,6 +99,81 @@ applications:
       releaseCommand:
         command: ["/app/migrate"]
 `
+
+// A project whose second revision drops the worker, the database and the
+// bucket (pruned after the typed confirmation, each kind a service leaves)
+// and changes web's image (a blue-green switch deletes the old slot).
+const prunedManifest = `name: pruned
+applications:
+  web:
+    image: registry.local/web:1
+    ports:
+      http:
+        port: 8080
+  worker:
+    image: registry.local/worker:1
+    ports:
+      http:
+        port: 8080
+    routes:
+      public:
+        domain: worker.test
+        port: http
+        tls: automatic
+    scaling:
+      replicas:
+        min: 1
+        max: 2
+      autoscaling:
+        cpu:
+          targetUtilization: 70
+    deployment:
+      releaseCommand:
+        command: ["/app/migrate"]
+databases:
+  data:
+    engine: postgres
+    version: 17
+    isolation: project
+    storage:
+      size: 1GB
+buckets:
+  media:
+    visibility: private
+`
+
+const prunedAfter = `name: pruned
+applications:
+  web:
+    image: registry.local/web:2
+    ports:
+      http:
+        port: 8080
+`
+
+// deployConfirmed adds manifest as the project's newest revision and
+// deploys it through the deploy form with the environment's name typed.
+func deployConfirmed(t *testing.T, s *studioProcess, c *http.Client, db *store.DB, project, manifest string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	res := compiler.Compile([]byte(manifest))
+	var projectID int64
+	if err := db.Pool.QueryRow(ctx, `SELECT id FROM projects WHERE name = $1`, project).Scan(&projectID); err != nil {
+		t.Fatal(err)
+	}
+	rev, _, err := db.AddRevision(ctx, store.Actor{}, projectID, store.NewRevision{Name: res.Definition.Name, Source: manifest, Canonical: res.Definition.Canonical(), Hash: res.Hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before int64
+	db.Pool.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM runs`).Scan(&before)
+	where := postForm(t, c, s.addr+"/projects/"+project+"/environments/production/deploys", fmt.Sprintf("revision=%d&confirm=production", rev.Number))
+	var runID int64
+	if err := db.Pool.QueryRow(ctx, `SELECT id FROM runs WHERE id > $1 ORDER BY id LIMIT 1`, before).Scan(&runID); err != nil {
+		t.Fatalf("the confirmed deploy of %s revision %d started no run (%v); the form went to %s", project, rev.Number, err, where)
+	}
+	return runID
+}
 
 // TestStudioManifestsRunOnTheClusterAndGrantExactlyWhatTheStudioCalls
 // applies deploy/kubernetes to the test cluster as its README says (the
@@ -192,7 +270,8 @@ func TestStudioManifestsRunOnTheClusterAndGrantExactlyWhatTheStudioCalls(t *test
 	db, dbURL, key := newKubeProject(t, string(manifest), map[string]string{"SESSION_SECRET": "a-session-secret", "APP_DOMAIN": "wiki.test"})
 	addKubeProject(t, db, key, failingReleaseManifest, nil)
 	addKubeProject(t, db, key, slowReleaseManifest, nil)
-	for _, ns := range []string{"team-wiki-production", "failing-production", "slowrelease-production"} {
+	addKubeProject(t, db, key, prunedManifest, nil)
+	for _, ns := range []string{"team-wiki-production", "failing-production", "slowrelease-production", "pruned-production"} {
 		t.Cleanup(func() { kubectl(t, cluster, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=false") })
 	}
 	// The volume's claim binds to a volume the test provides as a cluster
@@ -227,6 +306,29 @@ spec:
 	waitForRunEnd(t, db, run)
 	if status, reason := runOutcome(t, db, run); status != store.RunSucceeded && status != store.RunSucceededWithWarnings {
 		t.Fatalf("the production example as the Studio's service account: %s: %s", status, reason)
+	}
+	run = deployNewest(t, studio, client, db, "pruned")
+	waitForRunEnd(t, db, run)
+	if status, reason := runOutcome(t, db, run); status != store.RunSucceeded && status != store.RunSucceededWithWarnings {
+		t.Fatalf("the project to prune, first deploy: %s: %s", status, reason)
+	}
+	run = deployConfirmed(t, studio, client, db, "pruned", prunedAfter)
+	waitForRunEnd(t, db, run)
+	if status, reason := runOutcome(t, db, run); status != store.RunSucceeded && status != store.RunSucceededWithWarnings {
+		t.Fatalf("the confirmed deploy that prunes: %s: %s", status, reason)
+	}
+	for _, kind := range []string{"deployments", "services", "httproutes", "horizontalpodautoscalers", "jobs"} {
+		if items := kubeItems(t, cluster, "-n", "pruned-production", kind, "-l", "skali.dev/service=worker"); len(items) != 0 {
+			t.Errorf("%d %s of the removed worker remain", len(items), kind)
+		}
+	}
+	for _, kind := range []string{"clusters.postgresql.cnpg.io", "objectbucketclaims.objectbucket.io"} {
+		if items := kubeItems(t, cluster, "-n", "pruned-production", kind); len(items) != 0 {
+			t.Errorf("%d %s of the removed database and bucket remain", len(items), kind)
+		}
+	}
+	if slot := field(kubeObject(t, cluster, "-n", "pruned-production", "service", "web"), "spec", "selector", "skali.dev/slot"); slot != "green" {
+		t.Errorf("after the second deploy web's Service selects slot %q, want green", slot)
 	}
 	run = deployNewest(t, studio, client, db, "failing")
 	waitForRunEnd(t, db, run)

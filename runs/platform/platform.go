@@ -54,6 +54,11 @@ type Platform interface {
 	Probe(ctx context.Context, domain string) ProbeResult
 	// Issue requests a certificate for a domain of env that points here.
 	Issue(ctx context.Context, env Env, domain string, now time.Time, out Output) (*IssuedCertificate, Issuance, error)
+	// Prune deletes what services the live revision no longer declares
+	// left on the platform, their data included. The runner calls it once
+	// that revision is live, and for a database or bucket only when the
+	// deploy's plan was confirmed by typing the environment's name.
+	Prune(ctx context.Context, env Env, removed []RemovedService, out Output) error
 
 	// Backups.
 	BackupPlatform
@@ -67,6 +72,14 @@ type Platform interface {
 type ValueReceiver interface {
 	// SetValues replaces the environment's values with values, by name.
 	SetValues(ctx context.Context, env Env, values map[string]string) error
+}
+
+// RemovedService is a service a revision declared and the live one no
+// longer does.
+type RemovedService struct {
+	// Kind is application, database or bucket.
+	Kind string
+	Name string
 }
 
 // ReleaseKey names the release command of one run's checkpoint.

@@ -15,8 +15,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -46,6 +48,8 @@ type StatusError struct {
 	Code    int
 	Reason  string
 	Message string
+	// retryAfter is the answer's Retry-After in seconds (0: none).
+	retryAfter int
 }
 
 func (e *StatusError) Error() string {
@@ -262,10 +266,33 @@ var (
 // events), for reading an environment back.
 func Kinds() []Kind {
 	return []Kind{KindNamespace, KindSecret, KindService, KindPVC, KindPod, KindDeployment, KindJob, KindHPA,
-		KindPGCluster, KindBucketClaim, KindHTTPRoute, KindConfigMap, KindEvent, KindReplicaSet}
+		KindPGCluster, KindBucketClaim, KindHTTPRoute, KindConfigMap, KindEvent, KindReplicaSet,
+		KindCertificate, KindCertificateRequest, KindOrder, KindChallenge}
 }
 
+// do sends one request. An answer 429 (the API server's priority and
+// fairness, or a kind's storage still initializing after its CRD was
+// installed) is retried after its Retry-After, up to four times: every
+// request the driver makes is idempotent.
 func (c *Client) do(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := c.doOnce(ctx, method, path, contentType, body)
+		var se *StatusError
+		if attempt >= 4 || !errors.As(err, &se) || se.Code != http.StatusTooManyRequests {
+			return resp, err
+		}
+		wait := time.Duration(max(se.retryAfter, 1)) * time.Second
+		t := time.NewTimer(min(wait, 2*time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Client) doOnce(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
@@ -293,6 +320,7 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 		defer resp.Body.Close()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		se := &StatusError{Code: resp.StatusCode}
+		se.retryAfter, _ = strconv.Atoi(resp.Header.Get("Retry-After"))
 		var st struct{ Reason, Message string }
 		if json.Unmarshal(data, &st) == nil {
 			se.Reason, se.Message = st.Reason, st.Message
@@ -353,8 +381,9 @@ func (c *Client) List(ctx context.Context, k Kind, namespace, selector string) (
 
 // PatchStatus merges patch (a strategic merge patch for built-in kinds, a
 // merge patch for custom ones) into an object's status subresource. The
-// driver writes no status; tests use it to play the controllers and nodes
-// the test cluster does not run.
+// driver writes one status only, a Certificate's Issuing condition to
+// retry a failed issuance (as `cmctl renew` does); tests use it to play
+// the controllers and nodes the test cluster does not run.
 func (c *Client) PatchStatus(ctx context.Context, k Kind, namespace, name string, patch []byte) error {
 	ct := "application/merge-patch+json"
 	if !strings.Contains(k.APIVersion, ".") {
@@ -371,6 +400,27 @@ func (c *Client) Delete(ctx context.Context, k Kind, namespace, name string) err
 	if IsNotFound(err) {
 		return nil
 	}
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Scale sets a Deployment's replicas through its scale subresource, as an
+// autoscaler does, under the field manager skali-studio-blue-green: the
+// field stays the autoscaler's to change, and no apply of the Studio's
+// ever owns it.
+func (c *Client) Scale(ctx context.Context, k Kind, namespace, name string, replicas int) error {
+	body := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+	_, err := c.object(ctx, http.MethodPatch, k.path(namespace, name)+"/scale?fieldManager="+FieldManager+"-blue-green", "application/merge-patch+json", body)
+	return err
+}
+
+// DeleteCollection deletes the objects of a kind in a namespace that match
+// a label selector (their dependents in the background).
+func (c *Client) DeleteCollection(ctx context.Context, k Kind, namespace, selector string) error {
+	resp, err := c.do(ctx, http.MethodDelete, k.path(namespace, "")+"?labelSelector="+url.QueryEscape(selector), "application/json", []byte(`{"propagationPolicy":"Background"}`))
 	if err != nil {
 		return err
 	}

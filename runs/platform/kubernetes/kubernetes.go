@@ -49,10 +49,14 @@ type Options struct {
 	// REGISTRY/NAMESPACE/APP:TAG. The Studio does not build images on
 	// Kubernetes; the operator's CI pushes them there.
 	Registry string
-	// Gateway (NAMESPACE/NAME) and ClusterIssuer are kept for routes and
-	// certificates.
+	// Gateway (NAMESPACE/NAME) is where routes attach. ClusterIssuer is
+	// the cert-manager ClusterIssuer of domains' Certificates; without one
+	// the local platform's development CA issues them.
 	Gateway       string
 	ClusterIssuer string
+	// IssueTimeout bounds the wait for cert-manager to issue a
+	// certificate (DefaultIssueTimeout when zero).
+	IssueTimeout time.Duration
 	// StorageClass of volumes, databases and buckets ("" = the cluster's
 	// default; buckets default to "object-bucket").
 	StorageClass string
@@ -63,8 +67,9 @@ type Options struct {
 	Logger         *slog.Logger
 }
 
-// Platform implements platform.Platform on a Kubernetes cluster. Probe and
-// Issue (DNS, the edge probe, certificates) are the local platform's.
+// Platform implements platform.Platform on a Kubernetes cluster. Probe
+// (DNS and the edge probe) is the local platform's, and so is Issue without
+// a cluster issuer.
 type Platform struct {
 	Local  *local.Platform
 	Client *Client
@@ -288,7 +293,11 @@ func (p *Platform) Release(ctx context.Context, env platform.Env, app string, cm
 	if err != nil {
 		return p.apiError("starting the release Job "+name, err)
 	}
+	out.Line(fmt.Sprintf("Job %s/%s started", n.namespace, name))
 	_, err = p.waitJob(ctx, n.namespace, name, job)
+	if ctx.Err() == nil {
+		p.jobOutput(ctx, n.namespace, name, out)
+	}
 	return err
 }
 
@@ -411,7 +420,7 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 			return p.apiError("applying volume "+vol+" of "+app, err)
 		}
 	}
-	if svc := service(n, app, a, p); svc != nil {
+	if svc := service(n, app, a, p); svc != nil && !blueGreen(a) {
 		if _, err := p.Client.Apply(ctx, KindService, svc); err != nil {
 			return p.apiError("applying the Service of "+app, err)
 		}
@@ -425,6 +434,9 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 			}
 		}
 	}
+	if blueGreen(a) {
+		return p.rolloutBlueGreen(ctx, n, app, a, out)
+	}
 	dep, err := p.Client.Apply(ctx, KindDeployment, deployment(n, app, a, p))
 	if err != nil {
 		return p.apiError("applying the Deployment of "+app, err)
@@ -434,17 +446,26 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 			return p.apiError("applying the autoscaler of "+app, err)
 		}
 	}
-	return p.waitRollout(ctx, n, app, dep)
+	if err := p.waitRollout(ctx, n, app, dep, 0, out); err != nil {
+		return err
+	}
+	// The slots of an earlier blue-green rollout go once this one serves.
+	return p.dropDeployments(ctx, n, app, dnsName(app), out)
 }
 
-// waitRollout follows a Deployment until its new revision is available.
-func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep Object) error {
+// waitRollout follows a Deployment until its new revision is available
+// with at least minReady replicas.
+func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep Object, minReady int, out platform.Output) error {
 	last := ""
 	check := func(o Object) (bool, error) {
 		s := rolloutState(o)
+		if st, _ := o["status"].(Object); s.done && num(st["availableReplicas"]) < minReady {
+			s.done = false
+		}
 		if s.text != last {
 			last = s.text
 			p.Opts.Logger.Info("rollout", "namespace", n.namespace, "application", app, "progress", s.text)
+			out.Line(s.text)
 		}
 		if s.failed != "" {
 			return true, errors.New(s.failed)
@@ -568,9 +589,4 @@ func (p *Platform) Restore(ctx context.Context, env platform.Env, svc platform.S
 // local platform.
 func (p *Platform) Probe(ctx context.Context, domain string) platform.ProbeResult {
 	return p.Local.Probe(ctx, domain)
-}
-
-// Issue implements platform.Platform: the local platform's issuance.
-func (p *Platform) Issue(ctx context.Context, env platform.Env, domain string, now time.Time, out platform.Output) (*platform.IssuedCertificate, platform.Issuance, error) {
-	return p.Local.Issue(ctx, env, domain, now, out)
 }

@@ -5,8 +5,8 @@ package kubernetes_test
 // kube-scheduler) whose nodes and pods are kwok's simulations. The cluster
 // runs no cert-manager, CloudNativePG or bucket operator, and no metrics
 // server: their objects are checked as applied, and where a test needs one
-// of them (or the kubelet) to act, it plays it and says so. The driver
-// writes no cert-manager Certificate yet, so no test plays cert-manager.
+// of them (or the kubelet) to act, it plays it and says so (cert-manager
+// in certificates_test.go).
 
 import (
 	"bytes"
@@ -329,7 +329,9 @@ func TestProductionExampleDeploysEveryObject(t *testing.T) {
 		t.Errorf("the values Secret holds %v", keysOf(at(sec, "data")))
 	}
 
-	dep := f.get(kubernetes.KindDeployment, "web")
+	// Blue-green: the first deploy starts the blue Deployment, which the
+	// Service selects.
+	dep := f.get(kubernetes.KindDeployment, "web-blue")
 	if at(dep, "spec", "replicas") != nil && managedReplicas(dep) {
 		t.Errorf("the Studio applied spec.replicas of an autoscaled Deployment")
 	}
@@ -378,7 +380,8 @@ func TestProductionExampleDeploysEveryObject(t *testing.T) {
 	}
 
 	svc := f.get(kubernetes.KindService, "web")
-	if str(svc, "spec", "ports", 0, "port") != "8080" || str(svc, "spec", "selector", kubernetes.LabelComponent) != "application" {
+	if str(svc, "spec", "ports", 0, "port") != "8080" || str(svc, "spec", "selector", kubernetes.LabelComponent) != "application" ||
+		str(svc, "spec", "selector", kubernetes.LabelSlot) != "blue" {
 		t.Errorf("service spec %v", at(svc, "spec"))
 	}
 
@@ -424,7 +427,7 @@ func TestProductionExampleDeploysEveryObject(t *testing.T) {
 	if again := f.deploy(runs.DeployRequest{Redeploy: true}); again.Status != store.RunSucceeded {
 		t.Fatalf("second deploy %s: %s", again.Status, again.Reason)
 	}
-	if after := str(f.get(kubernetes.KindDeployment, "web"), "metadata", "generation"); after != before {
+	if after := str(f.get(kubernetes.KindDeployment, "web-blue"), "metadata", "generation"); after != before {
 		t.Errorf("the unchanged Deployment went from generation %s to %s", before, after)
 	}
 	for _, o := range []kubernetes.Object{sec, svc, route} {
@@ -608,8 +611,8 @@ func TestFailedReleaseJobRollsNothingOut(t *testing.T) {
 	if !strings.Contains(run.Reason, "The release command of web failed: the command exited with code 1") {
 		t.Fatalf("reason %q", run.Reason)
 	}
-	if _, err := f.client.Get(f.ctx, kubernetes.KindDeployment, f.ns, "web"); !kubernetes.IsNotFound(err) {
-		t.Fatalf("a Deployment exists after a failed release (%v)", err)
+	if deps, err := f.client.List(f.ctx, kubernetes.KindDeployment, f.ns, ""); err != nil || len(deps) != 0 {
+		t.Fatalf("%d Deployments exist after a failed release (%v)", len(deps), err)
 	}
 	f.checkNoPlaintext()
 }
@@ -692,6 +695,9 @@ applications:
       autoscaling:
         cpu:
           targetUtilization: 70
+    deployment:
+      rollout:
+        strategy: rolling
 `
 
 // TestRedeployUnderAnAutoscalerKeepsItsReplicas deploys an autoscaled

@@ -319,9 +319,9 @@ func deployment(n envNames, app string, a *compiler.Application, p *Platform) Ob
 	case "recreate":
 		strategy = Object{"type": "Recreate"}
 	case "blue-green":
-		// A full new set beside the old one, which serves until every new
-		// replica is ready (two Deployments and a Service switch are not
-		// done yet).
+		// With a Service, two Deployments and a switch of its selector
+		// (bluegreen.go); without one (nothing to switch), a full new set
+		// beside the old one, which serves until every new replica is ready.
 		strategy["rollingUpdate"] = Object{"maxSurge": "100%", "maxUnavailable": 0}
 	default:
 		ru := Object{}
@@ -372,8 +372,13 @@ func sortedVolumes(a *compiler.Application) []string {
 }
 
 func autoscaler(n envNames, app string, a *compiler.Application, p *Platform) Object {
+	return autoscalerOf(n, app, a, p, dnsName(app))
+}
+
+// autoscalerOf is the application's autoscaler of the Deployment target.
+func autoscalerOf(n envNames, app string, a *compiler.Application, p *Platform, target string) Object {
 	return Object{"metadata": meta(n, dnsName(app), app, p), "spec": Object{
-		"scaleTargetRef": Object{"apiVersion": "apps/v1", "kind": "Deployment", "name": dnsName(app)},
+		"scaleTargetRef": Object{"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
 		"minReplicas":    max(a.Scaling.Min, 1),
 		"maxReplicas":    max(a.Scaling.Max, a.Scaling.Min, 1),
 		"metrics": []Object{{"type": "Resource", "resource": Object{"name": "cpu",

@@ -59,17 +59,19 @@ func (h *watchHub) run(k Kind, kw *kindWatch) {
 			ns, _ := md["namespace"].(string)
 			name, _ := md["name"].(string)
 			kw.mu.Lock()
-			for ch := range kw.subs[ns+"/"+name] {
-				select {
-				case ch <- o:
-				default:
-					// The follower is behind: it only needs the newest
-					// version, so drop the older one it has not read.
+			for _, key := range []string{ns + "/" + name, ns + "/"} {
+				for ch := range kw.subs[key] {
 					select {
-					case <-ch:
+					case ch <- o:
 					default:
+						// The follower is behind: it only needs the newest
+						// version, so drop the older one it has not read.
+						select {
+						case <-ch:
+						default:
+						}
+						ch <- o
 					}
-					ch <- o
 				}
 			}
 			kw.mu.Unlock()
@@ -96,23 +98,8 @@ func (h *watchHub) run(k Kind, kw *kindWatch) {
 // follow calls seen with the object's current version and every later one
 // until seen says done or ctx ends.
 func (h *watchHub) follow(ctx context.Context, k Kind, namespace, name string, seen func(Object) (bool, error)) error {
-	kw := h.kind(k)
-	ch := make(chan Object, 1)
-	key := namespace + "/" + name
-	kw.mu.Lock()
-	if kw.subs[key] == nil {
-		kw.subs[key] = map[chan Object]struct{}{}
-	}
-	kw.subs[key][ch] = struct{}{}
-	kw.mu.Unlock()
-	defer func() {
-		kw.mu.Lock()
-		delete(kw.subs[key], ch)
-		if len(kw.subs[key]) == 0 {
-			delete(kw.subs, key)
-		}
-		kw.mu.Unlock()
-	}()
+	ch, unsubscribe := h.subscribe(k, namespace, name)
+	defer unsubscribe()
 	// Subscribed first, then read: no version between the two is missed.
 	o, err := h.client.Get(ctx, k, namespace, name)
 	if err != nil {
@@ -133,5 +120,28 @@ func (h *watchHub) follow(ctx context.Context, k Kind, namespace, name string, s
 				return err
 			}
 		}
+	}
+}
+
+// subscribe returns a channel that receives the newest version of the
+// object (of every managed object of the namespace when name is "") each
+// time it changes, until unsubscribe is called.
+func (h *watchHub) subscribe(k Kind, namespace, name string) (ch chan Object, unsubscribe func()) {
+	kw := h.kind(k)
+	ch = make(chan Object, 1)
+	key := namespace + "/" + name
+	kw.mu.Lock()
+	if kw.subs[key] == nil {
+		kw.subs[key] = map[chan Object]struct{}{}
+	}
+	kw.subs[key][ch] = struct{}{}
+	kw.mu.Unlock()
+	return ch, func() {
+		kw.mu.Lock()
+		delete(kw.subs[key], ch)
+		if len(kw.subs[key]) == 0 {
+			delete(kw.subs, key)
+		}
+		kw.mu.Unlock()
 	}
 }

@@ -243,6 +243,12 @@ func (l *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 	return nil
 }
 
+// Prune implements platform.Platform: the local platform keeps nothing a
+// removed service would leave.
+func (l *Platform) Prune(ctx context.Context, env platform.Env, removed []platform.RemovedService, out platform.Output) error {
+	return nil
+}
+
 // Probe implements platform.Platform.
 func (l *Platform) Probe(ctx context.Context, domain string) platform.ProbeResult {
 	return l.Prober.Probe(ctx, domain)
