@@ -45,8 +45,10 @@ func RunFragments(ctx context.Context, now time.Time, run *store.Run, env *store
 // when cert is set (the event changed a service's state), that hostname's
 // TLS state (every element whose data-live is service-state-<domain>). The
 // domain is the event's own: nothing is shown that the event does not
-// carry already.
-func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environment, latest []store.Run, run *store.Run, cert *store.Certificate) ([]Fragment, error) {
+// carry already. activeRelease is the run number of the environment's
+// active release (0 when none): the row offers a rollback to an earlier
+// successful deploy as the served list does (RollbackHref).
+func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environment, latest []store.Run, run *store.Run, cert *store.Certificate, activeRelease int64) ([]Fragment, error) {
 	rs := make([]RunView, 0, len(latest))
 	for i := range latest {
 		rs = append(rs, NewRunView(env, &latest[i], now, false))
@@ -62,7 +64,9 @@ func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environ
 		"env-state":   EnvironmentLiveState(env.State, active),
 	}
 	if run != nil {
-		parts[RunRowID(run.ID)] = RunRow(NewRunView(env, run, now, false))
+		row := NewRunView(env, run, now, false)
+		row.RollbackHref = RollbackHref(env, run, activeRelease)
+		parts[RunRowID(run.ID)] = RunRow(row)
 	}
 	if cert != nil {
 		parts["service-state-"+cert.Domain] = ServiceStateBadge(cert.Domain, ServiceStateText(*cert), cert.State)

@@ -134,6 +134,9 @@ type RunsPage struct {
 	Kinds, Statuses []FilterOption
 	Filtered        bool
 	ClearURL        string
+	// HideRollback is set for a viewer who cannot deploy: the rows a live
+	// update swaps in offer a rollback to everyone, and the list hides it.
+	HideRollback bool
 }
 
 // RunKindFilters are the runs list's kinds, as ?kind= takes them.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/events"
+	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
 
@@ -42,7 +43,12 @@ func (NoFragments) EnvironmentFragments(context.Context, int64, *events.Event) (
 // pageFragments renders the run and environment pages' own components
 // (views.RunFragments, views.EnvironmentFragments) from the state read
 // with the event: the default renderer.
-type pageFragments struct{ now func() time.Time }
+type pageFragments struct {
+	now func() time.Time
+	// activeRelease returns an environment's active release (nil when
+	// none): a finished deploy's row offers a rollback unless it is that.
+	activeRelease func(ctx context.Context, envID int64) (*store.Release, error)
+}
 
 // RunFragments implements FragmentRenderer.
 func (p pageFragments) RunFragments(ctx context.Context, _ int64, ev *events.Event) ([]Fragment, error) {
@@ -57,5 +63,15 @@ func (p pageFragments) EnvironmentFragments(ctx context.Context, _ int64, ev *ev
 	if ev.Environment == nil {
 		return nil, nil
 	}
-	return views.EnvironmentFragments(ctx, p.now(), ev.Environment, ev.LatestRuns, ev.Run, ev.Certificate)
+	var active int64
+	if r := ev.Run; r != nil && views.RollbackHref(ev.Environment, r, 0) != "" && p.activeRelease != nil {
+		rel, err := p.activeRelease(ctx, ev.Environment.ID)
+		if err != nil {
+			return nil, err
+		}
+		if rel != nil {
+			active = rel.RunID
+		}
+	}
+	return views.EnvironmentFragments(ctx, p.now(), ev.Environment, ev.LatestRuns, ev.Run, ev.Certificate, active)
 }
