@@ -283,4 +283,3 @@ func notAskedText(res runs.CheckResult) string {
 	}
 	return fmt.Sprintf(" (%d of its %d addresses were not asked before the probe's deadline)", res.NotAsked, res.Addresses)
 }
-
