@@ -177,6 +177,7 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 				if v.DNS, err = dnsPendingView(r.Context(), h.DB, h.Runs, env, c, now, role.Includes(store.RoleDeployer), run.ID); err != nil {
 					return err
 				}
+				m.EnvironmentSeq = &env.LastEventSeq
 			}
 		}
 		m.Checkpoints = append(m.Checkpoints, v)

@@ -47,8 +47,11 @@ func RunFragments(ctx context.Context, now time.Time, run *store.Run, env *store
 // domain is the event's own: nothing is shown that the event does not
 // carry already. activeRelease is the run number of the environment's
 // active release (0 when none): the row offers a rollback to an earlier
-// successful deploy as the served list does (RollbackHref).
-func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environment, latest []store.Run, run *store.Run, cert *store.Certificate, activeRelease int64) ([]Fragment, error) {
+// successful deploy as the served list does (RollbackHref). nextCheck,
+// when set with a DNS-pending cert, is its next automatic check: every
+// countdown to it (data-live next-check-<domain>, on the environment page
+// and under the run page's TLS checkpoint) restarts from it.
+func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environment, latest []store.Run, run *store.Run, cert *store.Certificate, activeRelease int64, nextCheck time.Time) ([]Fragment, error) {
 	rs := make([]RunView, 0, len(latest))
 	for i := range latest {
 		rs = append(rs, NewRunView(env, &latest[i], now, false))
@@ -70,6 +73,9 @@ func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environ
 	}
 	if cert != nil {
 		parts["service-state-"+cert.Domain] = ServiceStateBadge(cert.Domain, ServiceStateText(*cert), cert.State)
+		if cert.State == store.CertDeferred && !nextCheck.IsZero() {
+			parts["next-check-"+cert.Domain] = NextCheck(cert.Domain, nextCheck, now)
+		}
 	}
 	return renderFragments(ctx, parts)
 }

@@ -110,6 +110,11 @@ type RunPage struct {
 	Chrome      Chrome
 	Run         RunView
 	Checkpoints []CheckpointView
+	// EnvironmentSeq, when set, is the environment's newest event as the
+	// page was read: a page that shows a DNS-pending domain also follows
+	// the environment's stream after it, which says when the domain was
+	// checked again (its countdown restarts).
+	EnvironmentSeq *int64
 }
 
 // RunsPage is the model of an environment's runs list.

@@ -48,6 +48,9 @@ type pageFragments struct {
 	// activeRelease returns an environment's active release (nil when
 	// none): a finished deploy's row offers a rollback unless it is that.
 	activeRelease func(ctx context.Context, envID int64) (*store.Release, error)
+	// nextCheck is when the reconciler checks a DNS-pending domain again
+	// (runs.Service.NextAutomaticCheck); nil without a reconciler.
+	nextCheck func(c store.Certificate, now time.Time) (time.Time, bool)
 }
 
 // RunFragments implements FragmentRenderer.
@@ -73,5 +76,10 @@ func (p pageFragments) EnvironmentFragments(ctx context.Context, _ int64, ev *ev
 			active = rel.RunID
 		}
 	}
-	return views.EnvironmentFragments(ctx, p.now(), ev.Environment, ev.LatestRuns, ev.Run, ev.Certificate, active)
+	now := p.now()
+	var next time.Time
+	if c := ev.Certificate; c != nil && p.nextCheck != nil {
+		next, _ = p.nextCheck(*c, now)
+	}
+	return views.EnvironmentFragments(ctx, now, ev.Environment, ev.LatestRuns, ev.Run, ev.Certificate, active, next)
 }
