@@ -70,6 +70,16 @@ func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environ
 		row := NewRunView(env, run, now, false)
 		row.RollbackHref = RollbackHref(env, run, activeRelease)
 		parts[RunRowID(run.ID)] = RunRow(row)
+		if run.ID == activeRelease {
+			// The deploy that just became the active release makes the
+			// previous one an earlier release: its row now offers the
+			// rollback too.
+			if prev := previousRelease(latest, run.ID); prev != nil {
+				row := NewRunView(env, prev, now, false)
+				row.RollbackHref = RollbackHref(env, prev, activeRelease)
+				parts[RunRowID(prev.ID)] = RunRow(row)
+			}
+		}
 	}
 	if cert != nil {
 		parts["service-state-"+cert.Domain] = ServiceStateBadge(cert.Domain, ServiceStateText(*cert), cert.State)
@@ -78,6 +88,22 @@ func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environ
 		}
 	}
 	return renderFragments(ctx, parts)
+}
+
+// previousRelease is the successful deploy among latest, other than run
+// id, that finished last: the release that was active before it.
+func previousRelease(latest []store.Run, id int64) *store.Run {
+	var prev *store.Run
+	for i := range latest {
+		r := &latest[i]
+		if r.ID == id || r.FinishedAt == nil || RollbackHref(&store.Environment{}, r, 0) == "" {
+			continue
+		}
+		if prev == nil || r.FinishedAt.After(*prev.FinishedAt) {
+			prev = r
+		}
+	}
+	return prev
 }
 
 // ServiceStateText is how a hostname's TLS state reads on the environment

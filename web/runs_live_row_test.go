@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/webtest"
@@ -27,7 +30,21 @@ func runRowHTML(page, id string) string {
 func TestLiveRunRowKeepsTheRollback(t *testing.T) {
 	s, admin := deployableWiki(t, &webtest.Deploys{}, &webtest.Resolver{}, "127.0.0.1")
 	first := strings.TrimPrefix(startDeploy(t, s, admin, url.Values{}), wikiEnv+"/runs/")
+	// A list that watches while the second deploy runs: when it becomes
+	// the active release, the first deploy's row offers the rollback.
+	env, err := s.DB.EnvironmentByName(t.Context(), "team-wiki", "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	watching, resp, err := s.DialStream(t, admin, wikiEnv+"/events?after="+strconv.FormatInt(env.LastEventSeq, 10), nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	defer watching.Close()
 	second := strings.TrimPrefix(startDeploy(t, s, admin, url.Values{"redeploy": {"1"}}), wikiEnv+"/runs/")
+	if got := readRows(t, watching, first); !strings.Contains(got, "Roll back to this release") {
+		t.Errorf("when the second deploy became the active release, the stream sent the first deploy's row as %q, want it with the rollback", got)
+	}
 
 	_, list := s.Get(t, admin, wikiEnv+"/runs")
 	servedFirst, servedSecond := runRowHTML(list, first), runRowHTML(list, second)
@@ -43,25 +60,8 @@ func TestLiveRunRowKeepsTheRollback(t *testing.T) {
 	}
 	defer conn.Close()
 	live := map[string]string{}
-	deadline := time.Now().Add(20 * time.Second)
-	for (live[first] == "" || live[second] == "") && time.Now().Before(deadline) {
-		_ = conn.SetReadDeadline(deadline)
-		_, data, err := conn.ReadMessage()
-		if err != nil {
-			t.Fatalf("read frame: %v (rows seen: %d)", err, len(live))
-		}
-		var f struct {
-			Fragments []struct{ ID, HTML string } `json:"fragments"`
-		}
-		if err := json.Unmarshal(data, &f); err != nil {
-			t.Fatal(err)
-		}
-		for _, fr := range f.Fragments {
-			if id, ok := strings.CutPrefix(fr.ID, "run-row-"); ok {
-				live[id] = fr.HTML
-			}
-		}
-	}
+	live[first] = readRows(t, conn, first)
+	live[second] = readRows(t, conn, second)
 	if live[first] != servedFirst {
 		t.Errorf("the live row of the earlier deploy differs from the served one:\nlive:   %s\nserved: %s", live[first], servedFirst)
 	}
@@ -71,14 +71,35 @@ func TestLiveRunRowKeepsTheRollback(t *testing.T) {
 
 	// A viewer's list marks the table so that the rollback a live row
 	// carries stays hidden, and serves none itself.
-	env, err := s.DB.EnvironmentByName(t.Context(), "team-wiki", "production")
-	if err != nil {
-		t.Fatal(err)
-	}
 	s.AddMember(t, env, "vera@example.com", store.RoleViewer)
 	viewer := s.SignInAs(t, "vera@example.com", "Vera Viewer")
 	_, list = s.Get(t, viewer, wikiEnv+"/runs")
 	if !strings.Contains(list, `data-hide-rollback`) || strings.Contains(list, "Roll back to this release") {
 		t.Error("a viewer's runs list offers a rollback or does not hide the ones live rows carry")
+	}
+}
+
+// readRows reads an environment stream's frames until one carries the row
+// of run id, and returns that row's last version in the frame.
+func readRows(t *testing.T, conn *websocket.Conn, id string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_ = conn.SetReadDeadline(deadline)
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("read frames for run %s's row: %v", id, err)
+		}
+		var f struct {
+			Fragments []struct{ ID, HTML string } `json:"fragments"`
+		}
+		if err := json.Unmarshal(data, &f); err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range f.Fragments {
+			if fr.ID == "run-row-"+id {
+				return fr.HTML
+			}
+		}
 	}
 }
