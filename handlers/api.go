@@ -360,6 +360,9 @@ type deployBody struct {
 	Confirm            string `json:"confirm,omitempty"`
 	Redeploy           bool   `json:"redeploy,omitempty"`
 	ConfirmPublicValue string `json:"confirm_public_value,omitempty"`
+	// Release rolls back to that earlier successful deploy (its run id):
+	// its revision and value versions.
+	Release int64 `json:"release,omitempty"`
 }
 
 // StartDeploy starts a deploy: POST .../deploys. A refusal is 422 with the
@@ -372,6 +375,12 @@ func (h *API) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 	if body.Revision < 0 {
 		return apperr.Errorf(apperr.Invalid, "revision must be a revision number from 1 to 2147483647, such as 3.")
 	}
+	if body.Release < 0 {
+		return apperr.Errorf(apperr.Invalid, "release must be the run number of an earlier successful deploy, such as 12.")
+	}
+	if body.Release > 0 && (body.Revision > 0 || body.Redeploy) {
+		return apperr.Errorf(apperr.Invalid, "A rollback deploys the release's own revision: send release without revision or redeploy.")
+	}
 	env, _, err := h.Environment(r, store.RoleDeployer)
 	if err != nil {
 		return err
@@ -381,11 +390,14 @@ func (h *API) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	run, err := svc.StartDeploy(r.Context(), ActorOf(r), env, runs.DeployRequest{Revision: body.Revision,
-		Confirm: strings.TrimSpace(body.Confirm), Redeploy: body.Redeploy, ConfirmPublicValue: strings.TrimSpace(body.ConfirmPublicValue)})
+		Confirm: strings.TrimSpace(body.Confirm), Redeploy: body.Redeploy, ConfirmPublicValue: strings.TrimSpace(body.ConfirmPublicValue),
+		Release: body.Release})
 	var refusal *runs.DeployRefusal
 	if errors.As(err, &refusal) {
 		field := refusal.Field
-		if field == "" {
+		if field == "" && body.Release > 0 {
+			field = "release"
+		} else if field == "" {
 			field = "revision"
 		}
 		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The deploy was refused", Detail: refusal.Message, Field: field})

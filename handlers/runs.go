@@ -118,10 +118,17 @@ func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var activeRun int64
+	if active != nil {
+		activeRun = active.RunID
+	}
+	// Live rows carry the rollback whoever watches (a frame is the same
+	// for all); the list hides it from those who cannot deploy.
+	m.HideRollback = !role.Includes(store.RoleDeployer)
 	for i := range list {
 		rv := views.NewRunView(env, &list[i], now, false)
-		if role.Includes(store.RoleDeployer) {
-			rv.RollbackHref = rollbackHref(env, &list[i], active)
+		if !m.HideRollback {
+			rv.RollbackHref = views.RollbackHref(env, &list[i], activeRun)
 		}
 		m.Runs = append(m.Runs, rv)
 	}
@@ -172,6 +179,7 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 				if v.DNS, err = dnsPendingView(r.Context(), h.DB, h.Runs, env, c, now, role.Includes(store.RoleDeployer), run.ID); err != nil {
 					return err
 				}
+				m.EnvironmentSeq = &env.LastEventSeq
 			}
 		}
 		m.Checkpoints = append(m.Checkpoints, v)
@@ -321,16 +329,4 @@ func notAskedText(res runs.CheckResult) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%d of its %d addresses were not asked before the probe's deadline)", res.NotAsked, res.Addresses)
-}
-
-// rollbackHref is the plan of rolling back to run's release when run is an
-// earlier successful deploy (not the active release), else "".
-func rollbackHref(env *store.Environment, run *store.Run, active *store.Release) string {
-	if run.Kind != "deploy" || (run.Status != store.RunSucceeded && run.Status != store.RunSucceededWithWarnings) || run.RevisionID == nil {
-		return ""
-	}
-	if active != nil && active.RunID == run.ID {
-		return ""
-	}
-	return paths.RollbackPlan(env.Project, env.Name, run.ID)
 }

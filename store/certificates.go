@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/events/payload"
 )
 
 // Certificate states.
@@ -140,12 +142,27 @@ func (db *DB) AuditCheckNow(ctx context.Context, a Actor, env *Environment, doma
 	return db.Audit(ctx, e)
 }
 
-// MarkProbed records that the reconciler probed the environment's unissued
-// domain at at (and found it still not here): the next automatic check is
-// counted from it.
+// MarkProbed records that the unissued certificate of domain was probed at
+// at and does not point here yet: the pages count its next automatic check
+// from then. For a DNS-pending domain it also appends a service.checked
+// event, in the same transaction, so that a page that counted down to this
+// check (and says "checking…") restarts the countdown.
 func (db *DB) MarkProbed(ctx context.Context, envID int64, domain string, at time.Time) error {
-	if _, err := db.Pool.Exec(ctx, `UPDATE certificates SET probed_at = $3 WHERE environment_id = $1 AND domain = $2 AND state <> 'issued'`,
-		envID, domain, at); err != nil {
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var state string
+		err := tx.QueryRow(ctx, `UPDATE certificates SET probed_at = $3 WHERE environment_id = $1 AND domain = $2 AND state <> 'issued' RETURNING state`,
+			envID, domain, at).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && state != CertDeferred) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		_, err = appendEnvironmentEvent(ctx, tx, envID, nil, payload.EnvironmentChanged{Type: payload.KindServiceChecked,
+			Service: &payload.ServiceState{Domain: domain, State: "DNS pending"}})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("store: mark probed: %w", err)
 	}
 	return nil

@@ -6,12 +6,27 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/humanize"
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 )
 
 // The run page's models, built from what the store holds: the page and its
 // live fragments (see RunFragments) use the same builders.
+
+// RollbackHref is the plan of rolling back to run's release when run is an
+// earlier successful deploy, one that is not the active release (the run
+// numbered activeRelease, 0 when none), else "". The runs list's rows, as
+// served and as swapped in live, offer it by this one rule.
+func RollbackHref(env *store.Environment, run *store.Run, activeRelease int64) string {
+	if run.Kind != "deploy" || (run.Status != store.RunSucceeded && run.Status != store.RunSucceededWithWarnings) || run.RevisionID == nil {
+		return ""
+	}
+	if run.ID == activeRelease {
+		return ""
+	}
+	return paths.RollbackPlan(env.Project, env.Name, run.ID)
+}
 
 // NewRunView builds the model of a run as its page's header and the runs
 // lists show it.

@@ -45,8 +45,13 @@ func RunFragments(ctx context.Context, now time.Time, run *store.Run, env *store
 // when cert is set (the event changed a service's state), that hostname's
 // TLS state (every element whose data-live is service-state-<domain>). The
 // domain is the event's own: nothing is shown that the event does not
-// carry already.
-func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environment, latest []store.Run, run *store.Run, cert *store.Certificate) ([]Fragment, error) {
+// carry already. activeRelease is the run number of the environment's
+// active release (0 when none): the row offers a rollback to an earlier
+// successful deploy as the served list does (RollbackHref). nextCheck,
+// when set with a DNS-pending cert, is its next automatic check: every
+// countdown to it (data-live next-check-<domain>, on the environment page
+// and under the run page's TLS checkpoint) restarts from it.
+func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environment, latest []store.Run, run *store.Run, cert *store.Certificate, activeRelease int64, nextCheck time.Time) ([]Fragment, error) {
 	rs := make([]RunView, 0, len(latest))
 	for i := range latest {
 		rs = append(rs, NewRunView(env, &latest[i], now, false))
@@ -62,12 +67,43 @@ func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environ
 		"env-state":   EnvironmentLiveState(env.State, active),
 	}
 	if run != nil {
-		parts[RunRowID(run.ID)] = RunRow(NewRunView(env, run, now, false))
+		row := NewRunView(env, run, now, false)
+		row.RollbackHref = RollbackHref(env, run, activeRelease)
+		parts[RunRowID(run.ID)] = RunRow(row)
+		if run.ID == activeRelease {
+			// The deploy that just became the active release makes the
+			// previous one an earlier release: its row now offers the
+			// rollback too.
+			if prev := previousRelease(latest, run.ID); prev != nil {
+				row := NewRunView(env, prev, now, false)
+				row.RollbackHref = RollbackHref(env, prev, activeRelease)
+				parts[RunRowID(prev.ID)] = RunRow(row)
+			}
+		}
 	}
 	if cert != nil {
 		parts["service-state-"+cert.Domain] = ServiceStateBadge(cert.Domain, ServiceStateText(*cert), cert.State)
+		if cert.State == store.CertDeferred && !nextCheck.IsZero() {
+			parts["next-check-"+cert.Domain] = NextCheck(cert.Domain, nextCheck, now)
+		}
 	}
 	return renderFragments(ctx, parts)
+}
+
+// previousRelease is the successful deploy among latest, other than run
+// id, that finished last: the release that was active before it.
+func previousRelease(latest []store.Run, id int64) *store.Run {
+	var prev *store.Run
+	for i := range latest {
+		r := &latest[i]
+		if r.ID == id || r.FinishedAt == nil || RollbackHref(&store.Environment{}, r, 0) == "" {
+			continue
+		}
+		if prev == nil || r.FinishedAt.After(*prev.FinishedAt) {
+			prev = r
+		}
+	}
+	return prev
 }
 
 // ServiceStateText is how a hostname's TLS state reads on the environment

@@ -119,6 +119,11 @@ type RunPage struct {
 	LogFilter string
 	LogLines  int
 	LogURL    string
+	// EnvironmentSeq, when set, is the environment's newest event as the
+	// page was read: a page that shows a DNS-pending domain also follows
+	// the environment's stream after it, which says when the domain was
+	// checked again (its countdown restarts).
+	EnvironmentSeq *int64
 }
 
 // RunsPage is the model of an environment's runs list.
@@ -143,6 +148,9 @@ type RunsPage struct {
 	Kinds, Statuses []FilterOption
 	Filtered        bool
 	ClearURL        string
+	// HideRollback is set for a viewer who cannot deploy: the rows a live
+	// update swaps in offer a rollback to everyone, and the list hides it.
+	HideRollback bool
 }
 
 // RunKindFilters are the runs list's kinds, as ?kind= takes them.

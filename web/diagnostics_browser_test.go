@@ -232,6 +232,7 @@ func BenchmarkKeystrokeToPaint(b *testing.B) {
 	)
 	measures := `performance.getEntriesByName("manifest-diagnostics")`
 	var after []time.Duration
+	phases := map[string][]time.Duration{}
 	i := 0
 	for b.Loop() {
 		n := browsertest.Eval[int](br, measures+`.length`)
@@ -247,9 +248,41 @@ func BenchmarkKeystrokeToPaint(b *testing.B) {
 		if _, err := chromedp.Run(br.Ctx, chromedp.Poll[bool](measures+`.length > `+itoa(n))); err != nil {
 			b.Fatalf("no measure after keystroke %d: %v", i, err)
 		}
-		ms := browsertest.Eval[float64](br, `(() => { const e = `+measures+`; return e[e.length-1].duration; })()`)
-		after = append(after, time.Duration((ms-150)*float64(time.Millisecond)))
+		ms := browsertest.Eval[[]float64](br, `(() => ["", "-pause", "-request", "-write", "-frame"].map(p => {
+			const e = performance.getEntriesByName("manifest-diagnostics" + p); return e[e.length-1].duration; }).concat((() => {
+			const r = performance.getEntriesByType("resource").filter(e => e.name.endsWith("/validate/check")).pop();
+			return [r.responseStart - r.requestStart, r.responseEnd - r.startTime];
+			})()))()`)
+		after = append(after, time.Duration((ms[0]-150)*float64(time.Millisecond)))
+		// The phases after the pause: the timer's lateness, the request
+		// (fetch and JSON), writing the answer into the page, and the wait
+		// for the next frame.
+		for k, name := range phaseNames {
+			d := ms[k+1]
+			if k == 0 {
+				d -= 150
+			}
+			phases[name] = append(phases[name], time.Duration(d*float64(time.Millisecond)))
+		}
+		// Of the request: from sending it to the answer's first byte (the
+		// server's time and the loopback), and the whole fetch as the
+		// browser's resource timing sees it.
+		phases["request-ttfb"] = append(phases["request-ttfb"], time.Duration(ms[5]*float64(time.Millisecond)))
+		phases["request-fetch"] = append(phases["request-fetch"], time.Duration(ms[6]*float64(time.Millisecond)))
+		// The resource timing entries would fill the buffer.
+		browsertest.Eval[bool](br, `performance.clearResourceTimings(), true`)
 	}
 	b.ReportMetric(float64(percentile(after, 0.50).Microseconds())/1000, "after-pause-p50-ms")
 	b.ReportMetric(float64(percentile(after, 0.99).Microseconds())/1000, "after-pause-p99-ms")
+	for _, name := range append(phaseNames, requestPhases...) {
+		b.ReportMetric(float64(percentile(phases[name], 0.50).Microseconds())/1000, name+"-p50-ms")
+		b.ReportMetric(float64(percentile(phases[name], 0.99).Microseconds())/1000, name+"-p99-ms")
+	}
 }
+
+// phaseNames are the phases of the time from the pause to painted markers
+// that BenchmarkKeystrokeToPaint reports (manifest.js measures them).
+var phaseNames = []string{"timer-late", "request", "write", "frame"}
+
+// requestPhases split the request phase (see BenchmarkKeystrokeToPaint).
+var requestPhases = []string{"request-ttfb", "request-fetch"}

@@ -92,7 +92,11 @@ func newStreams(a *app) *streams {
 	}
 	s.metrics.followHub(s.hub)
 	if s.fragments == nil {
-		s.fragments = pageFragments{now: a.deps.DB.Now}
+		pf := pageFragments{now: a.deps.DB.Now, activeRelease: a.deps.DB.ActiveRelease}
+		if a.deps.Runs != nil {
+			pf.nextCheck = a.deps.Runs.NextAutomaticCheck
+		}
+		s.fragments = pf
 	}
 	if u, err := url.Parse(a.deps.PublicURL); err == nil && u.Host != "" {
 		s.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true

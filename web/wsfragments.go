@@ -6,6 +6,7 @@ import (
 
 	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/events/payload"
+	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
 
@@ -43,7 +44,15 @@ func (NoFragments) EnvironmentFragments(context.Context, int64, *events.Event) (
 // pageFragments renders the run and environment pages' own components
 // (views.RunFragments, views.EnvironmentFragments) from the state read
 // with the event: the default renderer.
-type pageFragments struct{ now func() time.Time }
+type pageFragments struct {
+	now func() time.Time
+	// activeRelease returns an environment's active release (nil when
+	// none): a finished deploy's row offers a rollback unless it is that.
+	activeRelease func(ctx context.Context, envID int64) (*store.Release, error)
+	// nextCheck is when the reconciler checks a DNS-pending domain again
+	// (runs.Service.NextAutomaticCheck); nil without a reconciler.
+	nextCheck func(c store.Certificate, now time.Time) (time.Time, bool)
+}
 
 // RunFragments implements FragmentRenderer.
 func (p pageFragments) RunFragments(ctx context.Context, _ int64, ev *events.Event) ([]Fragment, error) {
@@ -60,5 +69,20 @@ func (p pageFragments) EnvironmentFragments(ctx context.Context, _ int64, ev *ev
 	if ev.Environment == nil {
 		return nil, nil
 	}
-	return views.EnvironmentFragments(ctx, p.now(), ev.Environment, ev.LatestRuns, ev.Run, ev.Certificate)
+	var active int64
+	if r := ev.Run; r != nil && views.RollbackHref(ev.Environment, r, 0) != "" && p.activeRelease != nil {
+		rel, err := p.activeRelease(ctx, ev.Environment.ID)
+		if err != nil {
+			return nil, err
+		}
+		if rel != nil {
+			active = rel.RunID
+		}
+	}
+	now := p.now()
+	var next time.Time
+	if c := ev.Certificate; c != nil && p.nextCheck != nil {
+		next, _ = p.nextCheck(*c, now)
+	}
+	return views.EnvironmentFragments(ctx, now, ev.Environment, ev.LatestRuns, ev.Run, ev.Certificate, active, next)
 }

@@ -25,11 +25,13 @@ const (
 	exitWithWarnings = 3
 )
 
-const deployUsage = `usage: studio deploy --url URL --project P --env E [--revision N | --manifest skali.yaml] [--confirm NAME] [--redeploy] [--wait] [--json]
+const deployUsage = `usage: studio deploy --url URL --project P --env E [--revision N | --manifest skali.yaml | --release RUN] [--confirm NAME] [--redeploy] [--wait] [--json]
 
 Starts a deploy through the Studio's JSON API with the token in STUDIO_TOKEN.
 With --manifest, the file is added as the project's next revision first
-(nothing is added when it compiles to the latest revision). With --wait, it
+(nothing is added when it compiles to the latest revision). With --release,
+it rolls back to that earlier successful deploy (its run number): its
+revision and the versions of the values it used. With --wait, it
 follows the run and prints each checkpoint as it changes.
 
 Interrupted (Ctrl-C, SIGINT or SIGTERM) while following: on a terminal it
@@ -372,6 +374,7 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	confirm := fs.String("confirm", "", "the environment's name, typed, for a deploy that deletes or replaces something")
 	confirmPublic := fs.String("confirm-public-value", "", "the environment's name, typed, to publish a value in a hostname (admins)")
 	redeploy := fs.Bool("redeploy", false, "deploy the active revision again")
+	release := fs.Int64("release", 0, "roll back to the release of this earlier successful deploy (its run number)")
 	wait := fs.Bool("wait", false, "follow the run until it finishes; the exit status says how it ended")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
 	poll := fs.Duration("poll", time.Second, "how often to read the run while following it")
@@ -381,7 +384,8 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		}
 		return exitRefused
 	}
-	if *base == "" || *project == "" || *env == "" || fs.NArg() > 0 || (*revision != 0 && *manifest != "") || *revision < 0 {
+	if *base == "" || *project == "" || *env == "" || fs.NArg() > 0 || (*revision != 0 && *manifest != "") || *revision < 0 ||
+		*release < 0 || (*release > 0 && (*revision != 0 || *manifest != "" || *redeploy)) {
 		fmt.Fprint(stderr, deployUsage)
 		return exitRefused
 	}
@@ -437,6 +441,9 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	body := map[string]any{"confirm": *confirm, "redeploy": *redeploy, "confirm_public_value": *confirmPublic}
 	if rev > 0 {
 		body["revision"] = rev
+	}
+	if *release > 0 {
+		body["release"] = *release
 	}
 	var run apiRun
 	if err := c.call(ctx, "POST", envPath+"/deploys", body, &run); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -206,6 +207,33 @@ func TestStudioDeployWaitExitStatuses(t *testing.T) {
 	}
 	if r = deploy("plain", "production", "--manifest", file); r.code != 0 || !strings.Contains(r.stdout, "Added revision 2") {
 		t.Fatalf("--manifest: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// --release rolls back to the first deploy of plain: revision 1 again.
+	var firstDeploy int64
+	if err := db.Pool.QueryRow(ctx, `SELECT min(id) FROM runs WHERE environment_id = $1 AND kind = 'deploy' AND status = 'succeeded'`,
+		envs["plain/production"].ID).Scan(&firstDeploy); err != nil {
+		t.Fatal(err)
+	}
+	release := strconv.FormatInt(firstDeploy, 10)
+	if r = deploy("plain", "production", "--release", release, "--revision", "2"); r.code != 2 {
+		t.Fatalf("--release with --revision: exit %d, want 2 (bad usage)\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = deploy("plain", "production", "--release", release); r.code != 0 {
+		t.Fatalf("--release %s: exit %d\n%s%s", release, r.code, r.stdout, r.stderr)
+	}
+	var rolledBack int
+	if err := db.Pool.QueryRow(ctx, `SELECT rv.number FROM environments e JOIN revisions rv ON rv.id = e.active_revision_id WHERE e.id = $1`,
+		envs["plain/production"].ID).Scan(&rolledBack); err != nil {
+		t.Fatal(err)
+	}
+	if rolledBack != 1 {
+		t.Errorf("after --release %s plain/production runs revision %d, want 1 (the release's)", release, rolledBack)
+	}
+	// A release that is not a successful deploy of the environment is
+	// refused with the API's sentence.
+	if r = deploy("plain", "production", "--release", "999999"); r.code != 2 {
+		t.Errorf("--release of no such run: exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
 	// values import, then the refused deploy goes ahead (deferred: 3).

@@ -26,6 +26,10 @@ const (
 	KindRunExecutor Kind = "run.executor"
 	// KindServiceState: a domain's TLS state changed.
 	KindServiceState Kind = "service.state"
+	// KindServiceChecked: a DNS-pending domain was probed again and still
+	// does not point here: its state is unchanged, its next automatic
+	// check moved (Service names the domain).
+	KindServiceChecked Kind = "service.checked"
 	// KindEnvironmentState: the environment's state changed (a restore).
 	KindEnvironmentState Kind = "environment.state"
 )
@@ -115,7 +119,8 @@ type EnvironmentChanged struct {
 	// Run is the run the event concerns (run.started, run.finished,
 	// run.executor, service.state).
 	Run *RunRef `json:"run,omitempty"`
-	// Service is the domain whose state changed (service.state).
+	// Service is the domain whose state changed (service.state), or that
+	// was checked again (service.checked).
 	Service *ServiceState `json:"service,omitempty"`
 	// State is the environment's new state (environment.state).
 	State string `json:"state,omitempty"`

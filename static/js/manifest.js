@@ -56,17 +56,31 @@
     for (var i = 0; i < n; i++) parts[i] = i + 1;
     gutter.textContent = parts.join("\n");
   }
-  function sync() {
-    gutter.scrollTop = ta.scrollTop;
-    mirror.scrollTop = ta.scrollTop;
-    mirror.scrollLeft = ta.scrollLeft;
-    markers.style.transform = "translateY(" + -ta.scrollTop + "px)";
+  // sync lines the gutter, mirror and markers up with the text area's
+  // scroll position; paint passes the one it read before writing, so that
+  // repainting after an answer forces no layout in between.
+  function sync(top, left) {
+    if (top === undefined) { top = ta.scrollTop; left = ta.scrollLeft; }
+    gutter.scrollTop = top;
+    mirror.scrollTop = top;
+    mirror.scrollLeft = left;
+    markers.style.transform = "translateY(" + -top + "px)";
     if (!tip.hidden) hideTip();
   }
-  ta.addEventListener("scroll", sync);
+  ta.addEventListener("scroll", function () { sync(); });
   renumber();
 
-  function lineHeight() { return parseFloat(getComputedStyle(ta).lineHeight) || 20; }
+  // The text area's line height and top padding, read once per change of
+  // its metrics (matchMetrics) rather than at every paint.
+  var metrics = null;
+  function readMetrics() {
+    if (!metrics) {
+      var cs = getComputedStyle(ta);
+      metrics = { lh: parseFloat(cs.lineHeight) || 20, top: parseFloat(cs.paddingTop) || 0 };
+    }
+    return metrics;
+  }
+  function lineHeight() { return readMetrics().lh; }
 
   function offsetOf(line, col) {
     var lines = ta.value.split("\n");
@@ -115,6 +129,9 @@
   var seq = 0; // the last request sent
   var timer = 0;
   var editedAt = 0;
+  // When the last check was sent and answered (performance.now()): the
+  // phases of "manifest-diagnostics" that BenchmarkKeystrokeToPaint reports.
+  var sentAt = 0, answeredAt = 0;
 
   function field(name) { return form && form.elements.namedItem(name); }
   function request() {
@@ -136,6 +153,7 @@
       return;
     }
     problems.setAttribute("aria-busy", "true");
+    sentAt = performance.now();
     fetch(endpoint, {
       method: "POST",
       credentials: "same-origin",
@@ -145,6 +163,7 @@
       return resp.json().then(function (data) { return { ok: resp.ok, data: data }; });
     }).then(function (r) {
       if (mine !== seq) return; // a newer request is on its way
+      answeredAt = performance.now();
       if (!r.ok) {
         paintNote(r.data && r.data.error ? r.data.error : "Live checking is not available; press Validate to check.");
         return;
@@ -196,10 +215,16 @@
     list.textContent = "";
   }
 
+  // paint writes the answer into the page: the reads it needs (scroll
+  // position, metrics) come first, then only writes, so the browser lays
+  // the page out once, for the next frame (a tip under the caret measures
+  // itself last).
   function paint(ds, answer) {
     diags = ds;
+    var top = ta.scrollTop, left = ta.scrollLeft;
+    readMetrics();
     problems.removeAttribute("aria-busy");
-    paintMirror();
+    paintMirror(top, left);
     paintMarkers();
     list.textContent = "";
     head.textContent = "";
@@ -235,20 +260,29 @@
       li.appendChild(b);
       list.appendChild(li);
     });
-    showCaretTip();
+    showCaretTip(top);
     if (editedAt) {
-      var since = editedAt;
+      var since = editedAt, sent = sentAt, answered = answeredAt, written = performance.now();
       editedAt = 0;
       requestAnimationFrame(function () {
         performance.mark("manifest-painted");
-        try { performance.measure("manifest-diagnostics", { start: since, end: performance.now() }); } catch (e) { /* old browsers */ }
+        try {
+          var now = performance.now();
+          performance.measure("manifest-diagnostics", { start: since, end: now });
+          // Its phases: waiting for the pause (and the timer), the
+          // request, writing the answer, and the wait for the frame.
+          performance.measure("manifest-diagnostics-pause", { start: since, end: sent });
+          performance.measure("manifest-diagnostics-request", { start: sent, end: answered });
+          performance.measure("manifest-diagnostics-write", { start: answered, end: written });
+          performance.measure("manifest-diagnostics-frame", { start: written, end: now });
+        } catch (e) { /* old browsers */ }
       });
     }
   }
 
   // paintMirror draws the text, invisible, with each diagnostic's range
   // underlined; an error wins over a warning where two overlap.
-  function paintMirror() {
+  function paintMirror(top, left) {
     var lines = ta.value.split("\n");
     var byLine = {};
     diags.forEach(function (d) { (byLine[d.line] = byLine[d.line] || []).push(d); });
@@ -284,7 +318,7 @@
     frag.appendChild(document.createTextNode("\n "));
     mirror.textContent = "";
     mirror.appendChild(frag);
-    sync();
+    sync(top, left);
   }
 
   function worst(ds) {
@@ -294,8 +328,7 @@
 
   function paintMarkers() {
     markers.textContent = "";
-    var cs = getComputedStyle(ta);
-    var top = parseFloat(cs.paddingTop) || 0, lh = lineHeight();
+    var top = readMetrics().top, lh = readMetrics().lh;
     var seen = {};
     diags.forEach(function (d) {
       if (seen[d.line]) return;
@@ -313,7 +346,7 @@
     });
   }
 
-  function showTip(ds, line) {
+  function showTip(ds, line, scrollTop) {
     if (!ds.length) { hideTip(); return; }
     tip.textContent = "";
     ds.forEach(function (d) {
@@ -324,11 +357,11 @@
       row.appendChild(m);
       tip.appendChild(row);
     });
-    placeTip(line);
+    placeTip(line, scrollTop);
   }
-  function placeTip(line) {
-    var cs = getComputedStyle(ta);
-    var top = (parseFloat(cs.paddingTop) || 0) + line * lineHeight() - ta.scrollTop + 2;
+  function placeTip(line, scrollTop) {
+    if (scrollTop === undefined) scrollTop = ta.scrollTop;
+    var top = readMetrics().top + line * lineHeight() - scrollTop + 2;
     tip.hidden = false;
     // Below the line, or above it when there is no room below.
     if (top + tip.offsetHeight > body.clientHeight && top - lineHeight() - tip.offsetHeight - 4 > 0) {
@@ -372,12 +405,13 @@
   }
   // The message of the range holding the caret is shown while the editor
   // has the keyboard focus, so it is there without a mouse.
-  function showCaretTip() {
+  function showCaretTip(scrollTop) {
+    if (typeof scrollTop !== "number") scrollTop = undefined; // called as a listener
     if (document.activeElement !== ta || !diags.length) { if (!hovering) hideTip(); return; }
     var c = caret();
     var ds = at(c.line, c.col);
     if (!ds.length && c.col > 1) ds = at(c.line, c.col - 1);
-    if (ds.length) showTip(ds, c.line);
+    if (ds.length) showTip(ds, c.line, scrollTop);
     else if (!hovering) hideTip();
   }
   ["keyup", "click", "focus"].forEach(function (t) { ta.addEventListener(t, showCaretTip); });
@@ -417,6 +451,7 @@
       mirror.style[p] = cs[p];
     });
     charWidth = 0;
+    metrics = null;
   }
   matchMetrics();
   window.addEventListener("resize", function () { matchMetrics(); paintMarkers(); });
