@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/skali-dev/studio/events"
 )
@@ -60,21 +61,47 @@ func (w *frameWriters) schedule(st *liveStream) bool {
 	}
 }
 
+// poolWriter is one pool writer's own state.
+type poolWriter struct {
+	// scratch is reused for the frames of a stream with several queued.
+	scratch []byte
+	// streams counts the streams handled since the writer last yielded.
+	streams int
+	// run and env count the frames written and not yet added to the
+	// delivered counters (added when the queue runs dry, or every
+	// flushFrames): a counter shared by the writers, updated per frame,
+	// would move its cache line between the cores for every watcher.
+	run, env int
+	// metrics is where they are counted (every stream's, shared).
+	metrics *Metrics
+}
+
+// flushFrames bounds the frames a pool writer counts before adding them to
+// the delivered counters.
+const flushFrames = 256
+
+// yieldStreams is how many streams a pool writer handles between yields
+// to the scheduler: a writer that runs for 10 ms without one is preempted
+// by a signal, and the runtime's monitor thread, finding work to preempt,
+// keeps waking every 20 µs.
+const yieldStreams = 64
+
 func (w *frameWriters) run() {
 	idle := time.NewTimer(writerIdle)
 	defer idle.Stop()
-	var scratch []byte
+	var pw poolWriter
 	for {
 		select {
 		case st := <-w.queue:
-			scratch = st.writeQueued(scratch)
+			pw.handle(st)
 			continue
 		default:
 		}
+		pw.flush()
 		idle.Reset(writerIdle)
 		select {
 		case st := <-w.queue:
-			scratch = st.writeQueued(scratch)
+			pw.handle(st)
 		case <-idle.C:
 			w.running.Add(-1)
 			if len(w.queue) == 0 {
@@ -88,26 +115,75 @@ func (w *frameWriters) run() {
 				return
 			}
 		}
-		if cap(scratch) > maxWriteBatch {
-			scratch = nil
+		if cap(pw.scratch) > maxWriteBatch {
+			pw.scratch = nil
 		}
 	}
 }
 
+func (pw *poolWriter) handle(st *liveStream) {
+	st.writeQueued(pw)
+	if pw.streams++; pw.streams >= yieldStreams {
+		pw.streams = 0
+		runtime.Gosched()
+	}
+}
+
+// delivered counts the frames of evs written to st and records how long
+// after their notification.
+func (pw *poolWriter) delivered(st *liveStream, evs []*events.Event) {
+	m := st.s.metrics
+	if m == nil {
+		return
+	}
+	if st.kind == "run" {
+		pw.run += len(evs)
+	} else {
+		pw.env += len(evs)
+	}
+	var now time.Time
+	for _, e := range evs {
+		if !e.Notified.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			m.deliveryDelay.Observe(now.Sub(e.Notified).Seconds())
+		}
+	}
+	pw.metrics = m
+	if pw.run+pw.env >= flushFrames {
+		pw.flush()
+	}
+}
+
+// flush adds the frames counted to the delivered counters.
+func (pw *poolWriter) flush() {
+	m := pw.metrics
+	if m == nil || (pw.run == 0 && pw.env == 0) {
+		return
+	}
+	if pw.run > 0 {
+		m.deliveredRun.Add(float64(pw.run))
+	}
+	if pw.env > 0 {
+		m.delivered.WithLabelValues("environment").Add(float64(pw.env))
+	}
+	pw.run, pw.env = 0, 0
+}
+
 // writeQueued writes the stream's queued frames without ever waiting, as
 // long as it can; what might wait goes to the stream's own goroutine
-// (drain, finishWrite), which keeps the writing flag. It returns the
-// scratch buffer for the pool writer's next stream.
-func (st *liveStream) writeQueued(scratch []byte) []byte {
+// (drain, finishWrite), which keeps the writing flag.
+func (st *liveStream) writeQueued(pw *poolWriter) {
 	for {
-		if st.ended() != nil || time.Since(time.Unix(0, st.lastChecked.Load())) > accessCacheTTL {
-			go st.drain()
-			return scratch
+		if st.hasCause.Load() {
+			go st.drain(nil)
+			return
 		}
 		evs, err := st.sub.Poll(context.Background())
 		if err != nil {
 			go st.stop(err)
-			return scratch
+			return
 		}
 		if len(evs) == 0 {
 			st.writing.Store(false)
@@ -116,31 +192,54 @@ func (st *liveStream) writeQueued(scratch []byte) []byte {
 			if (st.sub.Pending() || st.ended() != nil) && st.writing.CompareAndSwap(false, true) {
 				continue
 			}
-			return scratch
+			return
 		}
-		buf := st.frames(evs, scratch[:0])
+		if st.accessDue(evs) {
+			answered, err := st.checkAccessCached()
+			if !answered {
+				go st.drain(evs)
+				return
+			}
+			if err != nil {
+				go st.stop(err)
+				return
+			}
+		}
+		buf := st.frames(evs, pw.scratch[:0])
 		if len(evs) > 1 {
-			scratch = buf
+			pw.scratch = buf
 		}
 		if !st.wmu.TryLock() {
 			// A control frame is being written: do not wait for it here.
 			go st.finishWrite(append([]byte(nil), buf...), evs, false)
-			return scratch
+			return
 		}
 		n, err := st.writeNow(buf)
 		if err != nil {
 			st.wmu.Unlock()
 			st.log(slog.LevelDebug, "event stream write failed", "err", err)
 			go st.stop(errPeerGone)
-			return scratch
+			return
 		}
 		if n < len(buf) {
 			go st.finishWrite(append([]byte(nil), buf[n:]...), evs, true)
-			return scratch
+			return
 		}
 		st.wmu.Unlock()
-		st.delivered(evs)
+		pw.delivered(st, evs)
 	}
+}
+
+// accessDue reports whether access must be checked before evs go out: the
+// last check is older than accessCacheTTL. The time is when the newest of
+// evs was announced (taken once per event, not once per watcher), or now
+// for events read as backlog.
+func (st *liveStream) accessDue(evs []*events.Event) bool {
+	now := evs[len(evs)-1].Notified
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return now.UnixNano()-st.lastChecked.Load() > int64(accessCacheTTL)
 }
 
 // frames appends the frames of evs to buf; a single event's frame is
@@ -158,43 +257,36 @@ func (st *liveStream) frames(evs []*events.Event, buf []byte) []byte {
 // writeNow writes what the socket takes at once, without waiting; a
 // connection that is not a plain socket takes nothing this way. Called
 // with wmu held.
+//
+// It calls send(2) on the descriptor itself, not write(2) through the
+// runtime's poller: the socket never blocks (MSG_DONTWAIT), so the call
+// need not release its P to the scheduler nor take the poller's
+// reference; wmu and fdClosed keep the descriptor from being closed
+// meanwhile. A call per frame and watcher is where most of a stream's CPU
+// goes; the runtime's bookkeeping around it (and the monitor thread it
+// keeps awake) cost about a quarter more.
 func (st *liveStream) writeNow(buf []byte) (int, error) {
-	if st.raw == nil || len(buf) == 0 {
+	if st.fd < 0 || st.fdClosed || len(buf) == 0 {
 		return 0, nil
 	}
-	// The callback and its state live in the stream (rawWrite, set once):
-	// a closure here would be allocated for every frame.
-	st.wbuf, st.wn, st.werr = buf, 0, nil
-	err := st.raw.Write(st.rawWrite)
-	n, werr := st.wn, st.werr
-	st.wbuf = nil
-	if err == nil {
-		err = werr
-	}
-	return n, err
-}
-
-// writeFD is writeNow's callback: it writes wbuf from wn on, and returns
-// as soon as the socket takes no more (EAGAIN) instead of waiting.
-func (st *liveStream) writeFD(fd uintptr) bool {
-	for st.wn < len(st.wbuf) {
-		m, err := syscall.Write(int(fd), st.wbuf[st.wn:])
-		if m > 0 {
-			st.wn += m
-		}
+	n := 0
+	for n < len(buf) {
+		p := buf[n:]
+		m, _, errno := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(st.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)),
+			syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL, 0, 0)
 		switch {
-		case err == syscall.EINTR:
+		case errno == syscall.EINTR:
 			continue
-		case err == syscall.EAGAIN:
-			return true
-		case err != nil:
-			st.werr = err
-			return true
-		case m <= 0:
-			return true
+		case errno == syscall.EAGAIN:
+			return n, nil
+		case errno != 0:
+			return n, errno
+		case int(m) <= 0:
+			return n, nil
 		}
+		n += int(m)
 	}
-	return true
+	return n, nil
 }
 
 // finishWrite writes the rest of a batch the pool could not, waiting up to
@@ -212,7 +304,7 @@ func (st *liveStream) finishWrite(rest []byte, evs []*events.Event, locked bool)
 		return
 	}
 	st.delivered(evs)
-	st.drain()
+	st.drain(nil)
 }
 
 // writeWaiting writes buf, waiting up to streamWriteWait. Called with wmu

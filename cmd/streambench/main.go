@@ -80,6 +80,7 @@ type options struct {
 	// cpuProfile, when set, is where the Studio's CPU profile of each
 	// scenario's events goes (cpuProfile.<idle>+<active>.pprof).
 	cpuProfile string
+	throughput bool
 }
 
 func parseFlags() (*options, error) {
@@ -92,6 +93,7 @@ func parseFlags() (*options, error) {
 	flag.DurationVar(&o.interval, "interval", 20*time.Millisecond, "pause between appended events")
 	flag.BoolVar(&o.durable, "durable", false, "run PostgreSQL with fsync (default off: the bench measures streaming, not the disk)")
 	flag.IntVar(&o.dial, "dial-concurrency", 32, "websocket handshakes in flight at once")
+	flag.BoolVar(&o.throughput, "throughput", true, "measure event-write throughput with NOTIFY on and off after the scenarios (false skips it)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the Studio's CPU profile of each scenario's events to `PREFIX`.<idle>+<active>.pprof (go tool pprof reads it with this binary)")
 	flag.Parse()
 	for _, f := range strings.Split(watchers, ",") {
@@ -240,6 +242,9 @@ func run() error {
 			o.idle, o.active, res, pass(res.lat.p99 <= 120*time.Millisecond), pass(res.read.p99 <= 120*time.Millisecond), pass(res.idleBytes <= 6*1024))
 	}
 
+	if !o.throughput {
+		return nil
+	}
 	// The Studio listens only to the streams it follows: measure with
 	// nothing followed, with a stream of another run open, and with every
 	// written run followed.
