@@ -5,9 +5,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/skali-dev/studio/events"
 )
@@ -28,6 +26,10 @@ const writerIdle = time.Second
 
 // maxWriteBatch bounds the bytes one write of queued frames sends.
 const maxWriteBatch = 256 << 10
+
+// maxArena bounds the memory a pool writer keeps for the frames of a
+// round of streams with several events queued.
+const maxArena = 4 << 20
 
 // frameWriters is the pool.
 type frameWriters struct {
@@ -74,6 +76,14 @@ type poolWriter struct {
 	run, env int
 	// metrics is where they are counted (every stream's, shared).
 	metrics *Metrics
+	// ring, when io_uring is there, sends a batch of streams' frames with
+	// one system call (writeBatch); pending and reqs are its buffers, and
+	// arena holds the frames of the round's streams with several events
+	// queued.
+	ring    *sendRing
+	pending []*liveStream
+	reqs    []sendReq
+	arena   []byte
 }
 
 // flushFrames bounds the frames a pool writer counts before adding them to
@@ -89,11 +99,16 @@ const yieldStreams = 64
 func (w *frameWriters) run() {
 	idle := time.NewTimer(writerIdle)
 	defer idle.Stop()
-	var pw poolWriter
+	pw := poolWriter{ring: newSendRing()}
+	defer func() {
+		if pw.ring != nil {
+			pw.ring.close()
+		}
+	}()
 	for {
 		select {
 		case st := <-w.queue:
-			pw.handle(st)
+			pw.write(w, st)
 			continue
 		default:
 		}
@@ -101,7 +116,7 @@ func (w *frameWriters) run() {
 		idle.Reset(writerIdle)
 		select {
 		case st := <-w.queue:
-			pw.handle(st)
+			pw.write(w, st)
 		case <-idle.C:
 			w.running.Add(-1)
 			if len(w.queue) == 0 {
@@ -119,6 +134,16 @@ func (w *frameWriters) run() {
 			pw.scratch = nil
 		}
 	}
+}
+
+// write writes st's queued frames, and those of streams queued meanwhile
+// when the writer has a ring.
+func (pw *poolWriter) write(w *frameWriters, st *liveStream) {
+	if pw.ring != nil {
+		pw.writeBatch(w, st)
+		return
+	}
+	pw.handle(st)
 }
 
 func (pw *poolWriter) handle(st *liveStream) {
@@ -176,14 +201,33 @@ func (pw *poolWriter) flush() {
 // (drain, finishWrite), which keeps the writing flag.
 func (st *liveStream) writeQueued(pw *poolWriter) {
 	for {
+		evs, buf, ok := st.prepare(pw, false)
+		if !ok {
+			return
+		}
+		n, err := st.writeNow(buf)
+		if !st.written(pw, evs, buf, n, err) {
+			return
+		}
+	}
+}
+
+// prepare takes the stream's queued events and, when they are to be
+// written now, returns their frames with wmu locked (ok). Otherwise the
+// stream has nothing to write (its writing flag is cleared) or was handed
+// to a goroutine of its own. Several events' frames are built in
+// pw.scratch (valid until the next prepare), or with batch set appended
+// to pw.arena (valid until the batch's round ends).
+func (st *liveStream) prepare(pw *poolWriter, batch bool) (evs []*events.Event, buf []byte, ok bool) {
+	for {
 		if st.hasCause.Load() {
 			go st.drain(nil)
-			return
+			return nil, nil, false
 		}
 		evs, err := st.sub.Poll(context.Background())
 		if err != nil {
 			go st.stop(err)
-			return
+			return nil, nil, false
 		}
 		if len(evs) == 0 {
 			st.writing.Store(false)
@@ -192,42 +236,129 @@ func (st *liveStream) writeQueued(pw *poolWriter) {
 			if (st.sub.Pending() || st.ended() != nil) && st.writing.CompareAndSwap(false, true) {
 				continue
 			}
-			return
+			return nil, nil, false
 		}
 		if st.accessDue(evs) {
 			answered, err := st.checkAccessCached()
 			if !answered {
 				go st.drain(evs)
-				return
+				return nil, nil, false
 			}
 			if err != nil {
 				go st.stop(err)
-				return
+				return nil, nil, false
 			}
 		}
-		buf := st.frames(evs, pw.scratch[:0])
-		if len(evs) > 1 {
+		switch {
+		case len(evs) == 1:
+			buf = st.s.frame(evs[0]) // shared by every watcher
+		case batch:
+			start := len(pw.arena)
+			pw.arena = st.frames(evs, pw.arena)
+			buf = pw.arena[start:len(pw.arena):len(pw.arena)]
+		default:
+			buf = st.frames(evs, pw.scratch[:0])
 			pw.scratch = buf
 		}
 		if !st.wmu.TryLock() {
 			// A control frame is being written: do not wait for it here.
 			go st.finishWrite(append([]byte(nil), buf...), evs, false)
-			return
+			return nil, nil, false
 		}
-		n, err := st.writeNow(buf)
-		if err != nil {
-			st.wmu.Unlock()
-			st.log(slog.LevelDebug, "event stream write failed", "err", err)
-			go st.stop(errPeerGone)
-			return
-		}
-		if n < len(buf) {
-			go st.finishWrite(append([]byte(nil), buf[n:]...), evs, true)
-			return
-		}
-		st.wmu.Unlock()
-		pw.delivered(st, evs)
+		return evs, buf, true
 	}
+}
+
+// written finishes a write of the frames of evs (buf, with wmu held) of
+// which n bytes went out, or err: it lets go of wmu, or hands the rest to
+// the stream's own goroutine (which keeps wmu). It reports whether the
+// stream is still the caller's to write (more may be queued).
+func (st *liveStream) written(pw *poolWriter, evs []*events.Event, buf []byte, n int, err error) bool {
+	if err != nil {
+		st.wmu.Unlock()
+		st.log(slog.LevelDebug, "event stream write failed", "err", err)
+		go st.stop(errPeerGone)
+		return false
+	}
+	if n < len(buf) {
+		go st.finishWrite(append([]byte(nil), buf[n:]...), evs, true)
+		return false
+	}
+	st.wmu.Unlock()
+	pw.delivered(st, evs)
+	return true
+}
+
+// sendReq is one stream's write in a pool writer's batch.
+type sendReq struct {
+	st   *liveStream
+	evs  []*events.Event
+	fd   int
+	buf  []byte
+	n    int
+	err  error
+	done bool
+}
+
+// writeBatch writes the queued frames of streams, and of those queued
+// meanwhile (at most ringEntries at a time), with one submission to the
+// writer's ring per round.
+func (pw *poolWriter) writeBatch(w *frameWriters, first *liveStream) {
+	pending := append(pw.pending[:0], first)
+	for len(pending) < ringEntries {
+		select {
+		case st := <-w.queue:
+			pending = append(pending, st)
+			continue
+		default:
+		}
+		break
+	}
+	for len(pending) > 0 && pw.ring != nil {
+		if cap(pw.arena) > maxArena {
+			pw.arena = nil
+		}
+		pw.arena = pw.arena[:0] // the last round's sends are done
+		reqs := pw.reqs[:0]
+		for _, st := range pending {
+			evs, buf, ok := st.prepare(pw, true)
+			if !ok {
+				continue
+			}
+			if st.fd < 0 || st.fdClosed {
+				// Nothing to send on here: the stream's goroutine writes.
+				st.written(pw, evs, buf, 0, nil)
+				continue
+			}
+			reqs = append(reqs, sendReq{st: st, evs: evs, fd: st.fd, buf: buf})
+		}
+		pending = pending[:0]
+		if len(reqs) > 0 && !pw.ring.send(reqs) {
+			pw.ring = nil
+			for i := range reqs {
+				reqs[i].n, reqs[i].err = sendNow(reqs[i].fd, reqs[i].buf)
+			}
+		}
+		for i := range reqs {
+			r := &reqs[i]
+			if r.st.written(pw, r.evs, r.buf, r.n, r.err) {
+				pending = append(pending, r.st)
+			}
+		}
+		pw.streams += len(reqs)
+		clear(reqs)
+		pw.reqs = reqs[:0]
+		if pw.streams >= yieldStreams {
+			pw.streams = 0
+			runtime.Gosched()
+		}
+	}
+	// Without a ring (it failed): one by one.
+	for _, st := range pending {
+		pw.handle(st)
+	}
+	clear(pending)
+	pw.pending = pending[:0]
 }
 
 // accessDue reports whether access must be checked before evs go out: the
@@ -258,35 +389,17 @@ func (st *liveStream) frames(evs []*events.Event, buf []byte) []byte {
 // connection that is not a plain socket takes nothing this way. Called
 // with wmu held.
 //
-// It calls send(2) on the descriptor itself, not write(2) through the
-// runtime's poller: the socket never blocks (MSG_DONTWAIT), so the call
-// need not release its P to the scheduler nor take the poller's
-// reference; wmu and fdClosed keep the descriptor from being closed
-// meanwhile. A call per frame and watcher is where most of a stream's CPU
-// goes; the runtime's bookkeeping around it (and the monitor thread it
-// keeps awake) cost about a quarter more.
+// It sends on the descriptor itself (sendNow), not through the runtime's
+// poller: the socket never blocks, so the call need not release its P to
+// the scheduler nor take the poller's reference; wmu and fdClosed keep the
+// descriptor from being closed meanwhile. A call per frame and watcher is
+// where most of a stream's CPU goes; the runtime's bookkeeping around it
+// (and the monitor thread it keeps awake) cost about a quarter more.
 func (st *liveStream) writeNow(buf []byte) (int, error) {
 	if st.fd < 0 || st.fdClosed || len(buf) == 0 {
 		return 0, nil
 	}
-	n := 0
-	for n < len(buf) {
-		p := buf[n:]
-		m, _, errno := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(st.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)),
-			syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL, 0, 0)
-		switch {
-		case errno == syscall.EINTR:
-			continue
-		case errno == syscall.EAGAIN:
-			return n, nil
-		case errno != 0:
-			return n, errno
-		case int(m) <= 0:
-			return n, nil
-		}
-		n += int(m)
-	}
-	return n, nil
+	return sendNow(st.fd, buf)
 }
 
 // finishWrite writes the rest of a batch the pool could not, waiting up to
