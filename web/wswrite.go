@@ -12,14 +12,17 @@ import (
 
 // Writing frames. An event reaches every watcher of a run at once, so
 // what a frame costs is multiplied by the watchers: the frame's bytes
-// (header included) are built once per event and shared; a stream with
-// events queued is handed to a small pool of writers (one goroutine per
-// core, kept while there is work) instead of starting a goroutine of its
-// own; the pool writes all of a stream's queued frames in one system call,
-// without blocking: a socket that cannot take them all at once (a slow
-// watcher) gets the rest written by a goroutine of its own, with the write
-// deadline, so that it never holds up the others. Everything that may
-// wait (an access check due, a stream ending) goes to that goroutine too.
+// (header included) are built once per event and shared. A stream of a
+// run a few watch is written by the goroutine that queued its events
+// (kick); otherwise it is handed to a small pool of writers (one goroutine
+// per core, kept while there is work) instead of starting a goroutine of
+// its own. Each writes all of a stream's queued frames at once, without
+// blocking; a pool writer sends a round of streams with one io_uring
+// submission (wsuring_linux.go). A socket that cannot take its frames at
+// once (a slow watcher) gets the rest written by a goroutine of its own,
+// with the write deadline, so that it never holds up the others.
+// Everything that may wait (an access check the cache cannot answer, a
+// stream ending) goes to that goroutine too.
 
 // writerIdle is how long a pool writer waits for work before it ends.
 const writerIdle = time.Second
