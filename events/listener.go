@@ -154,17 +154,27 @@ func (h *Hub) channelChanges(channels map[Stream]bool) (listen, leave []Stream) 
 // after its starting point) was announced to nobody here, and is
 // delivered now.
 func (h *Hub) changeChannels(conn *pgx.Conn, channels map[Stream]bool, listen, leave []Stream) error {
-	var sql strings.Builder
+	// A run's stream is also marked as followed (store.FollowRunSQL), so
+	// that its notifications carry its events, and unmarked when left: in
+	// the same round trip, after the (UN)LISTEN statements.
+	var sql, marks strings.Builder
 	for _, s := range leave {
 		sql.WriteString("UNLISTEN " + pgx.Identifier{s.channel()}.Sanitize() + ";")
+		if s.Kind == RunEvents {
+			marks.WriteString(store.UnfollowRunSQL(s.ID) + ";")
+		}
 	}
 	listens := false
 	for _, s := range listen {
 		if !channels[s] {
 			sql.WriteString("LISTEN " + pgx.Identifier{s.channel()}.Sanitize() + ";")
+			if s.Kind == RunEvents {
+				marks.WriteString(store.FollowRunSQL(s.ID) + ";")
+			}
 			listens = true
 		}
 	}
+	sql.WriteString(marks.String())
 	if sql.Len() > 0 {
 		if listens && h.beforeListen != nil {
 			h.beforeListen()

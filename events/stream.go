@@ -11,11 +11,13 @@
 //     and the topic's cached run and environment (a gap, a notice too
 //     large or a read under way: Hub.fetch reads the table instead) and
 //     queues it for every subscriber (Subscription.push, subscription.go);
-//  5. web/wswrite.go         push kicked the stream (liveStream.kick,
-//     web/wsstream.go) onto the pool of writers, which takes its queue
-//     (Subscription.Poll), hands it to the stream's own goroutine when an
-//     access check is due (web/wsaccess.go), and writes every queued frame
-//     in one system call without waiting;
+//  5. web/wswrite.go         once the hub lets go of its lock, it kicks
+//     the stream (liveStream.kick, web/wsstream.go): a run watched by a
+//     few is written right there, a busier one by the pool of writers
+//     (one io_uring submission for a round of streams, wsuring_linux.go);
+//     either takes the queue (Subscription.Poll), checks access from the
+//     cache when due (web/wsaccess.go; its own goroutine when the cache
+//     has no answer) and writes every queued frame without waiting;
 //  6. web/wsframe.go         the frame's bytes, header included, built
 //     once per event for every watcher: payload + seq + at + fragments;
 //  7. views/run_live.go      RunFragments renders the run page's own

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Subscription is one subscriber's view of a stream. Only one goroutine may
@@ -26,13 +27,18 @@ type Subscription struct {
 	closed bool
 	wake   chan struct{}
 	notify func()
+	// fanout is how many subscriptions the stream's topic had when events
+	// were last queued for this one.
+	fanout atomic.Int32
 }
 
 // SetNotify makes the hub call f whenever events are queued for the
 // subscription or it fails, instead of waking a blocked Next: a subscriber
 // can then run a goroutine only while there is something to write, and
 // call Poll there (not Next, which would wait for a wake-up that queued
-// events no longer send). f must not block (it runs under the hub's lock).
+// events no longer send). f is called without the hub's locks held, from
+// the goroutine that queued the events (the hub's listener, mostly): it
+// should not wait long, since the stream's other subscribers wait for it.
 func (s *Subscription) SetNotify(f func()) {
 	s.mu.Lock()
 	s.notify = f
@@ -61,27 +67,34 @@ func (s *Subscription) Stream() Stream { return s.stream }
 // the after value it was created with).
 func (s *Subscription) Last() int64 { return s.last }
 
-// push queues live events; it reports false when the queue would grow past
-// limit (the caller then fails the subscription). Called with hub.mu held.
-func (s *Subscription) push(evs []*Event, limit int) bool {
+// Fanout returns how many subscriptions of this process followed the
+// stream when events were last queued for s: a subscriber may write a few
+// watchers' frames at once where it would hand many to other goroutines.
+func (s *Subscription) Fanout() int { return int(s.fanout.Load()) }
+
+// push queues live events for a topic of fanout subscriptions; it reports
+// false when the queue would grow past limit (the caller then fails the
+// subscription), and returns the function set by SetNotify, which the
+// caller calls once it holds no lock. Called with hub.mu held.
+func (s *Subscription) push(evs []*Event, limit, fanout int) (ok bool, notify func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.err != nil {
-		return true
+		return true, nil
 	}
 	if len(s.queue)+len(evs) > limit {
-		return false
+		return false, nil
 	}
 	s.queue = append(s.queue, evs...)
+	s.fanout.Store(int32(min(fanout, 1<<30)))
 	if s.notify != nil {
-		s.notify()
-		return true
+		return true, s.notify
 	}
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	return true
+	return true, nil
 }
 
 // fail ends the subscription with err: Next returns err from now on.

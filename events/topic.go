@@ -75,8 +75,9 @@ func (h *Hub) notified(stream Stream, seq int64, notice *store.RunNotice, at tim
 		e := &Event{Stream: stream, Seq: seq, At: notice.At, Checkpoint: notice.Checkpoint, Payload: notice.Payload,
 			Notified: at, Run: run, Environment: t.state.env, CheckpointNow: notice.CheckpointOf(stream.ID)}
 		t.cursor = seq
-		slow := h.pushLocked(t, []*Event{e})
+		slow, wake := h.pushLocked(t, []*Event{e})
 		h.mu.Unlock()
+		wakeAll(wake)
 		for _, s := range slow {
 			s.fail(ErrSlowSubscriber)
 		}
@@ -149,15 +150,17 @@ func (h *Hub) fetch(t *topic) {
 			t.dirty = true // more may follow
 		}
 		var slow []*Subscription
+		var wake []func()
 		if len(evs) > 0 && evs[len(evs)-1].Seq > t.cursor {
 			t.cursor = evs[len(evs)-1].Seq
-			slow = h.pushLocked(t, evs)
+			slow, wake = h.pushLocked(t, evs)
 		}
 		if state != nil && (len(evs) == 0 || evs[len(evs)-1].Seq >= t.cursor) {
 			// Read after its events: as new as the cursor, or newer.
 			t.state = state
 		}
 		h.mu.Unlock()
+		wakeAll(wake)
 		for _, s := range slow {
 			s.fail(ErrSlowSubscriber)
 		}
@@ -165,12 +168,28 @@ func (h *Hub) fetch(t *topic) {
 }
 
 // pushLocked queues evs for every subscriber of t and returns those whose
-// queue would overflow (the caller fails them once it lets go of h.mu).
-func (h *Hub) pushLocked(t *topic, evs []*Event) (slow []*Subscription) {
+// queue would overflow (the caller fails them once it lets go of h.mu) and
+// the notify functions of the others (see Subscription.SetNotify; the
+// caller calls them once it lets go of h.mu, so that a subscriber's writer
+// may start at once without holding up the hub).
+func (h *Hub) pushLocked(t *topic, evs []*Event) (slow []*Subscription, wake []func()) {
 	for s := range t.subs {
-		if !s.push(evs, h.opts.QueueLimit) {
+		ok, notify := s.push(evs, h.opts.QueueLimit, len(t.subs))
+		if !ok {
 			slow = append(slow, s)
+		} else if notify != nil {
+			if wake == nil {
+				wake = make([]func(), 0, len(t.subs))
+			}
+			wake = append(wake, notify)
 		}
 	}
-	return slow
+	return slow, wake
+}
+
+// wakeAll calls the notify functions pushLocked returned.
+func wakeAll(wake []func()) {
+	for _, f := range wake {
+		f()
+	}
 }

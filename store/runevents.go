@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -104,24 +105,59 @@ func (t eventTable) appendSQL() string {
 // the payload also holds "<id>:<seq>:".
 const RunNoticeLimit = 7000
 
+// RunFollowedLockClass is the first key of the advisory lock that marks a
+// run as followed (the second is RunFollowedLockKey): a process that follows
+// a run's stream holds it, shared, on its LISTEN connection (FollowRunSQL),
+// for as long as it listens to the run's channel. A run's append statement
+// builds the event into its notification only while some session holds it:
+// building it costs a fifth of the write throughput, and a notification
+// nobody reads the event of would carry it for nothing. A notification
+// without its event makes a listener read the table, so a race with a
+// follower that comes or goes costs a read, never an event.
+const RunFollowedLockClass = 0x53e7 // "s"tream "e"vents
+
+// RunFollowedLockKey is the second key of the run's followed lock.
+func RunFollowedLockKey(runID int64) int32 { return int32(runID % math.MaxInt32) }
+
+// FollowRunSQL is the statement that marks the run as followed by this
+// session (a session-level shared advisory lock; UnfollowRunSQL ends it).
+// It has no parameters, so it may go out with LISTEN in one simple query.
+func FollowRunSQL(runID int64) string {
+	return fmt.Sprintf("SELECT pg_advisory_lock_shared(%d, %d)", RunFollowedLockClass, RunFollowedLockKey(runID))
+}
+
+// UnfollowRunSQL is the statement that ends FollowRunSQL's mark.
+func UnfollowRunSQL(runID int64) string {
+	return fmt.Sprintf("SELECT pg_advisory_unlock_shared(%d, %d)", RunFollowedLockClass, RunFollowedLockKey(runID))
+}
+
+// followedLockSQL is the followed lock's keys for run i.id in SQL.
+var followedLockSQL = strconv.Itoa(RunFollowedLockClass) + `, (i.id % ` + strconv.Itoa(math.MaxInt32) + `)::int4`
+
 // appendRunEventSQL is the run's append statement: appendSQL's, whose
 // notification also carries the event and the state of the run and of the
 // event's checkpoint as they stand in the appending transaction (a
-// RunNotice), when it fits in RunNoticeLimit. The run's row comes from the
-// counter's UPDATE (the row as this transaction left it); the checkpoint's
-// from the table, which the change's own statement updated before.
+// RunNotice), when it fits in RunNoticeLimit and the run is followed (see
+// RunFollowedLockClass: the statement tries the followed lock exclusively,
+// which succeeds only when no session follows the run, and lets go of it
+// at once, so a follower never waits for the appending transaction). The
+// run's row comes from the counter's UPDATE (the row as this transaction
+// left it); the checkpoint's from the table, which the change's own
+// statement updated before.
 var appendRunEventSQL = `
 	WITH s AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1
 	           RETURNING id, last_seq, status, reason, cancel_requested, started_at, finished_at, detail, executor_lost_at),
 	     i AS (INSERT INTO run_events (run_id, seq, checkpoint, payload)
 	           SELECT id, last_seq, $2, $3 FROM s RETURNING run_id AS id, seq, at, checkpoint, payload),
-	     b AS (SELECT i.id, i.seq, json_build_object(
+	     b AS (SELECT i.id, i.seq, CASE WHEN pg_try_advisory_lock(` + followedLockSQL + `) THEN
+	               CASE WHEN pg_advisory_unlock(` + followedLockSQL + `) THEN NULL END
+	           ELSE json_build_object(
 	               'at', i.at, 'checkpoint', i.checkpoint, 'payload', i.payload,
 	               'run', json_build_object('status', s.status, 'reason', s.reason, 'cancelRequested', s.cancel_requested,
 	                   'startedAt', s.started_at, 'finishedAt', s.finished_at, 'detail', s.detail, 'executorLostAt', s.executor_lost_at),
 	               'cp', (SELECT json_build_object('kind', c.kind, 'name', c.name, 'status', c.status, 'startedAt', c.started_at,
 	                          'finishedAt', c.finished_at, 'warning', c.warning, 'detail', c.detail)
-	                      FROM run_checkpoints c WHERE c.run_id = i.id AND c.position = i.checkpoint))::text AS body
+	                      FROM run_checkpoints c WHERE c.run_id = i.id AND c.position = i.checkpoint))::text END AS body
 	           FROM i, s)
 	SELECT b.seq FROM b, LATERAL (SELECT pg_notify('` + RunEventsChannelPrefix + `' || b.id::text, b.id::text || ':' || b.seq::text ||
 	    CASE WHEN octet_length(b.body) <= ` + strconv.Itoa(RunNoticeLimit) + ` THEN ':' || b.body ELSE '' END)) n`

@@ -222,3 +222,70 @@ func TestEventsAreReadWithTheStateTheyRender(t *testing.T) {
 		t.Errorf("events of an environment that does not exist: err %v, want NotFound", err)
 	}
 }
+
+// A run's notification carries its event only while some session follows
+// the run (store.FollowRunSQL); otherwise it is "<id>:<seq>" alone, and a
+// listener reads the event from the table.
+func TestRunNoticeCarriesTheEventOnlyWhileTheRunIsFollowed(t *testing.T) {
+	url := storetest.NewURL(t)
+	ctx := context.Background()
+	db, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	var runID int64
+	err = db.Pool.QueryRow(ctx, `
+		WITH p AS (INSERT INTO projects (name) VALUES ('wiki') RETURNING id),
+		     e AS (INSERT INTO environments (project_id, name) SELECT id, 'production' FROM p RETURNING id)
+		INSERT INTO runs (environment_id, kind) SELECT id, 'deploy' FROM e RETURNING id`).Scan(&runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(ctx)
+	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{store.RunEventsChannel(runID)}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	next := func(step int) string {
+		t.Helper()
+		if _, err := db.AppendRunEvent(ctx, runID, nil, map[string]any{"step": step}); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		note, err := listener.WaitForNotification(wctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return note.Payload
+	}
+	if got, want := next(1), fmt.Sprintf("%d:1", runID); got != want {
+		t.Errorf("notification of a run nobody follows = %q, want %q", got, want)
+	}
+	if _, err := listener.Exec(ctx, store.FollowRunSQL(runID)); err != nil {
+		t.Fatal(err)
+	}
+	got := next(2)
+	prefix := fmt.Sprintf("%d:2:", runID)
+	if !strings.HasPrefix(got, prefix) {
+		t.Fatalf("notification of a followed run = %q, want it to carry the event after %q", got, prefix)
+	}
+	notice, err := store.DecodeRunNotice(strings.TrimPrefix(got, prefix))
+	if err != nil {
+		t.Fatalf("the notification's event does not decode: %v", err)
+	}
+	var p struct{ Step int }
+	if err := json.Unmarshal(notice.Payload, &p); err != nil || p.Step != 2 {
+		t.Errorf("the notification carries payload %s, want step 2", notice.Payload)
+	}
+	if _, err := listener.Exec(ctx, store.UnfollowRunSQL(runID)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := next(3), fmt.Sprintf("%d:3", runID); got != want {
+		t.Errorf("notification once the run is no longer followed = %q, want %q", got, want)
+	}
+}

@@ -30,11 +30,31 @@ type Fragment struct {
 // actions (cancel) stay outside these parts.
 func RunFragments(ctx context.Context, now time.Time, run *store.Run, env *store.Environment, cp *store.Checkpoint) ([]Fragment, error) {
 	vm := NewRunView(env, run, now, false)
-	parts := map[string]templ.Component{"run-header": RunHeading(vm), "run-summary": RunSummary(vm)}
-	if cp != nil {
-		parts["checkpoint-"+strconv.Itoa(cp.Position)] = CheckpointRow(NewCheckpointView(env, run, *cp, now))
+	// In id order, as renderFragments gives them ("checkpoint-" sorts
+	// before "run-"), without its map: this runs for every event.
+	out := make([]Fragment, 0, 3)
+	var b strings.Builder
+	b.Grow(4 << 10)
+	render := func(id string, c templ.Component) error {
+		start := b.Len()
+		if err := c.Render(ctx, &b); err != nil {
+			return err
+		}
+		out = append(out, Fragment{ID: id, HTML: b.String()[start:]})
+		return nil
 	}
-	return renderFragments(ctx, parts)
+	if cp != nil {
+		if err := render("checkpoint-"+strconv.Itoa(cp.Position), CheckpointRow(NewCheckpointView(env, run, *cp, now))); err != nil {
+			return nil, err
+		}
+	}
+	if err := render("run-header", RunHeading(vm)); err != nil {
+		return nil, err
+	}
+	if err := render("run-summary", RunSummary(vm)); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // EnvironmentFragments renders the parts of the environment and runs pages

@@ -38,6 +38,27 @@ func (st *liveStream) checkAccess(fresh bool) error {
 	return nil
 }
 
+// checkAccessCached is checkAccess(false) for a pool writer, which must
+// not wait: answered says the cache held an answer young enough
+// (accessStale) to decide with, without a database round trip (one older
+// than accessCacheTTL is refreshed in the background, as checkAccess does).
+// Without one, the caller hands the stream to its own goroutine, which
+// waits for the check.
+func (st *liveStream) checkAccessCached() (answered bool, err error) {
+	if time.Since(st.signedInAt) > st.s.a.deps.SessionLifetime {
+		return true, errAccessRemoved
+	}
+	ok, answered := st.s.access.cached(accessKey{token: st.token, userID: st.userID, envID: st.envID}, st.s.checkAccess)
+	if !answered {
+		return false, nil
+	}
+	st.lastChecked.Store(time.Now().UnixNano())
+	if !ok {
+		return true, errAccessRemoved
+	}
+	return true, nil
+}
+
 // checkAccess asks the database whether the session still exists and its
 // user still holds a role on the environment.
 func (s *streams) checkAccess(k accessKey) (bool, error) {
@@ -116,6 +137,31 @@ func (c *accessCache) allowed(k accessKey, check func(accessKey) (bool, error), 
 	c.mu.Unlock()
 	<-e.done
 	return e.ok, e.err
+}
+
+// cached is allowed with fresh false, answered only when that needs
+// neither a database round trip nor a wait for one under way.
+func (c *accessCache) cached(k accessKey, check func(accessKey) (bool, error)) (ok, answered bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, found := c.entries[k]
+	if !found {
+		return false, false
+	}
+	select {
+	case <-e.done:
+	default:
+		return false, false
+	}
+	age := time.Since(e.checked)
+	if e.err != nil || age > accessStale {
+		return false, false
+	}
+	if age > accessCacheTTL && !e.refreshing {
+		e.refreshing = true
+		go c.refresh(k, e, check)
+	}
+	return e.ok, true
 }
 
 func (c *accessCache) startLocked(k accessKey) *accessEntry {

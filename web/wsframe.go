@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -93,17 +94,85 @@ func encodeFrame(e *events.Event, frags []Fragment) ([]byte, error) {
 	buf = e.At.UTC().AppendFormat(buf, time.RFC3339Nano)
 	buf = append(buf, '"')
 	if len(frags) > 0 {
-		// Not escaped for embedding in HTML (the frame never is): a
-		// fragment's markup travels as it is, not as \u003c and friends.
-		w := bytes.NewBuffer(append(buf, `,"fragments":`...))
-		enc := json.NewEncoder(w)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(frags); err != nil {
-			return nil, err
-		}
-		buf = bytes.TrimRight(w.Bytes(), "\n")
+		buf = appendFragments(append(buf, `,"fragments":`...), frags)
 	}
 	return append(buf, '}'), nil
+}
+
+// appendFragments appends frags as a JSON array of {"id", "html"} objects,
+// byte for byte what encoding/json writes with SetEscapeHTML(false) (a
+// fragment's markup travels as it is, not as \u003c and friends: the frame
+// is never embedded in HTML), without reflection: this runs for every
+// event.
+func appendFragments(b []byte, frags []Fragment) []byte {
+	b = append(b, '[')
+	for i, f := range frags {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendJSONString(b, f.ID)
+		b = append(b, `,"html":`...)
+		b = appendJSONString(b, f.HTML)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendJSONString appends s as a JSON string the way encoding/json does
+// without HTML escaping: quote, backslash and control characters escaped
+// (\b \f \n \r \t, the others as \u00XX), invalid UTF-8 as \ufffd, U+2028
+// and U+2029 escaped, everything else as it is.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 func fragmentsSize(frags []Fragment) int {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -72,5 +73,27 @@ func TestEncodeFrameKeepsThePayloadAndAddsSeqAtAndFragments(t *testing.T) {
 				t.Errorf("frame %s\ndecodes to %v\nwant       %v", data, got, c.want)
 			}
 		})
+	}
+}
+
+// The fragments go out byte for byte as encoding/json (without HTML
+// escaping) writes them, whatever the markup holds: quotes, control
+// characters, invalid UTF-8, line and paragraph separators.
+func TestFrameFragmentsAreWhatEncodingJSONWrites(t *testing.T) {
+	frags := []Fragment{
+		{ID: "run-header", HTML: `<h1 class="x">a & b < c > d</h1>`},
+		{ID: "q\"uote\\", HTML: "tab\there\nnew\r\b\f\x00\x1f\x7f é ü 日本 \u2028 \u2029 end"},
+		{ID: "bad-utf8", HTML: "a\xffb\xc3(c\xed\xa0\x80d"},
+		{ID: "", HTML: ""},
+	}
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(frags); err != nil {
+		t.Fatal(err)
+	}
+	got := appendFragments(nil, frags)
+	if w := bytes.TrimRight(want.Bytes(), "\n"); !bytes.Equal(got, w) {
+		t.Errorf("fragments encode as\n%s\nwant (encoding/json)\n%s", got, w)
 	}
 }

@@ -39,16 +39,14 @@ type liveStream struct {
 	kind       string
 	requestID  string
 
-	// raw is the socket, for writes that must not wait (nil when the
-	// connection is not a plain socket); wmu orders every write to it.
-	raw syscall.RawConn
-	wmu sync.Mutex
-	// rawWrite is writeFD as a value, made once; wbuf, wn and werr are
-	// its state during a write (under wmu).
-	rawWrite func(uintptr) bool
-	wbuf     []byte
-	wn       int
-	werr     error
+	// fd is the socket's descriptor, for writes that must not wait (-1
+	// when the connection is not a plain socket); wmu orders every write
+	// to it, and fdClosed (under wmu) says the connection was closed (by
+	// stop, under wmu): the descriptor's number may belong to another
+	// file since.
+	fd       int
+	fdClosed bool
+	wmu      sync.Mutex
 
 	// writing says a writer runs: a pool writer or the stream's own
 	// goroutine (see kick).
@@ -61,8 +59,11 @@ type liveStream struct {
 	timer     *time.Timer
 
 	mu sync.Mutex
-	// cause is why the stream must end, set by the reader or the timer.
-	cause error
+	// cause is why the stream must end, set by the reader or the timer;
+	// hasCause says it is set, for the writers' look before every batch
+	// without the lock.
+	cause    error
+	hasCause atomic.Bool
 }
 
 func (st *liveStream) log(level slog.Level, msg string, args ...any) {
@@ -77,9 +78,11 @@ func (st *liveStream) start() {
 	st.lastChecked.Store(time.Now().UnixNano())
 	st.lastHeard.Store(time.Now().UnixNano())
 	st.s.metrics.streamOpened(st.kind)
+	st.fd = -1
 	if sc, ok := st.conn.NetConn().(syscall.Conn); ok {
-		st.raw, _ = sc.SyscallConn()
-		st.rawWrite = st.writeFD
+		if raw, err := sc.SyscallConn(); err == nil {
+			_ = raw.Control(func(fd uintptr) { st.fd = int(fd) })
+		}
 	}
 	go st.read()
 	st.mu.Lock()
@@ -92,12 +95,16 @@ func (st *liveStream) end(err error) {
 	st.mu.Lock()
 	if st.cause == nil {
 		st.cause = err
+		st.hasCause.Store(true)
 	}
 	st.mu.Unlock()
 	st.kick()
 }
 
 func (st *liveStream) ended() error {
+	if !st.hasCause.Load() {
+		return nil
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.cause
@@ -114,7 +121,10 @@ func (st *liveStream) stop(err error) {
 	st.mu.Unlock()
 	st.finish(err)
 	st.sub.Close()
+	st.wmu.Lock()
+	st.fdClosed = true
 	st.conn.Close()
+	st.wmu.Unlock()
 	st.s.metrics.streamClosed(st.kind)
 }
 
@@ -138,24 +148,40 @@ func (st *liveStream) catchUp(ctx context.Context) error {
 // uses the subscription.
 func (st *liveStream) kick() {
 	if !st.stopped.Load() && st.writing.CompareAndSwap(false, true) {
+		if st.sub.Fanout() <= inlineFanout {
+			// A few watchers of the stream: write here, without a switch
+			// to another goroutine (the frame is on its way as soon as
+			// it is rendered). writeQueued never waits.
+			var pw poolWriter
+			st.writeQueued(&pw)
+			pw.flush()
+			return
+		}
 		if !st.s.writers.schedule(st) {
-			go st.drain()
+			go st.drain(nil)
 		}
 	}
 }
 
-// drain is the stream's own writer, for what may wait: it writes what is
-// queued, then returns (the goroutine ends).
-func (st *liveStream) drain() {
+// inlineFanout is the most subscriptions a stream's topic may have for
+// its frames to be written by the goroutine that queued them (kick).
+const inlineFanout = 4
+
+// drain is the stream's own writer, for what may wait: it writes evs (what
+// a pool writer took from the queue and handed over, if anything) and what
+// is queued, then returns (the goroutine ends).
+func (st *liveStream) drain(evs []*events.Event) {
 	for {
 		if err := st.ended(); err != nil {
 			st.stop(err)
 			return
 		}
-		evs, err := st.sub.Poll(context.Background())
-		if err != nil {
-			st.stop(err)
-			return
+		if len(evs) == 0 {
+			var err error
+			if evs, err = st.sub.Poll(context.Background()); err != nil {
+				st.stop(err)
+				return
+			}
 		}
 		if len(evs) == 0 {
 			st.writing.Store(false)
@@ -176,6 +202,7 @@ func (st *liveStream) drain() {
 			st.stop(err)
 			return
 		}
+		evs = nil
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/skali-dev/studio/events"
@@ -13,20 +12,27 @@ import (
 
 // Writing frames. An event reaches every watcher of a run at once, so
 // what a frame costs is multiplied by the watchers: the frame's bytes
-// (header included) are built once per event and shared; a stream with
-// events queued is handed to a small pool of writers (one goroutine per
-// core, kept while there is work) instead of starting a goroutine of its
-// own; the pool writes all of a stream's queued frames in one system call,
-// without blocking: a socket that cannot take them all at once (a slow
-// watcher) gets the rest written by a goroutine of its own, with the write
-// deadline, so that it never holds up the others. Everything that may
-// wait (an access check due, a stream ending) goes to that goroutine too.
+// (header included) are built once per event and shared. A stream of a
+// run a few watch is written by the goroutine that queued its events
+// (kick); otherwise it is handed to a small pool of writers (one goroutine
+// per core, kept while there is work) instead of starting a goroutine of
+// its own. Each writes all of a stream's queued frames at once, without
+// blocking; a pool writer sends a round of streams with one io_uring
+// submission (wsuring_linux.go). A socket that cannot take its frames at
+// once (a slow watcher) gets the rest written by a goroutine of its own,
+// with the write deadline, so that it never holds up the others.
+// Everything that may wait (an access check the cache cannot answer, a
+// stream ending) goes to that goroutine too.
 
 // writerIdle is how long a pool writer waits for work before it ends.
 const writerIdle = time.Second
 
 // maxWriteBatch bounds the bytes one write of queued frames sends.
 const maxWriteBatch = 256 << 10
+
+// maxArena bounds the memory a pool writer keeps for the frames of a
+// round of streams with several events queued.
+const maxArena = 4 << 20
 
 // frameWriters is the pool.
 type frameWriters struct {
@@ -60,21 +66,60 @@ func (w *frameWriters) schedule(st *liveStream) bool {
 	}
 }
 
+// poolWriter is one pool writer's own state.
+type poolWriter struct {
+	// scratch is reused for the frames of a stream with several queued.
+	scratch []byte
+	// streams counts the streams handled since the writer last yielded.
+	streams int
+	// run and env count the frames written and not yet added to the
+	// delivered counters (added when the queue runs dry, or every
+	// flushFrames): a counter shared by the writers, updated per frame,
+	// would move its cache line between the cores for every watcher.
+	run, env int
+	// metrics is where they are counted (every stream's, shared).
+	metrics *Metrics
+	// ring, when io_uring is there, sends a batch of streams' frames with
+	// one system call (writeBatch); pending and reqs are its buffers, and
+	// arena holds the frames of the round's streams with several events
+	// queued.
+	ring    *sendRing
+	pending []*liveStream
+	reqs    []sendReq
+	arena   []byte
+}
+
+// flushFrames bounds the frames a pool writer counts before adding them to
+// the delivered counters.
+const flushFrames = 256
+
+// yieldStreams is how many streams a pool writer handles between yields
+// to the scheduler: a writer that runs for 10 ms without one is preempted
+// by a signal, and the runtime's monitor thread, finding work to preempt,
+// keeps waking every 20 µs.
+const yieldStreams = 64
+
 func (w *frameWriters) run() {
 	idle := time.NewTimer(writerIdle)
 	defer idle.Stop()
-	var scratch []byte
+	pw := poolWriter{ring: newSendRing()}
+	defer func() {
+		if pw.ring != nil {
+			pw.ring.close()
+		}
+	}()
 	for {
 		select {
 		case st := <-w.queue:
-			scratch = st.writeQueued(scratch)
+			pw.write(w, st)
 			continue
 		default:
 		}
+		pw.flush()
 		idle.Reset(writerIdle)
 		select {
 		case st := <-w.queue:
-			scratch = st.writeQueued(scratch)
+			pw.write(w, st)
 		case <-idle.C:
 			w.running.Add(-1)
 			if len(w.queue) == 0 {
@@ -88,26 +133,104 @@ func (w *frameWriters) run() {
 				return
 			}
 		}
-		if cap(scratch) > maxWriteBatch {
-			scratch = nil
+		if cap(pw.scratch) > maxWriteBatch {
+			pw.scratch = nil
 		}
 	}
 }
 
+// write writes st's queued frames, and those of streams queued meanwhile
+// when the writer has a ring.
+func (pw *poolWriter) write(w *frameWriters, st *liveStream) {
+	if pw.ring != nil {
+		pw.writeBatch(w, st)
+		return
+	}
+	pw.handle(st)
+}
+
+func (pw *poolWriter) handle(st *liveStream) {
+	st.writeQueued(pw)
+	if pw.streams++; pw.streams >= yieldStreams {
+		pw.streams = 0
+		runtime.Gosched()
+	}
+}
+
+// delivered counts the frames of evs written to st and records how long
+// after their notification.
+func (pw *poolWriter) delivered(st *liveStream, evs []*events.Event) {
+	m := st.s.metrics
+	if m == nil {
+		return
+	}
+	if st.kind == "run" {
+		pw.run += len(evs)
+	} else {
+		pw.env += len(evs)
+	}
+	var now time.Time
+	for _, e := range evs {
+		if !e.Notified.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			m.deliveryDelay.Observe(now.Sub(e.Notified).Seconds())
+		}
+	}
+	pw.metrics = m
+	if pw.run+pw.env >= flushFrames {
+		pw.flush()
+	}
+}
+
+// flush adds the frames counted to the delivered counters.
+func (pw *poolWriter) flush() {
+	m := pw.metrics
+	if m == nil || (pw.run == 0 && pw.env == 0) {
+		return
+	}
+	if pw.run > 0 {
+		m.deliveredRun.Add(float64(pw.run))
+	}
+	if pw.env > 0 {
+		m.delivered.WithLabelValues("environment").Add(float64(pw.env))
+	}
+	pw.run, pw.env = 0, 0
+}
+
 // writeQueued writes the stream's queued frames without ever waiting, as
 // long as it can; what might wait goes to the stream's own goroutine
-// (drain, finishWrite), which keeps the writing flag. It returns the
-// scratch buffer for the pool writer's next stream.
-func (st *liveStream) writeQueued(scratch []byte) []byte {
+// (drain, finishWrite), which keeps the writing flag.
+func (st *liveStream) writeQueued(pw *poolWriter) {
 	for {
-		if st.ended() != nil || time.Since(time.Unix(0, st.lastChecked.Load())) > accessCacheTTL {
-			go st.drain()
-			return scratch
+		evs, buf, ok := st.prepare(pw, false)
+		if !ok {
+			return
+		}
+		n, err := st.writeNow(buf)
+		if !st.written(pw, evs, buf, n, err) {
+			return
+		}
+	}
+}
+
+// prepare takes the stream's queued events and, when they are to be
+// written now, returns their frames with wmu locked (ok). Otherwise the
+// stream has nothing to write (its writing flag is cleared) or was handed
+// to a goroutine of its own. Several events' frames are built in
+// pw.scratch (valid until the next prepare), or with batch set appended
+// to pw.arena (valid until the batch's round ends).
+func (st *liveStream) prepare(pw *poolWriter, batch bool) (evs []*events.Event, buf []byte, ok bool) {
+	for {
+		if st.hasCause.Load() {
+			go st.drain(nil)
+			return nil, nil, false
 		}
 		evs, err := st.sub.Poll(context.Background())
 		if err != nil {
 			go st.stop(err)
-			return scratch
+			return nil, nil, false
 		}
 		if len(evs) == 0 {
 			st.writing.Store(false)
@@ -116,31 +239,141 @@ func (st *liveStream) writeQueued(scratch []byte) []byte {
 			if (st.sub.Pending() || st.ended() != nil) && st.writing.CompareAndSwap(false, true) {
 				continue
 			}
-			return scratch
+			return nil, nil, false
 		}
-		buf := st.frames(evs, scratch[:0])
-		if len(evs) > 1 {
-			scratch = buf
+		if st.accessDue(evs) {
+			answered, err := st.checkAccessCached()
+			if !answered {
+				go st.drain(evs)
+				return nil, nil, false
+			}
+			if err != nil {
+				go st.stop(err)
+				return nil, nil, false
+			}
+		}
+		switch {
+		case len(evs) == 1:
+			buf = st.s.frame(evs[0]) // shared by every watcher
+		case batch:
+			start := len(pw.arena)
+			pw.arena = st.frames(evs, pw.arena)
+			buf = pw.arena[start:len(pw.arena):len(pw.arena)]
+		default:
+			buf = st.frames(evs, pw.scratch[:0])
+			pw.scratch = buf
 		}
 		if !st.wmu.TryLock() {
 			// A control frame is being written: do not wait for it here.
 			go st.finishWrite(append([]byte(nil), buf...), evs, false)
-			return scratch
+			return nil, nil, false
 		}
-		n, err := st.writeNow(buf)
-		if err != nil {
-			st.wmu.Unlock()
-			st.log(slog.LevelDebug, "event stream write failed", "err", err)
-			go st.stop(errPeerGone)
-			return scratch
-		}
-		if n < len(buf) {
-			go st.finishWrite(append([]byte(nil), buf[n:]...), evs, true)
-			return scratch
-		}
-		st.wmu.Unlock()
-		st.delivered(evs)
+		return evs, buf, true
 	}
+}
+
+// written finishes a write of the frames of evs (buf, with wmu held) of
+// which n bytes went out, or err: it lets go of wmu, or hands the rest to
+// the stream's own goroutine (which keeps wmu). It reports whether the
+// stream is still the caller's to write (more may be queued).
+func (st *liveStream) written(pw *poolWriter, evs []*events.Event, buf []byte, n int, err error) bool {
+	if err != nil {
+		st.wmu.Unlock()
+		st.log(slog.LevelDebug, "event stream write failed", "err", err)
+		go st.stop(errPeerGone)
+		return false
+	}
+	if n < len(buf) {
+		go st.finishWrite(append([]byte(nil), buf[n:]...), evs, true)
+		return false
+	}
+	st.wmu.Unlock()
+	pw.delivered(st, evs)
+	return true
+}
+
+// sendReq is one stream's write in a pool writer's batch.
+type sendReq struct {
+	st   *liveStream
+	evs  []*events.Event
+	fd   int
+	buf  []byte
+	n    int
+	err  error
+	done bool
+}
+
+// writeBatch writes the queued frames of streams, and of those queued
+// meanwhile (at most ringEntries at a time), with one submission to the
+// writer's ring per round.
+func (pw *poolWriter) writeBatch(w *frameWriters, first *liveStream) {
+	pending := append(pw.pending[:0], first)
+	for len(pending) < ringEntries {
+		select {
+		case st := <-w.queue:
+			pending = append(pending, st)
+			continue
+		default:
+		}
+		break
+	}
+	for len(pending) > 0 && pw.ring != nil {
+		if cap(pw.arena) > maxArena {
+			pw.arena = nil
+		}
+		pw.arena = pw.arena[:0] // the last round's sends are done
+		reqs := pw.reqs[:0]
+		for _, st := range pending {
+			evs, buf, ok := st.prepare(pw, true)
+			if !ok {
+				continue
+			}
+			if st.fd < 0 || st.fdClosed {
+				// Nothing to send on here: the stream's goroutine writes.
+				st.written(pw, evs, buf, 0, nil)
+				continue
+			}
+			reqs = append(reqs, sendReq{st: st, evs: evs, fd: st.fd, buf: buf})
+		}
+		pending = pending[:0]
+		if len(reqs) > 0 && !pw.ring.send(reqs) {
+			pw.ring = nil
+			for i := range reqs {
+				reqs[i].n, reqs[i].err = sendNow(reqs[i].fd, reqs[i].buf)
+			}
+		}
+		for i := range reqs {
+			r := &reqs[i]
+			if r.st.written(pw, r.evs, r.buf, r.n, r.err) {
+				pending = append(pending, r.st)
+			}
+		}
+		pw.streams += len(reqs)
+		clear(reqs)
+		pw.reqs = reqs[:0]
+		if pw.streams >= yieldStreams {
+			pw.streams = 0
+			runtime.Gosched()
+		}
+	}
+	// Without a ring (it failed): one by one.
+	for _, st := range pending {
+		pw.handle(st)
+	}
+	clear(pending)
+	pw.pending = pending[:0]
+}
+
+// accessDue reports whether access must be checked before evs go out: the
+// last check is older than accessCacheTTL. The time is when the newest of
+// evs was announced (taken once per event, not once per watcher), or now
+// for events read as backlog.
+func (st *liveStream) accessDue(evs []*events.Event) bool {
+	now := evs[len(evs)-1].Notified
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return now.UnixNano()-st.lastChecked.Load() > int64(accessCacheTTL)
 }
 
 // frames appends the frames of evs to buf; a single event's frame is
@@ -158,43 +391,18 @@ func (st *liveStream) frames(evs []*events.Event, buf []byte) []byte {
 // writeNow writes what the socket takes at once, without waiting; a
 // connection that is not a plain socket takes nothing this way. Called
 // with wmu held.
+//
+// It sends on the descriptor itself (sendNow), not through the runtime's
+// poller: the socket never blocks, so the call need not release its P to
+// the scheduler nor take the poller's reference; wmu and fdClosed keep the
+// descriptor from being closed meanwhile. A call per frame and watcher is
+// where most of a stream's CPU goes; the runtime's bookkeeping around it
+// (and the monitor thread it keeps awake) cost about a quarter more.
 func (st *liveStream) writeNow(buf []byte) (int, error) {
-	if st.raw == nil || len(buf) == 0 {
+	if st.fd < 0 || st.fdClosed || len(buf) == 0 {
 		return 0, nil
 	}
-	// The callback and its state live in the stream (rawWrite, set once):
-	// a closure here would be allocated for every frame.
-	st.wbuf, st.wn, st.werr = buf, 0, nil
-	err := st.raw.Write(st.rawWrite)
-	n, werr := st.wn, st.werr
-	st.wbuf = nil
-	if err == nil {
-		err = werr
-	}
-	return n, err
-}
-
-// writeFD is writeNow's callback: it writes wbuf from wn on, and returns
-// as soon as the socket takes no more (EAGAIN) instead of waiting.
-func (st *liveStream) writeFD(fd uintptr) bool {
-	for st.wn < len(st.wbuf) {
-		m, err := syscall.Write(int(fd), st.wbuf[st.wn:])
-		if m > 0 {
-			st.wn += m
-		}
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err == syscall.EAGAIN:
-			return true
-		case err != nil:
-			st.werr = err
-			return true
-		case m <= 0:
-			return true
-		}
-	}
-	return true
+	return sendNow(st.fd, buf)
 }
 
 // finishWrite writes the rest of a batch the pool could not, waiting up to
@@ -212,7 +420,7 @@ func (st *liveStream) finishWrite(rest []byte, evs []*events.Event, locked bool)
 		return
 	}
 	st.delivered(evs)
-	st.drain()
+	st.drain(nil)
 }
 
 // writeWaiting writes buf, waiting up to streamWriteWait. Called with wmu
