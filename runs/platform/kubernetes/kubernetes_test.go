@@ -314,6 +314,18 @@ func (f *fixture) checkNoPlaintext() {
 			f.t.Errorf("an environment event holds a value's plaintext")
 		}
 	}
+	// The runs' reasons, checkpoints and log lines (what run pages show).
+	var stored int
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT
+		(SELECT count(*) FROM runs WHERE environment_id = $1 AND (runs::text LIKE '%' || $2 || '%'))
+		+ (SELECT count(*) FROM run_checkpoints c JOIN runs r ON r.id = c.run_id WHERE r.environment_id = $1 AND c::text LIKE '%' || $2 || '%')
+		+ (SELECT count(*) FROM run_log_lines l JOIN runs r ON r.id = l.run_id WHERE r.environment_id = $1 AND l.text LIKE '%' || $2 || '%')`,
+		f.env.ID, secretValue).Scan(&stored); err != nil {
+		f.t.Fatal(err)
+	}
+	if stored > 0 {
+		f.t.Errorf("%d runs, checkpoints or run log lines hold a value's plaintext", stored)
+	}
 }
 
 func TestProductionExampleDeploysEveryObject(t *testing.T) {
