@@ -262,8 +262,8 @@ applications:
 `
 
 // A project whose second revision drops the worker, the database and the
-// bucket (pruned after the typed confirmation, each kind a service leaves)
-// and changes web's image (a blue-green switch deletes the old slot).
+// bucket (pruned after the typed confirmation, each kind a service leaves),
+// drops web's route (its HTTPRoute deleted by name) and changes web's image (a blue-green switch deletes the old slot).
 const prunedManifest = `name: pruned
 applications:
   web:
@@ -271,6 +271,11 @@ applications:
     ports:
       http:
         port: 8080
+    routes:
+      old:
+        domain: old.test
+        port: http
+        tls: disabled
   worker:
     image: registry.local/worker:1
     ports:
@@ -487,6 +492,9 @@ spec:
 		if items := kubeItems(t, cluster, "-n", "pruned-production", kind); len(items) != 0 {
 			t.Errorf("%d %s of the removed database and bucket remain", len(items), kind)
 		}
+	}
+	if items := kubeItems(t, cluster, "-n", "pruned-production", "httproutes", "-l", "skali.dev/service=web"); len(items) != 0 {
+		t.Errorf("the HTTPRoute %s of web's dropped route remains", field(items[0], "metadata", "name"))
 	}
 	if slot := field(kubeObject(t, cluster, "-n", "pruned-production", "service", "web"), "spec", "selector", "skali.dev/slot"); slot != "green" {
 		t.Errorf("after the second deploy web's Service selects slot %q, want green", slot)

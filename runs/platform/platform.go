@@ -77,7 +77,9 @@ type ValueReceiver interface {
 // RemovedService is a service a revision declared and the live one no
 // longer does.
 type RemovedService struct {
-	// Kind is application, database or bucket.
+	// Kind is application, database or bucket; or route (Name is
+	// APP/ROUTE: a route an application still declared dropped) or domain
+	// (a domain no route serves any more: its certificate goes).
 	Kind string
 	Name string
 }
