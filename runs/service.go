@@ -125,6 +125,9 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 		in.StoredValues = append(in.StoredValues, v.Name)
 	}
 	dp.Plan = PlanDeploy(in)
+	if c, ok := s.Platform.(platform.DefinitionChecker); ok {
+		dp.Refused = append(dp.Refused, c.CheckDefinition(to.Definition)...)
+	}
 	dp.Hostnames = HostnameExpressions(to.Definition)
 	dp.resolved = map[string]store.ResolvedHost{}
 	if s.Vault != nil {

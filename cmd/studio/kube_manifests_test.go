@@ -22,21 +22,85 @@ import (
 
 const studioManifests = "../../deploy/kubernetes/studio.yaml"
 
-// grants reads the ClusterRole of deploy/kubernetes: "verb group/resource"
-// for every combination its rules allow, sorted.
-func grants(t *testing.T) []string {
+// rbacRule is one rule of a Role or ClusterRole of deploy/kubernetes, as
+// RBAC reads it: a Role grants only in its own namespace; a rule with
+// resourceNames only for requests naming one of them (so never a list,
+// watch or deletecollection).
+type rbacRule struct {
+	Role      string
+	Namespace string // "" for a ClusterRole: every namespace
+	Groups    []string
+	Resources []string
+	Verbs     []string
+	Names     []string
+}
+
+// allows reports whether the rule authorizes req.
+func (r rbacRule) allows(req clustertest.Request) bool {
+	if r.Namespace != "" && req.Namespace != r.Namespace {
+		return false
+	}
+	if !slices.Contains(r.Verbs, req.Verb) || !slices.Contains(r.Groups, req.Group) || !slices.Contains(r.Resources, req.Resource) {
+		return false
+	}
+	return len(r.Names) == 0 || (req.Name != "" && slices.Contains(r.Names, req.Name))
+}
+
+func (r rbacRule) String() string {
+	s := fmt.Sprintf("%s: %v %v/%v", r.Role, r.Verbs, r.Groups, r.Resources)
+	if len(r.Names) > 0 {
+		s += fmt.Sprintf(" named %v", r.Names)
+	}
+	if r.Namespace != "" {
+		s += " in namespace " + r.Namespace
+	}
+	return s
+}
+
+// units splits a rule into one rule per verb, group, resource and name:
+// each must be used.
+func (r rbacRule) units() []rbacRule {
+	names := r.Names
+	if len(names) == 0 {
+		names = []string{""}
+	}
+	var out []rbacRule
+	for _, v := range r.Verbs {
+		for _, g := range r.Groups {
+			for _, res := range r.Resources {
+				for _, n := range names {
+					u := rbacRule{Role: r.Role, Namespace: r.Namespace, Verbs: []string{v}, Groups: []string{g}, Resources: []string{res}}
+					if n != "" {
+						u.Names = []string{n}
+					}
+					out = append(out, u)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// grants reads the Roles and ClusterRoles of deploy/kubernetes.
+func grants(t *testing.T) []rbacRule {
 	t.Helper()
 	data, err := os.ReadFile(studioManifests)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseRoles(t, data)
+}
+
+func parseRoles(t *testing.T, data []byte) []rbacRule {
+	t.Helper()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var out []string
+	var out []rbacRule
 	roles := 0
 	for {
 		var doc struct {
-			Kind  string
-			Rules []struct {
+			Kind     string
+			Metadata struct{ Name, Namespace string }
+			Rules    []struct {
 				APIGroups     []string `yaml:"apiGroups"`
 				Resources     []string
 				Verbs         []string
@@ -52,24 +116,121 @@ func grants(t *testing.T) []string {
 			continue
 		}
 		roles++
+		ns := ""
+		if doc.Kind == "Role" {
+			if ns = doc.Metadata.Namespace; ns == "" {
+				t.Fatalf("the Role %s names no namespace", doc.Metadata.Name)
+			}
+		}
 		for _, r := range doc.Rules {
-			for _, g := range r.APIGroups {
-				for _, res := range r.Resources {
-					for _, v := range r.Verbs {
-						if g == "*" || res == "*" || v == "*" {
-							t.Errorf("the Studio's role grants a wildcard (%s %s/%s): least privilege names each", v, g, res)
-						}
-						out = append(out, v+" "+g+"/"+res)
-					}
+			for _, l := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.ResourceNames} {
+				if slices.Contains(l, "*") {
+					t.Errorf("the %s %s grants a wildcard (%v %v/%v): least privilege names each", doc.Kind, doc.Metadata.Name, r.Verbs, r.APIGroups, r.Resources)
 				}
 			}
+			out = append(out, rbacRule{Role: doc.Kind + " " + doc.Metadata.Name, Namespace: ns,
+				Groups: r.APIGroups, Resources: r.Resources, Verbs: r.Verbs, Names: r.ResourceNames})
 		}
 	}
 	if roles == 0 {
 		t.Fatalf("%s holds no Role or ClusterRole", studioManifests)
 	}
-	sort.Strings(out)
-	return slices.Compact(out)
+	return out
+}
+
+// checkGrants says which request no rule allows (a verb missing) and which
+// verb, resource or name of a rule no request used (one unused).
+func checkGrants(rules []rbacRule, reqs []clustertest.Request) (missing, unused []string) {
+	var used []clustertest.Request
+	for _, r := range reqs {
+		if r.Path != "" || r.Status == http.StatusForbidden {
+			continue
+		}
+		used = append(used, r)
+		if r.Verb == "patch" && r.Status == http.StatusCreated {
+			c := r
+			c.Verb = "create"
+			used = append(used, c)
+		}
+	}
+	seen := map[string]bool{}
+	for _, u := range used {
+		if !slices.ContainsFunc(rules, func(r rbacRule) bool { return r.allows(u) }) {
+			g := u.Group
+			if g == "" {
+				g = "core"
+			}
+			if s := fmt.Sprintf("%s %s/%s %s/%s", u.Verb, g, u.Resource, u.Namespace, u.Name); !seen[s] {
+				seen[s] = true
+				missing = append(missing, s)
+			}
+		}
+	}
+	for _, r := range rules {
+		for _, unit := range r.units() {
+			if !slices.ContainsFunc(used, unit.allows) {
+				unused = append(unused, unit.String())
+			}
+		}
+	}
+	sort.Strings(missing)
+	return missing, unused
+}
+
+// TestStudioManifestsRBACComparisonIsExact checks the comparison the
+// cluster test below relies on, as the API server's RBAC authorizer
+// decides: a rule with resourceNames allows only those names (and no list
+// or watch), a Role only its own namespace, and a grant no request used is
+// reported.
+func TestStudioManifestsRBACComparisonIsExact(t *testing.T) {
+	rules := parseRoles(t, []byte(`kind: Role
+metadata: {name: r, namespace: team}
+rules:
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [values]
+  verbs: [get]
+---
+kind: ClusterRole
+metadata: {name: c}
+rules:
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list]
+`))
+	req := func(verb, group, resource, ns, name string) clustertest.Request {
+		return clustertest.Request{Verb: verb, Group: group, Resource: resource, Namespace: ns, Name: name, Status: 200}
+	}
+	for _, c := range []struct {
+		req  clustertest.Request
+		want bool
+	}{
+		{req("get", "", "secrets", "team", "values"), true},
+		{req("get", "", "secrets", "team", "other"), false},
+		{req("list", "", "secrets", "team", ""), false},
+		{req("get", "", "secrets", "elsewhere", "values"), false},
+		{req("patch", "", "secrets", "team", "values"), false},
+		{req("get", "apps", "deployments", "elsewhere", "web"), true},
+		{req("list", "apps", "deployments", "", ""), true},
+		{req("get", "", "deployments", "team", "web"), false},
+	} {
+		allowed := slices.ContainsFunc(rules, func(r rbacRule) bool { return r.allows(c.req) })
+		if allowed != c.want {
+			t.Errorf("%s: allowed %v, want %v", c.req, allowed, c.want)
+		}
+	}
+	missing, unused := checkGrants(rules, []clustertest.Request{
+		req("get", "", "secrets", "team", "values"),
+		req("get", "apps", "deployments", "a", "web"),
+		req("get", "", "secrets", "team", "other"),
+		{Verb: "patch", Resource: "secrets", Namespace: "team", Name: "values", Status: http.StatusCreated},
+	})
+	if fmt.Sprint(missing) != "[create core/secrets team/values get core/secrets team/other patch core/secrets team/values]" {
+		t.Errorf("missing %q", missing)
+	}
+	if fmt.Sprint(unused) != "[ClusterRole c: [list] [apps]/[deployments]]" {
+		t.Errorf("unused %q", unused)
+	}
 }
 
 // The manifests of the Studio's own scenarios below: the production
@@ -101,8 +262,8 @@ applications:
 `
 
 // A project whose second revision drops the worker, the database and the
-// bucket (pruned after the typed confirmation, each kind a service leaves)
-// and changes web's image (a blue-green switch deletes the old slot).
+// bucket (pruned after the typed confirmation, each kind a service leaves),
+// drops web's route (its HTTPRoute deleted by name) and changes web's image (a blue-green switch deletes the old slot).
 const prunedManifest = `name: pruned
 applications:
   web:
@@ -110,6 +271,11 @@ applications:
     ports:
       http:
         port: 8080
+    routes:
+      old:
+        domain: old.test
+        port: http
+        tls: disabled
   worker:
     image: registry.local/worker:1
     ports:
@@ -327,6 +493,9 @@ spec:
 			t.Errorf("%d %s of the removed database and bucket remain", len(items), kind)
 		}
 	}
+	if items := kubeItems(t, cluster, "-n", "pruned-production", "httproutes", "-l", "skali.dev/service=web"); len(items) != 0 {
+		t.Errorf("the HTTPRoute %s of web's dropped route remains", field(items[0], "metadata", "name"))
+	}
 	if slot := field(kubeObject(t, cluster, "-n", "pruned-production", "service", "web"), "spec", "selector", "skali.dev/slot"); slot != "green" {
 		t.Errorf("after the second deploy web's Service selects slot %q, want green", slot)
 	}
@@ -356,19 +525,14 @@ spec:
 			t.Errorf("the API server refused the Studio's request %s: the ClusterRole lacks it", r)
 		}
 	}
-	used := clustertest.Used(reqs)
-	granted := grants(t)
-	for _, u := range used {
-		if !slices.Contains(granted, u) {
-			t.Errorf("the Studio calls %s, which its ClusterRole does not grant by name", u)
-		}
+	missing, unused := checkGrants(grants(t), reqs)
+	for _, m := range missing {
+		t.Errorf("the Studio calls %s, which no rule of its ClusterRole allows (by verb, resource, name and namespace)", m)
 	}
-	for _, g := range granted {
-		if !slices.Contains(used, g) {
-			t.Errorf("the ClusterRole grants %s, which the Studio never called in these deploys", g)
-		}
+	for _, u := range unused {
+		t.Errorf("the rule %s was never used in these deploys", u)
 	}
-	t.Logf("%d API requests; used: %s", len(reqs), strings.Join(used, ", "))
+	t.Logf("%d API requests; used: %s", len(reqs), strings.Join(clustertest.Used(reqs), ", "))
 }
 
 // at0 is the first element of a list in an object.

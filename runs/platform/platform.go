@@ -74,10 +74,19 @@ type ValueReceiver interface {
 	SetValues(ctx context.Context, env Env, values map[string]string) error
 }
 
+// DefinitionChecker is a platform that cannot run every definition as
+// written (on Kubernetes, two applications whose objects would have the
+// same name). The deploy's plan is refused with each sentence it returns.
+type DefinitionChecker interface {
+	CheckDefinition(def *compiler.Definition) []string
+}
+
 // RemovedService is a service a revision declared and the live one no
 // longer does.
 type RemovedService struct {
-	// Kind is application, database or bucket.
+	// Kind is application, database or bucket; or route (Name is
+	// APP/ROUTE: a route an application still declared dropped) or domain
+	// (a domain no route serves any more: its certificate goes).
 	Kind string
 	Name string
 }

@@ -57,8 +57,8 @@ func slotDeployment(dep Object, app, slot, hash string) Object {
 // switches to it and the old slot goes. A failed rollout leaves the live
 // slot serving. A resumed rollout re-attaches: the slot being started is
 // applied unchanged, and a revision found live already is only finished.
-func (p *Platform) rolloutBlueGreen(ctx context.Context, n envNames, app string, a *compiler.Application, out platform.Output) error {
-	base := deployment(n, app, a, p)
+func (p *Platform) rolloutBlueGreen(ctx context.Context, n envNames, app string, a *compiler.Application, valuesVersion string, out platform.Output) error {
+	base := withValuesVersion(deployment(n, app, a, p), valuesVersion)
 	hash := templateHash(base)
 	live := ""
 	svc, err := p.Client.Get(ctx, KindService, n.namespace, dnsName(app))

@@ -14,6 +14,7 @@ package kubernetes
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -74,15 +75,20 @@ type Platform struct {
 	Local  *local.Platform
 	Client *Client
 	DB     *store.DB
-	Vault  *store.Vault
-	Opts   Options
+	// Vault is not read by the driver: a deploy hands it the values of
+	// its release (SetValues).
+	Vault *store.Vault
+	Opts  Options
 
 	mu      sync.Mutex
 	envs    map[int64]envNames
 	watches *watchHub
 }
 
-var _ platform.Platform = (*Platform)(nil)
+var (
+	_ platform.Platform      = (*Platform)(nil)
+	_ platform.ValueReceiver = (*Platform)(nil)
+)
 
 type envNames struct{ project, env, namespace string }
 
@@ -192,33 +198,98 @@ func (p *Platform) apiError(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// applyValues writes the environment's values into its one Secret. The
-// plaintext goes nowhere else: an error names the Secret, not its content.
-func (p *Platform) applyValues(ctx context.Context, env platform.Env, n envNames) (map[string]string, error) {
-	values := map[string]string{}
-	if p.Vault != nil {
-		var err error
-		if values, err = p.Vault.ResolveValuesForDeploy(ctx, env.ID); err != nil {
-			return nil, err
-		}
+// SetValues implements platform.ValueReceiver: the values the deploy's
+// release fixed (for a rollback, those of the deploy rolled back to) become
+// the environment's one Secret, whose data is replaced by them (a name the
+// release lacks goes). The Secret in the cluster is the durable state: a
+// resumed run finds it there. The plaintext goes nowhere else: an error
+// names the Secret, not its content.
+func (p *Platform) SetValues(ctx context.Context, env platform.Env, values map[string]string) error {
+	n, err := p.names(ctx, env)
+	if err != nil {
+		return err
 	}
 	data := Object{}
 	for k, v := range values {
 		data[k] = []byte(v) // JSON encodes []byte as base64, as Secret data is
 	}
-	_, err := p.Client.Apply(ctx, KindSecret, Object{
+	_, err = p.Client.Apply(ctx, KindSecret, Object{
 		"metadata": Object{"name": ValuesSecret, "namespace": n.namespace, "labels": p.labels(n, "")},
 		"type":     "Opaque",
 		"data":     data,
 	})
+	clear(data)
 	if err != nil {
 		var se *StatusError
 		if errors.As(err, &se) {
-			return nil, fmt.Errorf("the values of %s/%s could not be written to Secret %s/%s (the API server answered %d %s)", n.project, n.env, n.namespace, ValuesSecret, se.Code, se.Reason)
+			return fmt.Errorf("the values of %s/%s could not be written to Secret %s/%s (the API server answered %d %s)", n.project, n.env, n.namespace, ValuesSecret, se.Code, se.Reason)
 		}
-		return nil, fmt.Errorf("the values of %s/%s could not be written to Secret %s/%s", n.project, n.env, n.namespace, ValuesSecret)
+		return fmt.Errorf("the values of %s/%s could not be written to Secret %s/%s", n.project, n.env, n.namespace, ValuesSecret)
 	}
-	return values, nil
+	return nil
+}
+
+// annotationValues, on a pod template, is the resourceVersion of the
+// values Secret its pods start with: new values (a deploy's, a rollback's
+// older ones) change the template, so the pods restart with them, and the
+// same values leave it as it is.
+const annotationValues = "skali.dev/values-version"
+
+// readValues reads back the environment's values Secret (what the run's
+// check-values step wrote by SetValues, also when the run resumed in
+// another process): its resourceVersion ("" when there is none), and the
+// values an application's route domains and aliases name (nil when none
+// names a value).
+func (p *Platform) readValues(ctx context.Context, n envNames, a *compiler.Application) (string, map[string]string, error) {
+	sec, err := p.Client.Get(ctx, KindSecret, n.namespace, ValuesSecret)
+	switch {
+	case IsNotFound(err):
+		return "", map[string]string{}, nil
+	case err != nil:
+		var se *StatusError
+		if errors.As(err, &se) {
+			return "", nil, fmt.Errorf("the Secret %s/%s of the values could not be read (the API server answered %d %s)", n.namespace, ValuesSecret, se.Code, se.Reason)
+		}
+		return "", nil, p.apiError("reading the Secret "+n.namespace+"/"+ValuesSecret, err)
+	}
+	version := str(sec, "metadata", "resourceVersion")
+	uses := false
+	for _, r := range a.Routes {
+		uses = uses || strings.Contains(r.Domain, "${")
+		for _, al := range r.Aliases {
+			uses = uses || strings.Contains(al, "${")
+		}
+	}
+	if !uses || p.Opts.Gateway == "" {
+		return version, nil, nil
+	}
+	values := map[string]string{}
+	data, _ := sec["data"].(Object)
+	for k, v := range data {
+		s, _ := v.(string)
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return "", nil, fmt.Errorf("the value %s in Secret %s/%s is not base64", k, n.namespace, ValuesSecret)
+		}
+		values[k] = string(b)
+	}
+	return version, values, nil
+}
+
+// withValuesVersion marks a Deployment's pod template with the values
+// Secret's version.
+func withValuesVersion(dep Object, version string) Object {
+	if version == "" {
+		return dep
+	}
+	tmd := dep["spec"].(Object)["template"].(Object)["metadata"].(Object)
+	ann, _ := tmd["annotations"].(Object)
+	if ann == nil {
+		ann = Object{}
+	}
+	ann[annotationValues] = version
+	tmd["annotations"] = ann
+	return dep
 }
 
 // ProvisionDatabase implements platform.Platform: a CloudNativePG Cluster.
@@ -279,9 +350,6 @@ func releaseJobName(app string, key platform.ReleaseKey) string {
 func (p *Platform) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	n, err := p.names(ctx, env)
 	if err != nil {
-		return err
-	}
-	if _, err := p.applyValues(ctx, env, n); err != nil {
 		return err
 	}
 	a, err := p.application(ctx, key.RunID, app)
@@ -402,19 +470,22 @@ func (p *Platform) ReleaseOutcome(ctx context.Context, env platform.Env, key pla
 	return out, nil
 }
 
-// Rollout implements platform.Platform: the values Secret, the Service, the
-// Deployment (and its HorizontalPodAutoscaler and volume claims), then a
-// watch of the Deployment until it is available or its progress deadline
-// is exceeded.
+// Rollout implements platform.Platform: the Service, the Deployment (and
+// its HorizontalPodAutoscaler and volume claims), then a watch of the
+// Deployment until it is available or its progress deadline is exceeded.
+// The values Secret is the one the run's check-values step wrote
+// (SetValues): Rollout reads it back for its version (the pods restart
+// when it changed) and the values domains name.
 func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) error {
 	n, err := p.names(ctx, env)
 	if err != nil {
 		return err
 	}
-	values, err := p.applyValues(ctx, env, n)
+	valuesVersion, values, err := p.readValues(ctx, n, a)
 	if err != nil {
 		return err
 	}
+	defer clear(values)
 	for vol, v := range a.Volumes {
 		if _, err := p.Client.Apply(ctx, KindPVC, volumeClaim(n, app, vol, v, p)); err != nil {
 			return p.apiError("applying volume "+vol+" of "+app, err)
@@ -435,9 +506,9 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 		}
 	}
 	if blueGreen(a) {
-		return p.rolloutBlueGreen(ctx, n, app, a, out)
+		return p.rolloutBlueGreen(ctx, n, app, a, valuesVersion, out)
 	}
-	dep, err := p.Client.Apply(ctx, KindDeployment, deployment(n, app, a, p))
+	dep, err := p.Client.Apply(ctx, KindDeployment, withValuesVersion(deployment(n, app, a, p), valuesVersion))
 	if err != nil {
 		return p.apiError("applying the Deployment of "+app, err)
 	}

@@ -179,13 +179,22 @@ func TestStudioManifestsGrantWhatTheDriverNeeds(t *testing.T) {
 	if run := f.deploy(); run.Status != store.RunSucceeded {
 		t.Fatalf("deploy as the Studio's service account %s: %s", run.Status, run.Reason)
 	}
-	// And nothing beyond: it cannot read the values Secret it wrote.
+	// And nothing beyond: it reads back the values Secret it wrote (its
+	// version restarts pods), and no other Secret.
+	if _, err := f.client.Apply(f.ctx, kubernetes.KindSecret, kubernetes.Object{
+		"metadata": kubernetes.Object{"name": "not-the-studios", "namespace": f.ns}, "type": "Opaque"}); err != nil {
+		t.Fatal(err)
+	}
 	f.client.Impersonate = "system:serviceaccount:skali-studio:skali-studio"
-	_, err = f.client.Get(f.ctx, kubernetes.KindSecret, f.ns, kubernetes.ValuesSecret)
+	_, errValues := f.client.Get(f.ctx, kubernetes.KindSecret, f.ns, kubernetes.ValuesSecret)
+	_, err = f.client.Get(f.ctx, kubernetes.KindSecret, f.ns, "not-the-studios")
 	f.client.Impersonate = ""
+	if errValues != nil {
+		t.Fatalf("reading the values Secret back as the Studio: %v", errValues)
+	}
 	var se *kubernetes.StatusError
 	if !errors.As(err, &se) || se.Code != 403 {
-		t.Fatalf("reading the values Secret as the Studio: %v, want forbidden", err)
+		t.Fatalf("reading another Secret as the Studio: %v, want forbidden", err)
 	}
 }
 
@@ -304,6 +313,18 @@ func (f *fixture) checkNoPlaintext() {
 		if bytes.Contains(e.Payload, []byte(secretValue)) {
 			f.t.Errorf("an environment event holds a value's plaintext")
 		}
+	}
+	// The runs' reasons, checkpoints and log lines (what run pages show).
+	var stored int
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT
+		(SELECT count(*) FROM runs WHERE environment_id = $1 AND (runs::text LIKE '%' || $2 || '%'))
+		+ (SELECT count(*) FROM run_checkpoints c JOIN runs r ON r.id = c.run_id WHERE r.environment_id = $1 AND c::text LIKE '%' || $2 || '%')
+		+ (SELECT count(*) FROM run_log_lines l JOIN runs r ON r.id = l.run_id WHERE r.environment_id = $1 AND l.text LIKE '%' || $2 || '%')`,
+		f.env.ID, secretValue).Scan(&stored); err != nil {
+		f.t.Fatal(err)
+	}
+	if stored > 0 {
+		f.t.Errorf("%d runs, checkpoints or run log lines hold a value's plaintext", stored)
 	}
 }
 
