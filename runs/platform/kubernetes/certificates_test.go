@@ -278,6 +278,14 @@ func TestCertificateGoesThroughIssuingToReady(t *testing.T) {
 		t.Fatalf("the Certificate the Studio applied: %v", cm.crt)
 	}
 	cm.issuing()
+	// The Studio follows the objects through separate watches: it reports
+	// the states it sees, and a state the test plays and changes at once
+	// may be seen late or not at all. So each state is played once the
+	// Studio has reported the one before, as cert-manager's steps are
+	// seconds apart.
+	eventually(t, "the Certificate's Issuing condition in the output", func() bool {
+		return out.index("Issuing True (DoesNotExist)") >= 0
+	})
 	req, order, challenge := cm.request(1)
 	eventually(t, "the Order's progress in the output", func() bool {
 		select {
@@ -306,8 +314,11 @@ func TestCertificateGoesThroughIssuingToReady(t *testing.T) {
 		!strings.HasPrefix(r.is.Challenge, "HTTP-01 tok1") {
 		t.Errorf("issuance record %+v", r.is)
 	}
+	// The Challenge, Order, request and Certificate become valid and Ready
+	// within milliseconds here: "Challenge valid" may be seen or passed
+	// over, but never after Ready.
 	issuing, pending, valid, ready := out.index("Issuing True (DoesNotExist)"), out.index("Order pending"), out.index("Challenge valid"), out.index("Ready True (Ready)")
-	if issuing < 0 || pending < issuing || valid < pending || ready < valid {
+	if issuing < 0 || pending < issuing || ready < pending || (valid >= 0 && (valid < pending || valid > ready)) {
 		t.Errorf("the output does not follow the issuance: %q", out.all())
 	}
 
