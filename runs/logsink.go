@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -153,7 +152,8 @@ func (s *LogSink) flush() {
 
 // maskerFor returns the masker of the run's environment: every value
 // stored now and every value of the run's release (a rollback hands over
-// earlier versions). It returns nil when they cannot be read.
+// earlier versions). It returns nil when they cannot all be read, a
+// version of the release no longer kept included.
 func (r *Runner) maskerFor(ctx context.Context, rc *runContext) *mask.Masker {
 	if r.Vault == nil {
 		return mask.New(nil)
@@ -164,8 +164,12 @@ func (r *Runner) maskerFor(ctx context.Context, rc *runContext) *mask.Masker {
 		if err != nil {
 			return err
 		}
+		// A version of the release that is no longer kept may still be
+		// what the platform holds and prints: without it nothing can be
+		// trusted to be masked, so the step's lines are not kept (the
+		// release step fails on it anyway).
 		release, err := r.Vault.ResolveReleaseValues(ctx, rc.env.ID, rc.run.ID)
-		if err != nil && !errors.Is(err, store.ErrValueVersionGone) {
+		if err != nil {
 			clear(current)
 			return err
 		}
