@@ -98,3 +98,38 @@ func TestRetentionKeepsTheValueVersionsOfAnUnfinishedRun(t *testing.T) {
 		t.Fatalf("prune after the run deleted %d (%v), want 1 (v1)", n, err)
 	}
 }
+
+// TestRunLogMasksAValueSplitByWhatTheStoreRemoves makes the release
+// command print SESSION_SECRET cut in two by a carriage return or a NUL:
+// the store removes them, which puts the value back together, so the masker must see the line as it will be stored.
+func TestRunLogMasksAValueSplitByWhatTheStoreRemoves(t *testing.T) {
+	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logSecret})
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	head, tail := logSecret[:6], logSecret[6:]
+	f.faults.Set(func(fs *local.Faults) {
+		fs.Output = map[string]map[string][]string{"release": {"web": {
+			"carriage return: " + head + "\r" + tail,
+			"NUL: " + head + "\x00" + tail,
+			"both: " + head + "\r\x00" + tail,
+		}}}
+	})
+	run := f.deploy(runs.DeployRequest{})
+	f.execute(run.ID)
+	lines, err := f.db.RunLog(f.ctx, run.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, l := range lines {
+		if found := leaks([]byte(l.Text), logSecret); len(found) > 0 {
+			t.Errorf("stored line %d holds the value (%v)", l.N, found)
+		}
+		if strings.Contains(l.Text, ": ") && strings.Contains(l.Text, "••••") {
+			seen++
+		}
+	}
+	if seen < 3 {
+		t.Errorf("%d of the 3 lines are stored masked", seen)
+	}
+}

@@ -163,6 +163,11 @@ func (m *Masker) Mask(line string) string {
 	if m == nil || len(m.forms) == 0 || line == "" {
 		return line
 	}
+	return render(line, m.cover(line))
+}
+
+// cover marks the bytes of line that a form covers (nil: none).
+func (m *Masker) cover(line string) []bool {
 	var covered []bool
 	for _, f := range m.forms {
 		if len(f) > len(line) {
@@ -182,6 +187,11 @@ func (m *Masker) Mask(line string) string {
 			i += j + 1
 		}
 	}
+	return covered
+}
+
+// render writes line with each covered stretch replaced by one Mask.
+func render(line string, covered []bool) string {
 	if covered == nil {
 		return line
 	}
@@ -199,6 +209,33 @@ func (m *Masker) Mask(line string) string {
 		}
 	}
 	return b.String()
+}
+
+// MaskCut is Mask for a line cut short at its end: a value cut with it
+// (the line ends with the start of one of its forms) is masked too.
+func (m *Masker) MaskCut(line string) string {
+	if m == nil || len(m.forms) == 0 || line == "" {
+		return line
+	}
+	covered := m.cover(line)
+	tail := 0
+	for _, f := range m.forms {
+		for p := min(len(f)-1, len(line)); p > tail; p-- {
+			if strings.HasSuffix(line, f[:p]) {
+				tail = p
+				break
+			}
+		}
+	}
+	if tail > 0 {
+		if covered == nil {
+			covered = make([]bool, len(line))
+		}
+		for k := len(line) - tail; k < len(line); k++ {
+			covered[k] = true
+		}
+	}
+	return render(line, covered)
 }
 
 // Len is how many forms the masker hides (for tests and metrics).

@@ -27,7 +27,13 @@ var (
 // position only.
 func check(t *testing.T, m *mask.Masker, name, line, want string) {
 	t.Helper()
-	got := m.Mask(line)
+	same(t, name, m.Mask(line), want)
+}
+
+// same asserts that a masked line got is want, reporting differences by
+// position only.
+func same(t *testing.T, name, got, want string) {
+	t.Helper()
 	if got == want {
 		return
 	}
@@ -211,4 +217,12 @@ func TestMaskHidesValuesOfFiveBytesAnywhereInABase64Text(t *testing.T) {
 func TestMaskHidesAValueWithoutItsSurroundingBlanks(t *testing.T) {
 	m := mask.New([]string{"  s3cr3t-token "})
 	check(t, m, "trimmed value in a line", "token=s3cr3t-token;", "token="+mask.Mask+";")
+}
+
+func TestMaskCutHidesAValueCutAtTheLinesEnd(t *testing.T) {
+	v := "a-long-secret-value-of-forty-bytes-12345"
+	m := mask.New([]string{v})
+	same(t, "value cut after 10 bytes", m.MaskCut("prefix "+v[:10]), "prefix "+mask.Mask)
+	same(t, "copies then a cut one", m.MaskCut(strings.Repeat(v, 3)+v[:25]), mask.Mask)
+	same(t, "line without a cut value", m.MaskCut("key="+v+" and more text"), "key="+mask.Mask+" and more text")
 }
