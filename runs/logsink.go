@@ -286,6 +286,34 @@ func (r *Runner) maskerFor(ctx context.Context, rc *runContext) *mask.Masker {
 	return m
 }
 
+// maskOutcome hides the environment's values in what a step's outcome
+// says (its failure reason, warning and error, which reach the run's
+// summary, its page and webhooks): a platform error may quote a value.
+// Without the values (m nil) the outcome is kept as it is.
+func maskOutcome(m *mask.Masker, res stepResult) stepResult {
+	if m == nil {
+		return res
+	}
+	res.reason = m.Mask(res.reason)
+	res.warning = m.Mask(res.warning)
+	res.detail.Error = m.Mask(res.detail.Error)
+	return res
+}
+
+// maskerNow returns the masker of the sink's step (made now if no line
+// needed it yet), nil when the values could not be read.
+func (s *LogSink) maskerNow() *mask.Masker {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.masker == nil && !s.refused {
+		s.masker = s.makeMasker()
+	}
+	return s.masker
+}
+
 // stepLog starts the log sink of checkpoint cp's step.
 func (r *Runner) stepLog(ctx context.Context, rc *runContext, cp store.Checkpoint) *LogSink {
 	return newLogSink(r.DB, r.Logger, rc.run.ID, cp.Position, rc.lease, func() *mask.Masker { return r.maskerFor(ctx, rc) })

@@ -133,3 +133,34 @@ func TestRunLogMasksAValueSplitByWhatTheStoreRemoves(t *testing.T) {
 		t.Errorf("%d of the 3 lines are stored masked", seen)
 	}
 }
+
+// TestAStepFailureQuotingAValueIsMasked makes the build fail with an error
+// that quotes SESSION_SECRET (as a platform's error may): the run's
+// reason, its checkpoint and its summary say •••• instead.
+func TestAStepFailureQuotingAValueIsMasked(t *testing.T) {
+	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logSecret})
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	f.faults.Set(func(fl *local.Faults) { fl.Build = map[string]string{"web": "login refused for password " + logSecret} })
+	run := f.deploy(runs.DeployRequest{})
+	f.execute(run.ID)
+	got := f.run(run.ID)
+	if got.Status != store.RunFailed {
+		t.Fatalf("run %s, want failed", got.Status)
+	}
+	if found := leaks([]byte(got.Reason), logSecret); len(found) > 0 || !strings.Contains(got.Reason, "••••") {
+		t.Errorf("the run's reason is not masked (%v)", found)
+	}
+	if found := leaks(got.Detail, logSecret); len(found) > 0 {
+		t.Errorf("the run's detail holds the value (%v)", found)
+	}
+	cps, err := f.db.Checkpoints(f.ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cp := range cps {
+		if found := leaks(cp.Detail, logSecret); len(found) > 0 {
+			t.Errorf("checkpoint %s holds the value (%v)", cp.Name, found)
+		}
+	}
+}

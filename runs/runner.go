@@ -303,6 +303,9 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 		if err != nil {
 			return Result{}, err
 		}
+		if res.status == store.CheckpointFailed || res.warning != "" || res.detail.Error != "" {
+			res = maskOutcome(rc.out.maskerNow(), res)
+		}
 		if res.status == store.CheckpointWaiting {
 			if _, ok, err := r.apply(ctx, store.RunChange{RunID: runID, Status: store.RunWaiting, Detail: rc.dirtyDetail(), Lease: owner,
 				Checkpoint: &store.CheckpointChange{Position: cp.Position, Status: store.CheckpointWaiting, Warning: res.warning, Detail: res.detail,
@@ -380,7 +383,7 @@ func (r *Runner) releaseOutcome(ctx context.Context, rc *runContext, cp store.Ch
 	case platform.ReleaseFailed:
 		reason := fmt.Sprintf("The release command of %s failed: %s", d.Application, out.Error)
 		d.Error = reason
-		return stepResult{status: store.CheckpointFailed, detail: d, reason: reason}, false, nil
+		return maskOutcome(r.maskerFor(ctx, rc), stepResult{status: store.CheckpointFailed, detail: d, reason: reason}), false, nil
 	}
 	reason := "The Studio stopped while the release command of " + d.Application + " ran, and the platform cannot tell whether it finished; it is not run again by itself. Deploy again."
 	d.Error = reason
