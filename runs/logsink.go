@@ -164,8 +164,11 @@ func (s *LogSink) Close() {
 		<-s.done
 	}
 	s.cancel()
-	if s.dropped > 0 {
-		s.logger.Warn("run log: lines dropped", "run", s.runID, "checkpoint", s.position, "lines", s.dropped)
+	s.mu.Lock()
+	dropped := s.dropped
+	s.mu.Unlock()
+	if dropped > 0 {
+		s.logger.Warn("run log: lines dropped", "run", s.runID, "checkpoint", s.position, "lines", dropped)
 	}
 }
 
