@@ -290,9 +290,11 @@ func (r *Runner) maskerFor(ctx context.Context, rc *runContext) *mask.Masker {
 }
 
 // maskOutcome hides the environment's values in what a step's outcome
-// says (its failure reason, warning and error, which reach the run's
-// summary, its page and webhooks): a platform error may quote a value.
-// Without the values (m nil) the outcome is kept as it is.
+// says when it quotes a platform's error (its failure reason, warning and
+// error, which reach the run's summary, its page and webhooks): such an
+// error may quote a value. The Studio's own wording (a domain in a TLS
+// warning) is left as it is. Without the values (m nil) the outcome is
+// kept as it is.
 func maskOutcome(m *mask.Masker, res stepResult) stepResult {
 	if m == nil {
 		return res

@@ -90,6 +90,9 @@ type stepResult struct {
 	activeDomains []string
 	// state is the environment's new state (a restore stops and starts it).
 	state string
+	// platformError: the reason quotes an error of the platform, which
+	// may hold a value (it is masked before it is recorded).
+	platformError bool
 }
 
 // runContext is what the steps of one Execute share.
@@ -303,7 +306,7 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 		if err != nil {
 			return Result{}, err
 		}
-		if res.status == store.CheckpointFailed || res.warning != "" || res.detail.Error != "" {
+		if res.platformError {
 			res = maskOutcome(rc.out.maskerNow(), res)
 		}
 		if res.status == store.CheckpointWaiting {
@@ -771,7 +774,9 @@ func (r *Runner) platformFailure(ctx context.Context, err error, fail func(strin
 	if ctx.Err() != nil {
 		return stepResult{}, ctx.Err()
 	}
-	return fail(err.Error()), nil
+	res := fail(err.Error())
+	res.platformError = true
+	return res, nil
 }
 
 func sortedKeys(m map[string]string) []string {

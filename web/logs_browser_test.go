@@ -170,6 +170,7 @@ func TestBrowserShowsLogLinesLiveMaskedAndFiltered(t *testing.T) {
 	if n := browsertest.Eval[int](b, `document.querySelectorAll(".log-line").length`); n != total {
 		t.Errorf("?q=Applying puts %d lines in the page, want all %d", n, total)
 	}
+	b.Screenshot("run-logs-filtered")
 	count := `document.querySelector("#` + release + ` [data-log-count]").textContent`
 	if got, want := browsertest.Eval[string](b, count), fmt.Sprintf("2 of %d lines match", len(lines)); got != want {
 		t.Errorf("the release command's log count reads %q under ?q=Applying, want %q", got, want)
