@@ -2,11 +2,11 @@ package runs
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/skali-dev/studio/runs/mask"
 	"github.com/skali-dev/studio/runs/platform"
@@ -18,6 +18,18 @@ import (
 const (
 	logBatchLines = 100
 	logFlushEvery = 200 * time.Millisecond
+	// logPendingLines bounds the lines waiting to be written (a run keeps
+	// no more than store.RunLogLineLimit anyway): past it, lines are
+	// dropped until the database catches up.
+	logPendingLines = store.RunLogLineLimit
+	// logRawLineBytes bounds a line before it is masked (the store keeps
+	// store.RunLogLineBytes of it).
+	logRawLineBytes = 64 << 10
+	// logCloseWait is how long Close lets a database that does not answer
+	// delay the step's end before the lines still pending are dropped.
+	logCloseWait = 5 * time.Second
+	// logAttempt bounds one write of a batch.
+	logAttempt = 5 * time.Second
 )
 
 // logMaskUnavailable replaces the lines of a step whose values could not
@@ -28,7 +40,8 @@ const logMaskUnavailable = "Log lines of this step are not kept: the environment
 // the step's platform output): it masks each line with the environment's
 // values, stamps it with its time and appends it to the run's log in
 // batches, each with the run event that streams it. Close flushes what is
-// left; lines after Close are dropped.
+// left; lines after Close are dropped, and so are lines after the log was
+// cut at its bound or after a batch could not be written.
 type LogSink struct {
 	db       *store.DB
 	logger   *slog.Logger
@@ -43,10 +56,17 @@ type LogSink struct {
 	// saying so instead of any line.
 	refused bool
 	now     func() time.Time
+	// ctx is cancelled when Close has waited logCloseWait: writes stop.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	pending []store.NewLogLine
 	closed  bool
+	// stopped: the log was cut, the run taken over or a batch failed:
+	// no later line is kept.
+	stopped bool
+	dropped int
 	kick    chan struct{}
 	done    chan struct{}
 }
@@ -60,8 +80,20 @@ func newLogSink(db *store.DB, logger *slog.Logger, runID int64, position int, le
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.run()
 	return s
+}
+
+// cleanLogText removes what the store would remove from a line (NUL,
+// carriage returns, invalid UTF-8) before it is masked, so that a value
+// split by them is whole again when the masker looks for it.
+func cleanLogText(text string) string {
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	if strings.ContainsAny(text, "\x00\r") {
+		text = strings.NewReplacer("\x00", "", "\r", "").Replace(text)
+	}
+	return text
 }
 
 // Line implements the platform's output: text is one line (or several,
@@ -73,7 +105,7 @@ func (s *LogSink) Line(text string) {
 	at := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.refused {
+	if s.closed || s.refused || s.stopped {
 		return
 	}
 	if s.masker == nil {
@@ -83,8 +115,22 @@ func (s *LogSink) Line(text string) {
 			return
 		}
 	}
-	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
-		s.pending = append(s.pending, store.NewLogLine{At: at, Text: s.masker.Mask(l)})
+	for _, l := range strings.Split(strings.TrimRight(cleanLogText(text), "\n"), "\n") {
+		if len(s.pending) >= logPendingLines {
+			s.dropped++
+			continue
+		}
+		var masked string
+		if len(l) > logRawLineBytes {
+			cut := logRawLineBytes
+			for cut > 0 && !utf8.RuneStart(l[cut]) {
+				cut--
+			}
+			masked = s.masker.MaskCut(l[:cut]) + "…"
+		} else {
+			masked = s.masker.Mask(l)
+		}
+		s.pending = append(s.pending, store.NewLogLine{At: at, Text: masked})
 	}
 	if len(s.pending) >= logBatchLines {
 		select {
@@ -94,7 +140,9 @@ func (s *LogSink) Line(text string) {
 	}
 }
 
-// Close writes the lines still pending and stops the sink.
+// Close writes the lines still pending and stops the sink. A database
+// that does not answer holds it at most about logCloseWait: the lines
+// not written by then are dropped.
 func (s *LogSink) Close() {
 	if s == nil {
 		return
@@ -107,7 +155,21 @@ func (s *LogSink) Close() {
 	s.closed = true
 	s.mu.Unlock()
 	close(s.kick)
-	<-s.done
+	t := time.NewTimer(logCloseWait)
+	defer t.Stop()
+	select {
+	case <-s.done:
+	case <-t.C:
+		s.cancel()
+		<-s.done
+	}
+	s.cancel()
+	s.mu.Lock()
+	dropped := s.dropped
+	s.mu.Unlock()
+	if dropped > 0 {
+		s.logger.Warn("run log: lines dropped", "run", s.runID, "checkpoint", s.position, "lines", dropped)
+	}
 }
 
 // run flushes every logFlushEvery, when a batch is full, and at Close:
@@ -129,6 +191,15 @@ func (s *LogSink) run() {
 	}
 }
 
+// stop drops the pending lines and every later one.
+func (s *LogSink) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.dropped += len(s.pending)
+	s.pending = nil
+	s.mu.Unlock()
+}
+
 func (s *LogSink) flush() {
 	for {
 		s.mu.Lock()
@@ -139,21 +210,46 @@ func (s *LogSink) flush() {
 		if n == 0 {
 			return
 		}
-		err := withRetry(context.Background(), func(ctx context.Context, attempt int) error {
-			_, err := s.db.AppendRunLog(ctx, s.runID, s.position, s.lease, batch)
-			return err
-		})
+		res, err := s.append(batch)
 		if err != nil {
 			// Lines are the step's account, not its outcome: the step goes
 			// on without them.
 			s.logger.Warn("run log: lines not stored", "run", s.runID, "checkpoint", s.position, "lines", n, "err", err)
+			s.stop()
+			return
 		}
+		if res.Cut || !res.Applied {
+			s.stop()
+			return
+		}
+	}
+}
+
+// append writes one batch, retrying while the database is out of reach,
+// for at most retryWindow and until Close gives up waiting.
+func (s *LogSink) append(batch []store.NewLogLine) (store.LogAppend, error) {
+	deadline := time.Now().Add(retryWindow)
+	wait := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(s.ctx, logAttempt)
+		res, err := s.db.AppendRunLog(ctx, s.runID, s.position, s.lease, batch)
+		cancel()
+		if !transient(err) || time.Now().Add(wait).After(deadline) {
+			return res, err
+		}
+		select {
+		case <-s.ctx.Done():
+			return res, err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 2*time.Second)
 	}
 }
 
 // maskerFor returns the masker of the run's environment: every value
 // stored now and every value of the run's release (a rollback hands over
-// earlier versions). It returns nil when they cannot be read.
+// earlier versions). It returns nil when they cannot all be read, a
+// version of the release no longer kept included.
 func (r *Runner) maskerFor(ctx context.Context, rc *runContext) *mask.Masker {
 	if r.Vault == nil {
 		return mask.New(nil)
@@ -164,8 +260,12 @@ func (r *Runner) maskerFor(ctx context.Context, rc *runContext) *mask.Masker {
 		if err != nil {
 			return err
 		}
+		// A version of the release that is no longer kept may still be
+		// what the platform holds and prints: without it nothing can be
+		// trusted to be masked, so the step's lines are not kept (the
+		// release step fails on it anyway).
 		release, err := r.Vault.ResolveReleaseValues(ctx, rc.env.ID, rc.run.ID)
-		if err != nil && !errors.Is(err, store.ErrValueVersionGone) {
+		if err != nil {
 			clear(current)
 			return err
 		}
@@ -187,6 +287,36 @@ func (r *Runner) maskerFor(ctx context.Context, rc *runContext) *mask.Masker {
 	m := mask.New(values)
 	clear(values)
 	return m
+}
+
+// maskOutcome hides the environment's values in what a step's outcome
+// says when it quotes a platform's error (its failure reason, warning and
+// error, which reach the run's summary, its page and webhooks): such an
+// error may quote a value. The Studio's own wording (a domain in a TLS
+// warning) is left as it is. Without the values (m nil) the outcome is
+// kept as it is.
+func maskOutcome(m *mask.Masker, res stepResult) stepResult {
+	if m == nil {
+		return res
+	}
+	res.reason = m.Mask(res.reason)
+	res.warning = m.Mask(res.warning)
+	res.detail.Error = m.Mask(res.detail.Error)
+	return res
+}
+
+// maskerNow returns the masker of the sink's step (made now if no line
+// needed it yet), nil when the values could not be read.
+func (s *LogSink) maskerNow() *mask.Masker {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.masker == nil && !s.refused {
+		s.masker = s.makeMasker()
+	}
+	return s.masker
 }
 
 // stepLog starts the log sink of checkpoint cp's step.

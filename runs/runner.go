@@ -90,6 +90,9 @@ type stepResult struct {
 	activeDomains []string
 	// state is the environment's new state (a restore stops and starts it).
 	state string
+	// platformError: the reason quotes an error of the platform, which
+	// may hold a value (it is masked before it is recorded).
+	platformError bool
 }
 
 // runContext is what the steps of one Execute share.
@@ -303,6 +306,9 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 		if err != nil {
 			return Result{}, err
 		}
+		if res.platformError {
+			res = maskOutcome(rc.out.maskerNow(), res)
+		}
 		if res.status == store.CheckpointWaiting {
 			if _, ok, err := r.apply(ctx, store.RunChange{RunID: runID, Status: store.RunWaiting, Detail: rc.dirtyDetail(), Lease: owner,
 				Checkpoint: &store.CheckpointChange{Position: cp.Position, Status: store.CheckpointWaiting, Warning: res.warning, Detail: res.detail,
@@ -380,7 +386,7 @@ func (r *Runner) releaseOutcome(ctx context.Context, rc *runContext, cp store.Ch
 	case platform.ReleaseFailed:
 		reason := fmt.Sprintf("The release command of %s failed: %s", d.Application, out.Error)
 		d.Error = reason
-		return stepResult{status: store.CheckpointFailed, detail: d, reason: reason}, false, nil
+		return maskOutcome(r.maskerFor(ctx, rc), stepResult{status: store.CheckpointFailed, detail: d, reason: reason}), false, nil
 	}
 	reason := "The Studio stopped while the release command of " + d.Application + " ran, and the platform cannot tell whether it finished; it is not run again by itself. Deploy again."
 	d.Error = reason
@@ -768,7 +774,9 @@ func (r *Runner) platformFailure(ctx context.Context, err error, fail func(strin
 	if ctx.Err() != nil {
 		return stepResult{}, ctx.Err()
 	}
-	return fail(err.Error()), nil
+	res := fail(err.Error())
+	res.platformError = true
+	return res, nil
 }
 
 func sortedKeys(m map[string]string) []string {

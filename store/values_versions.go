@@ -124,7 +124,9 @@ func (v *Vault) RestoreValue(ctx context.Context, a Actor, env *Environment, nam
 
 // PruneValueVersions deletes the earlier versions that were replaced more
 // than retention before now, keeping the KeptValueVersions newest earlier
-// versions of each name whatever their age. It returns how many it deleted.
+// versions of each name whatever their age, and every version an unfinished
+// run has pinned (its platform holds it and its log lines are masked with
+// it). It returns how many it deleted.
 func (db *DB) PruneValueVersions(ctx context.Context, retention time.Duration, now time.Time) (int64, error) {
 	if retention <= 0 {
 		retention = DefaultValueRetention
@@ -135,7 +137,10 @@ func (db *DB) PruneValueVersions(ctx context.Context, retention time.Duration, n
 			       row_number() OVER (PARTITION BY environment_id, name ORDER BY version DESC) AS newer
 			FROM value_versions) k
 		WHERE d.environment_id = k.environment_id AND d.name = k.name AND d.version = k.version
-		  AND k.newer > $1 AND d.superseded_at < $2`, KeptValueVersions, now.Add(-retention))
+		  AND k.newer > $1 AND d.superseded_at < $2
+		  AND NOT EXISTS (SELECT 1 FROM deploy_values dv JOIN runs r ON r.id = dv.run_id
+		      WHERE r.finished_at IS NULL AND r.environment_id = d.environment_id
+		        AND dv.name = d.name AND dv.version = d.version)`, KeptValueVersions, now.Add(-retention))
 	if err != nil {
 		return 0, fmt.Errorf("store: prune value versions: %w", err)
 	}

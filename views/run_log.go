@@ -30,14 +30,17 @@ type LogLineView struct {
 	// same as RFC 3339.
 	At, Datetime string
 	Text         string
+	// Hidden: the line does not match the page's filter (it is there, so
+	// that emptying the filter and #L<n> links find it).
+	Hidden bool
 }
 
 // LogView is the log of one checkpoint on the run page.
 type LogView struct {
 	Lines []LogLineView
-	// Total is how many lines the checkpoint has; Lines holds those that
-	// match the page's filter.
-	Total int
+	// Total is how many lines the checkpoint has (all in Lines); Shown
+	// how many match the page's filter.
+	Total, Shown int
 	// Open: the log shows unfolded (a step under way shows its tail, a
 	// failed step its last lines, a short log all of it).
 	Open bool
@@ -96,8 +99,8 @@ func newTimeline(run *store.Run, cp store.Checkpoint, now time.Time) *TimelineVi
 	return tv
 }
 
-// AttachLogs puts the run's log lines under their checkpoints, keeping
-// only those that contain filter (any case) when it is set.
+// AttachLogs puts the run's log lines under their checkpoints, marking
+// hidden those that do not contain filter (any case) when it is set.
 func AttachLogs(cps []CheckpointView, lines []store.LogLine, filter string) {
 	byPos := make(map[int]*CheckpointView, len(cps))
 	for i := range cps {
@@ -113,10 +116,11 @@ func AttachLogs(cps []CheckpointView, lines []store.LogLine, filter string) {
 			cp.Log = &LogView{}
 		}
 		cp.Log.Total++
-		if f != "" && !strings.Contains(strings.ToLower(l.Text), f) {
-			continue
+		hidden := f != "" && !strings.Contains(strings.ToLower(l.Text), f)
+		if !hidden {
+			cp.Log.Shown++
 		}
-		cp.Log.Lines = append(cp.Log.Lines, LogLineView{N: l.N, At: clockMillis(l.At), Datetime: l.At.UTC().Format(time.RFC3339Nano), Text: l.Text})
+		cp.Log.Lines = append(cp.Log.Lines, LogLineView{N: l.N, At: clockMillis(l.At), Datetime: l.At.UTC().Format(time.RFC3339Nano), Text: l.Text, Hidden: hidden})
 	}
 	for i := range cps {
 		cp := &cps[i]

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -9,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -55,7 +55,10 @@ func TestBrowserShowsLogLinesLiveMaskedAndFiltered(t *testing.T) {
 			"Applying 0002_attachments... OK",
 		}},
 	}}
-	s, admin := deployableWiki(t, &webtest.Deploys{StepDelay: 700 * time.Millisecond, Faults: faults}, dns, "127.0.0.2")
+	// The release command and the rollout wait for the test: the page is
+	// there before either runs.
+	holdRelease, holdRollout := webtest.NewGate(), webtest.NewGate()
+	s, admin := deployableWiki(t, &webtest.Deploys{Faults: faults, HoldRelease: holdRelease, HoldRollout: holdRollout}, dns, "127.0.0.2")
 	const envPath = "/projects/team-wiki/environments/production"
 	if resp, _ := s.PostForm(t, admin, envPath+"/values", url.Values{"name": {"SESSION_SECRET"}, "value": {pageSecret}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("set SESSION_SECRET: %d", resp.StatusCode)
@@ -69,13 +72,14 @@ func TestBrowserShowsLogLinesLiveMaskedAndFiltered(t *testing.T) {
 	release := browsertest.Eval[string](b, `document.querySelector('[data-checkpoint-kind="release"]').id`)
 	rollout := browsertest.Eval[string](b, `document.querySelector('[data-checkpoint-kind="rollout"]').id`)
 	if n := browsertest.Eval[int](b, `document.querySelectorAll("#`+release+` .log-line").length`); n != 0 {
-		t.Fatal("the release command had run before the page could watch it; the steps need to be slower")
+		t.Fatalf("%d lines under the release command before it ran", n)
 	}
 	runPath := browsertest.Eval[string](b, `location.pathname`)
 
-	// The release command's lines arrive under its checkpoint, masked.
-	b.Do(chromedp.WaitVisible(chromedp.CSS(`#` + release + ` .log-line`)))
-	waitTrue(t, b, `document.querySelectorAll("#`+release+` .log-line").length >= 6`, 20*time.Second)
+	// The release command's lines arrive under its checkpoint, masked (the
+	// rollout waits: the run stays live).
+	holdRelease.Open()
+	waitTrue(t, b, `document.getElementById("`+release+`").dataset.checkpointStatus === "succeeded" && [...document.querySelectorAll("#`+release+` .log-line .log-text")].some(e => e.textContent === "exit status 0")`)
 	lines := browsertest.Eval[[]string](b, `[...document.querySelectorAll("#`+release+` .log-line .log-text")].map(e => e.textContent)`)
 	for _, want := range []string{"$ /app/wiki migrate up", "SESSION_SECRET=••••", "header: Basic ••••", "connecting to https://db/?password=••••&ssl=1", "Applying 0001_initial... OK"} {
 		if !slices.Contains(lines, want) {
@@ -95,13 +99,14 @@ func TestBrowserShowsLogLinesLiveMaskedAndFiltered(t *testing.T) {
 
 	// The filter hides what does not match, as you type.
 	b.Do(chromedp.SendKeys(`#log-filter`, "applying"))
-	waitTrue(t, b, `[...document.querySelectorAll(".log-line")].every(l => l.hidden === !l.textContent.toLowerCase().includes("applying"))`, 5*time.Second)
+	waitTrue(t, b, `[...document.querySelectorAll(".log-line")].every(l => l.hidden === !l.textContent.toLowerCase().includes("applying"))`)
 	visible := browsertest.Eval[[]string](b, `[...document.querySelectorAll(".log-line:not([hidden]) .log-text")].map(e => e.textContent)`)
 	if len(visible) != 2 {
 		t.Errorf("%d lines shown for the filter 'applying', want the 2 that match: %q", len(visible), visible)
 	}
 	// Lines that arrive later are filtered too: the rollout's are hidden.
-	waitTrue(t, b, `document.querySelectorAll("#`+rollout+` .log-line").length > 0`, 30*time.Second)
+	holdRollout.Open()
+	waitTrue(t, b, `document.querySelectorAll("#`+rollout+` .log-line").length > 0`)
 	if n := browsertest.Eval[int](b, `document.querySelectorAll("#`+rollout+` .log-line:not([hidden])").length`); n != 0 {
 		t.Errorf("%d of the rollout's lines are shown although none matches the filter", n)
 	}
@@ -113,8 +118,8 @@ func TestBrowserShowsLogLinesLiveMaskedAndFiltered(t *testing.T) {
 	if got := browsertest.Eval[string](b, `document.getElementById("`+release+`").dataset.checkpointStatus`); got != "succeeded" {
 		t.Errorf("release checkpoint is %s, want succeeded", got)
 	}
-	if n := browsertest.Eval[int](b, `document.querySelectorAll("#`+release+` .log-line").length`); n != len(lines)+1 {
-		t.Errorf("%d lines under the release command once it ended, want the %d seen live and its exit status", n, len(lines))
+	if n := browsertest.Eval[int](b, `document.querySelectorAll("#`+release+` .log-line").length`); n != len(lines) {
+		t.Errorf("%d lines under the release command once the run ended, want the %d seen live", n, len(lines))
 	}
 	if found := secretIn(browsertest.Eval[string](b, `document.documentElement.outerHTML`)); len(found) > 0 {
 		t.Errorf("the page holds the value (%s)", strings.Join(found, ", "))
@@ -154,12 +159,27 @@ func TestBrowserShowsLogLinesLiveMaskedAndFiltered(t *testing.T) {
 		t.Errorf("the download has %d lines, the page %d", n, total)
 	}
 
-	// Without the script, ?q= filters on the server.
+	// Without the script, ?q= filters on the server: every line is in the
+	// page, those that do not match hidden, so that emptying the box shows
+	// them all and their links work.
 	b.Do(chromedp.Navigate(s.URL+runPath+"?q=Applying"), chromedp.WaitVisible(chromedp.CSS("#log-filter")))
-	shown := browsertest.Eval[[]string](b, `[...document.querySelectorAll(".log-line .log-text")].map(e => e.textContent)`)
+	shown := browsertest.Eval[[]string](b, `[...document.querySelectorAll(".log-line:not([hidden]) .log-text")].map(e => e.textContent)`)
 	if len(shown) != 2 || !strings.HasPrefix(shown[0], "Applying") || !strings.HasPrefix(shown[1], "Applying") {
 		t.Errorf("?q=Applying shows %q, want the 2 lines that match", shown)
 	}
+	if n := browsertest.Eval[int](b, `document.querySelectorAll(".log-line").length`); n != total {
+		t.Errorf("?q=Applying puts %d lines in the page, want all %d", n, total)
+	}
+	b.Screenshot("run-logs-filtered")
+	count := `document.querySelector("#` + release + ` [data-log-count]").textContent`
+	if got, want := browsertest.Eval[string](b, count), fmt.Sprintf("2 of %d lines match", len(lines)); got != want {
+		t.Errorf("the release command's log count reads %q under ?q=Applying, want %q", got, want)
+	}
+	browsertest.Eval[any](b, `(() => { const f = document.getElementById("log-filter"); f.value = ""; f.dispatchEvent(new Event("input")); })()`)
+	if got, want := browsertest.Eval[string](b, count), fmt.Sprintf("%d lines", len(lines)); got != want {
+		t.Errorf("the release command's log count reads %q once the filter is emptied, want %q", got, want)
+	}
+	b.Do(chromedp.Navigate(s.URL+runPath+"?q=Applying#L1"), chromedp.WaitVisible(chromedp.CSS("#L1")))
 
 	// A failed run's heading links to the failed step's last line.
 	faults.Set(func(f *local.Faults) { f.Release = map[string]string{"web": "exit status 3"} })
@@ -177,14 +197,15 @@ func TestBrowserShowsLogLinesLiveMaskedAndFiltered(t *testing.T) {
 		t.Errorf("heading link %q is not a line", href)
 	}
 	b.Do(chromedp.Click(`#run-header .run-stopped-at`))
-	waitTrue(t, b, `location.hash === "`+href+`" && document.querySelector("`+href+`").getClientRects().length > 0`, 5*time.Second)
+	waitTrue(t, b, `location.hash === "`+href+`" && document.querySelector("`+href+`").getClientRects().length > 0`)
 	b.Screenshot("run-logs-failed")
 }
 
-// waitTrue waits until expression is true in the page, for at most limit.
-func waitTrue(t *testing.T, b *browsertest.Browser, expression string, limit time.Duration) {
+// waitTrue waits until expression is true in the page, for as long as the
+// browser's give-up allows.
+func waitTrue(t *testing.T, b *browsertest.Browser, expression string) {
 	t.Helper()
-	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[chromedp.Void](expression, chromedp.WithPollingTimeout(limit))); err != nil {
+	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[chromedp.Void](expression, chromedp.WithPollingTimeout(0))); err != nil {
 		t.Fatalf("waiting for %s: %v", expression, err)
 	}
 }

@@ -4,7 +4,9 @@
 package mask
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"net/url"
 	"slices"
 	"strings"
@@ -23,6 +25,11 @@ const MinLength = 3
 // header), where only the middle of its encoding depends on the value
 // alone: shorter pieces would match too much of any base64 text.
 const minEmbedded = 6
+
+// minTail is the shortest base64 text masked for a value that ends a
+// longer base64 text at an offset (the padding that follows it makes a
+// shorter piece specific enough).
+const minTail = 5
 
 // Masker hides a fixed set of values. It is safe for concurrent use.
 type Masker struct {
@@ -64,16 +71,32 @@ func New(values []string) *Masker {
 	return &Masker{forms: forms}
 }
 
-// Forms returns the texts under which v may appear in a line: v itself,
-// its base64 encodings (standard and URL alphabets, padded and not, and
-// the part of its encoding that is the same wherever it starts inside a
-// longer base64 text) and its URL encodings (query and path escaping,
-// upper- and lower-case hex).
+// Forms returns the texts under which v may appear in a line: v itself
+// and v without surrounding blanks, its base64 encodings (standard and URL
+// alphabets, padded and not, wrapped at 64 or 76 columns, and the part of
+// its encoding that is the same wherever it starts inside a longer base64
+// text), its JSON string escapes and its URL encodings (query and path
+// escaping, upper- and lower-case hex).
 func Forms(v string) []string {
 	out := []string{v}
+	if t := strings.TrimSpace(v); t != v && len(t) >= MinLength {
+		out = append(out, t)
+	}
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		padded := enc.EncodeToString([]byte(v))
 		out = append(out, padded, strings.TrimRight(padded, "="))
+		// base64(1) wraps its output at 76 columns, PEM and openssl at
+		// 64: a long value reaches a log a chunk a line.
+		if len(padded) > 64 {
+			for _, width := range []int{64, 76} {
+				for i := 0; i < len(padded); i += width {
+					chunk := padded[i:min(i+width, len(padded))]
+					if len(chunk) >= minEmbedded {
+						out = append(out, chunk)
+					}
+				}
+			}
+		}
 		// Inside a longer base64 text the value starts 0, 1 or 2 bytes
 		// into a group of three: the characters made of its bits alone.
 		for k, start := range []int{0, 2, 3} {
@@ -83,7 +106,30 @@ func Forms(v string) []string {
 			if end-start >= minEmbedded {
 				out = append(out, e[start:end])
 			}
+			// Where the value ends that text (user:password in an HTTP
+			// Basic header), the rest of its encoding, padding included,
+			// is made of its bits alone too: a short value is found there.
+			if k > 0 {
+				if tail := e[start:]; len(tail) >= minTail {
+					out = append(out, tail)
+				}
+				if raw := strings.TrimRight(e[start:], "="); len(raw) >= minEmbedded {
+					out = append(out, raw)
+				}
+			}
 		}
+	}
+	// A value in a JSON document: json.Marshal's escapes (\", \u003c
+	// for <, >, &) and those of an encoder that leaves HTML alone.
+	if b, err := json.Marshal(v); err == nil {
+		out = append(out, string(b[1:len(b)-1]))
+	}
+	var buf bytes.Buffer
+	je := json.NewEncoder(&buf)
+	je.SetEscapeHTML(false)
+	if je.Encode(v) == nil {
+		b := bytes.TrimSpace(buf.Bytes())
+		out = append(out, string(b[1:len(b)-1]))
 	}
 	for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
 		out = append(out, e)
@@ -117,6 +163,11 @@ func (m *Masker) Mask(line string) string {
 	if m == nil || len(m.forms) == 0 || line == "" {
 		return line
 	}
+	return render(line, m.cover(line))
+}
+
+// cover marks the bytes of line that a form covers (nil: none).
+func (m *Masker) cover(line string) []bool {
 	var covered []bool
 	for _, f := range m.forms {
 		if len(f) > len(line) {
@@ -136,6 +187,11 @@ func (m *Masker) Mask(line string) string {
 			i += j + 1
 		}
 	}
+	return covered
+}
+
+// render writes line with each covered stretch replaced by one Mask.
+func render(line string, covered []bool) string {
 	if covered == nil {
 		return line
 	}
@@ -153,6 +209,33 @@ func (m *Masker) Mask(line string) string {
 		}
 	}
 	return b.String()
+}
+
+// MaskCut is Mask for a line cut short at its end: a value cut with it
+// (the line ends with the start of one of its forms) is masked too.
+func (m *Masker) MaskCut(line string) string {
+	if m == nil || len(m.forms) == 0 || line == "" {
+		return line
+	}
+	covered := m.cover(line)
+	tail := 0
+	for _, f := range m.forms {
+		for p := min(len(f)-1, len(line)); p > tail; p-- {
+			if strings.HasSuffix(line, f[:p]) {
+				tail = p
+				break
+			}
+		}
+	}
+	if tail > 0 {
+		if covered == nil {
+			covered = make([]bool, len(line))
+		}
+		for k := len(line) - tail; k < len(line); k++ {
+			covered[k] = true
+		}
+	}
+	return render(line, covered)
 }
 
 // Len is how many forms the masker hides (for tests and metrics).

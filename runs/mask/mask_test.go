@@ -1,7 +1,10 @@
 package mask_test
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -24,7 +27,13 @@ var (
 // position only.
 func check(t *testing.T, m *mask.Masker, name, line, want string) {
 	t.Helper()
-	got := m.Mask(line)
+	same(t, name, m.Mask(line), want)
+}
+
+// same asserts that a masked line got is want, reporting differences by
+// position only.
+func same(t *testing.T, name, got, want string) {
+	t.Helper()
 	if got == want {
 		return
 	}
@@ -130,4 +139,90 @@ func BenchmarkMask(b *testing.B) {
 	for b.Loop() {
 		_ = m.Mask(line)
 	}
+}
+
+// wrap cuts s into lines of width characters, as base64(1) (76) and PEM
+// or openssl (64) print a long encoding.
+func wrap(s string, width int) []string {
+	var lines []string
+	for len(s) > width {
+		lines = append(lines, s[:width])
+		s = s[width:]
+	}
+	return append(lines, s)
+}
+
+func TestMaskHidesBase64WrappedAcrossLines(t *testing.T) {
+	v := "postgres://app:s3cr3t-P4ssw0rd-that-is-long-enough@db.internal:5432/app?sslmode=require"
+	m := mask.New([]string{v})
+	for _, enc := range []struct {
+		name string
+		enc  *base64.Encoding
+	}{{"standard", base64.StdEncoding}, {"URL", base64.URLEncoding}} {
+		for _, width := range []int{64, 76} {
+			for i, line := range wrap(b64(enc.enc, v), width) {
+				if len(line) < 6 {
+					continue
+				}
+				check(t, m, fmt.Sprintf("%s base64 wrapped at %d, line %d", enc.name, width, i+1), line, mask.Mask)
+				check(t, m, fmt.Sprintf("%s base64 wrapped at %d, line %d indented", enc.name, width, i+1), "    "+line, "    "+mask.Mask)
+			}
+		}
+	}
+}
+
+func TestMaskHidesJSONEscapedValues(t *testing.T) {
+	v := `pa"ss<w>rd&1\x`
+	m := mask.New([]string{v})
+	b, err := json.Marshal(map[string]string{"DB_PASSWORD": v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, m, "json.Marshal", string(b), `{"DB_PASSWORD":"`+mask.Mask+`"}`)
+	var buf bytes.Buffer
+	e := json.NewEncoder(&buf)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(map[string]string{"DB_PASSWORD": v}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, m, "encoder without HTML escapes", strings.TrimSpace(buf.String()), `{"DB_PASSWORD":"`+mask.Mask+`"}`)
+}
+
+func TestMaskHidesShortValuesAtTheEndOfABasicHeader(t *testing.T) {
+	for _, user := range []string{"u:", "admin:", "root:", "deploy-user:"} {
+		for _, v := range []string{"abc", "abcd", "hunter", "hunter2", "hunter22"} {
+			m := mask.New([]string{v})
+			line := "Authorization: Basic " + b64(base64.StdEncoding, user+v)
+			if got := m.Mask(line); got == line || !strings.HasSuffix(got, mask.Mask) {
+				t.Errorf("user %q, value of %d bytes: the end of the Basic header is not masked", user, len(v))
+			}
+		}
+	}
+}
+
+func TestMaskHidesValuesOfFiveBytesAnywhereInABase64Text(t *testing.T) {
+	v := "s3cr3"
+	m := mask.New([]string{v})
+	for k := 0; k < 3; k++ {
+		for _, after := range []string{"", ":and-more-text"} {
+			line := b64(base64.StdEncoding, strings.Repeat("x", k+3)+v+after)
+			got := m.Mask(line)
+			if !strings.Contains(got, mask.Mask) {
+				t.Errorf("offset %d, followed by %d bytes: not masked", k, len(after))
+			}
+		}
+	}
+}
+
+func TestMaskHidesAValueWithoutItsSurroundingBlanks(t *testing.T) {
+	m := mask.New([]string{"  s3cr3t-token "})
+	check(t, m, "trimmed value in a line", "token=s3cr3t-token;", "token="+mask.Mask+";")
+}
+
+func TestMaskCutHidesAValueCutAtTheLinesEnd(t *testing.T) {
+	v := "a-long-secret-value-of-forty-bytes-12345"
+	m := mask.New([]string{v})
+	same(t, "value cut after 10 bytes", m.MaskCut("prefix "+v[:10]), "prefix "+mask.Mask)
+	same(t, "copies then a cut one", m.MaskCut(strings.Repeat(v, 3)+v[:25]), mask.Mask)
+	same(t, "line without a cut value", m.MaskCut("key="+v+" and more text"), "key="+mask.Mask+" and more text")
 }

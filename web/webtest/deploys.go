@@ -62,6 +62,9 @@ type Deploys struct {
 	// automatic check is counted in (River's reconciler stays off in tests).
 	PublicAddresses   []netip.Addr
 	ReconcileInterval time.Duration
+	// HoldRelease and HoldRollout, when set, hold every release command
+	// or rollout until the test opens them.
+	HoldRelease, HoldRollout *Gate
 }
 
 // WithDeploys gives the Studio the local platform with no step delay, its
@@ -84,7 +87,11 @@ func WithDeploys(d *Deploys) Option {
 		if err != nil {
 			panic("webtest: local platform: " + err.Error())
 		}
-		d.Service = runs.NewService(deps.DB, deps.Vault, lp, deps.DB.Now, deps.Logger)
+		var p platform.Platform = lp
+		if d.HoldRelease != nil || d.HoldRollout != nil {
+			p = heldPlatform{Platform: lp, d: d}
+		}
+		d.Service = runs.NewService(deps.DB, deps.Vault, p, deps.DB.Now, deps.Logger)
 		d.Service.PublicAddresses, d.Service.ReconcileInterval = d.PublicAddresses, d.ReconcileInterval
 		deps.Runs = d.Service
 		deps.Edge = id.Handler()

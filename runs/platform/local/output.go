@@ -122,6 +122,10 @@ func (l *Platform) buildLines(ctx context.Context, env platform.Env, app string,
 		}
 		say(out, "Pushing %s", ref)
 	}
+	// The second half of the step: a build takes StepDelay in all.
+	if err := l.part(ctx, 2); err != nil {
+		return err
+	}
 	say(out, "Image %s@%s", ref, digest(ref))
 	return nil
 }

@@ -1,0 +1,166 @@
+package runs_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
+	"github.com/skali-dev/studio/runs/platform/local"
+	"github.com/skali-dev/studio/store"
+)
+
+// midBuildPlatform is the local platform with something done to the
+// environment's values while the first build runs (after the deploy fixed
+// its release and handed the values over).
+type midBuildPlatform struct {
+	*local.Platform
+	during func(ctx context.Context)
+	done   bool
+}
+
+func (p *midBuildPlatform) Build(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) (string, error) {
+	if !p.done {
+		p.done = true
+		p.during(ctx)
+	}
+	return p.Platform.Build(ctx, env, app, a, out)
+}
+
+// TestRunLogKeepsNoLinesWhenAVersionOfTheReleaseIsGone deletes the version
+// of SESSION_SECRET a running deploy handed its platform: that plaintext
+// can no longer be read to mask it, so the release command's lines, which
+// print it, are replaced by one line saying they are not kept.
+func TestRunLogKeepsNoLinesWhenAVersionOfTheReleaseIsGone(t *testing.T) {
+	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logSecret})
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	f.faults.Set(func(fs *local.Faults) {
+		fs.Output = map[string]map[string][]string{"release": {"web": {"SESSION_SECRET=${SESSION_SECRET}"}}}
+	})
+	f.svc.Runner.Platform = &midBuildPlatform{Platform: f.local, during: func(ctx context.Context) {
+		f.setValue("SESSION_SECRET", "a-rotated-session-secret")
+		if _, err := f.db.Pool.Exec(ctx, `DELETE FROM value_versions WHERE environment_id = $1 AND name = 'SESSION_SECRET'`, f.env.ID); err != nil {
+			t.Error(err)
+		}
+	}}
+	run := f.deploy(runs.DeployRequest{})
+	f.execute(run.ID)
+	lines, err := f.db.RunLog(f.ctx, run.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notKept := false
+	for _, l := range lines {
+		if found := leaks([]byte(l.Text), logSecret); len(found) > 0 {
+			t.Errorf("stored line %d holds the value (%v)", l.N, found)
+		}
+		notKept = notKept || strings.HasPrefix(l.Text, "Log lines of this step are not kept")
+	}
+	if !notKept {
+		t.Errorf("no line says that a step's lines are not kept (%d lines)", len(lines))
+	}
+}
+
+// TestRetentionKeepsTheValueVersionsOfAnUnfinishedRun prunes past the
+// retention while a deploy runs with SESSION_SECRET v1, which six newer
+// versions have replaced: v1 stays as long as the run is unfinished (its
+// platform holds it and its lines are masked with it) and goes after.
+func TestRetentionKeepsTheValueVersionsOfAnUnfinishedRun(t *testing.T) {
+	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "secret-1"})
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	pruned := int64(-1)
+	f.svc.Runner.Platform = &midBuildPlatform{Platform: f.local, during: func(ctx context.Context) {
+		for i := 2; i <= 7; i++ {
+			f.setValue("SESSION_SECRET", fmt.Sprintf("secret-%d", i))
+		}
+		n, err := f.db.PruneValueVersions(ctx, 24*time.Hour, time.Now().Add(48*time.Hour))
+		if err != nil {
+			t.Error(err)
+		}
+		pruned = n
+	}}
+	run := f.deploy(runs.DeployRequest{})
+	f.execute(run.ID)
+	if pruned != 0 {
+		t.Fatalf("prune during the run deleted %d versions, want 0 (v1 is the run's)", pruned)
+	}
+	if got := f.run(run.ID).Status; got != store.RunSucceeded {
+		t.Fatalf("run %s, want succeeded", got)
+	}
+	n, err := f.db.PruneValueVersions(f.ctx, 24*time.Hour, time.Now().Add(48*time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("prune after the run deleted %d (%v), want 1 (v1)", n, err)
+	}
+}
+
+// TestRunLogMasksAValueSplitByWhatTheStoreRemoves makes the release
+// command print SESSION_SECRET cut in two by a carriage return or a NUL:
+// the store removes them, which puts the value back together, so the masker must see the line as it will be stored.
+func TestRunLogMasksAValueSplitByWhatTheStoreRemoves(t *testing.T) {
+	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logSecret})
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	head, tail := logSecret[:6], logSecret[6:]
+	f.faults.Set(func(fs *local.Faults) {
+		fs.Output = map[string]map[string][]string{"release": {"web": {
+			"carriage return: " + head + "\r" + tail,
+			"NUL: " + head + "\x00" + tail,
+			"both: " + head + "\r\x00" + tail,
+		}}}
+	})
+	run := f.deploy(runs.DeployRequest{})
+	f.execute(run.ID)
+	lines, err := f.db.RunLog(f.ctx, run.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, l := range lines {
+		if found := leaks([]byte(l.Text), logSecret); len(found) > 0 {
+			t.Errorf("stored line %d holds the value (%v)", l.N, found)
+		}
+		if strings.Contains(l.Text, ": ") && strings.Contains(l.Text, "••••") {
+			seen++
+		}
+	}
+	if seen < 3 {
+		t.Errorf("%d of the 3 lines are stored masked", seen)
+	}
+}
+
+// TestAStepFailureQuotingAValueIsMasked makes the build fail with an error
+// that quotes SESSION_SECRET (as a platform's error may): the run's
+// reason, its checkpoint and its summary say •••• instead.
+func TestAStepFailureQuotingAValueIsMasked(t *testing.T) {
+	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logSecret})
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	f.faults.Set(func(fl *local.Faults) { fl.Build = map[string]string{"web": "login refused for password " + logSecret} })
+	run := f.deploy(runs.DeployRequest{})
+	f.execute(run.ID)
+	got := f.run(run.ID)
+	if got.Status != store.RunFailed {
+		t.Fatalf("run %s, want failed", got.Status)
+	}
+	if found := leaks([]byte(got.Reason), logSecret); len(found) > 0 || !strings.Contains(got.Reason, "••••") {
+		t.Errorf("the run's reason is not masked (%v)", found)
+	}
+	if found := leaks(got.Detail, logSecret); len(found) > 0 {
+		t.Errorf("the run's detail holds the value (%v)", found)
+	}
+	cps, err := f.db.Checkpoints(f.ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cp := range cps {
+		if found := leaks(cp.Detail, logSecret); len(found) > 0 {
+			t.Errorf("checkpoint %s holds the value (%v)", cp.Name, found)
+		}
+	}
+}
