@@ -226,15 +226,15 @@ func (s *LogSink) flush() {
 }
 
 // append writes one batch, retrying while the database is out of reach,
-// for at most retryWindow and until Close gives up waiting.
+// for at most store.RetryWindow and until Close gives up waiting.
 func (s *LogSink) append(batch []store.NewLogLine) (store.LogAppend, error) {
-	deadline := time.Now().Add(retryWindow)
+	deadline := time.Now().Add(store.RetryWindow)
 	wait := 100 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(s.ctx, logAttempt)
 		res, err := s.db.AppendRunLog(ctx, s.runID, s.position, s.lease, batch)
 		cancel()
-		if !transient(err) || time.Now().Add(wait).After(deadline) {
+		if !store.Transient(err) || time.Now().Add(wait).After(deadline) {
 			return res, err
 		}
 		select {
@@ -255,7 +255,7 @@ func (r *Runner) maskerFor(ctx context.Context, rc *runContext) *mask.Masker {
 		return mask.New(nil)
 	}
 	var values []string
-	err := withRetry(ctx, func(ctx context.Context, _ int) error {
+	err := store.WithRetry(ctx, func(ctx context.Context, _ int) error {
 		current, err := r.Vault.ResolveValuesForDeploy(ctx, rc.env.ID)
 		if err != nil {
 			return err

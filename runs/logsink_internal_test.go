@@ -105,10 +105,10 @@ func TestLogSinkBoundsWhatWaitsWhileTheDatabaseIsOut(t *testing.T) {
 	}
 	start := time.Now()
 	s.Close()
-	// The run's other writes retry for retryWindow: a step's lines must
+	// The run's other writes retry for store.RetryWindow: a step's lines must
 	// not hold its end that long.
-	if waited := time.Since(start); waited >= retryWindow {
-		t.Errorf("Close waited %s for a database that does not answer, want less than %s", waited.Round(time.Second), retryWindow)
+	if waited := time.Since(start); waited >= store.RetryWindow {
+		t.Errorf("Close waited %s for a database that does not answer, want less than %s", waited.Round(time.Second), store.RetryWindow)
 	}
 }
 

@@ -241,7 +241,7 @@ func (s *Service) StopRiver(ctx context.Context) error {
 	}()
 	if err := s.river.Stop(ctx); err != nil {
 		s.Logger.Warn("shutdown: runs did not reach a safe point in time; stopping them", "err", err)
-		hard, cancel := context.WithTimeout(context.Background(), retryWindow)
+		hard, cancel := context.WithTimeout(context.Background(), store.RetryWindow)
 		defer cancel()
 		return s.river.StopAndCancel(hard)
 	}

@@ -152,7 +152,7 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 	owner := processName + ":" + randomToken()[:12]
 	var ok bool
 	var heldUntil time.Time
-	err := withRetry(ctx, func(ctx context.Context, _ int) (err error) {
+	err := store.WithRetry(ctx, func(ctx context.Context, _ int) (err error) {
 		ok, heldUntil, err = r.DB.ClaimRunLease(ctx, runID, owner, r.lease())
 		return err
 	})
@@ -186,7 +186,7 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 	if !res.Finished {
 		// Waiting in the database (or yielding): no process executes the
 		// run until its job runs again.
-		if rerr := withRetry(ctx, func(ctx context.Context, _ int) error { return r.DB.ReleaseRunLease(ctx, runID, owner) }); rerr != nil {
+		if rerr := store.WithRetry(ctx, func(ctx context.Context, _ int) error { return r.DB.ReleaseRunLease(ctx, runID, owner) }); rerr != nil {
 			r.Logger.Warn("release run lease", "run", runID, "err", rerr)
 		}
 	}
@@ -371,7 +371,7 @@ func (r *Runner) cancelAt(ctx context.Context, rc *runContext, cp store.Checkpoi
 func (r *Runner) releaseOutcome(ctx context.Context, rc *runContext, cp store.Checkpoint) (res stepResult, again bool, err error) {
 	d := DecodeCheckpointDetail(cp.Detail)
 	var out platform.ReleaseOutcome
-	err = withRetry(ctx, func(ctx context.Context, _ int) (err error) {
+	err = store.WithRetry(ctx, func(ctx context.Context, _ int) (err error) {
 		out, err = r.Platform.ReleaseOutcome(ctx, platformEnv(rc.env), platform.ReleaseKey{RunID: rc.run.ID, Position: cp.Position})
 		return err
 	})
@@ -398,7 +398,7 @@ func (r *Runner) releaseOutcome(ctx context.Context, rc *runContext, cp store.Ch
 // ends: what a step finished is recorded). A retry whose earlier attempt
 // committed finds the checkpoint changed already: that counts as applied.
 func (r *Runner) apply(ctx context.Context, c store.RunChange) (cancel, applied bool, err error) {
-	err = withRetry(ctx, func(ctx context.Context, attempt int) (err error) {
+	err = store.WithRetry(ctx, func(ctx context.Context, attempt int) (err error) {
 		cancel, applied, err = r.DB.ApplyRunChangeCancel(ctx, c)
 		if err != nil || applied || attempt == 0 {
 			return err
@@ -456,7 +456,7 @@ func (rc *runContext) dirtyDetail() any {
 // finish ends the run: status "" means it went through every checkpoint.
 func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason string, failed *stepResult) (Result, error) {
 	var cps []store.Checkpoint
-	err := withRetry(ctx, func(ctx context.Context, _ int) (err error) {
+	err := store.WithRetry(ctx, func(ctx context.Context, _ int) (err error) {
 		cps, err = r.DB.Checkpoints(ctx, rc.run.ID)
 		return err
 	})
@@ -477,7 +477,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 		}
 		if stopped != nil {
 			det.StoppedAt, det.StoppedName = &stopped.Position, stopped.Name
-			if err := withRetry(ctx, func(ctx context.Context, _ int) (err error) {
+			if err := store.WithRetry(ctx, func(ctx context.Context, _ int) (err error) {
 				det.StoppedLine, err = r.DB.LastRunLogLine(ctx, rc.run.ID, stopped.Position)
 				return err
 			}); err != nil {
@@ -544,7 +544,7 @@ func (r *Runner) markNotRun(ctx context.Context, rc *runContext, cps []store.Che
 // issued meanwhile reads issued in this run's summary.
 func (r *Runner) certificateStates(ctx context.Context, envID int64) (map[string]string, error) {
 	var certs []store.Certificate
-	err := withRetry(ctx, func(ctx context.Context, _ int) (err error) {
+	err := store.WithRetry(ctx, func(ctx context.Context, _ int) (err error) {
 		certs, err = r.DB.Certificates(ctx, envID)
 		return err
 	})

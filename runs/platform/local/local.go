@@ -166,7 +166,7 @@ func (l *Platform) Build(ctx context.Context, env platform.Env, app string, a *c
 // process, so it dies with it: the outcome records its start and its end.
 func (l *Platform) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	if l.DB != nil {
-		if err := withRetry(ctx, func(ctx context.Context, _ int) error { return l.DB.StartLocalRelease(ctx, key.RunID, key.Position) }); err != nil {
+		if err := store.WithRetry(ctx, func(ctx context.Context, _ int) error { return l.DB.StartLocalRelease(ctx, key.RunID, key.Position) }); err != nil {
 			return err
 		}
 	}
@@ -193,7 +193,7 @@ func (l *Platform) Release(ctx context.Context, env platform.Env, app string, cm
 		if err != nil {
 			msg = err.Error()
 		}
-		if rerr := withRetry(ctx, func(ctx context.Context, _ int) error {
+		if rerr := store.WithRetry(ctx, func(ctx context.Context, _ int) error {
 			return l.DB.FinishLocalRelease(ctx, key.RunID, key.Position, msg)
 		}); rerr != nil && err == nil {
 			return rerr
