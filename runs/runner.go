@@ -256,14 +256,15 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 		}
 	}
 	began := time.Now()
-	for _, cp := range cps {
+	for i := 0; i < len(cps); i++ {
+		cp := cps[i]
 		if store.CheckpointDone(cp.Status) {
 			continue
 		}
 		// A safe point: between checkpoints (a release command that runs
 		// is never stopped halfway; it is inside one step).
 		if cancel {
-			return r.cancelAt(ctx, rc, cp)
+			return r.cancelAt(ctx, rc, cp, phaseAt(cps, i))
 		}
 		// A long run gives its job back now and then, so River never
 		// takes a live execution for the job of a killed process; a
@@ -271,44 +272,26 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 		if r.stopping.Load() || time.Since(began) > cmp.Or(r.YieldAfter, time.Minute) {
 			return Result{WaitUntil: r.Now()}, nil
 		}
-		if cp.Kind == KindRelease && cp.Status == store.CheckpointRunning {
-			// The process that ran it stopped (or this one could not record
-			// it): ask the platform what the command came to before anything
-			// else, since a release command runs once per deployment.
-			res, again, err := r.releaseOutcome(ctx, rc, cp)
+		// The checkpoints of one phase (provisioning, builds, release
+		// commands, rollouts) are independent of each other: they run at
+		// the same time, each recorded as it ends.
+		if together := phaseAt(cps, i); len(together) > 1 {
+			res, c, err := r.doTogether(ctx, rc, together)
 			if err != nil {
 				return Result{}, err
 			}
-			if !again {
-				if cancel, err = r.record(ctx, rc, cp, res); err != nil {
-					return Result{}, err
-				}
-				if res.status == store.CheckpointFailed {
-					return r.finish(ctx, rc, store.RunFailed, res.reason, &res)
-				}
-				continue
+			cancel = c
+			if res != nil {
+				return r.finish(ctx, rc, store.RunFailed, res.reason, res)
 			}
+			i += len(together) - 1
+			continue
 		}
-		if cp.Status == store.CheckpointPending {
-			var ok bool
-			if cancel, ok, err = r.apply(ctx, store.RunChange{RunID: runID, Lease: owner, Checkpoint: &store.CheckpointChange{
-				Position: cp.Position, Status: store.CheckpointRunning, From: []string{store.CheckpointPending}}}); err != nil {
-				return Result{}, err
-			} else if !ok {
-				return Result{}, ErrTakenOver
-			}
-		}
-		rc.out = r.stepLog(ctx, rc, cp)
-		res, err := r.step(ctx, rc, cp)
-		// The step's lines are stored before its outcome: a page shows the
-		// log of a failed step with its failure.
-		rc.out.Close()
+		res, c, err := r.do(ctx, rc, cp)
 		if err != nil {
 			return Result{}, err
 		}
-		if res.platformError {
-			res = maskOutcome(rc.out.maskerNow(), res)
-		}
+		cancel = c
 		if res.status == store.CheckpointWaiting {
 			if _, ok, err := r.apply(ctx, store.RunChange{RunID: runID, Status: store.RunWaiting, Detail: rc.dirtyDetail(), Lease: owner,
 				Checkpoint: &store.CheckpointChange{Position: cp.Position, Status: store.CheckpointWaiting, Warning: res.warning, Detail: res.detail,
@@ -320,9 +303,6 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 			}
 			return Result{WaitUntil: res.until}, nil
 		}
-		if cancel, err = r.record(ctx, rc, cp, res); err != nil {
-			return Result{}, err
-		}
 		if res.status == store.CheckpointFailed {
 			return r.finish(ctx, rc, store.RunFailed, res.reason, &res)
 		}
@@ -330,39 +310,177 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 	return r.finish(ctx, rc, "", "", nil)
 }
 
+// phases groups the checkpoint kinds whose steps of different services
+// may run at the same time: none waits for another of its phase, and
+// none of them waits (a wait ends the execution).
+var phases = map[string]string{
+	KindProvisionDatabase: "provision", KindProvisionBucket: "provision",
+	KindBuild: "build", KindImport: "build",
+	KindRelease: "release",
+	KindRollout: "rollout",
+}
+
+// phaseAt returns the unfinished checkpoints of the phase that starts
+// with cps[i]: it and the checkpoints right after it of the same phase.
+// It returns none when cps[i] is not of such a phase.
+func phaseAt(cps []store.Checkpoint, i int) []store.Checkpoint {
+	phase := phases[cps[i].Kind]
+	if phase == "" {
+		return nil
+	}
+	var out []store.Checkpoint
+	for _, cp := range cps[i:] {
+		if phases[cp.Kind] != phase {
+			break
+		}
+		if !store.CheckpointDone(cp.Status) {
+			out = append(out, cp)
+		}
+	}
+	return out
+}
+
+// do runs checkpoint cp's step and records what it came to, except a
+// wait, which the caller records. cancel reports whether the run has
+// been asked to cancel, as of the last change written.
+func (r *Runner) do(ctx context.Context, rc *runContext, cp store.Checkpoint) (res stepResult, cancel bool, err error) {
+	if cp.Kind == KindRelease && cp.Status == store.CheckpointRunning {
+		// The process that ran it stopped (or this one could not record
+		// it): ask the platform what the command came to before anything
+		// else, since a release command runs once per deployment.
+		res, again, err := r.releaseOutcome(ctx, rc, cp)
+		if err != nil {
+			return stepResult{}, false, err
+		}
+		if !again {
+			cancel, err = r.record(ctx, rc, cp, res)
+			return res, cancel, err
+		}
+	}
+	if cp.Status == store.CheckpointPending {
+		var ok bool
+		if cancel, ok, err = r.apply(ctx, store.RunChange{RunID: rc.run.ID, Lease: rc.lease, Checkpoint: &store.CheckpointChange{
+			Position: cp.Position, Status: store.CheckpointRunning, From: []string{store.CheckpointPending}}}); err != nil {
+			return stepResult{}, false, err
+		} else if !ok {
+			return stepResult{}, false, ErrTakenOver
+		}
+	}
+	rc.out = r.stepLog(ctx, rc, cp)
+	res, err = r.step(ctx, rc, cp)
+	// The step's lines are stored before its outcome: a page shows the
+	// log of a failed step with its failure.
+	rc.out.Close()
+	if err != nil {
+		return stepResult{}, false, err
+	}
+	if res.platformError {
+		res = maskOutcome(rc.out.maskerNow(), res)
+	}
+	if res.status == store.CheckpointWaiting {
+		return res, cancel, nil
+	}
+	cancel, err = r.record(ctx, rc, cp, res)
+	return res, cancel, err
+}
+
+// doTogether runs the steps of cps, checkpoints of one phase, at the same
+// time, each with its own log, and records each as it ends. A step that
+// fails does not stop the others (a release command is never stopped
+// halfway, and a rollout under way goes on on the platform anyway): the
+// run fails once all have ended, with the first failed checkpoint's
+// reason (failed). cancel reports whether the run has been asked to cancel.
+func (r *Runner) doTogether(ctx context.Context, rc *runContext, cps []store.Checkpoint) (failed *stepResult, cancel bool, err error) {
+	type outcome struct {
+		res    stepResult
+		cancel bool
+		err    error
+	}
+	outs := make([]outcome, len(cps))
+	var wg sync.WaitGroup
+	for i, cp := range cps {
+		// Each step has its own copy of what steps share: steps of these
+		// phases read it and write only their log (rc.out).
+		own := *rc
+		wg.Go(func() {
+			res, c, err := r.do(ctx, &own, cp)
+			if err == nil && res.status == store.CheckpointWaiting {
+				err = fmt.Errorf("runs: %s waited; no step of its phase may wait", cp.Name)
+			}
+			outs[i] = outcome{res, c, err}
+		})
+	}
+	wg.Wait()
+	for _, o := range outs {
+		if o.err != nil {
+			return nil, false, o.err
+		}
+	}
+	for i := range outs {
+		cancel = cancel || outs[i].cancel
+		if failed == nil && outs[i].res.status == store.CheckpointFailed {
+			failed = &outs[i].res
+		}
+	}
+	return failed, cancel, nil
+}
+
 // cancelAt ends a run asked to cancel at checkpoint cp, its first
-// unfinished one. A wait is a safe point: the checkpoint ends there. A
-// step left running by an executor that is gone is recorded as not
-// finished; the checkpoints after it stay pending and read "not run".
-func (r *Runner) cancelAt(ctx context.Context, rc *runContext, cp store.Checkpoint) (Result, error) {
+// unfinished one; phase is cp with the unfinished checkpoints of its
+// phase after it (steps that ran together). A wait is a safe point: the
+// checkpoint ends there. A step left running by an executor that is gone
+// is recorded as not finished; the checkpoints after it stay pending and
+// read "not run".
+func (r *Runner) cancelAt(ctx context.Context, rc *runContext, cp store.Checkpoint, phase []store.Checkpoint) (Result, error) {
 	rc.cancelledAt = &cp
 	d := DecodeCheckpointDetail(cp.Detail)
-	switch cp.Status {
-	case store.CheckpointWaiting:
+	if cp.Status == store.CheckpointWaiting {
 		if _, err := r.record(ctx, rc, cp, stepResult{status: store.CheckpointSkipped, warning: "cancelled while waiting", detail: d}); err != nil {
 			return Result{}, err
 		}
 		return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled while %s waited.", cp.Name), nil)
-	case store.CheckpointRunning:
-		if cp.Kind == KindRelease {
-			res, again, err := r.releaseOutcome(ctx, rc, cp)
-			if err != nil {
-				return Result{}, err
-			}
-			if !again && res.status == store.CheckpointSucceeded {
-				if _, err := r.record(ctx, rc, cp, res); err != nil {
-					return Result{}, err
-				}
-				return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled after %s.", cp.Name), nil)
-			}
+	}
+	// Steps of the phase left running by an executor that is gone (they
+	// ran together, so one may run while the first still waits to start).
+	finished := true
+	for _, c := range phase {
+		if c.Status != store.CheckpointRunning {
+			continue
 		}
-		if _, err := r.record(ctx, rc, cp, stepResult{status: store.CheckpointSkipped, detail: d,
-			warning: "did not finish: the run was cancelled after the Studio process executing it stopped"}); err != nil {
+		ok, err := r.settleRunning(ctx, rc, c)
+		if err != nil {
 			return Result{}, err
+		}
+		if c.Position == cp.Position {
+			finished = ok
+		}
+	}
+	if cp.Status == store.CheckpointRunning {
+		if finished {
+			return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled after %s.", cp.Name), nil)
 		}
 		return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled while %s ran; it did not finish.", cp.Name), nil)
 	}
 	return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled before %s.", cp.Name), nil)
+}
+
+// settleRunning records what became of checkpoint cp, left running by an
+// executor that is gone, in a run that cancels: a release command the
+// platform saw succeed succeeded (finished); any other step did not finish.
+func (r *Runner) settleRunning(ctx context.Context, rc *runContext, cp store.Checkpoint) (finished bool, err error) {
+	if cp.Kind == KindRelease {
+		res, again, err := r.releaseOutcome(ctx, rc, cp)
+		if err != nil {
+			return false, err
+		}
+		if !again && res.status == store.CheckpointSucceeded {
+			_, err := r.record(ctx, rc, cp, res)
+			return err == nil, err
+		}
+	}
+	_, err = r.record(ctx, rc, cp, stepResult{status: store.CheckpointSkipped, detail: DecodeCheckpointDetail(cp.Detail),
+		warning: "did not finish: the run was cancelled after the Studio process executing it stopped"})
+	return false, err
 }
 
 // releaseOutcome decides what becomes of a release command found running
