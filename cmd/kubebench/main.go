@@ -397,9 +397,9 @@ func (b *bench) deployStudio(ctx context.Context, project, env string, envID int
 }
 
 // steps adds the run's time by step to r: the request before the run
-// existed, the wait for an executor, each checkpoint (one step per
-// application for releases and rollouts, in order), the time between them
-// and after the last.
+// existed, the wait for an executor, each phase (the steps of one kind,
+// one per service, that run at the same time; certificates one by one),
+// the time between them and after the last.
 func (b *bench) steps(ctx context.Context, envID int64, wall time.Duration, r *result) error {
 	var created, started, finished time.Time
 	if err := b.db.Pool.QueryRow(ctx, `SELECT created_at, started_at, finished_at FROM runs WHERE environment_id = $1`, envID).Scan(&created, &started, &finished); err != nil {
@@ -413,19 +413,57 @@ func (b *bench) steps(ctx context.Context, envID int64, wall time.Duration, r *r
 	defer rows.Close()
 	r.addStep("request", wall-finished.Sub(created))
 	r.addStep("queue", started.Sub(created))
+	// Steps of one phase (one per service) run at the same time: a phase
+	// counts from its first start to its last end.
+	phase := func(kind string) string {
+		switch kind {
+		case "provision-database", "provision-bucket":
+			return "provision"
+		case "import":
+			return "build"
+		}
+		return kind
+	}
 	last := started
+	var cur string
+	var from, to time.Time
+	flush := func() {
+		if cur != "" {
+			r.addStep("between steps", from.Sub(last))
+			r.addStep(cur, to.Sub(from))
+			last = to
+		}
+	}
 	for rows.Next() {
 		var kind string
 		var s, f time.Time
 		if err := rows.Scan(&kind, &s, &f); err != nil {
 			return err
 		}
-		r.addStep("between steps", s.Sub(last))
-		r.addStep(kind, f.Sub(s))
-		last = f
+		if phase(kind) == cur && kind != "issue-tls" {
+			from, to = minTime(from, s), maxTime(to, f)
+			continue
+		}
+		flush()
+		cur, from, to = phase(kind), s, f
 	}
+	flush()
 	r.addStep("after the last", finished.Sub(last))
 	return rows.Err()
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // The kinds read back for the floor, in the order they are applied.
