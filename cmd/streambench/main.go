@@ -81,6 +81,12 @@ type options struct {
 	// scenario's events goes (cpuProfile.<idle>+<active>.pprof).
 	cpuProfile string
 	throughput bool
+	// floors: measure the floors (false skips them, and with them the
+	// one-watcher goal).
+	floors bool
+	// rounds is the number of alternating rounds of each throughput
+	// comparison.
+	rounds int
 }
 
 func parseFlags() (*options, error) {
@@ -94,8 +100,13 @@ func parseFlags() (*options, error) {
 	flag.BoolVar(&o.durable, "durable", false, "run PostgreSQL with fsync (default off: the bench measures streaming, not the disk)")
 	flag.IntVar(&o.dial, "dial-concurrency", 32, "websocket handshakes in flight at once")
 	flag.BoolVar(&o.throughput, "throughput", true, "measure event-write throughput with NOTIFY on and off after the scenarios (false skips it)")
+	flag.BoolVar(&o.floors, "floors", true, "measure the floors (false skips them and the one-watcher goal; with -watchers '' the bench measures throughput alone)")
+	flag.IntVar(&o.rounds, "rounds", 4, "alternating rounds of 1.5 s each way per throughput comparison")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the Studio's CPU profile of each scenario's events to `PREFIX`.<idle>+<active>.pprof (go tool pprof reads it with this binary)")
 	flag.Parse()
+	if o.rounds < 1 || o.rounds > 100 {
+		return nil, fmt.Errorf("-rounds: %d is not between 1 and 100", o.rounds)
+	}
 	for _, f := range strings.Split(watchers, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
@@ -134,6 +145,7 @@ type bench struct {
 	envID      int64
 	project    string
 	poller     *poller
+	pg         pgProcs
 }
 
 func run() error {
@@ -165,7 +177,7 @@ func run() error {
 		return err
 	}
 	defer pg.Stop()
-	b := &bench{o: o, dbURL: pg.URL()}
+	b := &bench{o: o, dbURL: pg.URL(), pg: newPGProcs(filepath.Join(dir, "postgres"))}
 	if b.poller, err = newPoller(); err != nil {
 		return err
 	}
@@ -190,33 +202,38 @@ func run() error {
 		return err
 	}
 
-	notifyFloor, err := b.notifyFloor(ctx, 300, o.interval)
-	if err != nil {
-		return err
+	var floorP99, floorReadP99 time.Duration
+	if o.floors {
+		notifyFloor, err := b.notifyFloor(ctx, 300, o.interval)
+		if err != nil {
+			return err
+		}
+		wsArrived, wsRead, err := b.websocketFloor(300, o.interval)
+		if err != nil {
+			return err
+		}
+		readFloor, err := b.readFloor(ctx, 300, o.interval)
+		if err != nil {
+			return err
+		}
+		// The floors are paced like the scenarios' events: how long a round
+		// trip takes depends on how long the processes slept before it.
+		fmt.Printf("\nfloors (300 samples each, %s apart like the scenarios' events)\n", o.interval)
+		fmt.Printf("  NOTIFY→LISTEN round trip               %s\n", notifyFloor)
+		fmt.Printf("  raw websocket write→watcher's kernel   %s\n", wsArrived)
+		fmt.Printf("  raw websocket write→read by the bench  %s\n", wsRead)
+		floorP99, floorReadP99 = notifyFloor.p99+wsArrived.p99, notifyFloor.p99+wsRead.p99
+		fmt.Printf("  floor p99 (NOTIFY + write)             %s (to the bench's read: %s)\n", ms(floorP99), ms(floorReadP99))
+		fmt.Printf("  and, not part of the goal's floor, the read a notification without its event costs\n")
+		fmt.Printf("  COMMIT → notified → the Studio's read   %s\n", readFloor)
+		fmt.Printf("  floor p99 with the read (+ write)      %s\n", ms(readFloor.p99+wsArrived.p99))
 	}
-	wsArrived, wsRead, err := b.websocketFloor(300, o.interval)
-	if err != nil {
-		return err
-	}
-	readFloor, err := b.readFloor(ctx, 300, o.interval)
-	if err != nil {
-		return err
-	}
-	// The floors are paced like the scenarios' events: how long a round
-	// trip takes depends on how long the processes slept before it.
-	fmt.Printf("\nfloors (300 samples each, %s apart like the scenarios' events)\n", o.interval)
-	fmt.Printf("  NOTIFY→LISTEN round trip               %s\n", notifyFloor)
-	fmt.Printf("  raw websocket write→watcher's kernel   %s\n", wsArrived)
-	fmt.Printf("  raw websocket write→read by the bench  %s\n", wsRead)
-	floorP99, floorReadP99 := notifyFloor.p99+wsArrived.p99, notifyFloor.p99+wsRead.p99
-	fmt.Printf("  floor p99 (NOTIFY + write)             %s (to the bench's read: %s)\n", ms(floorP99), ms(floorReadP99))
-	fmt.Printf("  and, not part of the goal's floor, the read a notification without its event costs\n")
-	fmt.Printf("  COMMIT → notified → the Studio's read   %s\n", readFloor)
-	fmt.Printf("  floor p99 with the read (+ write)      %s\n", ms(readFloor.p99+wsArrived.p99))
 
-	fmt.Printf("\nscenarios: %d events %s apart; latency = COMMIT sent → frame received by the watcher's kernel\n", o.events, o.interval)
-	fmt.Printf("(over loopback that is the end of the Studio's write; in parentheses, → frame read by the bench,\n")
-	fmt.Printf("whose watchers share the cores with the Studio)\n")
+	if len(o.watchers) > 0 || o.idle > 0 {
+		fmt.Printf("\nscenarios: %d events %s apart; latency = COMMIT sent → frame received by the watcher's kernel\n", o.events, o.interval)
+		fmt.Printf("(over loopback that is the end of the Studio's write; in parentheses, → frame read by the bench,\n")
+		fmt.Printf("whose watchers share the cores with the Studio)\n")
+	}
 	for _, n := range o.watchers {
 		res, err := b.scenario(ctx, 0, n)
 		if err != nil {
@@ -224,6 +241,8 @@ func run() error {
 		}
 		goal := ""
 		switch {
+		case n == 1 && !o.floors:
+			goal = "goal p99 ≤ 2×floor: not judged (-floors=false)"
 		case n == 1:
 			goal = fmt.Sprintf("goal p99 ≤ 2×floor = %s: %s (read: ≤ %s: %s)", ms(2*floorP99), pass(res.lat.p99 <= 2*floorP99),
 				ms(2*floorReadP99), pass(res.read.p99 <= 2*floorReadP99))
@@ -251,7 +270,10 @@ func run() error {
 	if err := b.waitStreamsOpen(ctx, func(n int) bool { return n == 0 }, "no"); err != nil {
 		return err
 	}
-	fmt.Printf("\nevent writes (4 writers, 4 alternating rounds of 1.5 s each way), NOTIFY on / off:\n")
+	fmt.Printf("\nevent writes (4 writers, %d alternating rounds of 1.5 s each way), NOTIFY on / off:\n", o.rounds)
+	fmt.Printf("(below each: PostgreSQL's CPU per event written, all its processes, NOTIFY on / off, and what the\n")
+	fmt.Printf("Studio's LISTEN backend spent per event with NOTIFY on: PostgreSQL wakes every backend that LISTENs\n")
+	fmt.Printf("in the database on every commit that notified, whatever the channel)\n")
 	report := func(what string, r throughputResult, goal bool, why string) {
 		g := "(" + why + ")"
 		if goal {
@@ -259,6 +281,10 @@ func run() error {
 		}
 		fmt.Printf("  %-44s %5.0f/s / %5.0f/s, ratio %.2f %s; the Studio heard %.2f notifications per event\n",
 			what, r.with, r.without, r.ratio(), g, r.heard)
+		if r.pgWith > 0 && r.pgWithout > 0 {
+			fmt.Printf("  %-44s PostgreSQL %.0f µs / %.0f µs per event (ratio %.2f); its LISTEN backend %.1f µs and %.2f wake-ups per event\n",
+				"", us(r.pgWith), us(r.pgWithout), float64(r.pgWithout)/float64(r.pgWith), us(r.listenerCPU), r.listenerWakeups)
+		}
 	}
 	r, err := b.throughput(ctx, 4, 1500*time.Millisecond, false)
 	if err != nil {
@@ -1002,7 +1028,15 @@ type throughputResult struct {
 	// heard is how many notifications the Studio received per event
 	// appended with NOTIFY on.
 	heard float64
+	// pgWith and pgWithout are PostgreSQL's CPU time per event written
+	// (all its processes), NOTIFY on and off; listenerCPU and
+	// listenerWakeups are the Studio's LISTEN backend's CPU time and
+	// wake-ups per event written with NOTIFY on (zero without /proc).
+	pgWith, pgWithout, listenerCPU time.Duration
+	listenerWakeups                float64
 }
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func (r throughputResult) ratio() float64 { return r.with / r.without }
 
@@ -1100,23 +1134,40 @@ func (b *bench) throughputOf(ctx context.Context, writers int, d time.Duration, 
 	}
 	// Alternate in short rounds, so that neither side gets all the warm-up
 	// or all of a noisy neighbour.
-	const rounds = 4
-	var events float64
+	rounds := float64(b.o.rounds)
+	var events, eventsWithout float64
+	var pgWith, pgWithout, listenerCPU time.Duration
+	var listenerWakeups int64
+	listener := b.listenerPID(ctx)
 	before, err := b.scrape(false)
 	if err != nil {
 		return res, err
 	}
-	for range rounds {
+	for range b.o.rounds {
+		s0 := b.samplePG(listener)
 		r, err := measure(appendNoNotifySQL)
 		if err != nil {
 			return res, err
 		}
+		s1 := b.samplePG(listener)
 		res.without += r / rounds
+		eventsWithout += r * d.Seconds()
 		if r, err = measure(notifySQL); err != nil {
 			return res, err
 		}
+		s2 := b.samplePG(listener)
 		res.with += r / rounds
 		events += r * d.Seconds()
+		pgWithout += s1.cpu - s0.cpu
+		pgWith += s2.cpu - s1.cpu
+		listenerCPU += s2.listenerCPU - s1.listenerCPU
+		listenerWakeups += s2.listenerWakeups - s1.listenerWakeups
+	}
+	if events > 0 && eventsWithout > 0 {
+		res.pgWith = time.Duration(float64(pgWith) / events)
+		res.pgWithout = time.Duration(float64(pgWithout) / eventsWithout)
+		res.listenerCPU = time.Duration(float64(listenerCPU) / events)
+		res.listenerWakeups = float64(listenerWakeups) / events
 	}
 	after, err := b.scrape(false)
 	if err != nil {
