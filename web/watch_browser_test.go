@@ -90,7 +90,8 @@ func TestBrowserDNSPendingSaysWhatToDoAndCountsDown(t *testing.T) {
 	runPath := resp.Header.Get("Location")
 	waitForRun(t, s, admin, runPath)
 
-	b := browsertest.NewFor(t, 3*time.Minute)
+	// Generous: on a busy machine each page, and each check, may come late.
+	b := browsertest.NewFor(t, 6*time.Minute)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
 	b.Do(chromedp.Navigate(s.URL+runPath), chromedp.WaitVisible(chromedp.CSS(`[data-checkpoint-kind="issue-tls"] [data-dns-pending="wiki.test"]`)))
 	const block = `[data-checkpoint-kind="issue-tls"] [data-dns-pending="wiki.test"]`
@@ -102,6 +103,11 @@ func TestBrowserDNSPendingSaysWhatToDoAndCountsDown(t *testing.T) {
 	}
 	countdown := block + ` [data-next-check] time[data-countdown]`
 	first := b.Text(countdown)
+	if first == humanize.Due {
+		// A busy machine brought the page after its 20 s slot ended: it
+		// reads "checking…" until the next check, which restarts it.
+		first, _ = reconcileRestartsCountdown(t, s, d, b, countdown)
+	}
 	if !strings.HasPrefix(first, "in ") || !strings.HasSuffix(first, " s") {
 		t.Errorf("next automatic check reads %q, want a countdown in seconds", first)
 	}
@@ -214,7 +220,7 @@ func reconcileRestartsCountdown(t *testing.T, s *webtest.Server, d *webtest.Depl
 		});
 		return true;
 	})()`)
-	deadline := time.Now().Add(4 * time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for seen := 0; ; seen++ {
 		before := probedAt()
 		if err := d.Service.QueueReconciles(ctx); err != nil {
