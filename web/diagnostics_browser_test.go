@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,8 +249,8 @@ func BenchmarkKeystrokeToPaint(b *testing.B) {
 		if _, err := chromedp.Run(br.Ctx, chromedp.Poll[bool](measures+`.length > `+itoa(n))); err != nil {
 			b.Fatalf("no measure after keystroke %d: %v", i, err)
 		}
-		ms := browsertest.Eval[[]float64](br, `(() => ["", "-pause", "-request", "-write", "-frame"].map(p => {
-			const e = performance.getEntriesByName("manifest-diagnostics" + p); return e[e.length-1].duration; }).concat((() => {
+		ms := browsertest.Eval[[]float64](br, `(() => ["", "-pause", "-request", "-write", "-frame"].concat(`+stepNames+`.map(p => "-" + p)).map(p => {
+			const e = performance.getEntriesByName("manifest-diagnostics" + p); return e.length ? e[e.length-1].duration : 0; }).concat((() => {
 			const r = performance.getEntriesByType("resource").filter(e => e.name.endsWith("/validate/check")).pop();
 			return [r.responseStart - r.requestStart, r.responseEnd - r.startTime];
 			})()))()`)
@@ -267,14 +268,19 @@ func BenchmarkKeystrokeToPaint(b *testing.B) {
 		// Of the request: from sending it to the answer's first byte (the
 		// server's time and the loopback), and the whole fetch as the
 		// browser's resource timing sees it.
-		phases["request-ttfb"] = append(phases["request-ttfb"], time.Duration(ms[5]*float64(time.Millisecond)))
-		phases["request-fetch"] = append(phases["request-fetch"], time.Duration(ms[6]*float64(time.Millisecond)))
+		n0 := 5 + len(stepPhases)
+		phases["request-ttfb"] = append(phases["request-ttfb"], time.Duration(ms[n0]*float64(time.Millisecond)))
+		phases["request-fetch"] = append(phases["request-fetch"], time.Duration(ms[n0+1]*float64(time.Millisecond)))
+		// The steps of the request and of the write (manifest.js).
+		for k, name := range stepPhases {
+			phases[name] = append(phases[name], time.Duration(ms[5+k]*float64(time.Millisecond)))
+		}
 		// The resource timing entries would fill the buffer.
 		browsertest.Eval[bool](br, `performance.clearResourceTimings(), true`)
 	}
 	b.ReportMetric(float64(percentile(after, 0.50).Microseconds())/1000, "after-pause-p50-ms")
 	b.ReportMetric(float64(percentile(after, 0.99).Microseconds())/1000, "after-pause-p99-ms")
-	for _, name := range append(phaseNames, requestPhases...) {
+	for _, name := range slices.Concat(phaseNames, requestPhases, stepPhases) {
 		b.ReportMetric(float64(percentile(phases[name], 0.50).Microseconds())/1000, name+"-p50-ms")
 		b.ReportMetric(float64(percentile(phases[name], 0.99).Microseconds())/1000, name+"-p99-ms")
 	}
@@ -286,3 +292,12 @@ var phaseNames = []string{"timer-late", "request", "write", "frame"}
 
 // requestPhases split the request phase (see BenchmarkKeystrokeToPaint).
 var requestPhases = []string{"request-ttfb", "request-fetch"}
+
+// stepPhases split the request (encoding the text, the fetch to the
+// answer's headers, reading its JSON body) and the write (reading the
+// scroll position, the mirror's underlines, the gutter's markers, the list,
+// the caret's tip) as manifest.js measures them.
+var stepPhases = []string{"encode", "headers", "body", "read", "mirror", "markers", "list", "tip"}
+
+// stepNames is stepPhases as a JavaScript array.
+var stepNames = `["` + strings.Join(stepPhases, `","`) + `"]`

@@ -129,9 +129,10 @@
   var seq = 0; // the last request sent
   var timer = 0;
   var editedAt = 0;
-  // When the last check was sent and answered (performance.now()): the
-  // phases of "manifest-diagnostics" that BenchmarkKeystrokeToPaint reports.
-  var sentAt = 0, answeredAt = 0;
+  // When the last check was sent and answered and how it went
+  // (performance.now()): the phases of "manifest-diagnostics" that
+  // BenchmarkKeystrokeToPaint reports.
+  var sentAt = 0, answeredAt = 0, timing = {};
 
   function field(name) { return form && form.elements.namedItem(name); }
   function request() {
@@ -153,17 +154,22 @@
       return;
     }
     problems.setAttribute("aria-busy", "true");
-    sentAt = performance.now();
+    var t = { sent: performance.now() };
+    var payload = JSON.stringify(request());
+    t.encoded = performance.now();
     fetch(endpoint, {
       method: "POST",
       credentials: "same-origin",
       headers: { "Content-Type": "application/json", "Accept": "application/json" },
-      body: JSON.stringify(request())
+      body: payload
     }).then(function (resp) {
+      t.headers = performance.now();
       return resp.json().then(function (data) { return { ok: resp.ok, data: data }; });
     }).then(function (r) {
       if (mine !== seq) return; // a newer request is on its way
       answeredAt = performance.now();
+      sentAt = t.sent;
+      timing = t;
       if (!r.ok) {
         paintNote(r.data && r.data.error ? r.data.error : "Live checking is not available; press Validate to check.");
         return;
@@ -224,8 +230,12 @@
     var top = ta.scrollTop, left = ta.scrollLeft;
     readMetrics();
     problems.removeAttribute("aria-busy");
+    var t = timing;
+    t.read = performance.now();
     paintMirror(top, left);
+    t.mirror = performance.now();
     paintMarkers();
+    t.markers = performance.now();
     list.textContent = "";
     head.textContent = "";
     if (!answer) {
@@ -260,6 +270,7 @@
       li.appendChild(b);
       list.appendChild(li);
     });
+    t.list = performance.now();
     showCaretTip(top);
     if (editedAt) {
       var since = editedAt, sent = sentAt, answered = answeredAt, written = performance.now();
@@ -275,6 +286,12 @@
           performance.measure("manifest-diagnostics-request", { start: sent, end: answered });
           performance.measure("manifest-diagnostics-write", { start: answered, end: written });
           performance.measure("manifest-diagnostics-frame", { start: written, end: now });
+          // The request's own steps, and the write's.
+          [["encode", t.sent, t.encoded], ["headers", t.encoded, t.headers], ["body", t.headers, answered],
+            ["read", answered, t.read], ["mirror", t.read, t.mirror], ["markers", t.mirror, t.markers],
+            ["list", t.markers, t.list], ["tip", t.list, written]].forEach(function (p) {
+            if (p[1] && p[2]) performance.measure("manifest-diagnostics-" + p[0], { start: p[1], end: p[2] });
+          });
         } catch (e) { /* old browsers */ }
       });
     }
