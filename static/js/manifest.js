@@ -31,6 +31,11 @@
   var mirror = document.createElement("div");
   mirror.className = "editor-mirror";
   mirror.setAttribute("aria-hidden", "true");
+  // The mirror's lines move with the text area's scroll position by a
+  // transform, which (unlike setting scrollTop) lays nothing out.
+  var mirrorLines = document.createElement("div");
+  mirrorLines.className = "editor-mirror-lines";
+  mirror.appendChild(mirrorLines);
   var tip = document.createElement("div");
   tip.className = "editor-tip";
   tip.id = ta.id + "-tip";
@@ -57,15 +62,19 @@
     gutter.textContent = parts.join("\n");
   }
   // sync lines the gutter, mirror and markers up with the text area's
-  // scroll position; paint passes the one it read before writing, so that
-  // repainting after an answer forces no layout in between.
-  function sync(top, left) {
-    if (top === undefined) { top = ta.scrollTop; left = ta.scrollLeft; }
+  // scroll position.
+  function sync() {
+    var top = ta.scrollTop;
     gutter.scrollTop = top;
-    mirror.scrollTop = top;
-    mirror.scrollLeft = left;
-    markers.style.transform = "translateY(" + -top + "px)";
+    moveOverlay(top, ta.scrollLeft);
     if (!tip.hidden) hideTip();
+  }
+  // moveOverlay moves the mirror's lines and the markers to a scroll
+  // position with transforms only: paint passes the one it read before
+  // writing, so that repainting after an answer forces no layout.
+  function moveOverlay(top, left) {
+    mirrorLines.style.transform = "translate(" + -left + "px," + -top + "px)";
+    markers.style.transform = "translateY(" + -top + "px)";
   }
   ta.addEventListener("scroll", function () { sync(); });
   renumber();
@@ -217,6 +226,7 @@
     problems.removeAttribute("aria-busy");
     problems.hidden = false;
     problems.setAttribute("data-state", "unavailable");
+    listKey = "";
     head.textContent = text;
     list.textContent = "";
   }
@@ -236,9 +246,10 @@
     t.mirror = performance.now();
     paintMarkers();
     t.markers = performance.now();
-    list.textContent = "";
-    head.textContent = "";
     if (!answer) {
+      listKey = "";
+      list.textContent = "";
+      head.textContent = "";
       problems.hidden = true;
       problems.setAttribute("data-state", "empty");
       hideTip();
@@ -247,29 +258,7 @@
     problems.hidden = false;
     lastKind = answer.kind || "";
     if (lastKind === "skali") wantSchema();
-    var errors = answer.errors || 0, warnings = answer.warnings || 0;
-    problems.setAttribute("data-state", errors ? "errors" : warnings ? "warnings" : "ok");
-    if (errors) head.appendChild(el("span", "badge badge-danger", count(errors, "error", "errors")));
-    if (warnings) head.appendChild(el("span", "badge badge-warn", count(warnings, "warning", "warnings")));
-    if (!errors && !warnings) head.appendChild(el("span", "badge badge-ok", "No problems"));
-    head.appendChild(el("span", "editor-problems-kind", (answer.kind_label || "") + (errors ? "" : " · checked as you type")));
-    ds.forEach(function (d) {
-      var li = el("li", "diagnostic-" + d.severity);
-      li.setAttribute("data-line", d.line);
-      li.appendChild(el("span", "badge " + (d.severity === "error" ? "badge-danger" : "badge-warn"), d.severity));
-      var a = el("a", "where", d.line + ":" + d.column);
-      a.href = "#L" + d.line;
-      a.setAttribute("data-column", d.column);
-      a.title = "Go to line " + d.line;
-      li.appendChild(a);
-      var b = el("div", "diagnostic-body");
-      if (d.path) b.appendChild(el("code", "path", d.path));
-      var m = el("span", "message");
-      messageInto(m, d.message);
-      b.appendChild(m);
-      li.appendChild(b);
-      list.appendChild(li);
-    });
+    paintList(ds, answer);
     t.list = performance.now();
     showCaretTip(top);
     if (editedAt) {
@@ -293,49 +282,110 @@
             if (p[1] && p[2]) performance.measure("manifest-diagnostics-" + p[0], { start: p[1], end: p[2] });
           });
         } catch (e) { /* old browsers */ }
+        // And the frame's own style, layout and paint after it: a message
+        // posted now is handled once the frame is rendered.
+        if (window.MessageChannel) {
+          var ch = new MessageChannel();
+          ch.port1.onmessage = function () {
+            try { performance.measure("manifest-diagnostics-rendered", { start: now, end: performance.now() }); } catch (e) { /* old browsers */ }
+          };
+          ch.port2.postMessage(0);
+        }
       });
     }
   }
 
-  // paintMirror draws the text, invisible, with each diagnostic's range
-  // underlined; an error wins over a warning where two overlap.
-  function paintMirror(top, left) {
-    var lines = ta.value.split("\n");
-    var byLine = {};
-    diags.forEach(function (d) { (byLine[d.line] = byLine[d.line] || []).push(d); });
-    var frag = document.createDocumentFragment();
-    lines.forEach(function (text, i) {
-      var ds = byLine[i + 1];
-      if (i > 0) frag.appendChild(document.createTextNode("\n"));
-      if (!ds) { frag.appendChild(document.createTextNode(text)); return; }
-      var chars = Array.from(text);
-      var marks = new Array(chars.length + 1);
-      var beyond = "";
-      ["warning", "error"].forEach(function (sev) {
-        ds.forEach(function (d) {
-          if (d.severity !== sev) return;
-          var s = d.column - 1, e = Math.max(d.end_column - 1, d.column);
-          if (s >= chars.length) { beyond = sev; return; }
-          for (var k = s; k < Math.min(e, chars.length); k++) marks[k] = sev;
-        });
-      });
-      for (var k = 0; k < chars.length;) {
-        var j = k;
-        while (j < chars.length && marks[j] === marks[k]) j++;
-        var run = chars.slice(k, j).join("");
-        if (marks[k]) frag.appendChild(el("span", "editor-mark editor-mark-" + marks[k], run));
-        else frag.appendChild(document.createTextNode(run));
-        k = j;
-      }
-      // A diagnostic past the end of its line (a missing key) marks the
-      // place where the text would go.
-      if (beyond) frag.appendChild(el("span", "editor-mark editor-mark-" + beyond + " editor-mark-eol", "  "));
+  // paintList writes the head and the list under the editor; it writes
+  // nothing when the answer says what the list already says.
+  var listKey = "";
+  function paintList(ds, answer) {
+    var key = JSON.stringify([answer.kind_label, answer.errors, answer.warnings, ds]);
+    if (key === listKey) return;
+    listKey = key;
+    list.textContent = "";
+    head.textContent = "";
+    var errors = answer.errors || 0, warnings = answer.warnings || 0;
+    problems.setAttribute("data-state", errors ? "errors" : warnings ? "warnings" : "ok");
+    if (errors) head.appendChild(el("span", "badge badge-danger", count(errors, "error", "errors")));
+    if (warnings) head.appendChild(el("span", "badge badge-warn", count(warnings, "warning", "warnings")));
+    if (!errors && !warnings) head.appendChild(el("span", "badge badge-ok", "No problems"));
+    head.appendChild(el("span", "editor-problems-kind", (answer.kind_label || "") + (errors ? "" : " · checked as you type")));
+    ds.forEach(function (d) {
+      var li = el("li", "diagnostic-" + d.severity);
+      li.setAttribute("data-line", d.line);
+      li.appendChild(el("span", "badge " + (d.severity === "error" ? "badge-danger" : "badge-warn"), d.severity));
+      var a = el("a", "where", d.line + ":" + d.column);
+      a.href = "#L" + d.line;
+      a.setAttribute("data-column", d.column);
+      a.title = "Go to line " + d.line;
+      li.appendChild(a);
+      var b = el("div", "diagnostic-body");
+      if (d.path) b.appendChild(el("code", "path", d.path));
+      var m = el("span", "message");
+      messageInto(m, d.message);
+      b.appendChild(m);
+      li.appendChild(b);
+      list.appendChild(li);
     });
-    // Room for the text area's last line and scroll padding.
-    frag.appendChild(document.createTextNode("\n "));
-    mirror.textContent = "";
-    mirror.appendChild(frag);
-    sync(top, left);
+  }
+
+  // paintMirror draws, invisible, the lines that have a diagnostic, with
+  // each diagnostic's range underlined (an error wins over a warning where
+  // two overlap); the other lines are left empty, since only their height
+  // places the marked ones. It writes nothing when the marked lines and
+  // their ranges are what it drew last.
+  var mirrorKey = "";
+  function paintMirror(top, left) {
+    var byLine = {}, nums = [];
+    diags.forEach(function (d) {
+      if (!byLine[d.line]) { byLine[d.line] = []; nums.push(d.line); }
+      byLine[d.line].push(d);
+    });
+    nums.sort(function (a, b) { return a - b; });
+    var lines = nums.length ? ta.value.split("\n") : [];
+    nums = nums.filter(function (n) { return n >= 1 && n <= lines.length; });
+    var key = nums.map(function (n) {
+      return n + "\u0000" + lines[n - 1] + "\u0000" + byLine[n].map(function (d) { return d.severity + "," + d.column + "," + d.end_column; }).join(";");
+    }).join("\u0001");
+    if (key !== mirrorKey) {
+      mirrorKey = key;
+      var frag = document.createDocumentFragment();
+      var line = 1;
+      nums.forEach(function (n) {
+        if (n > line) frag.appendChild(document.createTextNode("\n".repeat(n - line)));
+        line = n;
+        markLine(frag, lines[n - 1], byLine[n]);
+      });
+      mirrorLines.textContent = "";
+      mirrorLines.appendChild(frag);
+    }
+    moveOverlay(top, left);
+    if (!tip.hidden) hideTip();
+  }
+  // markLine appends a line's text with its diagnostics' ranges marked.
+  function markLine(frag, text, ds) {
+    var chars = Array.from(text);
+    var marks = new Array(chars.length + 1);
+    var beyond = "";
+    ["warning", "error"].forEach(function (sev) {
+      ds.forEach(function (d) {
+        if (d.severity !== sev) return;
+        var s = d.column - 1, e = Math.max(d.end_column - 1, d.column);
+        if (s >= chars.length) { beyond = sev; return; }
+        for (var k = s; k < Math.min(e, chars.length); k++) marks[k] = sev;
+      });
+    });
+    for (var k = 0; k < chars.length;) {
+      var j = k;
+      while (j < chars.length && marks[j] === marks[k]) j++;
+      var run = chars.slice(k, j).join("");
+      if (marks[k]) frag.appendChild(el("span", "editor-mark editor-mark-" + marks[k], run));
+      else frag.appendChild(document.createTextNode(run));
+      k = j;
+    }
+    // A diagnostic past the end of its line (a missing key) marks the
+    // place where the text would go.
+    if (beyond) frag.appendChild(el("span", "editor-mark editor-mark-" + beyond + " editor-mark-eol", "  "));
   }
 
   function worst(ds) {
@@ -343,9 +393,15 @@
   }
   function onLine(n) { return diags.filter(function (d) { return d.line === n; }); }
 
+  // paintMarkers puts a marker beside each line with a diagnostic; it
+  // writes nothing when the markers would be the ones already there.
+  var markersKey = "";
   function paintMarkers() {
-    markers.textContent = "";
     var top = readMetrics().top, lh = readMetrics().lh;
+    var key = top + "," + lh + "\u0001" + diags.map(function (d) { return d.line + "," + d.severity + "," + d.column + "," + d.message; }).join("\u0001");
+    if (key === markersKey) return;
+    markersKey = key;
+    markers.textContent = "";
     var seen = {};
     diags.forEach(function (d) {
       if (seen[d.line]) return;
@@ -376,15 +432,34 @@
     });
     placeTip(line, scrollTop);
   }
+  // The tip goes below its line, or above it when there is no room below.
+  // Its height is known once the browser has laid it out: a resize
+  // observer hears it after the frame's layout, before its paint, so
+  // placing a tip (after each answer) forces no layout of its own.
+  var tipBelow = 0;
+  function fitTip(h) {
+    var top = tipBelow, lh = lineHeight();
+    if (top + h > body.clientHeight && top - lh - h - 4 > 0) top = top - lh - h - 4;
+    tip.style.top = top + "px";
+  }
+  var tipSized = window.ResizeObserver ? new ResizeObserver(function (entries) {
+    if (tip.hidden) return;
+    var box = entries[entries.length - 1].borderBoxSize;
+    fitTip(box && box[0] ? box[0].blockSize : tip.offsetHeight);
+  }) : null;
   function placeTip(line, scrollTop) {
     if (scrollTop === undefined) scrollTop = ta.scrollTop;
-    var top = readMetrics().top + line * lineHeight() - scrollTop + 2;
+    tipBelow = readMetrics().top + line * lineHeight() - scrollTop + 2;
     tip.hidden = false;
-    // Below the line, or above it when there is no room below.
-    if (top + tip.offsetHeight > body.clientHeight && top - lineHeight() - tip.offsetHeight - 4 > 0) {
-      top = top - lineHeight() - tip.offsetHeight - 4;
+    tip.style.top = tipBelow + "px";
+    if (tipSized) {
+      // A new observation reports the size at the next layout even when
+      // it has not changed.
+      tipSized.unobserve(tip);
+      tipSized.observe(tip);
+    } else {
+      fitTip(tip.offsetHeight);
     }
-    tip.style.top = top + "px";
     var desc = (ta.getAttribute("aria-describedby") || "").split(" ").filter(function (s) { return s && s !== tip.id; });
     desc.unshift(tip.id);
     ta.setAttribute("aria-describedby", desc.join(" "));
