@@ -233,8 +233,8 @@
 
   // paint writes the answer into the page: the reads it needs (scroll
   // position, metrics) come first, then only writes, so the browser lays
-  // the page out once, for the next frame (a tip under the caret measures
-  // itself last).
+  // the page out once, for the next frame (the tip under the caret is
+  // placed after that layout, see fitTip).
   function paint(ds, answer) {
     diags = ds;
     var top = ta.scrollTop, left = ta.scrollLeft;
