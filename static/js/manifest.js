@@ -162,7 +162,10 @@
       paint([], null);
       return;
     }
-    problems.setAttribute("aria-busy", "true");
+    // The list says it is being updated only when the answer is slow: a
+    // quick one would only make it flash (and render a frame while the
+    // request is under way).
+    var busy = setTimeout(function () { if (mine === seq) problems.setAttribute("aria-busy", "true"); }, 100);
     var t = { sent: performance.now() };
     var payload = JSON.stringify(request());
     t.encoded = performance.now();
@@ -173,6 +176,7 @@
       body: payload
     }).then(function (resp) {
       t.headers = performance.now();
+      clearTimeout(busy);
       return resp.json().then(function (data) { return { ok: resp.ok, data: data }; });
     }).then(function (r) {
       if (mine !== seq) return; // a newer request is on its way
@@ -185,6 +189,7 @@
       }
       paint(r.data.diagnostics || [], r.data);
     }).catch(function () {
+      clearTimeout(busy);
       if (mine !== seq) return;
       paintNote("Live checking is not available right now; the form still checks the manifest when sent.");
     });
