@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/handlers"
+	"github.com/skali-dev/studio/web"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
@@ -120,5 +122,41 @@ func TestSchemaEndpoint(t *testing.T) {
 	}
 	if resp.Header.Get("Set-Cookie") != "" {
 		t.Errorf("the schema sets a cookie")
+	}
+}
+
+// TestCheckAnswersStayOutOfTheInfoLog: the live editor checks at every
+// pause in typing, so at the default (info) level an answered check writes
+// no access-log line, while a refused one and every other request still do.
+func TestCheckAnswersStayOutOfTheInfoLog(t *testing.T) {
+	logs := &webtest.SyncBuffer{}
+	s := webtest.Start(t, func(d *web.Deps) {
+		d.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	body, _ := json.Marshal(handlers.CheckRequest{Manifest: "name: shop\n"})
+	if resp, b := postCheck(t, s, string(body), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("check: %d %s", resp.StatusCode, b)
+	}
+	if resp, _ := postCheck(t, s, "{", nil); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("bad JSON: %d, want 400", resp.StatusCode)
+	}
+	resp, err := s.NewClient().Get(s.URL + "/validate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var checks, refused, pages int
+	for _, l := range strings.Split(logs.String(), "\n") {
+		switch {
+		case strings.Contains(l, "path=/validate/check") && strings.Contains(l, "status=200"):
+			checks++
+		case strings.Contains(l, "path=/validate/check") && strings.Contains(l, "status=400"):
+			refused++
+		case strings.Contains(l, "msg=request") && strings.Contains(l, "path=/validate "):
+			pages++
+		}
+	}
+	if checks != 0 || refused != 1 || pages != 1 {
+		t.Errorf("info log has %d answered checks (want 0), %d refused (want 1), %d page requests (want 1):\n%s", checks, refused, pages, logs.String())
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/handlers"
 )
@@ -86,6 +88,15 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 					status = http.StatusSwitchingProtocols
 				}
 			}
+			level := slog.LevelInfo
+			if status >= 500 {
+				level = slog.LevelError
+			} else if status < 400 && quietRoute(r) {
+				level = slog.LevelDebug
+			}
+			if !logger.Enabled(r.Context(), level) {
+				return
+			}
 			attrs := []any{
 				"method", r.Method,
 				"path", r.URL.Path,
@@ -97,13 +108,22 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 			if u := handlers.CurrentUser(r.Context()); u != nil {
 				attrs = append(attrs, "user_id", u.ID)
 			}
-			level := slog.LevelInfo
-			if status >= 500 {
-				level = slog.LevelError
-			}
 			logger.Log(r.Context(), level, "request", attrs...)
 		})
 	}
+}
+
+// quietRoutes are answered at every pause in typing (the live editor's
+// check), so their successful requests are logged at debug level: a line
+// per keystroke pause would bury the log and cost each answer a write.
+// Their refusals and failures are logged as any request's; their counts
+// and durations are in the metrics either way.
+var quietRoutes = map[string]bool{"/validate/check": true}
+
+// quietRoute reports whether r was routed to one of quietRoutes.
+func quietRoute(r *http.Request) bool {
+	rc := chi.RouteContext(r.Context())
+	return rc != nil && quietRoutes[rc.RoutePattern()]
 }
 
 // recoverer turns a panic into the 500 page and logs it with its request id

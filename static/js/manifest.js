@@ -31,6 +31,11 @@
   var mirror = document.createElement("div");
   mirror.className = "editor-mirror";
   mirror.setAttribute("aria-hidden", "true");
+  // The mirror's lines move with the text area's scroll position by a
+  // transform, which (unlike setting scrollTop) lays nothing out.
+  var mirrorLines = document.createElement("div");
+  mirrorLines.className = "editor-mirror-lines";
+  mirror.appendChild(mirrorLines);
   var tip = document.createElement("div");
   tip.className = "editor-tip";
   tip.id = ta.id + "-tip";
@@ -57,15 +62,19 @@
     gutter.textContent = parts.join("\n");
   }
   // sync lines the gutter, mirror and markers up with the text area's
-  // scroll position; paint passes the one it read before writing, so that
-  // repainting after an answer forces no layout in between.
-  function sync(top, left) {
-    if (top === undefined) { top = ta.scrollTop; left = ta.scrollLeft; }
+  // scroll position.
+  function sync() {
+    var top = ta.scrollTop;
     gutter.scrollTop = top;
-    mirror.scrollTop = top;
-    mirror.scrollLeft = left;
-    markers.style.transform = "translateY(" + -top + "px)";
+    moveOverlay(top, ta.scrollLeft);
     if (!tip.hidden) hideTip();
+  }
+  // moveOverlay moves the mirror's lines and the markers to a scroll
+  // position with transforms only: paint passes the one it read before
+  // writing, so that repainting after an answer forces no layout.
+  function moveOverlay(top, left) {
+    mirrorLines.style.transform = "translate(" + -left + "px," + -top + "px)";
+    markers.style.transform = "translateY(" + -top + "px)";
   }
   ta.addEventListener("scroll", function () { sync(); });
   renumber();
@@ -129,9 +138,10 @@
   var seq = 0; // the last request sent
   var timer = 0;
   var editedAt = 0;
-  // When the last check was sent and answered (performance.now()): the
-  // phases of "manifest-diagnostics" that BenchmarkKeystrokeToPaint reports.
-  var sentAt = 0, answeredAt = 0;
+  // When the last check was sent and answered and how it went
+  // (performance.now()): the phases of "manifest-diagnostics" that
+  // BenchmarkKeystrokeToPaint reports.
+  var sentAt = 0, answeredAt = 0, timing = {};
 
   function field(name) { return form && form.elements.namedItem(name); }
   function request() {
@@ -152,24 +162,34 @@
       paint([], null);
       return;
     }
-    problems.setAttribute("aria-busy", "true");
-    sentAt = performance.now();
+    // The list says it is being updated only when the answer is slow: a
+    // quick one would only make it flash (and render a frame while the
+    // request is under way).
+    var busy = setTimeout(function () { if (mine === seq) problems.setAttribute("aria-busy", "true"); }, 100);
+    var t = { sent: performance.now() };
+    var payload = JSON.stringify(request());
+    t.encoded = performance.now();
     fetch(endpoint, {
       method: "POST",
       credentials: "same-origin",
       headers: { "Content-Type": "application/json", "Accept": "application/json" },
-      body: JSON.stringify(request())
+      body: payload
     }).then(function (resp) {
+      t.headers = performance.now();
+      clearTimeout(busy);
       return resp.json().then(function (data) { return { ok: resp.ok, data: data }; });
     }).then(function (r) {
       if (mine !== seq) return; // a newer request is on its way
       answeredAt = performance.now();
+      sentAt = t.sent;
+      timing = t;
       if (!r.ok) {
         paintNote(r.data && r.data.error ? r.data.error : "Live checking is not available; press Validate to check.");
         return;
       }
       paint(r.data.diagnostics || [], r.data);
     }).catch(function () {
+      clearTimeout(busy);
       if (mine !== seq) return;
       paintNote("Live checking is not available right now; the form still checks the manifest when sent.");
     });
@@ -211,24 +231,30 @@
     problems.removeAttribute("aria-busy");
     problems.hidden = false;
     problems.setAttribute("data-state", "unavailable");
+    listKey = "";
     head.textContent = text;
     list.textContent = "";
   }
 
   // paint writes the answer into the page: the reads it needs (scroll
   // position, metrics) come first, then only writes, so the browser lays
-  // the page out once, for the next frame (a tip under the caret measures
-  // itself last).
+  // the page out once, for the next frame (the tip under the caret is
+  // placed after that layout, see fitTip).
   function paint(ds, answer) {
     diags = ds;
     var top = ta.scrollTop, left = ta.scrollLeft;
     readMetrics();
     problems.removeAttribute("aria-busy");
+    var t = timing;
+    t.read = performance.now();
     paintMirror(top, left);
+    t.mirror = performance.now();
     paintMarkers();
-    list.textContent = "";
-    head.textContent = "";
+    t.markers = performance.now();
     if (!answer) {
+      listKey = "";
+      list.textContent = "";
+      head.textContent = "";
       problems.hidden = true;
       problems.setAttribute("data-state", "empty");
       hideTip();
@@ -237,6 +263,52 @@
     problems.hidden = false;
     lastKind = answer.kind || "";
     if (lastKind === "skali") wantSchema();
+    paintList(ds, answer);
+    t.list = performance.now();
+    showCaretTip(top);
+    if (editedAt) {
+      var since = editedAt, sent = sentAt, answered = answeredAt, written = performance.now();
+      editedAt = 0;
+      requestAnimationFrame(function () {
+        performance.mark("manifest-painted");
+        try {
+          var now = performance.now();
+          performance.measure("manifest-diagnostics", { start: since, end: now });
+          // Its phases: waiting for the pause (and the timer), the
+          // request, writing the answer, and the wait for the frame.
+          performance.measure("manifest-diagnostics-pause", { start: since, end: sent });
+          performance.measure("manifest-diagnostics-request", { start: sent, end: answered });
+          performance.measure("manifest-diagnostics-write", { start: answered, end: written });
+          performance.measure("manifest-diagnostics-frame", { start: written, end: now });
+          // The request's own steps, and the write's.
+          [["encode", t.sent, t.encoded], ["headers", t.encoded, t.headers], ["body", t.headers, answered],
+            ["read", answered, t.read], ["mirror", t.read, t.mirror], ["markers", t.mirror, t.markers],
+            ["list", t.markers, t.list], ["tip", t.list, written]].forEach(function (p) {
+            if (p[1] && p[2]) performance.measure("manifest-diagnostics-" + p[0], { start: p[1], end: p[2] });
+          });
+        } catch (e) { /* old browsers */ }
+        // And the frame's own style, layout and paint after it: a message
+        // posted now is handled once the frame is rendered.
+        if (window.MessageChannel) {
+          var ch = new MessageChannel();
+          ch.port1.onmessage = function () {
+            try { performance.measure("manifest-diagnostics-rendered", { start: now, end: performance.now() }); } catch (e) { /* old browsers */ }
+          };
+          ch.port2.postMessage(0);
+        }
+      });
+    }
+  }
+
+  // paintList writes the head and the list under the editor; it writes
+  // nothing when the answer says what the list already says.
+  var listKey = "";
+  function paintList(ds, answer) {
+    var key = JSON.stringify([answer.kind_label, answer.errors, answer.warnings, ds]);
+    if (key === listKey) return;
+    listKey = key;
+    list.textContent = "";
+    head.textContent = "";
     var errors = answer.errors || 0, warnings = answer.warnings || 0;
     problems.setAttribute("data-state", errors ? "errors" : warnings ? "warnings" : "ok");
     if (errors) head.appendChild(el("span", "badge badge-danger", count(errors, "error", "errors")));
@@ -260,65 +332,65 @@
       li.appendChild(b);
       list.appendChild(li);
     });
-    showCaretTip(top);
-    if (editedAt) {
-      var since = editedAt, sent = sentAt, answered = answeredAt, written = performance.now();
-      editedAt = 0;
-      requestAnimationFrame(function () {
-        performance.mark("manifest-painted");
-        try {
-          var now = performance.now();
-          performance.measure("manifest-diagnostics", { start: since, end: now });
-          // Its phases: waiting for the pause (and the timer), the
-          // request, writing the answer, and the wait for the frame.
-          performance.measure("manifest-diagnostics-pause", { start: since, end: sent });
-          performance.measure("manifest-diagnostics-request", { start: sent, end: answered });
-          performance.measure("manifest-diagnostics-write", { start: answered, end: written });
-          performance.measure("manifest-diagnostics-frame", { start: written, end: now });
-        } catch (e) { /* old browsers */ }
-      });
-    }
   }
 
-  // paintMirror draws the text, invisible, with each diagnostic's range
-  // underlined; an error wins over a warning where two overlap.
+  // paintMirror draws, invisible, the lines that have a diagnostic, with
+  // each diagnostic's range underlined (an error wins over a warning where
+  // two overlap); the other lines are left empty, since only their height
+  // places the marked ones. It writes nothing when the marked lines and
+  // their ranges are what it drew last.
+  var mirrorKey = "";
   function paintMirror(top, left) {
-    var lines = ta.value.split("\n");
-    var byLine = {};
-    diags.forEach(function (d) { (byLine[d.line] = byLine[d.line] || []).push(d); });
-    var frag = document.createDocumentFragment();
-    lines.forEach(function (text, i) {
-      var ds = byLine[i + 1];
-      if (i > 0) frag.appendChild(document.createTextNode("\n"));
-      if (!ds) { frag.appendChild(document.createTextNode(text)); return; }
-      var chars = Array.from(text);
-      var marks = new Array(chars.length + 1);
-      var beyond = "";
-      ["warning", "error"].forEach(function (sev) {
-        ds.forEach(function (d) {
-          if (d.severity !== sev) return;
-          var s = d.column - 1, e = Math.max(d.end_column - 1, d.column);
-          if (s >= chars.length) { beyond = sev; return; }
-          for (var k = s; k < Math.min(e, chars.length); k++) marks[k] = sev;
-        });
-      });
-      for (var k = 0; k < chars.length;) {
-        var j = k;
-        while (j < chars.length && marks[j] === marks[k]) j++;
-        var run = chars.slice(k, j).join("");
-        if (marks[k]) frag.appendChild(el("span", "editor-mark editor-mark-" + marks[k], run));
-        else frag.appendChild(document.createTextNode(run));
-        k = j;
-      }
-      // A diagnostic past the end of its line (a missing key) marks the
-      // place where the text would go.
-      if (beyond) frag.appendChild(el("span", "editor-mark editor-mark-" + beyond + " editor-mark-eol", "  "));
+    var byLine = {}, nums = [];
+    diags.forEach(function (d) {
+      if (!byLine[d.line]) { byLine[d.line] = []; nums.push(d.line); }
+      byLine[d.line].push(d);
     });
-    // Room for the text area's last line and scroll padding.
-    frag.appendChild(document.createTextNode("\n "));
-    mirror.textContent = "";
-    mirror.appendChild(frag);
-    sync(top, left);
+    nums.sort(function (a, b) { return a - b; });
+    var lines = nums.length ? ta.value.split("\n") : [];
+    nums = nums.filter(function (n) { return n >= 1 && n <= lines.length; });
+    var key = nums.map(function (n) {
+      return n + "\u0000" + lines[n - 1] + "\u0000" + byLine[n].map(function (d) { return d.severity + "," + d.column + "," + d.end_column; }).join(";");
+    }).join("\u0001");
+    if (key !== mirrorKey) {
+      mirrorKey = key;
+      var frag = document.createDocumentFragment();
+      var line = 1;
+      nums.forEach(function (n) {
+        if (n > line) frag.appendChild(document.createTextNode("\n".repeat(n - line)));
+        line = n;
+        markLine(frag, lines[n - 1], byLine[n]);
+      });
+      mirrorLines.textContent = "";
+      mirrorLines.appendChild(frag);
+    }
+    moveOverlay(top, left);
+    if (!tip.hidden) hideTip();
+  }
+  // markLine appends a line's text with its diagnostics' ranges marked.
+  function markLine(frag, text, ds) {
+    var chars = Array.from(text);
+    var marks = new Array(chars.length + 1);
+    var beyond = "";
+    ["warning", "error"].forEach(function (sev) {
+      ds.forEach(function (d) {
+        if (d.severity !== sev) return;
+        var s = d.column - 1, e = Math.max(d.end_column - 1, d.column);
+        if (s >= chars.length) { beyond = sev; return; }
+        for (var k = s; k < Math.min(e, chars.length); k++) marks[k] = sev;
+      });
+    });
+    for (var k = 0; k < chars.length;) {
+      var j = k;
+      while (j < chars.length && marks[j] === marks[k]) j++;
+      var run = chars.slice(k, j).join("");
+      if (marks[k]) frag.appendChild(el("span", "editor-mark editor-mark-" + marks[k], run));
+      else frag.appendChild(document.createTextNode(run));
+      k = j;
+    }
+    // A diagnostic past the end of its line (a missing key) marks the
+    // place where the text would go.
+    if (beyond) frag.appendChild(el("span", "editor-mark editor-mark-" + beyond + " editor-mark-eol", "  "));
   }
 
   function worst(ds) {
@@ -326,9 +398,15 @@
   }
   function onLine(n) { return diags.filter(function (d) { return d.line === n; }); }
 
+  // paintMarkers puts a marker beside each line with a diagnostic; it
+  // writes nothing when the markers would be the ones already there.
+  var markersKey = "";
   function paintMarkers() {
-    markers.textContent = "";
     var top = readMetrics().top, lh = readMetrics().lh;
+    var key = top + "," + lh + "\u0001" + diags.map(function (d) { return d.line + "," + d.severity + "," + d.column + "," + d.message; }).join("\u0001");
+    if (key === markersKey) return;
+    markersKey = key;
+    markers.textContent = "";
     var seen = {};
     diags.forEach(function (d) {
       if (seen[d.line]) return;
@@ -359,15 +437,34 @@
     });
     placeTip(line, scrollTop);
   }
+  // The tip goes below its line, or above it when there is no room below.
+  // Its height is known once the browser has laid it out: a resize
+  // observer hears it after the frame's layout, before its paint, so
+  // placing a tip (after each answer) forces no layout of its own.
+  var tipBelow = 0;
+  function fitTip(h) {
+    var top = tipBelow, lh = lineHeight();
+    if (top + h > body.clientHeight && top - lh - h - 4 > 0) top = top - lh - h - 4;
+    tip.style.top = top + "px";
+  }
+  var tipSized = window.ResizeObserver ? new ResizeObserver(function (entries) {
+    if (tip.hidden) return;
+    var box = entries[entries.length - 1].borderBoxSize;
+    fitTip(box && box[0] ? box[0].blockSize : tip.offsetHeight);
+  }) : null;
   function placeTip(line, scrollTop) {
     if (scrollTop === undefined) scrollTop = ta.scrollTop;
-    var top = readMetrics().top + line * lineHeight() - scrollTop + 2;
+    tipBelow = readMetrics().top + line * lineHeight() - scrollTop + 2;
     tip.hidden = false;
-    // Below the line, or above it when there is no room below.
-    if (top + tip.offsetHeight > body.clientHeight && top - lineHeight() - tip.offsetHeight - 4 > 0) {
-      top = top - lineHeight() - tip.offsetHeight - 4;
+    tip.style.top = tipBelow + "px";
+    if (tipSized) {
+      // A new observation reports the size at the next layout even when
+      // it has not changed.
+      tipSized.unobserve(tip);
+      tipSized.observe(tip);
+    } else {
+      fitTip(tip.offsetHeight);
     }
-    tip.style.top = top + "px";
     var desc = (ta.getAttribute("aria-describedby") || "").split(" ").filter(function (s) { return s && s !== tip.id; });
     desc.unshift(tip.id);
     ta.setAttribute("aria-describedby", desc.join(" "));
