@@ -214,3 +214,172 @@ func TestCancelSettlesEveryReleaseCommandAGoneExecutorLeftRunning(t *testing.T) 
 		}
 	}
 }
+
+// threeApps is twoApps with a second worker.
+var threeApps = strings.Replace(twoApps, "databases:\n", `  mailer:
+    build:
+      context: .
+    environment:
+      DATABASE_URL: "{{databases.data.url}}"
+    deployment:
+      releaseCommand:
+        command: ["/app/mailer", "seed"]
+        timeout: 5m
+databases:
+`, 1)
+
+func (f *fixture) releases(runID int64) []store.Checkpoint {
+	f.t.Helper()
+	var out []store.Checkpoint
+	for _, cp := range f.checkpoints(runID) {
+		if cp.Kind == runs.KindRelease {
+			out = append(out, cp)
+		}
+	}
+	return out
+}
+
+// goneApply writes a change of the run as the executor that died.
+func (f *fixture) goneApply(runID int64, c store.CheckpointChange) {
+	f.t.Helper()
+	if ok, err := f.db.ApplyRunChange(f.ctx, store.RunChange{RunID: runID, Lease: deadOwner, Checkpoint: &c}); err != nil || !ok {
+		f.t.Fatalf("apply %+v: %v %v", c, ok, err)
+	}
+}
+
+func TestAReleaseCommandThatFailedBeforeACrashFailsTheResumedRun(t *testing.T) {
+	f := newFixture(t, twoApps, wikiValues)
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	count := &countingRelease{Platform: f.local}
+	f.svc = runs.NewService(f.db, f.vault, count, f.clock.Now, nil)
+	run := f.deploy(runs.DeployRequest{})
+	rel := f.releases(run.ID) // web, worker
+	// The dead process recorded the worker's command failed while the
+	// web's (never started on the platform) was under way.
+	f.leaveRunning(run.ID, rel[0].Position)
+	const reason = "The release command of worker failed: exit status 2: seed file missing"
+	f.goneApply(run.ID, store.CheckpointChange{Position: rel[1].Position, Status: store.CheckpointRunning})
+	f.goneApply(run.ID, store.CheckpointChange{Position: rel[1].Position, Status: store.CheckpointFailed,
+		Detail: runs.CheckpointDetail{Application: "worker", Error: reason}})
+	if _, err := f.svc.TakeOverLostRuns(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	got := f.run(run.ID)
+	if got.Status != store.RunFailed || got.Reason != reason {
+		t.Fatalf("run %s %q, want failed with the worker's reason", got.Status, got.Reason)
+	}
+	if n := count.n.Load(); n != 0 {
+		t.Fatalf("%d release commands ran after the worker's had failed", n)
+	}
+	for _, cp := range f.checkpoints(run.ID) {
+		switch {
+		case cp.Position == rel[0].Position:
+			if cp.Status != store.CheckpointSkipped || !strings.Contains(cp.Warning, "Release command worker failed") {
+				t.Errorf("%s: %s %q", cp.Name, cp.Status, cp.Warning)
+			}
+		case cp.Kind == runs.KindIssueTLS, cp.Kind == runs.KindRollout, cp.Kind == runs.KindActivate:
+			if cp.Status != store.CheckpointNotRun {
+				t.Errorf("%s is %s after a release command failed, want not-run", cp.Name, cp.Status)
+			}
+		}
+	}
+	if f.reloadEnv().ActiveRevisionID != nil {
+		t.Fatal("the revision went live although a release command failed")
+	}
+}
+
+func TestAResumedPhaseRunsOnlyItsStepsThatDidNotEnd(t *testing.T) {
+	f := newFixture(t, threeApps, wikiValues)
+	f.resolver.Set("wiki.test", here)
+	f.resolver.Set("www.wiki.test", here)
+	count := &countingRelease{Platform: f.local}
+	f.svc = runs.NewService(f.db, f.vault, count, f.clock.Now, nil)
+	run := f.deploy(runs.DeployRequest{})
+	rel := f.releases(run.ID) // mailer, web, worker
+	if len(rel) != 3 {
+		t.Fatalf("%d release checkpoints", len(rel))
+	}
+	// The middle command ended before the process died; the first had
+	// not started on the platform, the last was still pending.
+	f.leaveRunning(run.ID, rel[0].Position)
+	f.goneApply(run.ID, store.CheckpointChange{Position: rel[1].Position, Status: store.CheckpointRunning})
+	if err := f.db.StartLocalRelease(f.ctx, run.ID, rel[1].Position); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.FinishLocalRelease(f.ctx, run.ID, rel[1].Position, ""); err != nil {
+		t.Fatal(err)
+	}
+	f.goneApply(run.ID, store.CheckpointChange{Position: rel[1].Position, Status: store.CheckpointSucceeded})
+	if _, err := f.svc.TakeOverLostRuns(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := f.execute(run.ID); !res.Finished {
+		t.Fatalf("the run waits until %v", res.WaitUntil)
+	}
+	if got := f.run(run.ID); got.Status != store.RunSucceeded {
+		t.Fatalf("run %s %q", got.Status, got.Reason)
+	}
+	if n := count.n.Load(); n != 2 {
+		t.Fatalf("%d release commands ran, want the 2 that had not ended", n)
+	}
+}
+
+func TestCancelSettlesACertificateStepAGoneExecutorLeftRunning(t *testing.T) {
+	f := newFixture(t, wiki("10m"), wikiValues)
+	run := f.deploy(runs.DeployRequest{})
+	tls, _ := f.checkpoint(run.ID, runs.KindIssueTLS)
+	f.leaveRunning(run.ID, tls.Position)
+	if _, err := f.svc.TakeOverLostRuns(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := f.run(run.ID)
+	if got.Status != store.RunCancelled || !strings.Contains(got.Reason, "it did not finish") {
+		t.Fatalf("run %s %q", got.Status, got.Reason)
+	}
+	for _, cp := range f.checkpoints(run.ID) {
+		if cp.Position == tls.Position && (cp.Status != store.CheckpointSkipped || !strings.Contains(cp.Warning, "did not finish")) {
+			t.Errorf("%s: %s %q", cp.Name, cp.Status, cp.Warning)
+		}
+		if cp.Status == store.CheckpointRunning || cp.Status == store.CheckpointPending {
+			t.Errorf("%s is still %s after the run ended", cp.Name, cp.Status)
+		}
+	}
+}
+
+func TestAReleaseCommandTheCrashLeftFailedKeepsItsSiblingsFromStarting(t *testing.T) {
+	f := newFixture(t, twoApps, wikiValues)
+	count := &countingRelease{Platform: f.local}
+	f.svc = runs.NewService(f.db, f.vault, count, f.clock.Now, nil)
+	run := f.deploy(runs.DeployRequest{})
+	rel := f.releases(run.ID) // web, worker
+	// The web's command failed on the platform just before the process
+	// died, unrecorded; the worker's had not started.
+	f.leaveRunning(run.ID, rel[0].Position)
+	if err := f.db.StartLocalRelease(f.ctx, run.ID, rel[0].Position); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.FinishLocalRelease(f.ctx, run.ID, rel[0].Position, "relation users already exists"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.TakeOverLostRuns(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	got := f.run(run.ID)
+	if got.Status != store.RunFailed || !strings.Contains(got.Reason, "relation users already exists") {
+		t.Fatalf("run %s %q", got.Status, got.Reason)
+	}
+	if n := count.n.Load(); n != 0 {
+		t.Fatalf("%d release commands started after one had failed", n)
+	}
+	for _, cp := range f.checkpoints(run.ID) {
+		if cp.Position == rel[1].Position && cp.Status != store.CheckpointNotRun {
+			t.Errorf("%s is %s, want not run", cp.Name, cp.Status)
+		}
+	}
+}

@@ -93,6 +93,8 @@ type stepResult struct {
 	// platformError: the reason quotes an error of the platform, which
 	// may hold a value (it is masked before it is recorded).
 	platformError bool
+	// unknown: the platform cannot tell how a release command ended.
+	unknown bool
 }
 
 // runContext is what the steps of one Execute share.
@@ -256,15 +258,32 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 		}
 	}
 	began := time.Now()
-	for i := 0; i < len(cps); i++ {
-		cp := cps[i]
-		if store.CheckpointDone(cp.Status) {
+	for i := 0; i < len(cps); {
+		// The checkpoints of one phase (provisioning, builds, release
+		// commands, rollouts) are independent of each other: they run at
+		// the same time, each recorded as it ends. Any other checkpoint is
+		// a phase of its own.
+		end := phaseEnd(cps, i)
+		phase := cps[i:end]
+		i = end
+		// A step of the phase failed before the process that ran it
+		// stopped: the run fails; nothing of the phase starts now.
+		if failed := firstFailed(phase); failed != nil {
+			if err := r.settleRunning(ctx, rc, phase, "did not finish: "+failed.Name+" failed"); err != nil {
+				return Result{}, err
+			}
+			res := stepResult{status: store.CheckpointFailed, reason: DecodeCheckpointDetail(failed.Detail).Error}
+			return r.finish(ctx, rc, store.RunFailed, res.reason, &res)
+		}
+		todo := unfinished(phase)
+		if len(todo) == 0 {
 			continue
 		}
+		cp := todo[0]
 		// A safe point: between checkpoints (a release command that runs
 		// is never stopped halfway; it is inside one step).
 		if cancel {
-			return r.cancelAt(ctx, rc, cp, phaseAt(cps, i))
+			return r.cancelAt(ctx, rc, cp, todo)
 		}
 		// A long run gives its job back now and then, so River never
 		// takes a live execution for the job of a killed process; a
@@ -272,11 +291,8 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 		if r.stopping.Load() || time.Since(began) > cmp.Or(r.YieldAfter, time.Minute) {
 			return Result{WaitUntil: r.Now()}, nil
 		}
-		// The checkpoints of one phase (provisioning, builds, release
-		// commands, rollouts) are independent of each other: they run at
-		// the same time, each recorded as it ends.
-		if together := phaseAt(cps, i); len(together) > 1 {
-			res, c, err := r.doTogether(ctx, rc, together)
+		if len(todo) > 1 {
+			res, c, err := r.doTogether(ctx, rc, todo)
 			if err != nil {
 				return Result{}, err
 			}
@@ -284,7 +300,6 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 			if res != nil {
 				return r.finish(ctx, rc, store.RunFailed, res.reason, res)
 			}
-			i += len(together) - 1
 			continue
 		}
 		res, c, err := r.do(ctx, rc, cp)
@@ -320,19 +335,32 @@ var phases = map[string]string{
 	KindRollout: "rollout",
 }
 
-// phaseAt returns the unfinished checkpoints of the phase that starts
-// with cps[i]: it and the checkpoints right after it of the same phase.
-// It returns none when cps[i] is not of such a phase.
-func phaseAt(cps []store.Checkpoint, i int) []store.Checkpoint {
+// phaseEnd returns the end (exclusive) of the phase that starts with
+// cps[i]: it and the checkpoints right after it of the same phase; a
+// checkpoint of no phase is alone in its own.
+func phaseEnd(cps []store.Checkpoint, i int) int {
 	phase := phases[cps[i].Kind]
-	if phase == "" {
-		return nil
+	j := i + 1
+	for phase != "" && j < len(cps) && phases[cps[j].Kind] == phase {
+		j++
 	}
-	var out []store.Checkpoint
-	for _, cp := range cps[i:] {
-		if phases[cp.Kind] != phase {
-			break
+	return j
+}
+
+// firstFailed returns the first failed checkpoint of cps, nil when none failed.
+func firstFailed(cps []store.Checkpoint) *store.Checkpoint {
+	for i := range cps {
+		if cps[i].Status == store.CheckpointFailed {
+			return &cps[i]
 		}
+	}
+	return nil
+}
+
+// unfinished returns the checkpoints of cps that have not ended.
+func unfinished(cps []store.Checkpoint) []store.Checkpoint {
+	var out []store.Checkpoint
+	for _, cp := range cps {
 		if !store.CheckpointDone(cp.Status) {
 			out = append(out, cp)
 		}
@@ -396,6 +424,34 @@ func (r *Runner) doTogether(ctx context.Context, rc *runContext, cps []store.Che
 		cancel bool
 		err    error
 	}
+	// Release commands found running after a process stopped are asked
+	// of the platform first: when one failed, the run fails and no other
+	// command of the phase starts.
+	var rest []store.Checkpoint
+	for _, cp := range cps {
+		if cp.Kind == KindRelease && cp.Status == store.CheckpointRunning {
+			res, again, err := r.releaseOutcome(ctx, rc, cp)
+			if err != nil {
+				return nil, false, err
+			}
+			if !again {
+				c, err := r.record(ctx, rc, cp, res)
+				if err != nil {
+					return nil, false, err
+				}
+				cancel = cancel || c
+				if failed == nil && res.status == store.CheckpointFailed {
+					failed = &res
+				}
+				continue
+			}
+		}
+		rest = append(rest, cp)
+	}
+	if failed != nil {
+		return failed, cancel, r.settleRunning(ctx, rc, rest, "not run: "+failed.detail.Application+"'s release command failed")
+	}
+	cps = rest
 	outs := make([]outcome, len(cps))
 	var wg sync.WaitGroup
 	for i, cp := range cps {
@@ -426,11 +482,10 @@ func (r *Runner) doTogether(ctx context.Context, rc *runContext, cps []store.Che
 }
 
 // cancelAt ends a run asked to cancel at checkpoint cp, its first
-// unfinished one; phase is cp with the unfinished checkpoints of its
-// phase after it (steps that ran together). A wait is a safe point: the
-// checkpoint ends there. A step left running by an executor that is gone
-// is recorded as not finished; the checkpoints after it stay pending and
-// read "not run".
+// unfinished one; phase is the unfinished checkpoints of cp's phase, cp
+// first (steps that ran together). A wait is a safe point: the checkpoint
+// ends there. A step left running by an executor that is gone is recorded
+// as not finished; the checkpoints after it stay pending and read "not run".
 func (r *Runner) cancelAt(ctx context.Context, rc *runContext, cp store.Checkpoint, phase []store.Checkpoint) (Result, error) {
 	rc.cancelledAt = &cp
 	d := DecodeCheckpointDetail(cp.Detail)
@@ -447,7 +502,7 @@ func (r *Runner) cancelAt(ctx context.Context, rc *runContext, cp store.Checkpoi
 		if c.Status != store.CheckpointRunning {
 			continue
 		}
-		ok, err := r.settleRunning(ctx, rc, c)
+		ok, err := r.settle(ctx, rc, c, "did not finish: the run was cancelled after the Studio process executing it stopped")
 		if err != nil {
 			return Result{}, err
 		}
@@ -464,22 +519,36 @@ func (r *Runner) cancelAt(ctx context.Context, rc *runContext, cp store.Checkpoi
 	return r.finish(ctx, rc, store.RunCancelled, fmt.Sprintf("Cancelled before %s.", cp.Name), nil)
 }
 
-// settleRunning records what became of checkpoint cp, left running by an
-// executor that is gone, in a run that cancels: a release command the
-// platform saw succeed succeeded (finished); any other step did not finish.
-func (r *Runner) settleRunning(ctx context.Context, rc *runContext, cp store.Checkpoint) (finished bool, err error) {
+// settleRunning settles every checkpoint of cps left running by an
+// executor that is gone, in a run that ends now (see settle).
+func (r *Runner) settleRunning(ctx context.Context, rc *runContext, cps []store.Checkpoint, why string) error {
+	for _, cp := range cps {
+		if cp.Status == store.CheckpointRunning {
+			if _, err := r.settle(ctx, rc, cp, why); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// settle records what became of checkpoint cp, left running by an
+// executor that is gone, in a run that ends now: a release command the
+// platform saw end is recorded as it ended (finished reports a success);
+// any other step, and a command whose end the platform cannot tell, is
+// skipped with warning why, and never run.
+func (r *Runner) settle(ctx context.Context, rc *runContext, cp store.Checkpoint, why string) (finished bool, err error) {
 	if cp.Kind == KindRelease {
 		res, again, err := r.releaseOutcome(ctx, rc, cp)
 		if err != nil {
 			return false, err
 		}
-		if !again && res.status == store.CheckpointSucceeded {
+		if !again && !res.unknown {
 			_, err := r.record(ctx, rc, cp, res)
-			return err == nil, err
+			return err == nil && res.status == store.CheckpointSucceeded, err
 		}
 	}
-	_, err = r.record(ctx, rc, cp, stepResult{status: store.CheckpointSkipped, detail: DecodeCheckpointDetail(cp.Detail),
-		warning: "did not finish: the run was cancelled after the Studio process executing it stopped"})
+	_, err = r.record(ctx, rc, cp, stepResult{status: store.CheckpointSkipped, detail: DecodeCheckpointDetail(cp.Detail), warning: why})
 	return false, err
 }
 
@@ -508,7 +577,7 @@ func (r *Runner) releaseOutcome(ctx context.Context, rc *runContext, cp store.Ch
 	}
 	reason := "The Studio stopped while the release command of " + d.Application + " ran, and the platform cannot tell whether it finished; it is not run again by itself. Deploy again."
 	d.Error = reason
-	return stepResult{status: store.CheckpointFailed, detail: d, reason: reason}, false, nil
+	return stepResult{status: store.CheckpointFailed, detail: d, reason: reason, unknown: true}, false, nil
 }
 
 // apply writes a change of the run under the execution's lease, retried
