@@ -121,6 +121,26 @@ func TestRunStreamLiveFramesAreTheFramesOfARead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Close()
+	// The changes start once the hub follows the run (its LISTEN
+	// connection holds the run's followed mark) and has read the run once
+	// since it listens: a change committed before that is announced
+	// without its event, or to nobody, and is read from the table, as it
+	// must be; those races are not what this test is about.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var followed bool
+		if err := s.DB.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+			AND classid = $1 AND objid = $2 AND objsubid = 2 AND granted)`,
+			store.RunFollowedLockClass, store.RunFollowedLockKey(runID)).Scan(&followed); err != nil {
+			t.Fatal(err)
+		}
+		if followed && reads.Load() >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s the hub does not follow run %d (followed %v, %d reads)", runID, followed, reads.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	tls := runs.CheckpointDetail{TLS: &runs.TLSDetail{Route: "web / public", Domain: "shop.example.test", Policy: "automatic", Deferred: true}}
 	changes := []store.RunChange{
 		{RunID: runID, Checkpoint: &store.CheckpointChange{Position: 1, Status: store.CheckpointRunning}},
@@ -157,8 +177,9 @@ func TestRunStreamLiveFramesAreTheFramesOfARead(t *testing.T) {
 		}
 	}
 	// The stream's first read (when the hub starts listening) and at most
-	// one more that a change's notification may have met under way; every
-	// other change came with its notification alone.
+	// one more that a change's notification may have met under way (that
+	// first read's loop ending); every other change came with its
+	// notification alone.
 	if n := reads.Load(); n > 2 {
 		t.Errorf("the hub read the table %d times for %d changes in a row; their notifications carry them", n, len(changes))
 	}
