@@ -13,6 +13,9 @@ const Home = "/"
 // Validate is the manifest validator, open without signing in.
 const Validate = "/validate"
 
+// ValidateCheck is the live editor's JSON check of a manifest (POST).
+const ValidateCheck = Validate + "/check"
+
 // Audit is the audit log; AuditFiltered adds its filters.
 const Audit = "/audit"
 

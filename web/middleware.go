@@ -16,6 +16,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/handlers"
+	"github.com/skali-dev/studio/paths"
 )
 
 // requestID gives every request an id: the caller's X-Request-Id when it is
@@ -118,7 +119,7 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 // per keystroke pause would bury the log and cost each answer a write.
 // Their refusals and failures are logged as any request's; their counts
 // and durations are in the metrics either way.
-var quietRoutes = map[string]bool{"/validate/check": true}
+var quietRoutes = map[string]bool{paths.ValidateCheck: true}
 
 // quietRoute reports whether r was routed to one of quietRoutes.
 func quietRoute(r *http.Request) bool {

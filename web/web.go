@@ -197,7 +197,7 @@ func (a *app) routes(https bool) http.Handler {
 	// public as the validator's page, so it reads no session (a round trip
 	// to the database per keystroke pause that the answer does not need).
 	// Cross-origin posts are refused like every form's.
-	r.With(cop.Handler).Post("/validate/check", a.handle(validate.Check))
+	r.With(cop.Handler).Post(paths.ValidateCheck, a.handle(validate.Check))
 
 	// The JSON API (issue 27): bearer tokens only, no session, errors as
 	// problem documents (web/api.go).
