@@ -673,3 +673,48 @@ func TestHubFollowsManyStreamsAtOnce(t *testing.T) {
 		sub.Close()
 	}
 }
+
+// TestHubFollowingWaitsForAnUnannouncedAppend: an event appended while
+// nobody follows its run is announced to nobody. When a subscriber comes
+// while the appending transaction is still open, the hub's follow waits
+// for that transaction, and its read once it listens has the event: the
+// subscriber gets it without any later event to bring it.
+func TestHubFollowingWaitsForAnUnannouncedAppend(t *testing.T) {
+	db := storetest.NewDB(t)
+	_, runID := newRun(t, db)
+	h := newHub(t, db, events.HubOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	pos := 0
+	if _, err := tx.Exec(ctx, store.AppendRunEventSQL(), runID, &pos, []byte(`{"run": {"status": "running"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := h.Subscribe(ctx, events.RunStream(runID), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	live(t, ctx, sub) // the open transaction's event is not visible yet
+	waitFor(t, "the hub's follow to wait for the appending transaction", func() bool {
+		var waiting bool
+		if err := db.Pool.QueryRow(ctx, `
+			SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			               AND classid = $1::int::oid AND objid = $2::int::oid)`,
+			store.RunFollowedLockClass, store.RunFollowedLockKey(runID)).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := collect(ctx, sub, 0, 1); err != nil {
+		t.Fatalf("an event committed while the hub started following its run: %v; hub: %s", err, h.DebugState())
+	}
+}

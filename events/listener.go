@@ -155,8 +155,12 @@ func (h *Hub) channelChanges(channels map[Stream]bool) (listen, leave []Stream) 
 // delivered now.
 func (h *Hub) changeChannels(conn *pgx.Conn, channels map[Stream]bool, listen, leave []Stream) error {
 	// A run's stream is also marked as followed (store.FollowRunSQL), so
-	// that its notifications carry its events, and unmarked when left: in
-	// the same round trip, after the (UN)LISTEN statements.
+	// that its events are announced at all (with the event itself), and
+	// unmarked when left: in the same round trip, after the (UN)LISTEN
+	// statements. Marking waits for any transaction that appended to the
+	// run while nobody followed it (its event was announced to nobody); the
+	// round trip's LISTENs take effect when it ends, and the read below
+	// comes after, so that read has every event no notification brings.
 	var sql, marks strings.Builder
 	for _, s := range leave {
 		sql.WriteString("UNLISTEN " + pgx.Identifier{s.channel()}.Sanitize() + ";")

@@ -109,11 +109,20 @@ const RunNoticeLimit = 7000
 // run as followed (the second is RunFollowedLockKey): a process that follows
 // a run's stream holds it, shared, on its LISTEN connection (FollowRunSQL),
 // for as long as it listens to the run's channel. A run's append statement
-// builds the event into its notification only while some session holds it:
-// building it costs a fifth of the write throughput, and a notification
-// nobody reads the event of would carry it for nothing. A notification
-// without its event makes a listener read the table, so a race with a
-// follower that comes or goes costs a read, never an event.
+// notifies only while some session holds it, and then builds the event into
+// the notification: a notification nobody listens to still costs every
+// commit the database's notification queue (whose lock serialises the
+// commits that notify) and wakes every process that LISTENs in the
+// database, whatever its channels.
+//
+// The statement tries the lock exclusively for its transaction
+// (pg_try_advisory_xact_lock, which never waits): it gets it only when no
+// session follows the run, and then keeps it until it commits, so that a
+// process that starts following the run waits for that commit before its
+// LISTEN takes effect and before it reads the run's events again. An event
+// committed without a notification is therefore always in that read, and
+// one committed after it is always announced: a follower that comes or goes
+// costs a read, never an event.
 const RunFollowedLockClass = 0x53e7 // "s"tream "e"vents
 
 // RunFollowedLockKey is the second key of the run's followed lock.
@@ -131,36 +140,35 @@ func UnfollowRunSQL(runID int64) string {
 	return fmt.Sprintf("SELECT pg_advisory_unlock_shared(%d, %d)", RunFollowedLockClass, RunFollowedLockKey(runID))
 }
 
-// followedLockSQL is the followed lock's keys for run i.id in SQL.
-var followedLockSQL = strconv.Itoa(RunFollowedLockClass) + `, (i.id % ` + strconv.Itoa(math.MaxInt32) + `)::int4`
+// followedLockSQL is the followed lock's keys in SQL, for the run whose id
+// is the column id.
+var followedLockSQL = strconv.Itoa(RunFollowedLockClass) + `, (id % ` + strconv.Itoa(math.MaxInt32) + `)::int4`
 
-// appendRunEventSQL is the run's append statement: appendSQL's, whose
-// notification also carries the event and the state of the run and of the
-// event's checkpoint as they stand in the appending transaction (a
-// RunNotice), when it fits in RunNoticeLimit and the run is followed (see
-// RunFollowedLockClass: the statement tries the followed lock exclusively,
-// which succeeds only when no session follows the run, and lets go of it
-// at once, so a follower never waits for the appending transaction). The
-// run's row comes from the counter's UPDATE (the row as this transaction
-// left it); the checkpoint's from the table, which the change's own
-// statement updated before.
+// appendRunEventSQL is the run's append statement: appendSQL's, except
+// that it notifies only while the run is followed (see
+// RunFollowedLockClass), and that its notification then also carries the
+// event and the state of the run and of the event's checkpoint as they
+// stand in the appending transaction (a RunNotice), when it fits in
+// RunNoticeLimit. The run's row comes from the counter's UPDATE (the row as
+// this transaction left it); the checkpoint's from the table, which the
+// change's own statement updated before.
 var appendRunEventSQL = `
 	WITH s AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1
 	           RETURNING id, last_seq, status, reason, cancel_requested, started_at, finished_at, detail, executor_lost_at),
 	     i AS (INSERT INTO run_events (run_id, seq, checkpoint, payload)
 	           SELECT id, last_seq, $2, $3 FROM s RETURNING run_id AS id, seq, at, checkpoint, payload),
-	     b AS (SELECT i.id, i.seq, CASE WHEN pg_try_advisory_lock(` + followedLockSQL + `) THEN
-	               CASE WHEN pg_advisory_unlock(` + followedLockSQL + `) THEN NULL END
-	           ELSE json_build_object(
-	               'at', i.at, 'checkpoint', i.checkpoint, 'payload', i.payload,
-	               'run', json_build_object('status', s.status, 'reason', s.reason, 'cancelRequested', s.cancel_requested,
-	                   'startedAt', s.started_at, 'finishedAt', s.finished_at, 'detail', s.detail, 'executorLostAt', s.executor_lost_at),
-	               'cp', (SELECT json_build_object('kind', c.kind, 'name', c.name, 'status', c.status, 'startedAt', c.started_at,
-	                          'finishedAt', c.finished_at, 'warning', c.warning, 'detail', c.detail)
-	                      FROM run_checkpoints c WHERE c.run_id = i.id AND c.position = i.checkpoint))::text END AS body
-	           FROM i, s)
-	SELECT b.seq FROM b, LATERAL (SELECT pg_notify('` + RunEventsChannelPrefix + `' || b.id::text, b.id::text || ':' || b.seq::text ||
-	    CASE WHEN octet_length(b.body) <= ` + strconv.Itoa(RunNoticeLimit) + ` THEN ':' || b.body ELSE '' END)) n`
+	     f AS (SELECT i.*, NOT pg_try_advisory_xact_lock(` + followedLockSQL + `) AS followed FROM i)
+	SELECT f.seq FROM f CROSS JOIN s LEFT JOIN LATERAL (
+	    SELECT pg_notify('` + RunEventsChannelPrefix + `' || f.id::text, f.id::text || ':' || f.seq::text ||
+	        CASE WHEN octet_length(b.body) <= ` + strconv.Itoa(RunNoticeLimit) + ` THEN ':' || b.body ELSE '' END)
+	    FROM (SELECT json_build_object(
+	              'at', f.at, 'checkpoint', f.checkpoint, 'payload', f.payload,
+	              'run', json_build_object('status', s.status, 'reason', s.reason, 'cancelRequested', s.cancel_requested,
+	                  'startedAt', s.started_at, 'finishedAt', s.finished_at, 'detail', s.detail, 'executorLostAt', s.executor_lost_at),
+	              'cp', (SELECT json_build_object('kind', c.kind, 'name', c.name, 'status', c.status, 'startedAt', c.started_at,
+	                         'finishedAt', c.finished_at, 'warning', c.warning, 'detail', c.detail)
+	                     FROM run_checkpoints c WHERE c.run_id = f.id AND c.position = f.checkpoint))::text AS body) b
+	    WHERE f.followed) n ON true`
 
 var appendEnvironmentEventSQL = environmentEventTable.appendSQL()
 

@@ -40,7 +40,9 @@ func TestRunEventsAreNumberedWithoutGapsAndAnnounced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer listener.Close(ctx)
-	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{store.RunEventsChannel(runID)}.Sanitize()); err != nil {
+	// Listen as the event hub does: a run's commits are announced only
+	// while some session follows it.
+	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{store.RunEventsChannel(runID)}.Sanitize()+";"+store.FollowRunSQL(runID)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -223,10 +225,11 @@ func TestEventsAreReadWithTheStateTheyRender(t *testing.T) {
 	}
 }
 
-// A run's notification carries its event only while some session follows
-// the run (store.FollowRunSQL); otherwise it is "<id>:<seq>" alone, and a
-// listener reads the event from the table.
-func TestRunNoticeCarriesTheEventOnlyWhileTheRunIsFollowed(t *testing.T) {
+// A run is announced only while some session follows it
+// (store.FollowRunSQL), and its notification then carries the event; a
+// process that starts following waits for a transaction that appended
+// without announcing, so that its next read of the table has that event.
+func TestRunIsAnnouncedWithItsEventOnlyWhileFollowed(t *testing.T) {
 	url := storetest.NewURL(t)
 	ctx := context.Background()
 	db, err := store.Open(ctx, url)
@@ -250,29 +253,34 @@ func TestRunNoticeCarriesTheEventOnlyWhileTheRunIsFollowed(t *testing.T) {
 	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{store.RunEventsChannel(runID)}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	next := func(step int) string {
+	appendStep := func(step int) {
 		t.Helper()
 		if _, err := db.AppendRunEvent(ctx, runID, nil, map[string]any{"step": step}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	next := func() string {
+		t.Helper()
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		note, err := listener.WaitForNotification(wctx)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("waiting for a notification: %v", err)
 		}
 		return note.Payload
 	}
-	if got, want := next(1), fmt.Sprintf("%d:1", runID); got != want {
-		t.Errorf("notification of a run nobody follows = %q, want %q", got, want)
-	}
+	// Notifications arrive in commit order: had step 1, appended while
+	// nobody follows the run, been announced, its notification would come
+	// before step 2's.
+	appendStep(1)
 	if _, err := listener.Exec(ctx, store.FollowRunSQL(runID)); err != nil {
 		t.Fatal(err)
 	}
-	got := next(2)
+	appendStep(2)
+	got := next()
 	prefix := fmt.Sprintf("%d:2:", runID)
 	if !strings.HasPrefix(got, prefix) {
-		t.Fatalf("notification of a followed run = %q, want it to carry the event after %q", got, prefix)
+		t.Fatalf("first notification = %.40q…, want step 2's (step 1 came while nobody followed the run), carrying its event after %q", got, prefix)
 	}
 	notice, err := store.DecodeRunNotice(strings.TrimPrefix(got, prefix))
 	if err != nil {
@@ -282,10 +290,66 @@ func TestRunNoticeCarriesTheEventOnlyWhileTheRunIsFollowed(t *testing.T) {
 	if err := json.Unmarshal(notice.Payload, &p); err != nil || p.Step != 2 {
 		t.Errorf("the notification carries payload %s, want step 2", notice.Payload)
 	}
+
+	// Unfollowed again, a transaction appends step 3 and stays open: a
+	// session that starts following now waits for it to end.
 	if _, err := listener.Exec(ctx, store.UnfollowRunSQL(runID)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := next(3), fmt.Sprintf("%d:3", runID); got != want {
-		t.Errorf("notification once the run is no longer followed = %q, want %q", got, want)
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var seq int64
+	if err := tx.QueryRow(ctx, store.AppendRunEventSQL(), runID, nil, []byte(`{"step": 3}`)).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	followed := make(chan error, 1)
+	go func() {
+		_, err := listener.Exec(ctx, store.FollowRunSQL(runID))
+		followed <- err
+	}()
+	waitForLockWait(t, db, runID)
+	select {
+	case err := <-followed:
+		t.Fatalf("following the run did not wait for the open transaction that appended without announcing (err %v)", err)
+	default:
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-followed; err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := db.RunEventsAfter(ctx, runID, 2, 10); err != nil || len(evs) != 1 || evs[0].Seq != seq {
+		t.Fatalf("read once followed: %d events (err %v), want step 3, which no notification announced", len(evs), err)
+	}
+	appendStep(4)
+	if got, prefix := next(), fmt.Sprintf("%d:4:", runID); !strings.HasPrefix(got, prefix) {
+		t.Errorf("notification once followed again = %.40q…, want step 4's after %q", got, prefix)
+	}
+}
+
+// waitForLockWait waits until some session waits for the run's followed
+// lock.
+func waitForLockWait(t *testing.T, db *store.DB, runID int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := db.Pool.QueryRow(context.Background(), `
+			SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			               AND classid = $1::int::oid AND objid = $2::int::oid)`,
+			store.RunFollowedLockClass, store.RunFollowedLockKey(runID)).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no session waits for the run's followed lock")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
