@@ -167,7 +167,8 @@ var appendRunEventSQL = `
 	                  'startedAt', s.started_at, 'finishedAt', s.finished_at, 'detail', s.detail, 'executorLostAt', s.executor_lost_at),
 	              'cp', (SELECT json_build_object('kind', c.kind, 'name', c.name, 'status', c.status, 'startedAt', c.started_at,
 	                         'finishedAt', c.finished_at, 'warning', c.warning, 'detail', c.detail)
-	                     FROM run_checkpoints c WHERE c.run_id = f.id AND c.position = f.checkpoint))::text AS body) b
+	                     FROM run_checkpoints c WHERE c.run_id = f.id AND c.position = f.checkpoint))::text AS body
+	          OFFSET 0) b -- built once, not once per use
 	    WHERE f.followed) n ON true`
 
 var appendEnvironmentEventSQL = environmentEventTable.appendSQL()
