@@ -540,7 +540,10 @@ func (b *bench) readFloor(ctx context.Context, n int, interval time.Duration) (s
 		return stats{}, err
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{store.RunEventsChannel(runID)}.Sanitize()); err != nil {
+	// A run is announced only while followed: follow it as the hub does
+	// (its notification then carries the event, which this floor does not
+	// use: it reads the event as the fallback does).
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{store.RunEventsChannel(runID)}.Sanitize()+";"+store.FollowRunSQL(runID)); err != nil {
 		return stats{}, err
 	}
 	var samples []time.Duration
