@@ -57,7 +57,17 @@ func (r *Result) filter(s Severity) []Diagnostic {
 // Compile parses and checks one skali.yaml manifest. It takes no file name:
 // diagnostics carry their own positions, and the caller that reads files
 // names them in its output.
-func Compile(src []byte) (res *Result) {
+func Compile(src []byte) *Result { return compile(src, true) }
+
+// Diagnose runs every rule Compile runs and returns the same diagnostics,
+// without what only a stored revision needs: the definition's canonical
+// encoding and hash, and the value contract (Result.Definition and Hash
+// stay empty, Values zero). The live editor's check answers from it at
+// every pause in typing; the hash alone is about a twentieth of a compile.
+func Diagnose(src []byte) []Diagnostic { return compile(src, false).Diagnostics }
+
+// compile is Compile; without full it stops once the diagnostics are known.
+func compile(src []byte, full bool) (res *Result) {
 	res = &Result{Kind: KindSkali}
 	c := &checker{exprs: newExpressionIndex()}
 	defer func() {
@@ -78,6 +88,9 @@ func Compile(src []byte) (res *Result) {
 	res.Diagnostics = sortDiagnostics(c.diags)
 	if res.Diagnostics == nil {
 		res.Diagnostics = []Diagnostic{}
+	}
+	if !full {
+		return res
 	}
 	res.Values = c.exprs.contract()
 	if def != nil && res.Valid() {

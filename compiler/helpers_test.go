@@ -3,6 +3,7 @@ package compiler_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,6 +60,10 @@ func runRules(t *testing.T, cases []ruleCase) {
 			}
 			if res.Valid() != (res.Definition != nil) || res.Valid() != (res.Hash != "") {
 				t.Errorf("Definition/Hash presence does not follow validity: valid=%v def=%v hash=%q", res.Valid(), res.Definition != nil, res.Hash)
+			}
+			// The live editor's check answers the same diagnostics.
+			if d := compiler.Diagnose([]byte(dedent(tc.src))); !slices.Equal(d, res.Diagnostics) {
+				t.Errorf("Diagnose differs from Compile:\ngot  %v\nwant %v", d, res.Diagnostics)
 			}
 			// Every manifest the compiler accepts, the JSON Schema accepts.
 			if res.Valid() {

@@ -2,6 +2,7 @@ package compiler_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,6 +63,9 @@ func FuzzCompile(f *testing.F) {
 	f.Add([]byte("name: x\na: &a [*a]\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		res := compiler.Compile(src)
+		if d := compiler.Diagnose(src); !slices.Equal(d, res.Diagnostics) {
+			t.Fatalf("Diagnose differs from Compile:\ngot  %v\nwant %v", d, res.Diagnostics)
+		}
 		if res.Valid() != (res.Definition != nil) {
 			t.Fatalf("validity %v but definition %v", res.Valid(), res.Definition != nil)
 		}

@@ -181,15 +181,16 @@ func (h *Validate) Check(w http.ResponseWriter, r *http.Request) error {
 		}
 		return answerCheck(w, http.StatusBadRequest, checkRefusal{checkUnreadable}, buf)
 	}
-	var req CheckRequest
-	if err := json.Unmarshal(buf.Bytes(), &req); err != nil {
+	src, req, err := decodeCheckRequest(buf.Bytes())
+	if err != nil {
 		return answerCheck(w, http.StatusBadRequest, checkRefusal{checkUnreadable}, buf)
 	}
-	src := []byte(req.Manifest)
 	if bytes.Contains(src, crlf) {
 		src = bytes.ReplaceAll(src, crlf, lf)
 	}
-	opts := kinds.Options{InsecureSkipVerify: req.InsecureSkipVerify}
+	// The answer needs the diagnostics alone, not a skali.yaml's
+	// definition and hash.
+	opts := kinds.Options{InsecureSkipVerify: req.InsecureSkipVerify, DiagnosticsOnly: true}
 	if k, ok := kinds.Parse(req.Kind); ok {
 		opts.Kind = k
 	}

@@ -61,6 +61,11 @@ type Options struct {
 	// InsecureSkipVerify records that the edge agent runs with
 	// --insecure-skip-verify, so a recipe's artifacts may omit sha256.
 	InsecureSkipVerify bool
+	// DiagnosticsOnly asks for the kind and the diagnostics alone: a
+	// skali.yaml manifest is then checked by every rule but not compiled
+	// into its definition, hash and value contract (Result.Skali stays
+	// nil). The other kinds are validated whole.
+	DiagnosticsOnly bool
 }
 
 // Result is the outcome of validating one document.
@@ -70,7 +75,8 @@ type Result struct {
 	Diagnostics []compiler.Diagnostic
 	// NotChecked lists rules that need more than the document.
 	NotChecked []compiler.NotChecked
-	// Exactly one of these is set, by Kind.
+	// Exactly one of these is set, by Kind (none for a skali.yaml
+	// validated with Options.DiagnosticsOnly).
 	Skali   *compiler.Result
 	Release *release.ManifestResult
 	Secrets *release.SecretsResult
@@ -112,6 +118,10 @@ func Validate(filename string, src []byte, opts Options) *Result {
 		r.Diagnostics = r.Recipe.Diagnostics
 	default:
 		r.Kind = Skali
+		if opts.DiagnosticsOnly {
+			r.Diagnostics = compiler.Diagnose(src)
+			break
+		}
 		r.Skali = compiler.Compile(src)
 		r.Diagnostics = r.Skali.Diagnostics
 	}

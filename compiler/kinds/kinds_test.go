@@ -2,6 +2,7 @@ package kinds_test
 
 import (
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/skali-dev/studio/compiler/kinds"
@@ -94,5 +95,38 @@ func TestInlinePlan(t *testing.T) {
 	}
 	if len(r.Diagnostics) != 1 || r.Diagnostics[0].Path != "components[1].name" || r.Diagnostics[0].Line != 3 {
 		t.Errorf("got %v, want one error at components[1].name on line 3", r.Diagnostics)
+	}
+}
+
+// TestDiagnosticsOnly: the live editor's check (DiagnosticsOnly) detects
+// the same kind and answers the same diagnostics as a whole validation,
+// for every kind, valid or not.
+func TestDiagnosticsOnly(t *testing.T) {
+	typo := []byte("name: shop\napplications:\n  web:\n    image: nginx\n    replicas: 2\n")
+	invalid := 0
+	for _, tc := range []struct {
+		name string
+		src  []byte
+	}{
+		{"production.skali.yaml", read(t, "../testdata/production.skali.yaml")},
+		{"rest-of-surface.skali.yaml", read(t, "../testdata/rest-of-surface.skali.yaml")},
+		{"skali.yaml", typo},
+		{"skali.yaml", []byte("name: shop\n\tport: 80\n")},
+		{"manifest.yaml", read(t, "../release/testdata/manifest.yaml")},
+		{"secrets.schema.yaml", read(t, "../release/testdata/secrets.schema.yaml")},
+		{"recipe.toml", read(t, "../recipe/testdata/recipe.toml")},
+		{"plan.toml", read(t, "../recipe/testdata/plan.toml")},
+	} {
+		whole := kinds.Validate(tc.name, tc.src, kinds.Options{})
+		only := kinds.Validate(tc.name, tc.src, kinds.Options{DiagnosticsOnly: true})
+		if only.Kind != whole.Kind || only.Valid() != whole.Valid() || !slices.Equal(only.Diagnostics, whole.Diagnostics) {
+			t.Errorf("%s: diagnostics only gave %s %v, the whole validation %s %v", tc.name, only.Kind, only.Diagnostics, whole.Kind, whole.Diagnostics)
+		}
+		if !whole.Valid() {
+			invalid++
+		}
+	}
+	if invalid != 2 {
+		t.Errorf("%d of the documents are invalid, want the 2 skali.yaml with mistakes", invalid)
 	}
 }
