@@ -21,7 +21,9 @@ type Fragment = views.Fragment
 // It is called once per event and process, whatever the number of
 // watchers, so the fragments must not depend on who watches. An error is
 // logged and the frame goes out without fragments (the page still updates
-// its data-run-status and its last sequence number).
+// its data-run-status and its last sequence number). RunFragments renders
+// from the event and its state alone (its context has no deadline);
+// EnvironmentFragments may read, within 5 s.
 type FragmentRenderer interface {
 	RunFragments(ctx context.Context, runID int64, ev *events.Event) ([]Fragment, error)
 	EnvironmentFragments(ctx context.Context, environmentID int64, ev *events.Event) ([]Fragment, error)

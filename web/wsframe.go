@@ -28,14 +28,17 @@ func (s *streams) frame(e *events.Event) []byte {
 }
 
 func (s *streams) buildFrame(e *events.Event) []byte {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	var frags []Fragment
 	var err error
 	if e.Stream.Kind == events.RunEvents {
-		frags, err = s.fragments.RunFragments(ctx, e.Stream.ID, e)
+		// Rendered from the event's state alone, without a read: no
+		// deadline to set up (a timer) for every event.
+		frags, err = s.fragments.RunFragments(context.Background(), e.Stream.ID, e)
 	} else {
+		// An environment's may read its active release.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		frags, err = s.fragments.EnvironmentFragments(ctx, e.Stream.ID, e)
+		cancel()
 	}
 	if err != nil {
 		s.a.logger.Warn("event stream: render fragments", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
