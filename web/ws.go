@@ -224,6 +224,7 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) 
 	if err != nil {
 		return err
 	}
+	checked := time.Now() // the session and role checks below
 	v, err := s.readSession(r)
 	if err != nil {
 		return err
@@ -266,6 +267,11 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) 
 		s: s, conn: conn, sub: sub, token: v.token, userID: v.user.ID, signedInAt: v.signedInAt,
 		envID: env.ID, streamID: stream.ID, kind: stream.Kind.String(), requestID: reqID,
 	}
+	// The handshake has just checked what the stream's access checks ask
+	// again: its answer starts the cache's entry, so that the first check
+	// after accessCacheTTL is answered while it refreshes in the
+	// background, not with a database round trip before an event's frame.
+	s.access.seed(accessKey{token: st.token, userID: st.userID, envID: st.envID}, checked)
 	// The backlog is read and written from the request's goroutine. Then it
 	// ends (and the server's buffers with it): an idle stream is its reader
 	// goroutine and a timer, and a writer goroutine runs only while there

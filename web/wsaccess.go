@@ -40,15 +40,20 @@ func (st *liveStream) checkAccess(fresh bool) error {
 
 // checkAccessCached is checkAccess(false) for a pool writer, which must
 // not wait: answered says the cache held an answer young enough
-// (accessStale) to decide with, without a database round trip (one older
-// than accessCacheTTL is refreshed in the background, as checkAccess does).
-// Without one, the caller hands the stream to its own goroutine, which
-// waits for the check.
-func (st *liveStream) checkAccessCached() (answered bool, err error) {
+// (accessStale) to decide with, without a database round trip. One older
+// than accessCacheTTL is refreshed in the background, as checkAccess does,
+// by a goroutine the writer starts once it has written (pw.flush): started
+// here, its queries would take a core from the frames on their way.
+// Without an answer, the caller hands the stream to its own goroutine,
+// which waits for the check.
+func (st *liveStream) checkAccessCached(pw *poolWriter) (answered bool, err error) {
 	if time.Since(st.signedInAt) > st.s.a.deps.SessionLifetime {
 		return true, errAccessRemoved
 	}
-	ok, answered := st.s.access.cached(accessKey{token: st.token, userID: st.userID, envID: st.envID}, st.s.checkAccess)
+	ok, answered, refresh := st.s.access.cached(accessKey{token: st.token, userID: st.userID, envID: st.envID}, st.s.checkAccess)
+	if refresh != nil {
+		pw.refresh = append(pw.refresh, refresh)
+	}
 	if !answered {
 		return false, nil
 	}
@@ -140,28 +145,55 @@ func (c *accessCache) allowed(k accessKey, check func(accessKey) (bool, error), 
 }
 
 // cached is allowed with fresh false, answered only when that needs
-// neither a database round trip nor a wait for one under way.
-func (c *accessCache) cached(k accessKey, check func(accessKey) (bool, error)) (ok, answered bool) {
+// neither a database round trip nor a wait for one under way. When the
+// answer is older than accessCacheTTL it also returns the refresh that
+// allowed would start, for the caller to start (go refresh()) once it has
+// written.
+func (c *accessCache) cached(k accessKey, check func(accessKey) (bool, error)) (ok, answered bool, refresh func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, found := c.entries[k]
 	if !found {
-		return false, false
+		return false, false, nil
 	}
 	select {
 	case <-e.done:
 	default:
-		return false, false
+		return false, false, nil
 	}
 	age := time.Since(e.checked)
 	if e.err != nil || age > accessStale {
-		return false, false
+		return false, false, nil
 	}
 	if age > accessCacheTTL && !e.refreshing {
 		e.refreshing = true
-		go c.refresh(k, e, check)
+		refresh = func() { c.refresh(k, e, check) }
 	}
-	return e.ok, true
+	return e.ok, true, refresh
+}
+
+// seed records that k was allowed by a check made at time at another
+// way (a stream's handshake), unless the cache holds an answer as new, or
+// a check is under way.
+func (c *accessCache) seed(k accessKey, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, found := c.entries[k]; found {
+		select {
+		case <-e.done:
+			if !e.checked.Before(at) {
+				return
+			}
+		default:
+			return
+		}
+	}
+	e := &accessEntry{done: make(chan struct{}), ok: true, checked: at}
+	close(e.done)
+	c.entries[k] = e
+	if len(c.entries) > 10000 {
+		c.pruneLocked()
+	}
 }
 
 func (c *accessCache) startLocked(k accessKey) *accessEntry {

@@ -79,6 +79,10 @@ type poolWriter struct {
 	run, env int
 	// metrics is where they are counted (every stream's, shared).
 	metrics *Metrics
+	// refresh holds the access checks to refresh in the background once
+	// the frames in hand are written (see checkAccessCached); flush
+	// starts them.
+	refresh []func()
 	// ring, when io_uring is there, sends a batch of streams' frames with
 	// one system call (writeBatch); pending and reqs are its buffers, and
 	// arena holds the frames of the round's streams with several events
@@ -184,8 +188,14 @@ func (pw *poolWriter) delivered(st *liveStream, evs []*events.Event) {
 	}
 }
 
-// flush adds the frames counted to the delivered counters.
+// flush adds the frames counted to the delivered counters and starts the
+// access refreshes due.
 func (pw *poolWriter) flush() {
+	for i, f := range pw.refresh {
+		go f()
+		pw.refresh[i] = nil
+	}
+	pw.refresh = pw.refresh[:0]
 	m := pw.metrics
 	if m == nil || (pw.run == 0 && pw.env == 0) {
 		return
@@ -242,7 +252,7 @@ func (st *liveStream) prepare(pw *poolWriter, batch bool) (evs []*events.Event, 
 			return nil, nil, false
 		}
 		if st.accessDue(evs) {
-			answered, err := st.checkAccessCached()
+			answered, err := st.checkAccessCached(pw)
 			if !answered {
 				go st.drain(evs)
 				return nil, nil, false
