@@ -63,9 +63,12 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // body) is the floor of any answer through HTTP on this machine: reported
 // as floor-p50/p99, with what the endpoint adds beyond it relative to the
 // compile (beyond-floor-p50-ratio), so that a ratio over the goal can be
-// told apart as the handler's cost or the exchange's.
+// told apart as the handler's cost or the exchange's. Give it enough
+// samples for a p99 that is not two or three stray ones: with 400, p99 is
+// the fourth slowest of each (a collection or a preemption in either side
+// moves the ratio by 0.3); with 2,000, the twentieth.
 //
-//	go test ./web -run '^$' -bench CheckEndpoint -benchtime 300x
+//	go test ./web -run '^$' -bench CheckEndpoint -benchtime 2000x
 func BenchmarkCheckEndpoint(b *testing.B) {
 	s := webtest.Start(b)
 	c := s.NewClient()
