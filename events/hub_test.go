@@ -674,14 +674,17 @@ func TestHubFollowsManyStreamsAtOnce(t *testing.T) {
 	}
 }
 
-// TestHubFollowingWaitsForAnUnannouncedAppend: an event appended while
-// nobody follows its run is announced to nobody. When a subscriber comes
-// while the appending transaction is still open, the hub's follow waits
-// for that transaction, and its read once it listens has the event: the
-// subscriber gets it without any later event to bring it.
-func TestHubFollowingWaitsForAnUnannouncedAppend(t *testing.T) {
+// TestHubFollowingAnUnannouncedAppend: an event appended while nobody
+// follows its run is announced to nobody. When a subscriber comes while the
+// appending transaction is still open, the hub cannot mark the run as
+// followed until it ends: it goes on serving every other stream meanwhile
+// (a transaction left open must not freeze the process's live streams),
+// tries again, and once it follows the run its read has the event, without
+// any later event to bring it.
+func TestHubFollowingAnUnannouncedAppend(t *testing.T) {
 	db := storetest.NewDB(t)
-	_, runID := newRun(t, db)
+	_, runA := newRun(t, db)
+	_, runB := newRun(t, db)
 	h := newHub(t, db, events.HubOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -692,29 +695,35 @@ func TestHubFollowingWaitsForAnUnannouncedAppend(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	pos := 0
-	if _, err := tx.Exec(ctx, store.AppendRunEventSQL(), runID, &pos, []byte(`{"run": {"status": "running"}}`)); err != nil {
+	if _, err := tx.Exec(ctx, store.AppendRunEventSQL(), runA, &pos, []byte(`{"run": {"status": "running"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := h.Subscribe(ctx, events.RunStream(runID), 0)
+	subA, err := h.Subscribe(ctx, events.RunStream(runA), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Close()
-	live(t, ctx, sub) // the open transaction's event is not visible yet
-	waitFor(t, "the hub's follow to wait for the appending transaction", func() bool {
-		var waiting bool
-		if err := db.Pool.QueryRow(ctx, `
-			SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-			               AND classid = $1::int::oid AND objid = $2::int::oid)`,
-			store.RunFollowedLockClass, store.RunFollowedLockKey(runID)).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		return waiting
-	})
+	defer subA.Close()
+	subB, err := h.Subscribe(ctx, events.RunStream(runB), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subB.Close()
+	live(t, ctx, subA, subB) // the open transaction's event is not visible yet
+	waitFor(t, "the hub to listen to both runs", func() bool { return h.ChannelsForTest() == 2 })
+
+	// Run B is followed and live while run A's transaction is open.
+	appendEvents(t, db, runB, 1)
+	if err := collect(ctx, subB, 0, 1); err != nil {
+		t.Fatalf("run B while a transaction holds run A unannounced: %v; hub: %s", err, h.DebugState())
+	}
+	if h.QuietForTest() {
+		t.Fatalf("the hub counts run A as followed while a transaction holds it unannounced; hub: %s", h.DebugState())
+	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := collect(ctx, sub, 0, 1); err != nil {
-		t.Fatalf("an event committed while the hub started following its run: %v; hub: %s", err, h.DebugState())
+	if err := collect(ctx, subA, 0, 1); err != nil {
+		t.Fatalf("an event committed while the hub could not follow its run yet: %v; hub: %s", err, h.DebugState())
 	}
+	waitFor(t, "the hub to follow both runs", h.QuietForTest)
 }

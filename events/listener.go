@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,8 +67,9 @@ func (h *Hub) listenOnce() (connected bool, err error) {
 		}
 		h.mu.Unlock()
 	}()
-	// channels are the streams this connection LISTENs to.
-	channels := map[Stream]bool{}
+	// channels are the streams this connection LISTENs to; of those,
+	// unfollowed are the runs it could not mark as followed yet.
+	ls := &listenState{channels: map[Stream]bool{}, unfollowed: map[Stream]bool{}}
 	for {
 		// Clear a deadline first, then look: a wake-up that comes after
 		// the look finds the loop waiting (or about to) and ends that wait.
@@ -75,9 +77,9 @@ func (h *Hub) listenOnce() (connected bool, err error) {
 		if err := h.ctx.Err(); err != nil {
 			return true, err
 		}
-		listen, leave := h.channelChanges(channels)
+		listen, leave := h.channelChanges(ls.channels)
 		if len(listen) > 0 || len(leave) > 0 {
-			if err := h.changeChannels(conn, channels, listen, leave); err != nil {
+			if err := h.changeChannels(conn, ls, listen, leave); err != nil {
 				return true, err
 			}
 			continue
@@ -148,64 +150,115 @@ func (h *Hub) channelChanges(channels map[Stream]bool) (listen, leave []Stream) 
 	return listen, leave
 }
 
+// listenState is what the LISTEN connection listens to and follows.
+type listenState struct {
+	channels   map[Stream]bool // the channels it LISTENs to
+	unfollowed map[Stream]bool // runs among them it could not mark as followed yet
+	retries    int             // consecutive rounds that left a run unfollowed
+}
+
 // changeChannels LISTENs to the channels of listen and UNLISTENs those of
 // leave, in one round trip, then reads each stream of listen again from
 // its cursor: an event committed before its channel was listened to (and
 // after its starting point) was announced to nobody here, and is
 // delivered now.
-func (h *Hub) changeChannels(conn *pgx.Conn, channels map[Stream]bool, listen, leave []Stream) error {
-	// A run's stream is also marked as followed (store.FollowRunSQL), so
-	// that its events are announced at all (with the event itself), and
-	// unmarked when left: in the same round trip, after the (UN)LISTEN
-	// statements. Marking waits for any transaction that appended to the
-	// run while nobody followed it (its event was announced to nobody); the
-	// round trip's LISTENs take effect when it ends, and the read below
-	// comes after, so that read has every event no notification brings.
-	var sql, marks strings.Builder
+//
+// A run's stream is also marked as followed, so that its events are
+// announced at all (with the event itself), and unmarked when left: in the
+// same round trip, after the (UN)LISTEN statements. Marking never waits
+// (store.TryFollowRunsSQL): a run that an open transaction appended to
+// while nobody followed it cannot be marked until that transaction ends,
+// so it stays unread and is tried again a little later, while every other
+// stream goes on. The round trip's LISTENs take effect when it ends, and
+// the read comes after, so that read has every event no notification
+// brings.
+func (h *Hub) changeChannels(conn *pgx.Conn, ls *listenState, listen, leave []Stream) error {
+	var sql strings.Builder
+	var marks []string
 	for _, s := range leave {
 		sql.WriteString("UNLISTEN " + pgx.Identifier{s.channel()}.Sanitize() + ";")
-		if s.Kind == RunEvents {
-			marks.WriteString(store.UnfollowRunSQL(s.ID) + ";")
+		if s.Kind == RunEvents && !ls.unfollowed[s] {
+			marks = append(marks, store.UnfollowRunSQL(s.ID)+";")
 		}
 	}
 	listens := false
+	var follow []int64
 	for _, s := range listen {
-		if !channels[s] {
+		if !ls.channels[s] {
 			sql.WriteString("LISTEN " + pgx.Identifier{s.channel()}.Sanitize() + ";")
-			if s.Kind == RunEvents {
-				marks.WriteString(store.FollowRunSQL(s.ID) + ";")
-			}
 			listens = true
 		}
+		if s.Kind == RunEvents && (!ls.channels[s] || ls.unfollowed[s]) {
+			follow = append(follow, s.ID)
+		}
 	}
-	sql.WriteString(marks.String())
+	for _, m := range marks {
+		sql.WriteString(m)
+	}
+	if len(follow) > 0 {
+		sql.WriteString(store.TryFollowRunsSQL(follow))
+	}
+	followed := map[int64]bool{}
 	if sql.Len() > 0 {
 		if listens && h.beforeListen != nil {
 			h.beforeListen()
 		}
 		// No arguments: the simple protocol, which takes several
 		// statements at once.
-		if _, err := conn.Exec(h.ctx, sql.String()); err != nil {
+		results, err := conn.PgConn().Exec(h.ctx, sql.String()).ReadAll()
+		if err != nil {
 			return err
+		}
+		if len(follow) > 0 && len(results) > 0 {
+			for _, row := range results[len(results)-1].Rows {
+				if id, err := strconv.ParseInt(string(row[0]), 10, 64); err == nil {
+					followed[id] = true
+				}
+			}
 		}
 	}
 	for _, s := range leave {
-		delete(channels, s)
+		delete(ls.channels, s)
+		delete(ls.unfollowed, s)
 	}
+	pending := false
 	for _, s := range listen {
-		channels[s] = true
+		ls.channels[s] = true
+		if s.Kind == RunEvents && (followed[s.ID] || !slices.Contains(follow, s.ID)) {
+			delete(ls.unfollowed, s)
+		} else if s.Kind == RunEvents {
+			ls.unfollowed[s] = true
+			pending = true
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.channels = len(channels)
+	h.channels = len(ls.channels)
 	for _, s := range listen {
-		if t, ok := h.topics[s]; ok {
+		if t, ok := h.topics[s]; ok && !ls.unfollowed[s] {
 			t.listened = true
 			t.dirty = true
 			h.kickLocked(t)
 		}
 	}
+	if pending {
+		// Try again once the appending transaction may have ended.
+		ls.retries++
+		time.AfterFunc(followRetry(ls.retries), func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.topicsChangedLocked()
+		})
+	} else {
+		ls.retries = 0
+	}
 	return nil
+}
+
+// followRetry is how long the listener waits before it tries again to mark
+// a run that a transaction holds unannounced: 5 ms, doubling, at most 1 s.
+func followRetry(n int) time.Duration {
+	return min(time.Second, 5*time.Millisecond<<min(n-1, 8))
 }
 
 // topicsChangedLocked tells the listener that a stream was followed or

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -107,7 +108,8 @@ const RunNoticeLimit = 7000
 
 // RunFollowedLockClass is the first key of the advisory lock that marks a
 // run as followed (the second is RunFollowedLockKey): a process that follows
-// a run's stream holds it, shared, on its LISTEN connection (FollowRunSQL),
+// a run's stream holds it, shared, on its LISTEN connection (FollowRunSQL,
+// TryFollowRunsSQL),
 // for as long as it listens to the run's channel. A run's append statement
 // notifies only while some session holds it, and then builds the event into
 // the notification: a notification nobody listens to still costs every
@@ -117,9 +119,10 @@ const RunNoticeLimit = 7000
 //
 // The statement tries the lock exclusively for its transaction
 // (pg_try_advisory_xact_lock, which never waits): it gets it only when no
-// session follows the run, and then keeps it until it commits, so that a
-// process that starts following the run waits for that commit before its
-// LISTEN takes effect and before it reads the run's events again. An event
+// session follows the run, and then keeps it until it commits, so that no
+// process starts following the run before that commit (FollowRunSQL waits
+// for it; TryFollowRunsSQL reports it, and the event hub tries again), nor
+// so takes its LISTEN and reads the run's events again before it. An event
 // committed without a notification is therefore always in that read, and
 // one committed after it is always announced: a follower that comes or goes
 // costs a read, never an event.
@@ -133,6 +136,22 @@ func RunFollowedLockKey(runID int64) int32 { return int32(runID % math.MaxInt32)
 // It has no parameters, so it may go out with LISTEN in one simple query.
 func FollowRunSQL(runID int64) string {
 	return fmt.Sprintf("SELECT pg_advisory_lock_shared(%d, %d)", RunFollowedLockClass, RunFollowedLockKey(runID))
+}
+
+// TryFollowRunsSQL is FollowRunSQL for several runs, without waiting: it
+// marks each run that no appending transaction holds unannounced (see
+// RunFollowedLockClass) and returns the ids of those it marked, one per
+// row. A run it could not mark is to be tried again: its event stays
+// unannounced until that transaction ends. No parameters, as FollowRunSQL.
+func TryFollowRunsSQL(runIDs []int64) string {
+	var ids strings.Builder
+	for i, id := range runIDs {
+		if i > 0 {
+			ids.WriteByte(',')
+		}
+		ids.WriteString(strconv.FormatInt(id, 10))
+	}
+	return "SELECT id FROM unnest('{" + ids.String() + "}'::bigint[]) id WHERE pg_try_advisory_lock_shared(" + followedLockSQL + ")"
 }
 
 // UnfollowRunSQL is the statement that ends FollowRunSQL's mark.

@@ -35,9 +35,26 @@ func bearerStreams(authenticate func(http.Handler) http.Handler) func(http.Handl
 				next.ServeHTTP(w, r)
 				return
 			}
-			withToken.ServeHTTP(w, r)
+			// The token is checked before the handler runs: the stream's
+			// access answer dates from here (see streams.serve).
+			ctx := context.WithValue(r.Context(), tokenCheckedKey{}, time.Now())
+			withToken.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
+}
+
+// tokenCheckedKey holds, in a token-authenticated handshake's context, when
+// the token's check began.
+type tokenCheckedKey struct{}
+
+// accessCheckedAt is when the handshake's access checks began: for a token,
+// when the middleware started checking it; otherwise now (the session and
+// role are read after).
+func accessCheckedAt(r *http.Request) time.Time {
+	if t, ok := r.Context().Value(tokenCheckedKey{}).(time.Time); ok {
+		return t
+	}
+	return time.Now()
 }
 
 // tokenViewer is the viewer of a stream whose handshake was authenticated

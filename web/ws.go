@@ -224,7 +224,7 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) 
 	if err != nil {
 		return err
 	}
-	checked := time.Now() // the session and role checks below
+	checked := accessCheckedAt(r) // the session and role checks below, or the token's
 	v, err := s.readSession(r)
 	if err != nil {
 		return err

@@ -214,13 +214,25 @@ func (c *accessCache) run(e *accessEntry, k accessKey, check func(accessKey) (bo
 // refresh replaces old with a new answer, checked in the background while
 // callers go on using old. A failed check keeps old (until accessStale).
 func (c *accessCache) refresh(k accessKey, old *accessEntry, check func(accessKey) (bool, error)) {
+	began := time.Now()
 	ok, err := check(k)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.entries[k] != old {
-		return
-	}
-	if err != nil {
+	if cur := c.entries[k]; cur != old {
+		// Replaced meanwhile (a handshake's seed, a fresh check): keep
+		// whichever answer was checked later.
+		if cur == nil || err != nil {
+			return
+		}
+		select {
+		case <-cur.done:
+			if !cur.checked.Before(began) {
+				return
+			}
+		default:
+			return
+		}
+	} else if err != nil {
 		old.refreshing = false
 		return
 	}

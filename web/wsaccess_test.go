@@ -52,4 +52,22 @@ func TestAccessCacheSeededByTheHandshake(t *testing.T) {
 	if ok, _, _ := c.cached(k2, check); ok {
 		t.Fatal("a seed from before the refusal allowed the stream again")
 	}
+
+	// A handshake that checked before a refresh began, seeding while the
+	// refresh asks the database: the refresh's refusal is the newer answer.
+	k3 := accessKey{token: "t", userID: 1, envID: 4}
+	c.seed(k3, time.Now().Add(-accessCacheTTL-time.Second))
+	handshake := time.Now().Add(-time.Millisecond)
+	racing := func(k accessKey) (bool, error) {
+		c.seed(k, handshake)
+		return false, nil
+	}
+	c.mu.Lock()
+	e := c.entries[k3]
+	c.mu.Unlock()
+	c.refresh(k3, e, racing)
+	if ok, _, _ := c.cached(k3, check); ok {
+		t.Fatal("a seed from a handshake older than the refresh kept the stream allowed")
+	}
 }
+

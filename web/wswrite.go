@@ -157,8 +157,20 @@ func (pw *poolWriter) handle(st *liveStream) {
 	st.writeQueued(pw)
 	if pw.streams++; pw.streams >= yieldStreams {
 		pw.streams = 0
+		pw.startRefreshes()
 		runtime.Gosched()
 	}
+}
+
+// startRefreshes starts the access refreshes that fell due (see
+// checkAccessCached): when the queue runs dry (flush), and at each yield of
+// a writer that the queue keeps busy.
+func (pw *poolWriter) startRefreshes() {
+	for i, f := range pw.refresh {
+		go f()
+		pw.refresh[i] = nil
+	}
+	pw.refresh = pw.refresh[:0]
 }
 
 // delivered counts the frames of evs written to st and records how long
@@ -191,11 +203,7 @@ func (pw *poolWriter) delivered(st *liveStream, evs []*events.Event) {
 // flush adds the frames counted to the delivered counters and starts the
 // access refreshes due.
 func (pw *poolWriter) flush() {
-	for i, f := range pw.refresh {
-		go f()
-		pw.refresh[i] = nil
-	}
-	pw.refresh = pw.refresh[:0]
+	pw.startRefreshes()
 	m := pw.metrics
 	if m == nil || (pw.run == 0 && pw.env == 0) {
 		return
@@ -358,6 +366,7 @@ func (pw *poolWriter) writeBatch(w *frameWriters, first *liveStream) {
 				pending = append(pending, r.st)
 			}
 		}
+		pw.startRefreshes() // the round's frames are out
 		pw.streams += len(reqs)
 		clear(reqs)
 		pw.reqs = reqs[:0]
