@@ -70,4 +70,3 @@ func TestAccessCacheSeededByTheHandshake(t *testing.T) {
 		t.Fatal("a seed from a handshake older than the refresh kept the stream allowed")
 	}
 }
-
