@@ -76,10 +76,13 @@ type Hub struct {
 	// changed says topics were added or removed since the listener last
 	// compared them with its channels (or that it has more to change).
 	changed bool
-	waiting bool
-	wake    func()
-	subs    int
-	idle    chan struct{} // closed when subs drops to 0 after Close
+	// followRetryDue says the runs the listener could not mark as
+	// followed are to be tried again (set by its retry timer).
+	followRetryDue bool
+	waiting        bool
+	wake           func()
+	subs           int
+	idle           chan struct{} // closed when subs drops to 0 after Close
 	// heard counts the notifications received.
 	heard atomic.Int64
 	// observeRead, when set, is told how long each read after

@@ -70,6 +70,11 @@ func (h *Hub) listenOnce() (connected bool, err error) {
 	// channels are the streams this connection LISTENs to; of those,
 	// unfollowed are the runs it could not mark as followed yet.
 	ls := &listenState{channels: map[Stream]bool{}, unfollowed: map[Stream]bool{}}
+	defer func() {
+		if ls.retry != nil {
+			ls.retry.Stop()
+		}
+	}()
 	for {
 		// Clear a deadline first, then look: a wake-up that comes after
 		// the look finds the loop waiting (or about to) and ends that wait.
@@ -77,7 +82,7 @@ func (h *Hub) listenOnce() (connected bool, err error) {
 		if err := h.ctx.Err(); err != nil {
 			return true, err
 		}
-		listen, leave := h.channelChanges(ls.channels)
+		listen, leave := h.channelChanges(ls)
 		if len(listen) > 0 || len(leave) > 0 {
 			if err := h.changeChannels(conn, ls, listen, leave); err != nil {
 				return true, err
@@ -120,22 +125,26 @@ const maxChannelChanges = 256
 // does not listen to yet (or was not read again since), and the channels
 // it listens to that no followed stream needs any more. With neither, it
 // marks the listener as waiting, under the same lock.
-func (h *Hub) channelChanges(channels map[Stream]bool) (listen, leave []Stream) {
+func (h *Hub) channelChanges(ls *listenState) (listen, leave []Stream) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.changed {
 		h.waiting = true // nothing to compare: no scan per notification
 		return nil, nil
 	}
+	// A run not marked as followed yet is tried again when its retry is
+	// due, not at every change of other streams.
+	retry := h.followRetryDue
+	h.followRetryDue = false
 	for s, t := range h.topics {
 		if len(listen) == maxChannelChanges {
 			break
 		}
-		if !t.listened {
+		if !t.listened && (retry || !ls.unfollowed[s]) {
 			listen = append(listen, s)
 		}
 	}
-	for s := range channels {
+	for s := range ls.channels {
 		if len(leave) == maxChannelChanges {
 			break
 		}
@@ -154,7 +163,8 @@ func (h *Hub) channelChanges(channels map[Stream]bool) (listen, leave []Stream) 
 type listenState struct {
 	channels   map[Stream]bool // the channels it LISTENs to
 	unfollowed map[Stream]bool // runs among them it could not mark as followed yet
-	retries    int             // consecutive rounds that left a run unfollowed
+	retries    int             // consecutive tries that left a run unfollowed
+	retry      *time.Timer     // sets followRetryDue, while unfollowed has runs
 }
 
 // changeChannels LISTENs to the channels of listen and UNLISTENs those of
@@ -221,14 +231,14 @@ func (h *Hub) changeChannels(conn *pgx.Conn, ls *listenState, listen, leave []St
 		delete(ls.channels, s)
 		delete(ls.unfollowed, s)
 	}
-	pending := false
+	failed := false
 	for _, s := range listen {
 		ls.channels[s] = true
 		if s.Kind == RunEvents && (followed[s.ID] || !slices.Contains(follow, s.ID)) {
 			delete(ls.unfollowed, s)
 		} else if s.Kind == RunEvents {
 			ls.unfollowed[s] = true
-			pending = true
+			failed = true
 		}
 	}
 	h.mu.Lock()
@@ -241,16 +251,27 @@ func (h *Hub) changeChannels(conn *pgx.Conn, ls *listenState, listen, leave []St
 			h.kickLocked(t)
 		}
 	}
-	if pending {
-		// Try again once the appending transaction may have ended.
+	switch {
+	case failed:
+		// Try again once the appending transaction may have ended: one
+		// timer per connection, whatever the runs waiting.
 		ls.retries++
-		time.AfterFunc(followRetry(ls.retries), func() {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.topicsChangedLocked()
-		})
-	} else {
+		d := followRetry(ls.retries)
+		if ls.retry == nil {
+			ls.retry = time.AfterFunc(d, func() {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				h.followRetryDue = true
+				h.topicsChangedLocked()
+			})
+		} else {
+			ls.retry.Reset(d)
+		}
+	case len(ls.unfollowed) == 0:
 		ls.retries = 0
+		if ls.retry != nil {
+			ls.retry.Stop()
+		}
 	}
 	return nil
 }

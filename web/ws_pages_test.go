@@ -129,6 +129,7 @@ func TestRunStreamLiveFramesAreTheFramesOfARead(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		var followed bool
 		if err := s.DB.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 			AND classid = $1 AND objid = $2 AND objsubid = 2 AND granted)`,
 			store.RunFollowedLockClass, store.RunFollowedLockKey(runID)).Scan(&followed); err != nil {
 			t.Fatal(err)
