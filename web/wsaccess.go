@@ -178,22 +178,31 @@ func (c *accessCache) cached(k accessKey, check func(accessKey) (bool, error)) (
 func (c *accessCache) seed(k accessKey, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, found := c.entries[k]; found {
-		select {
-		case <-e.done:
-			if !e.checked.Before(at) {
-				return
-			}
-		default:
-			return
-		}
+	if e, found := c.entries[k]; found && e.keeps(at) {
+		return
 	}
-	e := &accessEntry{done: make(chan struct{}), ok: true, checked: at}
-	close(e.done)
-	c.entries[k] = e
+	c.answerLocked(k, true, at)
 	if len(c.entries) > 10000 {
 		c.pruneLocked()
 	}
+}
+
+// keeps reports whether e stands against an answer checked at t: its
+// check is under way, or was made at t or later.
+func (e *accessEntry) keeps(t time.Time) bool {
+	select {
+	case <-e.done:
+		return !e.checked.Before(t)
+	default:
+		return true
+	}
+}
+
+// answerLocked stores a finished answer for k, checked at at.
+func (c *accessCache) answerLocked(k accessKey, ok bool, at time.Time) {
+	e := &accessEntry{done: make(chan struct{}), ok: ok, checked: at}
+	close(e.done)
+	c.entries[k] = e
 }
 
 func (c *accessCache) startLocked(k accessKey) *accessEntry {
@@ -221,24 +230,14 @@ func (c *accessCache) refresh(k accessKey, old *accessEntry, check func(accessKe
 	if cur := c.entries[k]; cur != old {
 		// Replaced meanwhile (a handshake's seed, a fresh check): keep
 		// whichever answer was checked later.
-		if cur == nil || err != nil {
-			return
-		}
-		select {
-		case <-cur.done:
-			if !cur.checked.Before(began) {
-				return
-			}
-		default:
+		if cur == nil || err != nil || cur.keeps(began) {
 			return
 		}
 	} else if err != nil {
 		old.refreshing = false
 		return
 	}
-	e := &accessEntry{done: make(chan struct{}), ok: ok, checked: time.Now()}
-	close(e.done)
-	c.entries[k] = e
+	c.answerLocked(k, ok, time.Now())
 }
 
 // pruneLocked drops finished entries past their TTL.
