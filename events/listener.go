@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -208,7 +207,11 @@ func (h *Hub) changeChannels(conn *pgx.Conn, ls *listenState, listen, leave []St
 	if len(follow) > 0 {
 		sql.WriteString(store.TryFollowRunsSQL(follow))
 	}
-	followed := map[int64]bool{}
+	// marked holds each run tried, and whether it was marked.
+	marked := make(map[int64]bool, len(follow))
+	for _, id := range follow {
+		marked[id] = false
+	}
 	if sql.Len() > 0 {
 		if listens && h.beforeListen != nil {
 			h.beforeListen()
@@ -222,7 +225,7 @@ func (h *Hub) changeChannels(conn *pgx.Conn, ls *listenState, listen, leave []St
 		if len(follow) > 0 && len(results) > 0 {
 			for _, row := range results[len(results)-1].Rows {
 				if id, err := strconv.ParseInt(string(row[0]), 10, 64); err == nil {
-					followed[id] = true
+					marked[id] = true
 				}
 			}
 		}
@@ -234,9 +237,12 @@ func (h *Hub) changeChannels(conn *pgx.Conn, ls *listenState, listen, leave []St
 	failed := false
 	for _, s := range listen {
 		ls.channels[s] = true
-		if s.Kind == RunEvents && (followed[s.ID] || !slices.Contains(follow, s.ID)) {
+		if s.Kind != RunEvents {
+			continue
+		}
+		if ok, tried := marked[s.ID]; ok || !tried {
 			delete(ls.unfollowed, s)
-		} else if s.Kind == RunEvents {
+		} else {
 			ls.unfollowed[s] = true
 			failed = true
 		}
