@@ -303,7 +303,7 @@ func deployment(n envNames, app string, a *compiler.Application, p *Platform) Ob
 	if ann := podAnnotations(p, app, "rollout"); ann != nil {
 		podMeta["annotations"] = ann
 	}
-	podSpec := Object{"containers": []Object{c}}
+	podSpec := hardenPod(Object{"containers": []Object{c}})
 	if len(volumes) > 0 {
 		podSpec["volumes"] = volumes
 	}
@@ -403,10 +403,10 @@ func releaseJob(n envNames, app, name string, a *compiler.Application, cmd *comp
 	spec := Object{
 		"backoffLimit":            0,
 		"ttlSecondsAfterFinished": 7 * 24 * 3600,
-		"template": Object{"metadata": podMeta, "spec": Object{
+		"template": Object{"metadata": podMeta, "spec": hardenPod(Object{
 			"restartPolicy": "Never",
 			"containers":    []Object{c},
-		}},
+		})},
 	}
 	if s := int(cmd.Timeout.Seconds()); s > 0 {
 		spec["activeDeadlineSeconds"] = s
