@@ -54,6 +54,12 @@ func (r *Runner) applyRelease(ctx context.Context, rc *runContext, contract comp
 	case err != nil:
 		return stepResult{}, err
 	}
+	if ep, is := r.Platform.(platform.EnvironmentPreparer); is && rc.def != nil {
+		if err := ep.PrepareEnvironment(ctx, platformEnv(rc.env), rc.def); err != nil {
+			clear(values)
+			return r.platformFailure(ctx, err, func(s string) stepResult { return fail("Preparing the environment on the platform failed: " + s) })
+		}
+	}
 	if vr, is := r.Platform.(platform.ValueReceiver); is {
 		if err := vr.SetValues(ctx, platformEnv(rc.env), values); err != nil {
 			clear(values)

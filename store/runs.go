@@ -593,6 +593,17 @@ func (db *DB) UnfinishedReconcile(ctx context.Context, envID int64, domain strin
 	return ok, nil
 }
 
+// UnfinishedDeploy returns the id of the environment's unfinished deploy
+// run, 0 when there is none.
+func (db *DB) UnfinishedDeploy(ctx context.Context, envID int64) (int64, error) {
+	var id int64
+	err := db.Pool.QueryRow(ctx, `SELECT COALESCE(min(id), 0) FROM runs WHERE environment_id = $1 AND kind = 'deploy' AND finished_at IS NULL`, envID).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("store: unfinished deploy: %w", err)
+	}
+	return id, nil
+}
+
 // HasUnfinishedDeploy reports whether a deploy of the environment is still
 // unfinished (it then looks after its certificates itself).
 func (db *DB) HasUnfinishedDeploy(ctx context.Context, envID int64) (bool, error) {

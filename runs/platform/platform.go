@@ -74,6 +74,21 @@ type ValueReceiver interface {
 	SetValues(ctx context.Context, env Env, values map[string]string) error
 }
 
+// EnvironmentPreparer is a platform that sets an environment up for the
+// definition a deploy brings, in its step that hands over the values,
+// before anything of it runs (on Kubernetes: the namespace's NetworkPolicy
+// and ResourceQuota).
+type EnvironmentPreparer interface {
+	PrepareEnvironment(ctx context.Context, env Env, def *compiler.Definition) error
+}
+
+// EnvironmentDeleter is a platform that holds what an environment runs
+// apart from the Studio's database (on Kubernetes, its namespace) and
+// deletes it, waiting until it is gone, when the environment is deleted.
+type EnvironmentDeleter interface {
+	DeleteEnvironment(ctx context.Context, env Env, out Output) error
+}
+
 // DefinitionChecker is a platform that cannot run every definition as
 // written (on Kubernetes, two applications whose objects would have the
 // same name). The deploy's plan is refused with each sentence it returns.

@@ -38,6 +38,7 @@ type Client struct {
 	// Impersonate, when set, makes every request as that user (tests
 	// check the Studio's RBAC with it).
 	Impersonate string
+	identity    atomic.Pointer[string]
 }
 
 // Object is a Kubernetes object as JSON.
@@ -260,6 +261,11 @@ var (
 	KindConfigMap   = Kind{"v1", "ConfigMap", "configmaps", true}
 	KindEvent       = Kind{"v1", "Event", "events", true}
 	KindReplicaSet  = Kind{"apps/v1", "ReplicaSet", "replicasets", true}
+	// The environment namespace's own: the Studio's RoleBinding, written
+	// first; its NetworkPolicy and ResourceQuota.
+	KindRoleBinding   = Kind{"rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", true}
+	KindNetworkPolicy = Kind{"networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", true}
+	KindResourceQuota = Kind{"v1", "ResourceQuota", "resourcequotas", true}
 )
 
 // Kinds are the kinds the driver writes or causes (pods, replica sets,
@@ -267,7 +273,7 @@ var (
 func Kinds() []Kind {
 	return []Kind{KindNamespace, KindSecret, KindService, KindPVC, KindPod, KindDeployment, KindJob, KindHPA,
 		KindPGCluster, KindBucketClaim, KindHTTPRoute, KindConfigMap, KindEvent, KindReplicaSet,
-		KindCertificate, KindCertificateRequest, KindOrder, KindChallenge}
+		KindRoleBinding, KindNetworkPolicy, KindResourceQuota, KindCertificate, KindCertificateRequest, KindOrder, KindChallenge}
 }
 
 // do sends one request. An answer 429 (the API server's priority and
@@ -358,6 +364,83 @@ func (c *Client) Apply(ctx context.Context, k Kind, obj Object) (Object, error) 
 	return c.object(ctx, http.MethodPatch, k.path(ns, name)+"?fieldManager="+FieldManager, "application/apply-patch+yaml", body)
 }
 
+// Create creates obj, and fails with the API server's 409 when an object
+// of that name exists: unlike Apply it never takes over an object someone
+// else made.
+func (c *Client) Create(ctx context.Context, k Kind, obj Object) (Object, error) {
+	md, _ := obj["metadata"].(Object)
+	ns, _ := md["namespace"].(string)
+	obj["apiVersion"], obj["kind"] = k.APIVersion, k.Kind
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	return c.object(ctx, http.MethodPost, k.path(ns, "")+"?fieldManager="+FieldManager, "application/json", body)
+}
+
+// IsAlreadyExists reports whether err is the API server's 409 for a
+// create of a name that exists.
+func IsAlreadyExists(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code == http.StatusConflict && se.Reason == "AlreadyExists"
+}
+
+// IsForbidden reports whether err is the API server's 403.
+func IsForbidden(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code == http.StatusForbidden
+}
+
+// Identity is the user the client acts as: the impersonated one, the
+// subject of a service account token (read from the token itself), or
+// else what the API server says (a SelfSubjectReview, which every
+// authenticated user may make).
+func (c *Client) Identity(ctx context.Context) (string, error) {
+	if c.Impersonate != "" {
+		return c.Impersonate, nil
+	}
+	if v := c.identity.Load(); v != nil {
+		return *v, nil
+	}
+	name := tokenSubject(c.token)
+	if name == "" {
+		o, err := c.object(ctx, http.MethodPost, "/apis/authentication.k8s.io/v1/selfsubjectreviews", "application/json",
+			[]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
+		if err != nil {
+			return "", fmt.Errorf("asking the API server who the Studio is: %w", err)
+		}
+		st, _ := o["status"].(Object)
+		ui, _ := st["userInfo"].(Object)
+		name, _ = ui["username"].(string)
+		if name == "" {
+			return "", errors.New("the API server did not say who the Studio is")
+		}
+	}
+	c.identity.Store(&name)
+	return name, nil
+}
+
+// tokenSubject is the subject of a service account's token (a JWT whose
+// payload names system:serviceaccount:NAMESPACE:NAME), "" for any other
+// token. The signature is the API server's to check, not the client's.
+func tokenSubject(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		Sub string `json:"sub"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || !strings.HasPrefix(claims.Sub, "system:serviceaccount:") {
+		return ""
+	}
+	return claims.Sub
+}
+
 // Get reads one object.
 func (c *Client) Get(ctx context.Context, k Kind, namespace, name string) (Object, error) {
 	return c.object(ctx, http.MethodGet, k.path(namespace, name), "", nil)
@@ -396,7 +479,18 @@ func (c *Client) PatchStatus(ctx context.Context, k Kind, namespace, name string
 // Delete deletes one object (its dependents in the background); a missing
 // one is no error.
 func (c *Client) Delete(ctx context.Context, k Kind, namespace, name string) error {
-	resp, err := c.do(ctx, http.MethodDelete, k.path(namespace, name), "application/json", []byte(`{"propagationPolicy":"Background"}`))
+	return c.DeleteUID(ctx, k, namespace, name, "")
+}
+
+// DeleteUID is Delete of the object only while it is the one with that
+// uid ("" for any): another object made since under the same name is
+// refused with the API server's 409.
+func (c *Client) DeleteUID(ctx context.Context, k Kind, namespace, name, uid string) error {
+	body := []byte(`{"propagationPolicy":"Background"}`)
+	if uid != "" {
+		body, _ = json.Marshal(Object{"propagationPolicy": "Background", "preconditions": Object{"uid": uid}})
+	}
+	resp, err := c.do(ctx, http.MethodDelete, k.path(namespace, name), "application/json", body)
 	if IsNotFound(err) {
 		return nil
 	}
@@ -428,16 +522,12 @@ func (c *Client) DeleteCollection(ctx context.Context, k Kind, namespace, select
 	return nil
 }
 
-// watchAll watches every object of a kind in every namespace that matches
+// watchAll watches every object of a kind in a namespace that matches
 // selector, calling seen with each version (a deleted object carries the
 // key "deleted"), until the API server ends the watch. It starts with the
 // objects that exist and reopens from the last version seen.
-func (c *Client) watchAll(ctx context.Context, k Kind, selector string, seen func(Object)) error {
-	p := "/api/" + k.APIVersion
-	if strings.Contains(k.APIVersion, "/") {
-		p = "/apis/" + k.APIVersion
-	}
-	p += "/" + k.Resource
+func (c *Client) watchAll(ctx context.Context, k Kind, namespace, selector string, seen func(Object)) error {
+	p := k.path(namespace, "")
 	rv := ""
 	for {
 		q := url.Values{"watch": {"1"}, "labelSelector": {selector}, "allowWatchBookmarks": {"true"}}

@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
@@ -36,7 +35,11 @@ const (
 	LabelProject     = "skali.dev/project"
 	LabelEnvironment = "skali.dev/environment"
 	LabelService     = "skali.dev/service"
-	managedBy        = "skali-studio"
+	// LabelEnvironmentID, on a namespace, is the id of the environment it
+	// was created for: a later environment of the same name never takes
+	// over an earlier one's namespace.
+	LabelEnvironmentID = "skali.dev/environment-id"
+	managedBy          = "skali-studio"
 	// ValuesSecret is the name of the environment's one Secret of values.
 	ValuesSecret = "values"
 )
@@ -66,7 +69,18 @@ type Options struct {
 	// nodes.
 	PodAnnotations func(app, kind string) map[string]string
 	Logger         *slog.Logger
+	// EnvironmentRole and CertManagerRole are the ClusterRoles the Studio
+	// binds itself to in each environment namespace it creates
+	// (DefaultEnvironmentRole and DefaultCertManagerRole when empty).
+	EnvironmentRole, CertManagerRole string
 }
+
+// The ClusterRoles of deploy/kubernetes the Studio binds in its
+// namespaces.
+const (
+	DefaultEnvironmentRole = "skali-studio-environment"
+	DefaultCertManagerRole = "skali-studio-cert-manager"
+)
 
 // Platform implements platform.Platform on a Kubernetes cluster. Probe
 // (DNS and the edge probe) is the local platform's, and so is Issue without
@@ -75,22 +89,26 @@ type Platform struct {
 	Local  *local.Platform
 	Client *Client
 	DB     *store.DB
-	// Vault is not read by the driver: a deploy hands it the values of
-	// its release (SetValues).
+	// Vault is read by the driver only when the values Secret a deploy
+	// wrote (SetValues) is found missing in a later step: the release's
+	// values are written again from it.
 	Vault *store.Vault
 	Opts  Options
 
-	mu      sync.Mutex
-	envs    map[int64]envNames
 	watches *watchHub
 }
 
 var (
-	_ platform.Platform      = (*Platform)(nil)
-	_ platform.ValueReceiver = (*Platform)(nil)
+	_ platform.Platform            = (*Platform)(nil)
+	_ platform.ValueReceiver       = (*Platform)(nil)
+	_ platform.EnvironmentPreparer = (*Platform)(nil)
+	_ platform.EnvironmentDeleter  = (*Platform)(nil)
 )
 
-type envNames struct{ project, env, namespace string }
+type envNames struct {
+	project, env, namespace string
+	id                      int64
+}
 
 // New returns the platform; local does probes and certificates.
 func New(client *Client, db *store.DB, vault *store.Vault, lp *local.Platform, o Options) *Platform {
@@ -100,7 +118,13 @@ func New(client *Client, db *store.DB, vault *store.Vault, lp *local.Platform, o
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Platform{Local: lp, Client: client, DB: db, Vault: vault, Opts: o, envs: map[int64]envNames{},
+	if o.EnvironmentRole == "" {
+		o.EnvironmentRole = DefaultEnvironmentRole
+	}
+	if o.CertManagerRole == "" {
+		o.CertManagerRole = DefaultCertManagerRole
+	}
+	return &Platform{Local: lp, Client: client, DB: db, Vault: vault, Opts: o,
 		watches: newWatchHub(client, o.Logger)}
 }
 
@@ -131,34 +155,137 @@ func dnsName(parts ...string) string {
 	return strings.TrimRight(n[:54], "-") + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
+// names makes sure of the environment's namespace before the driver acts
+// in it, in every step: it exists and is this environment's (created by
+// the Studio for it, never adopted), and the Studio's RoleBindings in it
+// come first. Nothing of this is remembered between steps: a namespace
+// deleted since (kubectl delete namespace) is created again, fresh, in the
+// same step.
 func (p *Platform) names(ctx context.Context, env platform.Env) (envNames, error) {
-	p.mu.Lock()
-	n, ok := p.envs[env.ID]
-	p.mu.Unlock()
-	if ok {
-		return n, nil
+	n := envNames{project: env.Project, env: env.Name, id: env.ID, namespace: NamespaceName(env.Project, env.Name)}
+	created, err := p.ensureNamespace(ctx, n)
+	if err != nil {
+		return envNames{}, err
 	}
-	n = envNames{project: env.Project, env: env.Name, namespace: NamespaceName(env.Project, env.Name)}
-	// The namespace must be this environment's, not another's with the
-	// same derived name.
-	ns, err := p.Client.Get(ctx, KindNamespace, "", n.namespace)
-	switch {
-	case IsNotFound(err):
-	case err != nil:
-		return envNames{}, p.apiError("reading namespace "+n.namespace, err)
-	default:
-		l := labelsOf(ns)
-		if l[LabelManagedBy] != managedBy || l[LabelProject] != labelValue(n.project) || l[LabelEnvironment] != labelValue(n.env) {
-			return envNames{}, fmt.Errorf("The namespace %s already exists and does not belong to %s/%s; nothing was changed in it.", n.namespace, n.project, n.env)
+	if err := p.bindStudio(ctx, n); err != nil {
+		return envNames{}, err
+	}
+	if created {
+		// What a deploy's first step applies (PrepareEnvironment), at
+		// once for a namespace made again in a later step.
+		if _, err := p.Client.Apply(ctx, KindNetworkPolicy, networkPolicy(n, p)); err != nil {
+			return envNames{}, p.apiError("applying the NetworkPolicy of namespace "+n.namespace, err)
 		}
 	}
-	if _, err := p.Client.Apply(ctx, KindNamespace, Object{"metadata": Object{"name": n.namespace, "labels": p.labels(n, "")}}); err != nil {
-		return envNames{}, p.apiError("creating namespace "+n.namespace, err)
-	}
-	p.mu.Lock()
-	p.envs[env.ID] = n
-	p.mu.Unlock()
 	return n, nil
+}
+
+// ensureNamespace creates the environment's namespace when there is none
+// (true), or checks that the one there is the environment's: labelled by
+// the Studio for this project, environment and environment id. A
+// namespace is created, never applied: one that appeared since it was
+// found missing is checked again, not taken over.
+func (p *Platform) ensureNamespace(ctx context.Context, n envNames) (bool, error) {
+	for range 3 {
+		ns, err := p.Client.Get(ctx, KindNamespace, "", n.namespace)
+		switch {
+		case IsNotFound(err):
+			_, err := p.Client.Create(ctx, KindNamespace, namespaceObject(n, p))
+			if IsAlreadyExists(err) {
+				continue
+			}
+			if err != nil {
+				return false, p.apiError("creating namespace "+n.namespace, err)
+			}
+			p.Opts.Logger.Info("created namespace", "namespace", n.namespace, "project", n.project, "environment", n.env)
+			return true, nil
+		case err != nil:
+			return false, p.apiError("reading namespace "+n.namespace, err)
+		}
+		if err := checkOwner(ns, n); err != nil {
+			return false, err
+		}
+		if str(ns, "metadata", "deletionTimestamp") != "" {
+			return false, fmt.Errorf("The namespace %s of %s/%s is being deleted; nothing was changed in it. Try again once it is gone.", n.namespace, n.project, n.env)
+		}
+		return false, nil
+	}
+	return false, fmt.Errorf("The namespace %s appeared and disappeared while the Studio created it; nothing was changed in it.", n.namespace)
+}
+
+// checkOwner refuses a namespace that is not the environment's: without the
+// Studio's labels for its project and environment, or made for an earlier
+// environment of the same name (its id label differs).
+func checkOwner(ns Object, n envNames) error {
+	l := labelsOf(ns)
+	if l[LabelManagedBy] != managedBy || l[LabelProject] != labelValue(n.project) || l[LabelEnvironment] != labelValue(n.env) {
+		return fmt.Errorf("The namespace %s already exists and does not belong to %s/%s; nothing was changed in it.", n.namespace, n.project, n.env)
+	}
+	if id, ok := l[LabelEnvironmentID]; ok && id != fmt.Sprint(n.id) {
+		return fmt.Errorf("The namespace %s belongs to an earlier environment named %s/%s, not to this one; nothing was changed in it. A cluster admin deletes it (kubectl delete namespace %s), then deploy again.", n.namespace, n.project, n.env, n.namespace)
+	}
+	return nil
+}
+
+// bindStudio creates the RoleBindings that give the Studio its rights in
+// the namespace (ClusterRole skali-studio-environment, and
+// skali-studio-cert-manager with a cluster issuer), bound to the identity
+// it acts as; one that exists stays. A fresh binding reaches the API
+// server's authorizer after a moment, waited for here.
+func (p *Platform) bindStudio(ctx context.Context, n envNames) error {
+	who, err := p.Client.Identity(ctx)
+	if err != nil {
+		return err
+	}
+	subject := Object{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": who}
+	if rest, ok := strings.CutPrefix(who, "system:serviceaccount:"); ok {
+		if sans, name, ok := strings.Cut(rest, ":"); ok {
+			subject = Object{"kind": "ServiceAccount", "namespace": sans, "name": name}
+		}
+	}
+	fresh := false
+	for _, role := range p.roles() {
+		_, err := p.Client.Create(ctx, KindRoleBinding, Object{
+			"metadata": meta(n, role, "", p),
+			"roleRef":  Object{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+			"subjects": []Object{subject},
+		})
+		switch {
+		case err == nil:
+			fresh = true
+		case IsAlreadyExists(err):
+		default:
+			return p.apiError("binding the Studio to ClusterRole "+role+" in namespace "+n.namespace, err)
+		}
+	}
+	if !fresh {
+		return nil
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := p.Client.Get(ctx, KindSecret, n.namespace, ValuesSecret)
+		if !IsForbidden(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the Studio's RoleBinding in namespace %s did not take effect within 15 s: %w", n.namespace, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// roles are the ClusterRoles the Studio binds itself to in each
+// environment namespace.
+func (p *Platform) roles() []string {
+	r := []string{p.Opts.EnvironmentRole}
+	if p.Opts.ClusterIssuer != "" {
+		r = append(r, p.Opts.CertManagerRole)
+	}
+	return r
 }
 
 func labelsOf(o Object) map[string]string {
@@ -209,11 +336,15 @@ func (p *Platform) SetValues(ctx context.Context, env platform.Env, values map[s
 	if err != nil {
 		return err
 	}
+	return p.writeValues(ctx, n, values)
+}
+
+func (p *Platform) writeValues(ctx context.Context, n envNames, values map[string]string) error {
 	data := Object{}
 	for k, v := range values {
 		data[k] = []byte(v) // JSON encodes []byte as base64, as Secret data is
 	}
-	_, err = p.Client.Apply(ctx, KindSecret, Object{
+	_, err := p.Client.Apply(ctx, KindSecret, Object{
 		"metadata": Object{"name": ValuesSecret, "namespace": n.namespace, "labels": p.labels(n, "")},
 		"type":     "Opaque",
 		"data":     data,
@@ -240,11 +371,17 @@ const annotationValues = "skali.dev/values-version"
 // another process): its resourceVersion ("" when there is none), and the
 // values an application's route domains and aliases name (nil when none
 // names a value).
-func (p *Platform) readValues(ctx context.Context, n envNames, a *compiler.Application) (string, map[string]string, error) {
+func (p *Platform) readValues(ctx context.Context, n envNames, runID int64, a *compiler.Application) (string, map[string]string, error) {
 	sec, err := p.Client.Get(ctx, KindSecret, n.namespace, ValuesSecret)
+	if IsNotFound(err) {
+		// Lost since the deploy wrote it (the namespace made again, the
+		// Secret deleted): written again now from the run's release.
+		if err := p.restoreValues(ctx, n, runID); err != nil {
+			return "", nil, err
+		}
+		sec, err = p.Client.Get(ctx, KindSecret, n.namespace, ValuesSecret)
+	}
 	switch {
-	case IsNotFound(err):
-		return "", map[string]string{}, nil
 	case err != nil:
 		var se *StatusError
 		if errors.As(err, &se) {
@@ -274,6 +411,32 @@ func (p *Platform) readValues(ctx context.Context, n envNames, a *compiler.Appli
 		values[k] = string(b)
 	}
 	return version, values, nil
+}
+
+// restoreValues writes the values Secret again with the values of the
+// release of run runID (0: the environment's unfinished deploy).
+func (p *Platform) restoreValues(ctx context.Context, n envNames, runID int64) error {
+	missing := fmt.Sprintf("the Secret %s/%s of the values is missing", n.namespace, ValuesSecret)
+	if p.DB == nil || p.Vault == nil {
+		return errors.New(missing)
+	}
+	if runID == 0 {
+		id, err := p.DB.UnfinishedDeploy(ctx, n.id)
+		if err != nil {
+			return err
+		}
+		if id == 0 {
+			return errors.New(missing + ", and no deploy is running to write it again")
+		}
+		runID = id
+	}
+	values, err := p.Vault.ResolveReleaseValues(ctx, n.id, runID)
+	if err != nil {
+		return fmt.Errorf("%s, and the values of run %d could not be read to write it again", missing, runID)
+	}
+	defer clear(values)
+	p.Opts.Logger.Info("values Secret missing: written again", "namespace", n.namespace, "run", runID)
+	return p.writeValues(ctx, n, values)
 }
 
 // withValuesVersion marks a Deployment's pod template with the values
@@ -355,6 +518,15 @@ func (p *Platform) Release(ctx context.Context, env platform.Env, app string, cm
 	a, err := p.application(ctx, key.RunID, app)
 	if err != nil {
 		return err
+	}
+	// The Job's pod reads the values Secret: one lost since the deploy
+	// wrote it is written again first.
+	if _, err := p.Client.Get(ctx, KindSecret, n.namespace, ValuesSecret); IsNotFound(err) {
+		if err := p.restoreValues(ctx, n, key.RunID); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return p.apiError("reading the Secret "+n.namespace+"/"+ValuesSecret, err)
 	}
 	name := releaseJobName(app, key)
 	job, err := p.Client.Apply(ctx, KindJob, releaseJob(n, app, name, a, cmd, p, key.RunID, key.Position))
@@ -481,7 +653,7 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 	if err != nil {
 		return err
 	}
-	valuesVersion, values, err := p.readValues(ctx, n, a)
+	valuesVersion, values, err := p.readValues(ctx, n, 0, a)
 	if err != nil {
 		return err
 	}

@@ -8,17 +8,19 @@ import (
 	"time"
 )
 
-// watchHub keeps one watch per kind for the whole process, over every
-// namespace, on the objects the Studio manages, and hands each version of
-// an object to whoever follows it: a deploy of many services costs one
-// request per object it reads, not one watch per run.
+// watchHub keeps one watch per kind and environment namespace, on the
+// objects the Studio manages there, for as long as someone follows one of
+// them, and hands each version of an object to whoever follows it: a
+// deploy of many services costs one request per object it reads, not one
+// watch per object. Watches are per namespace because the Studio may read
+// only its own namespaces (its RoleBinding in each), never the cluster's.
 type watchHub struct {
 	client *Client
 	logger *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex
-	kinds  map[string]*kindWatch
+	kinds  map[string]*kindWatch // "resource namespace" → watch
 }
 
 func newWatchHub(client *Client, logger *slog.Logger) *watchHub {
@@ -27,39 +29,52 @@ func newWatchHub(client *Client, logger *slog.Logger) *watchHub {
 }
 
 type kindWatch struct {
-	mu   sync.Mutex
-	subs map[string]map[chan Object]struct{} // namespace/name → followers
+	mu     sync.Mutex
+	subs   map[string]map[chan Object]struct{} // name ("" for all) → followers
+	users  int                                 // subscriptions, under watchHub.mu
+	cancel context.CancelFunc
 }
 
-func (h *watchHub) kind(k Kind) *kindWatch {
+// acquire returns the namespace's watch of the kind, started when nobody
+// followed it; release ends it with its last follower.
+func (h *watchHub) acquire(k Kind, namespace string) (*kindWatch, func()) {
+	key := k.Resource + " " + namespace
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.kinds == nil {
 		h.kinds = map[string]*kindWatch{}
 	}
-	kw := h.kinds[k.Resource]
+	kw := h.kinds[key]
 	if kw == nil {
-		kw = &kindWatch{subs: map[string]map[chan Object]struct{}{}}
-		h.kinds[k.Resource] = kw
-		go h.run(k, kw)
+		ctx, cancel := context.WithCancel(h.ctx)
+		kw = &kindWatch{subs: map[string]map[chan Object]struct{}{}, cancel: cancel}
+		h.kinds[key] = kw
+		go h.run(ctx, k, namespace, kw)
 	}
-	return kw
+	kw.users++
+	return kw, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if kw.users--; kw.users == 0 {
+			kw.cancel()
+			delete(h.kinds, key)
+		}
+	}
 }
 
-// run watches the kind for as long as the process lives, opening the
-// watch again whenever the API server ends it.
-func (h *watchHub) run(k Kind, kw *kindWatch) {
+// run watches the kind in the namespace until ctx ends, opening the watch
+// again whenever the API server ends it.
+func (h *watchHub) run(ctx context.Context, k Kind, namespace string, kw *kindWatch) {
 	sel := LabelManagedBy + "=" + managedBy
 	wait := 200 * time.Millisecond
 	for {
 		n := 0
-		err := h.client.watchAll(h.ctx, k, sel, func(o Object) {
+		err := h.client.watchAll(ctx, k, namespace, sel, func(o Object) {
 			n++
 			md, _ := o["metadata"].(Object)
-			ns, _ := md["namespace"].(string)
 			name, _ := md["name"].(string)
 			kw.mu.Lock()
-			for _, key := range []string{ns + "/" + name, ns + "/"} {
+			for _, key := range []string{name, ""} {
 				for ch := range kw.subs[key] {
 					select {
 					case ch <- o:
@@ -76,7 +91,7 @@ func (h *watchHub) run(k Kind, kw *kindWatch) {
 			}
 			kw.mu.Unlock()
 		})
-		if h.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
 		if n > 0 {
@@ -85,10 +100,10 @@ func (h *watchHub) run(k Kind, kw *kindWatch) {
 			wait = min(wait*2, 5*time.Second)
 		}
 		if err != nil {
-			h.logger.Warn("kubernetes watch ended", "kind", k.Kind, "error", err, "retry_in", wait)
+			h.logger.Warn("kubernetes watch ended", "kind", k.Kind, "namespace", namespace, "error", err, "retry_in", wait)
 		}
 		select {
-		case <-h.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
@@ -127,21 +142,21 @@ func (h *watchHub) follow(ctx context.Context, k Kind, namespace, name string, s
 // object (of every managed object of the namespace when name is "") each
 // time it changes, until unsubscribe is called.
 func (h *watchHub) subscribe(k Kind, namespace, name string) (ch chan Object, unsubscribe func()) {
-	kw := h.kind(k)
+	kw, release := h.acquire(k, namespace)
 	ch = make(chan Object, 1)
-	key := namespace + "/" + name
 	kw.mu.Lock()
-	if kw.subs[key] == nil {
-		kw.subs[key] = map[chan Object]struct{}{}
+	if kw.subs[name] == nil {
+		kw.subs[name] = map[chan Object]struct{}{}
 	}
-	kw.subs[key][ch] = struct{}{}
+	kw.subs[name][ch] = struct{}{}
 	kw.mu.Unlock()
 	return ch, func() {
 		kw.mu.Lock()
-		delete(kw.subs[key], ch)
-		if len(kw.subs[key]) == 0 {
-			delete(kw.subs, key)
+		delete(kw.subs[name], ch)
+		if len(kw.subs[name]) == 0 {
+			delete(kw.subs, name)
 		}
 		kw.mu.Unlock()
+		release()
 	}
 }
