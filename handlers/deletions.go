@@ -8,6 +8,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/paths"
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -18,10 +19,13 @@ import (
 // which also answers GET, so reloading the page never meets a 405.
 type Deletions struct {
 	*Base
+	// Runs, when its platform holds what environments run (Kubernetes),
+	// makes an environment's delete a run; nil deletes at once.
+	Runs *runs.Service
 }
 
 // NewDeletions returns the deletion handlers.
-func NewDeletions(b *Base) *Deletions { return &Deletions{Base: b} }
+func NewDeletions(b *Base, svc *runs.Service) *Deletions { return &Deletions{Base: b, Runs: svc} }
 
 // EnvironmentDangerZone is the delete-this-environment card for the
 // environment page: nil unless role may delete it; blocked with a sentence
@@ -35,8 +39,26 @@ func (b *Base) EnvironmentDangerZone(ctx context.Context, env *store.Environment
 		return nil, err
 	}
 	z := environmentZone(env)
+	if env.State == store.EnvironmentDeleting {
+		// A delete run in progress, or one that failed: deleting again
+		// retries it.
+		last, err := b.DB.RunsWhere(ctx, env.ID, store.RunFilter{Kind: "delete"}, 1)
+		if err != nil {
+			return nil, err
+		}
+		z.Heading = "Deleting " + env.Name
+		z.Button = "Delete " + env.Name + " again"
+		z.Explain = env.Name + " is being deleted: what it runs on the platform goes first, then its values, members and run history."
+		if len(last) > 0 && (last[0].Status == store.RunFailed || last[0].Status == store.RunCancelled) {
+			z.Explain = fmt.Sprintf("Deleting %s did not finish (run %d %s: %s). Nothing more of it was deleted; it stays marked deleting, and no deploy starts. Delete it again to retry.",
+				env.Name, last[0].ID, last[0].Status, strings.TrimSuffix(last[0].Reason, "."))
+		}
+	}
 	if busy {
 		z.Blocked = "A run of " + env.Name + " is in progress. The environment can be deleted once it has finished."
+		if env.State == store.EnvironmentDeleting {
+			z.Blocked = env.Name + " is being deleted: its delete run is in progress (see its runs)."
+		}
 	}
 	return &z, nil
 }
@@ -88,6 +110,20 @@ func (h *Deletions) DeleteEnvironment(w http.ResponseWriter, r *http.Request) er
 	if strings.TrimSpace(z.Typed) != env.Name {
 		z.Error = fmt.Sprintf("Type the environment's name, %s, exactly. Nothing was deleted.", env.Name)
 		return h.renderEnvironment(w, r, http.StatusUnprocessableEntity, env, z)
+	}
+	if h.Runs != nil && h.Runs.DeletesAsRun() {
+		// What the environment runs on the platform goes first, in a run;
+		// its rows only once that is gone.
+		run, err := h.Runs.StartDelete(r.Context(), ActorOf(r), env)
+		if apperr.CodeOf(err) == apperr.Conflict {
+			z.Blocked = apperr.Message(err)
+			return h.renderEnvironment(w, r, http.StatusConflict, env, z)
+		}
+		if err != nil {
+			return err
+		}
+		h.Flash(r.Context(), "success", fmt.Sprintf("Deleting environment %s of %s (run %d): what it runs on the platform goes first, then its values, members and run history.", env.Name, env.Project, run.ID))
+		return SeeOther(w, r, paths.Project(env.Project))
 	}
 	err = h.DB.DeleteEnvironment(r.Context(), ActorOf(r), env)
 	if apperr.CodeOf(err) == apperr.Conflict {

@@ -182,6 +182,9 @@ func (s *Service) reconcileEnvironment(ctx context.Context, a store.Actor, args 
 	if err != nil {
 		return nil, err
 	}
+	if env.State == store.EnvironmentDeleting {
+		return nil, nil // its domains go with it
+	}
 	certs, err := s.DB.Certificates(ctx, env.ID)
 	if err != nil {
 		return nil, err

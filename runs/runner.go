@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/runs/platform"
@@ -44,6 +45,9 @@ type Runner struct {
 	// 20 s): a run whose executor died shows "executor lost" that long
 	// after its last renewal at most, and is taken over right after.
 	Lease time.Duration
+	// DeleteTimeout bounds a delete run's wait for the platform
+	// (DefaultDeleteTimeout when zero).
+	DeleteTimeout time.Duration
 
 	// stopping: the process is shutting down; executions give their job
 	// back at the next safe point.
@@ -158,6 +162,10 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 		ok, heldUntil, err = r.DB.ClaimRunLease(ctx, runID, owner, r.lease())
 		return err
 	})
+	if apperr.CodeOf(err) == apperr.NotFound {
+		// Gone with its environment (a delete run that finished).
+		return Result{Finished: true}, nil
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -691,6 +699,17 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 			status = store.RunSucceededWithWarnings
 		}
 	}
+	if rc.run.Kind == "delete" && status == store.RunSucceeded {
+		// The platform holds nothing of the environment any more: its rows
+		// go now, this run's with them.
+		if ok, err := r.DB.FinishEnvironmentDeletion(ctx, rc.run.ID, rc.lease); err != nil {
+			return Result{}, err
+		} else if !ok {
+			return Result{}, ErrTakenOver
+		}
+		r.Logger.Info("environment deleted", "environment", rc.env.ID, "run", rc.run.ID)
+		return Result{Finished: true}, nil
+	}
 	det.Summary = summary(rc.run, status, reason, cps, certs)
 	change := store.RunChange{RunID: rc.run.ID, Status: status, Reason: reason, Detail: det}
 	change.EnvironmentState = restoreOutcomeState(rc.run, status, cps)
@@ -951,6 +970,8 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		return ok(), nil
 	case KindSnapshot, KindRetention, KindVerify, KindStop, KindRestore, KindStart:
 		return r.backupStep(ctx, rc, cp, d, fail)
+	case KindDeletePlatform:
+		return r.deletePlatform(ctx, rc, ok, fail)
 	}
 	return fail("unknown checkpoint kind " + cp.Kind), nil
 }

@@ -131,40 +131,134 @@ func (db *DB) VisibleEnvironments(ctx context.Context, u *User, projectID int64)
 // a run that is not finished must not lose the environment under it.
 func (db *DB) DeleteEnvironment(ctx context.Context, a Actor, env *Environment) error {
 	err := db.InTx(ctx, func(tx pgx.Tx) error {
-		var id int64
-		err := tx.QueryRow(ctx, `SELECT id FROM environments WHERE id = $1 FOR UPDATE`, env.ID).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return apperr.Errorf(apperr.NotFound, "Project %q has no environment named %q.", env.Project, env.Name)
-		}
-		if err != nil {
+		if err := lockForDeletion(ctx, tx, env, 0); err != nil {
 			return err
 		}
-		var running int
-		var values int
-		if err := tx.QueryRow(ctx, `
-			SELECT (SELECT count(*) FROM runs WHERE environment_id = $1 AND finished_at IS NULL),
-			       (SELECT count(*) FROM environment_values WHERE environment_id = $1 AND ciphertext IS NOT NULL)`,
-			env.ID).Scan(&running, &values); err != nil {
-			return err
-		}
-		if running > 0 {
-			return apperr.Errorf(apperr.Conflict, "%s/%s cannot be deleted while a run of it is in progress. Wait for it to finish, or cancel it, then delete the environment.", env.Project, env.Name)
-		}
-		// The record goes in first: its environment_id is set to NULL by
-		// the delete below, and the names stay readable in the log.
-		e := a.event("environment.deleted")
-		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, env.Name
-		e.Detail = map[string]any{"values_destroyed": values}
-		if err := auditTx(ctx, tx, e); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM environments WHERE id = $1`, env.ID)
-		return err
+		return deleteEnvironmentTx(ctx, tx, a, env, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("store: delete environment: %w", err)
 	}
 	return nil
+}
+
+// EnvironmentDeleting is the state of an environment whose delete run has
+// not finished, or failed: what it runs on the platform goes first, its
+// rows only after. No other run of it starts.
+const EnvironmentDeleting = "deleting"
+
+// lockForDeletion locks the environment's row and refuses while a run of
+// it other than exceptRun is unfinished.
+func lockForDeletion(ctx context.Context, tx pgx.Tx, env *Environment, exceptRun int64) error {
+	var id int64
+	err := tx.QueryRow(ctx, `SELECT id FROM environments WHERE id = $1 FOR UPDATE`, env.ID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return apperr.Errorf(apperr.NotFound, "Project %q has no environment named %q.", env.Project, env.Name)
+	}
+	if err != nil {
+		return err
+	}
+	var kind string
+	err = tx.QueryRow(ctx, `SELECT kind FROM runs WHERE environment_id = $1 AND finished_at IS NULL AND id <> $2 ORDER BY id LIMIT 1`,
+		env.ID, exceptRun).Scan(&kind)
+	switch {
+	case err == nil && kind == "delete":
+		return apperr.Errorf(apperr.Conflict, "%s/%s is being deleted already. Its delete run is in progress.", env.Project, env.Name)
+	case err == nil:
+		return apperr.Errorf(apperr.Conflict, "%s/%s cannot be deleted while a run of it is in progress. Wait for it to finish, or cancel it, then delete the environment.", env.Project, env.Name)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return err
+	}
+	return nil
+}
+
+// deleteEnvironmentTx deletes the environment's rows (its values,
+// memberships, runs and what cascades from them), with the audit record
+// environment.deleted; run, when set, is the delete run that got there.
+func deleteEnvironmentTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environment, run *int64) error {
+	var values int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM environment_values WHERE environment_id = $1 AND ciphertext IS NOT NULL`,
+		env.ID).Scan(&values); err != nil {
+		return err
+	}
+	// The record goes in first: its environment_id is set to NULL by
+	// the delete below, and the names stay readable in the log.
+	e := a.event("environment.deleted")
+	e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, env.Name
+	e.Detail = map[string]any{"values_destroyed": values}
+	if run != nil {
+		e.Detail["run"] = *run
+	}
+	if err := auditTx(ctx, tx, e); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM environments WHERE id = $1`, env.ID)
+	return err
+}
+
+// StartEnvironmentDeletion marks the environment deleting and creates its
+// delete run nr (kind "delete"), in one transaction, with the audit record
+// environment.deletion_started: refused while another run of it is
+// unfinished (its delete run too). After a delete run failed, a second
+// call retries with a new run.
+func (db *DB) StartEnvironmentDeletion(ctx context.Context, a Actor, env *Environment, nr NewRun) (*Run, error) {
+	var id int64
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		if err := lockForDeletion(ctx, tx, env, 0); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE environments SET state = $2 WHERE id = $1`, env.ID, EnvironmentDeleting); err != nil {
+			return err
+		}
+		nr.Kind = "delete"
+		nr.AuditAction = "environment.deletion_started"
+		var err error
+		id, err = db.createRunTx(ctx, tx, a, env, nr)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: start environment deletion: %w", err)
+	}
+	return db.RunByID(ctx, id)
+}
+
+// FinishEnvironmentDeletion deletes the rows of the environment of the
+// delete run runID once the platform no longer holds anything of it, with
+// the run itself (it cascades), in one transaction; the audit record
+// environment.deleted names the run's creator. Only the lease's holder
+// may (false otherwise: another process took the run over).
+func (db *DB) FinishEnvironmentDeletion(ctx context.Context, runID int64, lease string) (bool, error) {
+	ok := false
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		var env Environment
+		var creator *int64
+		err := tx.QueryRow(ctx, `
+			SELECT e.id, e.name, p.name, r.created_by FROM runs r
+			JOIN environments e ON e.id = r.environment_id JOIN projects p ON p.id = e.project_id
+			WHERE r.id = $1 AND r.kind = 'delete' AND r.finished_at IS NULL AND r.lease_owner = $2
+			FOR UPDATE OF e, r`, runID, lease).Scan(&env.ID, &env.Name, &env.Project, &creator)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := lockForDeletion(ctx, tx, &env, runID); err != nil {
+			return err
+		}
+		var a Actor
+		if creator != nil {
+			if a.User, err = scanUser(tx.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, *creator)); err != nil {
+				return err
+			}
+		}
+		ok = true
+		return deleteEnvironmentTx(ctx, tx, a, &env, &runID)
+	})
+	if err != nil {
+		return false, fmt.Errorf("store: finish environment deletion: %w", err)
+	}
+	return ok, nil
 }
 
 // RunInProgress reports whether a run of the environment has not finished.

@@ -151,8 +151,16 @@ func (db *DB) CreateRun(ctx context.Context, a Actor, env *Environment, nr NewRu
 func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environment, nr NewRun) (int64, error) {
 	var id int64
 	err := func() error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM environments WHERE id = $1 FOR UPDATE`, env.ID); err != nil {
+		var state string
+		if err := tx.QueryRow(ctx, `SELECT state FROM environments WHERE id = $1 FOR UPDATE`, env.ID).Scan(&state); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return apperr.Errorf(apperr.NotFound, "Project %q has no environment named %q.", env.Project, env.Name)
+			}
 			return err
+		}
+		// A deleting environment starts no run but its delete runs.
+		if state == EnvironmentDeleting && nr.Kind != "delete" {
+			return apperr.Errorf(apperr.Conflict, "%s/%s is being deleted: no run of it starts.", env.Project, env.Name)
 		}
 		if nr.ExclusiveDeploy {
 			// Under the environment's lock: a deploy or restore created

@@ -287,7 +287,7 @@ func (a *app) routes(https bool) http.Handler {
 
 			// Revision pages, deletions with typed confirmation, and the
 			// confirmation page of removing a member.
-			deletions := handlers.NewDeletions(a.base)
+			deletions := handlers.NewDeletions(a.base, a.deps.Runs)
 			r.Get("/projects/{project}/revisions/{n}", a.handle(projects.ShowRevisionPage))
 			r.Get("/projects/{project}/delete", a.handle(deletions.ShowDeleteProjectPage))
 			r.Post("/projects/{project}/delete", a.handle(deletions.DeleteProject))
