@@ -238,7 +238,7 @@ applications:
 	}
 	for name, manifest := range map[string]string{
 		"an application without limits": "name: shop\napplications:\n  web:\n    image: registry.local/web:1\n    resources:\n      limits:\n        memory: 256MB\n  worker:\n    image: registry.local/worker:1\n",
-		"a database":                     "name: shop\napplications:\n  web:\n    image: registry.local/web:1\n    resources:\n      limits:\n        memory: 256MB\ndatabases:\n  data:\n    engine: postgres\n    version: 17\n",
+		"a database":                    "name: shop\napplications:\n  web:\n    image: registry.local/web:1\n    resources:\n      limits:\n        memory: 256MB\ndatabases:\n  data:\n    engine: postgres\n    version: 17\n",
 	} {
 		if q := resourceQuota(n, compiled(t, manifest), p); q != nil {
 			t.Errorf("with %s: quota %v, want none", name, q["spec"])
