@@ -66,10 +66,11 @@ func asStudio(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("applying deploy/kubernetes: %v: %s", err, out)
 	}
-	// The API server's authorizer learns new rules a moment later.
+	// The API server's authorizer learns new rules a moment later. The
+	// Studio binds cert-manager's role in each namespace it creates.
 	eventually(t, "the Studio's role to take effect", func() bool {
 		return exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "auth", "can-i", "--as", studioAccount,
-			"patch", "certificates.cert-manager.io", "--subresource", "status").Run() == nil
+			"bind", "clusterroles.rbac.authorization.k8s.io/"+kubernetes.DefaultCertManagerRole).Run() == nil
 	})
 	return studioAccount
 }

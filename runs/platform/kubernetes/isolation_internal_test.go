@@ -162,6 +162,11 @@ func TestNamespaceCarriesTheStudiosAndPodSecurityLabels(t *testing.T) {
 			t.Errorf("%s/%s (id %d) accepted the namespace of shop/production (id 7)", other.project, other.env, other.id)
 		}
 	}
+	// Made by someone else with the Studio's labels but no id: not adopted.
+	delete(ns["metadata"].(Object)["labels"].(Object), LabelEnvironmentID)
+	if err := checkOwner(ns, envNames{project: "shop", env: "production", id: 7}); err == nil {
+		t.Errorf("a namespace without the environment id label was adopted")
+	}
 }
 
 // TestNetworkPolicyAdmitsTheNamespaceAndTheGatewaysOnly: ingress to every

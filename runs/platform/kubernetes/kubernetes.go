@@ -214,14 +214,19 @@ func (p *Platform) ensureNamespace(ctx context.Context, n envNames) (bool, error
 }
 
 // checkOwner refuses a namespace that is not the environment's: without the
-// Studio's labels for its project and environment, or made for an earlier
-// environment of the same name (its id label differs).
+// Studio's labels for its project, environment and environment id (one
+// made for an earlier environment of the same name has another id; one
+// made by someone else, none).
 func checkOwner(ns Object, n envNames) error {
 	l := labelsOf(ns)
 	if l[LabelManagedBy] != managedBy || l[LabelProject] != labelValue(n.project) || l[LabelEnvironment] != labelValue(n.env) {
 		return fmt.Errorf("The namespace %s already exists and does not belong to %s/%s; nothing was changed in it.", n.namespace, n.project, n.env)
 	}
-	if id, ok := l[LabelEnvironmentID]; ok && id != fmt.Sprint(n.id) {
+	switch id, ok := l[LabelEnvironmentID]; {
+	case !ok:
+		return fmt.Errorf("The namespace %s carries the labels of %s/%s but not %s=%d: the Studio did not create it for this environment (or an earlier version of the Studio did); nothing was changed in it. If it is this environment's, a cluster admin labels it: kubectl label namespace %s %s=%d.",
+			n.namespace, n.project, n.env, LabelEnvironmentID, n.id, n.namespace, LabelEnvironmentID, n.id)
+	case id != fmt.Sprint(n.id):
 		return fmt.Errorf("The namespace %s belongs to an earlier environment named %s/%s, not to this one; nothing was changed in it. A cluster admin deletes it (kubectl delete namespace %s), then deploy again.", n.namespace, n.project, n.env, n.namespace)
 	}
 	return nil

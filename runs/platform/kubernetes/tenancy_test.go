@@ -1,0 +1,258 @@
+package kubernetes_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform/kubernetes"
+	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
+	"github.com/skali-dev/studio/store"
+)
+
+
+// asStudioAccount applies deploy/kubernetes and returns a fixture whose
+// driver acts as the Studio's service account.
+func asStudioAccount(t *testing.T, manifest, envName string, values map[string]string) *fixture {
+	t.Helper()
+	cluster := clustertest.Start(t)
+	if cluster.Kubectl == "" {
+		t.Skip("no kubectl beside the cluster's kubeconfig")
+	}
+	if out, err := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "apply", "--server-side",
+		"-f", "../../../deploy/kubernetes/studio.yaml").CombinedOutput(); err != nil {
+		t.Fatalf("applying deploy/kubernetes: %v: %s", err, out)
+	}
+	return newFixtureAs(t, studioAccount, manifest, envName, values)
+}
+
+// waitGone waits until the API server no longer has the namespace.
+func (f *fixture) waitGone(ns string) {
+	f.t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		_, err := f.client.Get(f.ctx, kubernetes.KindNamespace, "", ns)
+		if kubernetes.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("namespace %s still there after 2 minutes (%v)", ns, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// executeAll runs the run until it ends.
+func (f *fixture) executeAll(runID int64) {
+	f.t.Helper()
+	if err := <-f.execute(runID); err != nil {
+		f.t.Fatalf("execute run %d: %v", runID, err)
+	}
+}
+
+// TestNamespaceDeletedIsMadeAgainInTheSameStep: the Studio remembers
+// nothing of a namespace between steps. Deleted between two deploys
+// (kubectl delete namespace), the next deploy makes it again, fresh, with
+// the Studio's RoleBinding, NetworkPolicy and values, and succeeds; deleted
+// in the middle of a deploy (the process stopped mid-rollout, the namespace
+// deleted, the run resumed), the resumed rollout makes it again with the
+// values Secret of the run's release, and succeeds. All as the Studio's
+// service account.
+func TestNamespaceDeletedIsMadeAgainInTheSameStep(t *testing.T) {
+	f := asStudioAccount(t, rollingManifest, "remade", map[string]string{"SESSION_SECRET": secretValue})
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
+	}
+	first := str(f.get(kubernetes.KindNamespace, f.ns), "metadata", "uid")
+	if err := f.client.Delete(f.ctx, kubernetes.KindNamespace, "", f.ns); err != nil {
+		t.Fatal(err)
+	}
+	f.waitGone(f.ns)
+	if run := f.deploy(runs.DeployRequest{Redeploy: true}); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy after the namespace was deleted: %s: %s", run.Status, run.Reason)
+	}
+	ns, err := f.client.Get(f.ctx, kubernetes.KindNamespace, "", f.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if str(ns, "metadata", "uid") == first {
+		t.Fatalf("the namespace was not made again")
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, k := range []struct {
+			kind kubernetes.Kind
+			name string
+		}{{kubernetes.KindRoleBinding, kubernetes.DefaultEnvironmentRole}, {kubernetes.KindNetworkPolicy, kubernetes.NetworkPolicyName}, {kubernetes.KindDeployment, "web"}} {
+			if _, err := f.client.Get(f.ctx, k.kind, f.ns, k.name); err != nil {
+				t.Errorf("%s: %s %s: %v", when, k.kind.Kind, k.name, err)
+			}
+		}
+		if got := str(f.get(kubernetes.KindSecret, kubernetes.ValuesSecret), "data", "SESSION_SECRET"); got != base64.StdEncoding.EncodeToString([]byte(secretValue)) {
+			t.Errorf("%s: the values Secret does not hold the environment's value", when)
+		}
+	}
+	check("made again by the next deploy")
+
+	// Mid-deploy: stopped once the new revision's pods run (the values
+	// Secret written by the run's first step), the namespace deleted,
+	// then resumed by a new process.
+	f.svc.Runner.Lease = 2 * time.Second
+	f.annotate("web", "rollout", map[string]string{"testcluster.skali.dev/never-ready": "true"})
+	f.addRevision(strings.Replace(rollingManifest, "web:1", "web:2", 1))
+	env, err := f.db.EnvironmentByID(f.ctx, f.env.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := f.svc.StartDeploy(f.ctx, store.Actor{}, env, runs.DeployRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	go func() {
+		defer cancel()
+		for ctx.Err() == nil {
+			pods, _ := f.client.List(ctx, kubernetes.KindPod, f.ns, kubernetes.LabelComponent+"=application")
+			n := 0
+			for _, p := range pods {
+				if strings.HasSuffix(str(p, "spec", "containers", 0, "image"), "web:2") && str(p, "status", "phase") == "Running" {
+					n++
+				}
+			}
+			if n > 0 {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	_, _ = f.svc.Runner.Execute(ctx, run.ID)
+	if r, _ := f.db.RunByID(f.ctx, run.ID); store.RunFinished(r.Status) {
+		t.Fatalf("the run ended (%s: %s) before it was stopped", r.Status, r.Reason)
+	}
+	if err := f.client.Delete(f.ctx, kubernetes.KindNamespace, "", f.ns); err != nil {
+		t.Fatal(err)
+	}
+	f.waitGone(f.ns)
+	f.annotate("web", "rollout", nil)
+	f.platform.Close()
+	f.platform = kubernetes.New(f.platform.Client, f.db, f.vault, f.platform.Local, f.platform.Opts)
+	t.Cleanup(f.platform.Close)
+	f.svc = runs.NewService(f.db, f.vault, f.platform, time.Now, slog.New(slog.NewTextHandler(f.logs, nil)))
+	f.svc.Runner.Lease = 2 * time.Second
+	f.executeAll(run.ID)
+	if r, _ := f.db.RunByID(f.ctx, run.ID); r.Status != store.RunSucceeded {
+		t.Fatalf("the resumed deploy after its namespace was deleted: %s: %s", r.Status, r.Reason)
+	}
+	check("made again by the resumed rollout")
+	if !strings.Contains(f.logs.String(), "values Secret missing: written again") {
+		t.Errorf("the resumed rollout did not write the lost values Secret again itself (the log says nothing of it)")
+	}
+	if img := str(f.get(kubernetes.KindDeployment, "web"), "spec", "template", "spec", "containers", 0, "image"); img != "registry.local/web:2" {
+		t.Errorf("after the resumed deploy web runs %s, want registry.local/web:2", img)
+	}
+	f.checkNoPlaintext()
+}
+
+// TestDeletingAnEnvironmentDeletesItsNamespaceFirst: the delete run (as the
+// Studio's service account) deletes the namespace and waits until it is
+// gone; while it cannot (a finalizer holds the namespace), the run fails
+// with the reason, the environment stays deleting with every row, and no
+// deploy starts; deleting again retries, and the rows go only after the
+// namespace. An environment created later with the same name gets a
+// fresh namespace of its own.
+func TestDeletingAnEnvironmentDeletesItsNamespaceFirst(t *testing.T) {
+	f := asStudioAccount(t, rollingManifest, "deleted", map[string]string{"SESSION_SECRET": secretValue})
+	cluster := clustertest.Start(t)
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy %s: %s", run.Status, run.Reason)
+	}
+	if !f.svc.DeletesAsRun() {
+		t.Fatal("on Kubernetes deleting an environment is not a run")
+	}
+	old := f.get(kubernetes.KindNamespace, f.ns)
+	hold := func(on bool) {
+		t.Helper()
+		patch := `{"metadata":{"finalizers":["skali.dev/test-hold"]}}`
+		if !on {
+			patch = `{"metadata":{"finalizers":null}}`
+		}
+		if out, err := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "patch", "namespace", f.ns, "--type=merge", "-p", patch).CombinedOutput(); err != nil {
+			t.Fatalf("kubectl patch namespace: %v: %s", err, out)
+		}
+	}
+	hold(true)
+	f.svc.Runner.DeleteTimeout = 3 * time.Second
+	env, err := f.db.EnvironmentByID(f.ctx, f.env.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := f.svc.StartDelete(f.ctx, store.Actor{}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env, err = f.db.EnvironmentByID(f.ctx, f.env.ID); err != nil || env.State != store.EnvironmentDeleting {
+		t.Fatalf("after the delete started: %v, %v; want deleting", env, err)
+	}
+	var refusal *runs.DeployRefusal
+	if _, err := f.svc.StartDeploy(f.ctx, store.Actor{}, env, runs.DeployRequest{Redeploy: true}); !errors.As(err, &refusal) {
+		t.Fatalf("a deploy while deleting: %v, want refused", err)
+	}
+	f.executeAll(run.ID)
+	r, err := f.db.RunByID(f.ctx, run.ID)
+	if err != nil {
+		t.Fatalf("the failed delete run is gone: %v", err)
+	}
+	if r.Status != store.RunFailed || !strings.Contains(r.Reason, "was not gone within 3s") {
+		t.Fatalf("the delete held by a finalizer: %s: %s, want failed, not gone within 3s", r.Status, r.Reason)
+	}
+	if env, err = f.db.EnvironmentByID(f.ctx, f.env.ID); err != nil || env.State != store.EnvironmentDeleting {
+		t.Fatalf("after the failed delete: %v, %v; want the environment still there, deleting", env, err)
+	}
+	if stored, err := f.db.StoredValues(f.ctx, f.env.ID); err != nil || len(stored) != 1 {
+		t.Fatalf("after the failed delete %d values stored (%v), want the environment's one", len(stored), err)
+	}
+	if _, err := f.svc.StartDeploy(f.ctx, store.Actor{}, env, runs.DeployRequest{Redeploy: true}); !errors.As(err, &refusal) {
+		t.Fatalf("a deploy after the failed delete: %v, want refused", err)
+	}
+
+	hold(false)
+	f.svc.Runner.DeleteTimeout = 0
+	retry, err := f.svc.StartDelete(f.ctx, store.Actor{}, env)
+	if err != nil {
+		t.Fatalf("deleting again: %v", err)
+	}
+	f.executeAll(retry.ID)
+	if _, err := f.client.Get(f.ctx, kubernetes.KindNamespace, "", f.ns); !kubernetes.IsNotFound(err) {
+		t.Fatalf("after the delete run the namespace is there (%v)", err)
+	}
+	if _, err := f.db.EnvironmentByID(f.ctx, f.env.ID); apperr.CodeOf(err) != apperr.NotFound {
+		t.Fatalf("after the delete run the environment: %v, want gone", err)
+	}
+	var runsLeft int
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT count(*) FROM runs WHERE environment_id = $1`, f.env.ID).Scan(&runsLeft); err != nil || runsLeft != 0 {
+		t.Fatalf("%d runs of the deleted environment remain (%v)", runsLeft, err)
+	}
+
+	// The same name again: a new environment, a fresh namespace.
+	if f.env, err = f.db.CreateEnvironment(f.ctx, store.Actor{}, f.project.ID, "deleted"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.vault.SetValue(f.ctx, store.Actor{}, f.env, "SESSION_SECRET", "another-"+secretValue); err != nil {
+		t.Fatal(err)
+	}
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy of the new environment of the same name: %s: %s", run.Status, run.Reason)
+	}
+	ns := f.get(kubernetes.KindNamespace, f.ns)
+	if str(ns, "metadata", "uid") == str(old, "metadata", "uid") || str(ns, "metadata", "labels", kubernetes.LabelEnvironmentID) != fmt.Sprint(f.env.ID) {
+		t.Fatalf("the new environment's namespace: uid %s (old %s), environment id label %s (want %d)", str(ns, "metadata", "uid"),
+			str(old, "metadata", "uid"), str(ns, "metadata", "labels", kubernetes.LabelEnvironmentID), f.env.ID)
+	}
+}
