@@ -18,7 +18,6 @@ import (
 	"github.com/skali-dev/studio/store"
 )
 
-
 // asStudioAccount applies deploy/kubernetes and returns a fixture whose
 // driver acts as the Studio's service account.
 func asStudioAccount(t *testing.T, manifest, envName string, values map[string]string) *fixture {
