@@ -8,10 +8,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -29,15 +32,24 @@ const studioManifests = "../../deploy/kubernetes/studio.yaml"
 type rbacRule struct {
 	Role      string
 	Namespace string // "" for a ClusterRole: every namespace
-	Groups    []string
-	Resources []string
-	Verbs     []string
-	Names     []string
+	// PerNamespace marks the rules of a ClusterRole that no
+	// ClusterRoleBinding of the manifests binds: the Studio binds it
+	// itself (a RoleBinding) in each namespace it creates, so it grants
+	// only in the namespaces In (those the Studio created).
+	PerNamespace bool
+	In           map[string]bool
+	Groups       []string
+	Resources    []string
+	Verbs        []string
+	Names        []string
 }
 
 // allows reports whether the rule authorizes req.
 func (r rbacRule) allows(req clustertest.Request) bool {
 	if r.Namespace != "" && req.Namespace != r.Namespace {
+		return false
+	}
+	if r.PerNamespace && (req.Namespace == "" || !r.In[req.Namespace] || req.Resource == "namespaces") {
 		return false
 	}
 	if !slices.Contains(r.Verbs, req.Verb) || !slices.Contains(r.Groups, req.Group) || !slices.Contains(r.Resources, req.Resource) {
@@ -54,6 +66,9 @@ func (r rbacRule) String() string {
 	if r.Namespace != "" {
 		s += " in namespace " + r.Namespace
 	}
+	if r.PerNamespace {
+		s += " in the namespaces the Studio creates"
+	}
 	return s
 }
 
@@ -69,7 +84,8 @@ func (r rbacRule) units() []rbacRule {
 		for _, g := range r.Groups {
 			for _, res := range r.Resources {
 				for _, n := range names {
-					u := rbacRule{Role: r.Role, Namespace: r.Namespace, Verbs: []string{v}, Groups: []string{g}, Resources: []string{res}}
+					u := rbacRule{Role: r.Role, Namespace: r.Namespace, PerNamespace: r.PerNamespace, In: r.In,
+						Verbs: []string{v}, Groups: []string{g}, Resources: []string{res}}
 					if n != "" {
 						u.Names = []string{n}
 					}
@@ -96,10 +112,12 @@ func parseRoles(t *testing.T, data []byte) []rbacRule {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var out []rbacRule
 	roles := 0
+	clusterBound := map[string]bool{}
 	for {
 		var doc struct {
 			Kind     string
 			Metadata struct{ Name, Namespace string }
+			RoleRef  struct{ Kind, Name string } `yaml:"roleRef"`
 			Rules    []struct {
 				APIGroups     []string `yaml:"apiGroups"`
 				Resources     []string
@@ -111,6 +129,9 @@ func parseRoles(t *testing.T, data []byte) []rbacRule {
 			break
 		} else if err != nil {
 			t.Fatalf("%s: %v", studioManifests, err)
+		}
+		if doc.Kind == "ClusterRoleBinding" && doc.RoleRef.Kind == "ClusterRole" {
+			clusterBound[doc.RoleRef.Name] = true
 		}
 		if doc.Kind != "ClusterRole" && doc.Kind != "Role" {
 			continue
@@ -128,8 +149,19 @@ func parseRoles(t *testing.T, data []byte) []rbacRule {
 					t.Errorf("the %s %s grants a wildcard (%v %v/%v): least privilege names each", doc.Kind, doc.Metadata.Name, r.Verbs, r.APIGroups, r.Resources)
 				}
 			}
+			if slices.Contains(r.Verbs, "escalate") {
+				t.Errorf("the %s %s grants escalate: the Studio never needs more than it holds", doc.Kind, doc.Metadata.Name)
+			}
+			if slices.Contains(r.Verbs, "bind") && len(r.ResourceNames) == 0 {
+				t.Errorf("the %s %s grants bind on every role of %v/%v: name the one it binds", doc.Kind, doc.Metadata.Name, r.APIGroups, r.Resources)
+			}
 			out = append(out, rbacRule{Role: doc.Kind + " " + doc.Metadata.Name, Namespace: ns,
 				Groups: r.APIGroups, Resources: r.Resources, Verbs: r.Verbs, Names: r.ResourceNames})
+		}
+	}
+	for i := range out {
+		if name, ok := strings.CutPrefix(out[i].Role, "ClusterRole "); ok && !clusterBound[name] {
+			out[i].PerNamespace = true
 		}
 	}
 	if roles == 0 {
@@ -141,6 +173,11 @@ func parseRoles(t *testing.T, data []byte) []rbacRule {
 // checkGrants says which request no rule allows (a verb missing) and which
 // verb, resource or name of a rule no request used (one unused).
 func checkGrants(rules []rbacRule, reqs []clustertest.Request) (missing, unused []string) {
+	created := createdNamespaces(reqs)
+	rules = slices.Clone(rules)
+	for i := range rules {
+		rules[i].In = created
+	}
 	var used []clustertest.Request
 	for _, r := range reqs {
 		if r.Path != "" || r.Status == http.StatusForbidden {
@@ -151,6 +188,11 @@ func checkGrants(rules []rbacRule, reqs []clustertest.Request) (missing, unused 
 			c := r
 			c.Verb = "create"
 			used = append(used, c)
+		}
+		// Creating a RoleBinding is authorized as bind on its role too
+		// (before the object is stored: a 409 was authorized as well).
+		if r.Verb == "create" && r.Resource == "rolebindings" && r.RoleRef != "" && (r.Status == http.StatusCreated || r.Status == http.StatusConflict) {
+			used = append(used, clustertest.Request{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: r.RoleRef, Status: r.Status})
 		}
 	}
 	seen := map[string]bool{}
@@ -177,6 +219,17 @@ func checkGrants(rules []rbacRule, reqs []clustertest.Request) (missing, unused 
 	return missing, unused
 }
 
+// createdNamespaces are the namespaces the requests created.
+func createdNamespaces(reqs []clustertest.Request) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range reqs {
+		if r.Verb == "create" && r.Resource == "namespaces" && r.Group == "" && r.Status == http.StatusCreated {
+			out[r.Created] = true
+		}
+	}
+	return out
+}
+
 // TestStudioManifestsRBACComparisonIsExact checks the comparison the
 // cluster test below relies on, as the API server's RBAC authorizer
 // decides: a rule with resourceNames allows only those names (and no list
@@ -197,7 +250,25 @@ rules:
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [get, list]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [clusterroles]
+  resourceNames: [e]
+  verbs: [bind]
+---
+kind: ClusterRoleBinding
+metadata: {name: c}
+roleRef: {kind: ClusterRole, name: c}
+---
+kind: ClusterRole
+metadata: {name: e}
+rules:
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [create]
 `))
+	for i := range rules {
+		rules[i].In = map[string]bool{"made": true}
+	}
 	req := func(verb, group, resource, ns, name string) clustertest.Request {
 		return clustertest.Request{Verb: verb, Group: group, Resource: resource, Namespace: ns, Name: name, Status: 200}
 	}
@@ -213,6 +284,12 @@ rules:
 		{req("get", "apps", "deployments", "elsewhere", "web"), true},
 		{req("list", "apps", "deployments", "", ""), true},
 		{req("get", "", "deployments", "team", "web"), false},
+		// e is bound by the Studio only in the namespaces it made.
+		{req("create", "batch", "jobs", "made", ""), true},
+		{req("create", "batch", "jobs", "team", ""), false},
+		{req("create", "batch", "jobs", "", ""), false},
+		{req("bind", "rbac.authorization.k8s.io", "clusterroles", "", "e"), true},
+		{req("bind", "rbac.authorization.k8s.io", "clusterroles", "", "c"), false},
 	} {
 		allowed := slices.ContainsFunc(rules, func(r rbacRule) bool { return r.allows(c.req) })
 		if allowed != c.want {
@@ -224,18 +301,30 @@ rules:
 		req("get", "apps", "deployments", "a", "web"),
 		req("get", "", "secrets", "team", "other"),
 		{Verb: "patch", Resource: "secrets", Namespace: "team", Name: "values", Status: http.StatusCreated},
+		// A namespace made, a job created in it and one in another.
+		{Verb: "create", Resource: "namespaces", Created: "made", Status: http.StatusCreated},
+		{Verb: "create", Group: "batch", Resource: "jobs", Namespace: "made", Status: http.StatusCreated},
+		{Verb: "create", Group: "batch", Resource: "jobs", Namespace: "team", Status: http.StatusCreated},
 	})
-	if fmt.Sprint(missing) != "[create core/secrets team/values get core/secrets team/other patch core/secrets team/values]" {
+	if fmt.Sprint(missing) != "[create batch/jobs team/ create core/namespaces / create core/secrets team/values get core/secrets team/other patch core/secrets team/values]" {
 		t.Errorf("missing %q", missing)
 	}
-	if fmt.Sprint(unused) != "[ClusterRole c: [list] [apps]/[deployments]]" {
+	if fmt.Sprint(unused) != "[ClusterRole c: [list] [apps]/[deployments] ClusterRole c: [bind] [rbac.authorization.k8s.io]/[clusterroles] named [e]]" {
 		t.Errorf("unused %q", unused)
+	}
+	// Creating a RoleBinding of e is authorized as bind on e.
+	_, unused = checkGrants(rules, []clustertest.Request{
+		req("list", "apps", "deployments", "", ""), req("get", "apps", "deployments", "a", "web"),
+		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Namespace: "made", RoleRef: "e", Status: http.StatusCreated},
+	})
+	if slices.ContainsFunc(unused, func(u string) bool { return strings.Contains(u, "bind") }) {
+		t.Errorf("the bind a RoleBinding's create used is reported unused: %q", unused)
 	}
 }
 
 // The manifests of the Studio's own scenarios below: the production
 // example (every kind the driver applies but volume claims), a release Job
-// that fails (its pod's exit is read), and a release interrupted by SIGKILL
+// that fails (its pod's exit is read; its limits make a ResourceQuota), and a release interrupted by SIGKILL
 // (the resumed run finds its Job) of an application with a volume. Image tags starting with "fail" and "slow" are the
 // test cluster's stages: a pod that exits with code 1, and pods that take
 // 3 to 5 s to become ready.
@@ -243,6 +332,10 @@ const failingReleaseManifest = `name: failing
 applications:
   web:
     image: registry.local/web:fail-1
+    resources:
+      limits:
+        cpu: 0.5
+        memory: 256MB
     deployment:
       releaseCommand:
         command: ["/app/migrate"]
@@ -408,6 +501,7 @@ func TestStudioManifestsRunOnTheClusterAndGrantExactlyWhatTheStudioCalls(t *test
 	if !strings.HasSuffix(field(env["STUDIO_ADDR"], "value"), ":8080") {
 		t.Errorf("STUDIO_ADDR %v, want the container port 8080", env["STUDIO_ADDR"])
 	}
+	checkGraceOutlastsShutdown(t, field(pod, "spec", "terminationGracePeriodSeconds"), field(env["STUDIO_SHUTDOWN_TIMEOUT"], "value"))
 	svc := kubeObject(t, cluster, "-n", "skali-studio", "service", "skali-studio")
 	if field(svc, "spec", "ports", 0, "targetPort") != "http" {
 		t.Errorf("the Service targets %s, want the Studio's port http", field(svc, "spec", "ports", 0, "targetPort"))
@@ -478,6 +572,7 @@ spec:
 	if status, reason := runOutcome(t, db, run); status != store.RunSucceeded && status != store.RunSucceededWithWarnings {
 		t.Fatalf("the project to prune, first deploy: %s: %s", status, reason)
 	}
+	prunedFirst := run
 	run = deployConfirmed(t, studio, client, db, "pruned", prunedAfter)
 	waitForRunEnd(t, db, run)
 	if status, reason := runOutcome(t, db, run); status != store.RunSucceeded && status != store.RunSucceededWithWarnings {
@@ -498,6 +593,25 @@ spec:
 	}
 	if slot := field(kubeObject(t, cluster, "-n", "pruned-production", "service", "web"), "spec", "selector", "skali.dev/slot"); slot != "green" {
 		t.Errorf("after the second deploy web's Service selects slot %q, want green", slot)
+	}
+	// A rollback to the first deploy brings the worker back.
+	run = rollBack(t, studio, client, db, "pruned", prunedFirst)
+	waitForRunEnd(t, db, run)
+	if status, reason := runOutcome(t, db, run); status != store.RunSucceeded && status != store.RunSucceededWithWarnings {
+		t.Fatalf("the rollback: %s: %s", status, reason)
+	}
+	if len(kubeItems(t, cluster, "-n", "pruned-production", "deployments", "-l", "skali.dev/service=worker")) == 0 {
+		t.Errorf("after the rollback the worker's Deployment is missing")
+	}
+	// Deleting the environment deletes its namespace first, its rows then.
+	postForm(t, client, studio.addr+"/projects/pruned/environments/production/delete", "confirm=production")
+	waitFor(t, func() bool {
+		var n int
+		db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM environments e JOIN projects p ON p.id = e.project_id WHERE p.name = 'pruned'`).Scan(&n)
+		return n == 0
+	})
+	if ns := kubeObject(t, cluster, "namespace", "pruned-production"); ns != nil {
+		t.Errorf("the deleted environment's rows went before its namespace (%s)", field(ns, "status", "phase"))
 	}
 	run = deployNewest(t, studio, client, db, "failing")
 	waitForRunEnd(t, db, run)
@@ -525,6 +639,19 @@ spec:
 			t.Errorf("the API server refused the Studio's request %s: the ClusterRole lacks it", r)
 		}
 	}
+	// It acted in no namespace but those it created.
+	created := createdNamespaces(reqs)
+	for _, r := range reqs {
+		if r.Namespace != "" && r.Resource != "namespaces" && !created[r.Namespace] {
+			t.Errorf("the Studio called %s in a namespace it did not create", r)
+		}
+	}
+	for _, ns := range []string{"team-wiki-production", "failing-production", "slowrelease-production", "pruned-production"} {
+		if !created[ns] {
+			t.Errorf("the Studio did not create namespace %s itself", ns)
+		}
+	}
+	checkStudioTokenConfined(t, cluster, token)
 	missing, unused := checkGrants(grants(t), reqs)
 	for _, m := range missing {
 		t.Errorf("the Studio calls %s, which no rule of its ClusterRole allows (by verb, resource, name and namespace)", m)
@@ -533,6 +660,144 @@ spec:
 		t.Errorf("the rule %s was never used in these deploys", u)
 	}
 	t.Logf("%d API requests; used: %s", len(reqs), strings.Join(clustertest.Used(reqs), ", "))
+}
+
+// shutdownMargin is what the grace period must leave beyond the shutdown
+// timeout: the HTTP drain (up to 15 s) runs beside the runs' stop, then
+// the event streams and the database close.
+const shutdownMargin = 10 * time.Second
+
+// checkGraceOutlastsShutdown checks a pod's terminationGracePeriodSeconds
+// against the Studio's --shutdown-timeout (the manifest's
+// STUDIO_SHUTDOWN_TIMEOUT, else the setting's default): on SIGTERM running
+// steps reach a safe point within the timeout, and the kubelet's SIGKILL
+// must not come first.
+func checkGraceOutlastsShutdown(t *testing.T, grace, timeout string) {
+	t.Helper()
+	if timeout == "" {
+		for _, s := range (&Config{}).settings() {
+			if s.env == "STUDIO_SHUTDOWN_TIMEOUT" {
+				timeout = s.def
+			}
+		}
+	}
+	d, err := time.ParseDuration(timeout)
+	if err != nil {
+		t.Fatalf("the shutdown timeout %q: %v", timeout, err)
+	}
+	if grace == "" {
+		grace = "30" // Kubernetes' default
+	}
+	g, err := strconv.Atoi(grace)
+	if err != nil {
+		t.Fatalf("terminationGracePeriodSeconds %q: %v", grace, err)
+	}
+	if time.Duration(g)*time.Second < d+shutdownMargin {
+		t.Errorf("the Studio's pods get %d s to stop after SIGTERM, but its shutdown timeout is %s (and %s beyond it to drain and close): the kubelet kills it first", g, d, shutdownMargin)
+	}
+}
+
+// TestStudioManifestsGraceOutlastsTheShutdownTimeout reads
+// deploy/kubernetes/studio.yaml: the Studio's pods' grace period is above
+// its shutdown timeout.
+func TestStudioManifestsGraceOutlastsTheShutdownTimeout(t *testing.T) {
+	data, err := os.ReadFile(studioManifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	found := false
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if doc["kind"] != "Deployment" || field(doc, "metadata", "name") != "skali-studio" {
+			continue
+		}
+		found = true
+		pod := doc["spec"].(map[string]any)["template"]
+		timeout := ""
+		envList, _ := at0Parent(pod, "spec", "containers")["env"].([]any)
+		for _, e := range envList {
+			if field(e, "name") == "STUDIO_SHUTDOWN_TIMEOUT" {
+				timeout = field(e, "value")
+			}
+		}
+		checkGraceOutlastsShutdown(t, field(pod, "spec", "terminationGracePeriodSeconds"), timeout)
+	}
+	if !found {
+		t.Fatalf("%s has no Deployment skali-studio", studioManifests)
+	}
+}
+
+// at0Parent is the first element of a list in an object, as a map.
+func at0Parent(o any, path ...any) map[string]any {
+	m, _ := at0(o, path...).(map[string]any)
+	return m
+}
+
+// rollBack deploys again, through the deploy form, the release of an
+// earlier successful deploy (its revision and values).
+func rollBack(t *testing.T, s *studioProcess, c *http.Client, db *store.DB, project string, deploy int64) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var before int64
+	db.Pool.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM runs`).Scan(&before)
+	where := postForm(t, c, s.addr+"/projects/"+project+"/environments/production/deploys", fmt.Sprintf("release=%d", deploy))
+	var runID int64
+	if err := db.Pool.QueryRow(ctx, `SELECT id FROM runs WHERE id > $1 ORDER BY id LIMIT 1`, before).Scan(&runID); err != nil {
+		t.Fatalf("the rollback of %s to run %d started no run (%v); the form went to %s", project, deploy, err, where)
+	}
+	return runID
+}
+
+// checkStudioTokenConfined tries, with the Studio's own ServiceAccount
+// token straight at the API server, to read and write Secrets and
+// Deployments, to bind itself and to delete the namespace, in kube-system
+// and in a namespace the Studio did not create: every attempt is refused
+// (RBAC, and the admission policy of deploy/kubernetes for what RBAC
+// allows cluster-wide).
+func checkStudioTokenConfined(t *testing.T, cluster *clustertest.Cluster, token string) {
+	t.Helper()
+	kubectl(t, cluster, `apiVersion: v1
+kind: Namespace
+metadata: {name: not-the-studios}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: values, namespace: not-the-studios}
+stringData: {TOKEN: not-for-the-studio}
+`, "apply", "--server-side", "-f", "-")
+	t.Cleanup(func() { kubectl(t, cluster, "", "delete", "namespace", "not-the-studios", "--ignore-not-found", "--wait=false") })
+	kubectl(t, cluster, "", "-n", "not-the-studios", "create", "deployment", "theirs", "--image=registry.local/theirs:1")
+	as := func(args ...string) (string, error) {
+		cmd := exec.Command(cluster.Kubectl, append([]string{"--kubeconfig", cluster.Kubeconfig, "--token", token}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	for _, ns := range []string{"kube-system", "not-the-studios"} {
+		for _, try := range [][]string{
+			{"get", "secret", "values"},
+			{"get", "secrets"},
+			{"create", "secret", "generic", "planted", "--from-literal=a=b"},
+			{"get", "deployments"},
+			{"get", "deployment", "theirs"},
+			{"create", "deployment", "planted", "--image=registry.local/planted:1"},
+			{"create", "rolebinding", "planted", "--clusterrole=skali-studio-environment", "--serviceaccount=skali-studio:skali-studio"},
+		} {
+			out, err := as(append([]string{"-n", ns}, try...)...)
+			if low := strings.ToLower(out); err == nil || !strings.Contains(low, "forbidden") && !strings.Contains(low, "denied") {
+				t.Errorf("with the Studio's token, kubectl -n %s %s: %v: %s; want refused", ns, strings.Join(try, " "), err, out)
+			}
+		}
+		out, err := as("delete", "namespace", ns, "--dry-run=server")
+		if low := strings.ToLower(out); err == nil || !strings.Contains(low, "denied") && !strings.Contains(low, "forbidden") {
+			t.Errorf("with the Studio's token, deleting namespace %s (dry run): %v: %s; want refused", ns, err, out)
+		}
+	}
 }
 
 // at0 is the first element of a list in an object.

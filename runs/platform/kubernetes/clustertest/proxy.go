@@ -1,12 +1,15 @@
 package clustertest
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -41,6 +44,11 @@ type Proxy struct {
 // answer's status code (0 while none came).
 type Request struct {
 	Verb, Group, Resource, Namespace, Name string
+	// Created is the name of the object a create (POST) makes, from its
+	// body: RBAC authorizes a create without it. RoleRef, for a create of
+	// a RoleBinding, is the role it binds: the API server authorizes it as
+	// bind on that role too.
+	Created, RoleRef string
 	// Path is set for requests that are not about a resource (discovery,
 	// /version).
 	Path   string
@@ -205,6 +213,22 @@ func parse(r *http.Request) Request {
 	}
 	if len(rest) >= 3 {
 		req.Resource += "/" + rest[2]
+	}
+	if r.Method == http.MethodPost && req.Name == "" && r.Body != nil {
+		// A create names its object in the body (RBAC does not see it).
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var o struct {
+			Metadata struct{ Name string }
+			RoleRef  struct{ Name string } `json:"roleRef"`
+		}
+		if err == nil && json.Unmarshal(body, &o) == nil {
+			req.Created = o.Metadata.Name
+			if req.Resource == "rolebindings" {
+				req.RoleRef = o.RoleRef.Name
+			}
+		}
 	}
 	if req.Resource == "namespaces" && req.Name != "" {
 		req.Namespace = req.Name
