@@ -771,7 +771,9 @@ kind: Secret
 metadata: {name: values, namespace: not-the-studios}
 stringData: {TOKEN: not-for-the-studio}
 `, "apply", "--server-side", "-f", "-")
-	t.Cleanup(func() { kubectl(t, cluster, "", "delete", "namespace", "not-the-studios", "--ignore-not-found", "--wait=false") })
+	t.Cleanup(func() {
+		kubectl(t, cluster, "", "delete", "namespace", "not-the-studios", "--ignore-not-found", "--wait=false")
+	})
 	kubectl(t, cluster, "", "-n", "not-the-studios", "create", "deployment", "theirs", "--image=registry.local/theirs:1")
 	as := func(args ...string) (string, error) {
 		cmd := exec.Command(cluster.Kubectl, append([]string{"--kubeconfig", cluster.Kubeconfig, "--token", token}, args...)...)
