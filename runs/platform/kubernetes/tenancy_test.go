@@ -255,3 +255,102 @@ func TestDeletingAnEnvironmentDeletesItsNamespaceFirst(t *testing.T) {
 			str(old, "metadata", "uid"), str(ns, "metadata", "labels", kubernetes.LabelEnvironmentID), f.env.ID)
 	}
 }
+
+const limitedManifest = `name: limited
+applications:
+  web:
+    image: registry.local/web:1
+    ports:
+      http:
+        port: 80
+    resources:
+      limits:
+        cpu: 0.5
+        memory: 256MB
+    scaling:
+      replicas:
+        min: 2
+        max: 2
+    deployment:
+      rollout:
+        strategy: rolling
+        maxSurge: 1
+        maxUnavailable: 0
+      releaseCommand:
+        command: ["/app/migrate"]
+`
+
+// TestNamespaceIsolationIsAppliedAndEnforced deploys, as the Studio's
+// service account, an application whose limits allow a quota: the API
+// server accepted and holds the namespace's Pod Security labels, its
+// NetworkPolicy (from the namespace and the gateway's only) and its
+// ResourceQuota (limits × the pods that may run at once: 2 replicas, 1
+// surge, 1 release pod); the running pods carry no token, no privilege
+// escalation, RuntimeDefault seccomp and only the kept capabilities; and
+// the baseline profile is enforced: a privileged pod is refused there. A
+// later revision without limits removes the quota.
+func TestNamespaceIsolationIsAppliedAndEnforced(t *testing.T) {
+	f := asStudioAccount(t, limitedManifest, "isolated", map[string]string{"SESSION_SECRET": secretValue})
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy %s: %s", run.Status, run.Reason)
+	}
+	ns := f.get(kubernetes.KindNamespace, f.ns)
+	if str(ns, "metadata", "labels", kubernetes.LabelPodSecurityEnforce) != "baseline" || str(ns, "metadata", "labels", kubernetes.LabelPodSecurityWarn) != "restricted" {
+		t.Errorf("namespace labels %v, want Pod Security baseline enforced, restricted warned", at(ns, "metadata", "labels"))
+	}
+	np := f.get(kubernetes.KindNetworkPolicy, kubernetes.NetworkPolicyName)
+	if str(np, "spec", "ingress", 0, "from", 1, "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name") != "infra" ||
+		str(np, "spec", "policyTypes") != "[Ingress]" {
+		t.Errorf("NetworkPolicy spec %v, want ingress from the namespace and from infra (the gateway's)", at(np, "spec"))
+	}
+	q := f.get(kubernetes.KindResourceQuota, kubernetes.ResourceQuotaName)
+	if str(q, "spec", "hard", "limits.cpu") != "2" || str(q, "spec", "hard", "limits.memory") != "1024M" {
+		t.Errorf("ResourceQuota hard %v, want limits.cpu 2 and limits.memory 1024M (4 pods of 0.5 CPU and 256MB)", at(q, "spec", "hard"))
+	}
+	pods, err := f.client.List(f.ctx, kubernetes.KindPod, f.ns, "")
+	if err != nil || len(pods) < 3 {
+		t.Fatalf("%d pods (%v), want the 2 replicas and the release Job's", len(pods), err)
+	}
+	for _, pod := range pods {
+		name := str(pod, "metadata", "name")
+		if str(pod, "spec", "automountServiceAccountToken") != "false" || str(pod, "spec", "securityContext", "seccompProfile", "type") != "RuntimeDefault" {
+			t.Errorf("pod %s: token %s, seccomp %s", name, str(pod, "spec", "automountServiceAccountToken"), str(pod, "spec", "securityContext"))
+		}
+		sc := at(pod, "spec", "containers", 0, "securityContext")
+		if str(sc, "allowPrivilegeEscalation") != "false" || str(sc, "capabilities", "drop") != "[ALL]" ||
+			str(sc, "capabilities", "add") != "[CHOWN NET_BIND_SERVICE SETGID SETUID]" {
+			t.Errorf("pod %s: container securityContext %v", name, sc)
+		}
+		vols, _ := at(pod, "spec", "volumes").([]any)
+		for _, v := range vols {
+			if at(v, "projected") != nil {
+				t.Errorf("pod %s mounts a projected volume (a service account token?): %v", name, v)
+			}
+		}
+	}
+	_, err = f.client.Create(f.ctx, kubernetes.KindPod, kubernetes.Object{
+		"metadata": kubernetes.Object{"name": "privileged", "namespace": f.ns},
+		"spec": kubernetes.Object{"containers": []kubernetes.Object{{"name": "c", "image": "registry.local/x:1",
+			"securityContext": kubernetes.Object{"privileged": true}}}},
+	})
+	var se *kubernetes.StatusError
+	if !errors.As(err, &se) || se.Code != 403 || !strings.Contains(se.Message, "violates PodSecurity") {
+		t.Errorf("a privileged pod in the environment's namespace: %v, want refused by Pod Security baseline", err)
+	}
+
+	f.addRevision(strings.Replace(strings.Replace(limitedManifest, "web:1", "web:2", 1), "        cpu: 0.5\n", "", 1))
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy without a cpu limit %s: %s", run.Status, run.Reason)
+	}
+	q = f.get(kubernetes.KindResourceQuota, kubernetes.ResourceQuotaName)
+	if _, ok := at(q, "spec", "hard").(kubernetes.Object)["limits.cpu"]; ok {
+		t.Errorf("quota %v while the cpu limit was being removed: want memory only", at(q, "spec", "hard"))
+	}
+	f.addRevision(strings.Replace(limitedManifest, "    resources:\n      limits:\n        cpu: 0.5\n        memory: 256MB\n", "", 1))
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy without limits %s: %s", run.Status, run.Reason)
+	}
+	if _, err := f.client.Get(f.ctx, kubernetes.KindResourceQuota, f.ns, kubernetes.ResourceQuotaName); !kubernetes.IsNotFound(err) {
+		t.Errorf("after a deploy without limits the ResourceQuota is there (%v), want none", err)
+	}
+}
