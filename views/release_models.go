@@ -143,6 +143,9 @@ func NewEnvironmentStatus(o store.EnvironmentOverview, backupAlarm string) Envir
 	switch {
 	case o.State == store.EnvironmentRestoreFailed:
 		s.Status, s.Label, s.Badge, s.Reason = "down", "down", "badge-danger", "A restore failed; deploys wait until a restore completes or an admin accepts the data."
+	case o.State == store.EnvironmentDeleting:
+		s.Status, s.Label, s.Badge = "deleting", "deleting", "badge-danger"
+		s.Reason = "Being deleted: what it runs on the platform goes first, then its rows; no deploy starts."
 	case o.State == store.EnvironmentRestoring:
 		s.Status, s.Label, s.Badge = "restoring", "restoring", "badge-info"
 	case o.Deploying:
