@@ -1,12 +1,16 @@
 package web_test
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/webtest"
 )
@@ -127,5 +131,101 @@ func TestRemoveMemberAsksFirst(t *testing.T) {
 	status, page := s.Get(t, root, base+"/"+strconv.FormatInt(id, 10)+"/remove")
 	if status != 200 || !strings.Contains(page, "Remove viewer@example.test?") || !strings.Contains(page, `method="post"`) {
 		t.Fatalf("confirmation page = %d", status)
+	}
+}
+
+// TestDeleteEnvironmentOnAPlatformThatHoldsItIsARun: on a platform that
+// holds what environments run (as Kubernetes does), the typed delete
+// starts a delete run and the environment shows deleting; while the
+// platform cannot delete, the run fails with its reason, the environment
+// stays with its values, deleting, its danger zone saying why and offering
+// a retry, and deploys are refused; the retry deletes the rows once the
+// platform has, and the same name can be created again.
+func TestDeleteEnvironmentOnAPlatformThatHoldsItIsARun(t *testing.T) {
+	var stuck atomic.Bool
+	stuck.Store(true)
+	var asked atomic.Int32
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{DeleteEnvironment: func(env platform.Env) error {
+		asked.Add(1)
+		if stuck.Load() {
+			return errors.New("namespace team-wiki-production is held by a finalizer")
+		}
+		return nil
+	}}))
+	c := s.SignInLocal(t)
+	env := s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
+	const envURL = "/projects/team-wiki/environments/production"
+	if resp, _ := s.PostForm(t, c, envURL+"/values", url.Values{"name": {"APP_DOMAIN"}, "value": {"wiki.example.test"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("set value = %d", resp.StatusCode)
+	}
+	count := func(sql string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := s.DB.Pool.QueryRow(t.Context(), sql, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	lastRun := func() int64 {
+		t.Helper()
+		var id int64
+		if err := s.DB.Pool.QueryRow(t.Context(), `SELECT max(id) FROM runs WHERE environment_id = $1 AND kind = 'delete'`, env.ID).Scan(&id); err != nil {
+			t.Fatalf("no delete run: %v", err)
+		}
+		return id
+	}
+
+	resp, _ := s.PostForm(t, c, envURL+"/delete", url.Values{"confirm": {"production"}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/projects/team-wiki" {
+		t.Fatalf("delete = %d to %q, want 303 to the project", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if status, page := s.Get(t, c, "/projects/team-wiki"); status != 200 || !strings.Contains(page, "deleting") {
+		t.Errorf("project page = %d, want the environment shown deleting", status)
+	}
+	page := waitForRun(t, s, c, envURL+"/runs/"+strconv.FormatInt(lastRun(), 10))
+	if m := runStatus.FindStringSubmatch(page); m[1] != store.RunFailed || m[2] != "delete" || !strings.Contains(page, "held by a finalizer") {
+		t.Fatalf("the delete run the platform could not do: %v, want a failed delete run with the platform's reason", m)
+	}
+	if n := count(`SELECT count(*) FROM environments WHERE id = $1 AND state = 'deleting'`, env.ID); n != 1 {
+		t.Fatalf("after the failed delete run the environment is gone or not deleting")
+	}
+	if n := count(`SELECT count(*) FROM environment_values WHERE environment_id = $1`, env.ID); n == 0 {
+		t.Fatalf("the failed delete run deleted the environment's values")
+	}
+	status, page := s.Get(t, c, envURL)
+	if status != 200 || !strings.Contains(page, "did not finish") || !strings.Contains(page, "held by a finalizer") || !strings.Contains(page, "Delete production again") {
+		t.Errorf("environment page after the failed delete = %d, want its danger zone saying why and offering a retry:\n%s", status, pageMain(page))
+	}
+	resp, body := s.PostForm(t, c, envURL+"/deploys", url.Values{"revision": {"1"}})
+	if resp.StatusCode == http.StatusSeeOther || !strings.Contains(body, "deleting") {
+		t.Errorf("a deploy of the deleting environment = %d, want refused saying it is deleting", resp.StatusCode)
+	}
+
+	stuck.Store(false)
+	failed := lastRun()
+	if resp, _ := s.PostForm(t, c, envURL+"/delete", url.Values{"confirm": {"production"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("retrying the delete = %d, want 303", resp.StatusCode)
+	}
+	for i := 0; count(`SELECT count(*) FROM environments WHERE id = $1`, env.ID) != 0; i++ {
+		if i > 600 {
+			t.Fatalf("the retried delete did not delete the environment")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if asked.Load() != 2 {
+		t.Errorf("the platform was asked to delete %d times, want twice (the failed run, the retry)", asked.Load())
+	}
+	if status, _ := s.Get(t, c, envURL); status != http.StatusNotFound {
+		t.Errorf("environment page after the delete = %d, want 404", status)
+	}
+	if n := count(`SELECT count(*) FROM runs WHERE id = $1`, failed); n != 0 {
+		t.Errorf("the failed delete run outlived its environment")
+	}
+	if n := count(`SELECT count(*) FROM audit_events WHERE action = 'environment.deleted' AND environment = 'production'`); n != 1 {
+		t.Errorf("environment.deleted records = %d, want 1", n)
+	}
+	again := s.CreateEnvironment(t, "", "production")
+	if again.ID == env.ID || again.State != store.EnvironmentActive {
+		t.Errorf("the environment created again: id %d (was %d), state %s", again.ID, env.ID, again.State)
 	}
 }

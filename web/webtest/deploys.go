@@ -65,6 +65,10 @@ type Deploys struct {
 	// HoldRelease and HoldRollout, when set, hold every release command
 	// or rollout until the test opens them.
 	HoldRelease, HoldRollout *Gate
+	// DeleteEnvironment, when set, makes the platform one that holds what
+	// environments run (as Kubernetes does): deleting an environment is
+	// then a delete run whose step calls it (an error fails the run).
+	DeleteEnvironment func(env platform.Env) error
 }
 
 // WithDeploys gives the Studio the local platform with no step delay, its
@@ -90,6 +94,9 @@ func WithDeploys(d *Deploys) Option {
 		var p platform.Platform = lp
 		if d.HoldRelease != nil || d.HoldRollout != nil {
 			p = heldPlatform{Platform: lp, d: d}
+		}
+		if d.DeleteEnvironment != nil {
+			p = deletingPlatform{Platform: p, ValueReceiver: lp, delete: d.DeleteEnvironment}
 		}
 		d.Service = runs.NewService(deps.DB, deps.Vault, p, deps.DB.Now, deps.Logger)
 		d.Service.PublicAddresses, d.Service.ReconcileInterval = d.PublicAddresses, d.ReconcileInterval

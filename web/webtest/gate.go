@@ -56,3 +56,16 @@ func (h heldPlatform) Rollout(ctx context.Context, env platform.Env, app string,
 	}
 	return h.Platform.Rollout(ctx, env, app, a, out)
 }
+
+// deletingPlatform is a platform that holds what environments run
+// (Deploys.DeleteEnvironment).
+type deletingPlatform struct {
+	platform.Platform
+	platform.ValueReceiver
+	delete func(env platform.Env) error
+}
+
+func (d deletingPlatform) DeleteEnvironment(ctx context.Context, env platform.Env, out platform.Output) error {
+	out.Line("deleting what " + env.Name + " runs")
+	return d.delete(env)
+}
