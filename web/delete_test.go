@@ -183,6 +183,9 @@ func TestDeleteEnvironmentOnAPlatformThatHoldsItIsARun(t *testing.T) {
 		t.Errorf("project page = %d, want the environment shown deleting", status)
 	}
 	page := waitForRun(t, s, c, envURL+"/runs/"+strconv.FormatInt(lastRun(), 10))
+	if !strings.Contains(page, "Deletion "+strconv.FormatInt(lastRun(), 10)) {
+		t.Errorf("the delete run's page is not titled Deletion %d", lastRun())
+	}
 	if m := runStatus.FindStringSubmatch(page); m[1] != store.RunFailed || m[2] != "delete" || !strings.Contains(page, "held by a finalizer") {
 		t.Fatalf("the delete run the platform could not do: %v, want a failed delete run with the platform's reason", m)
 	}
