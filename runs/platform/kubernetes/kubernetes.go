@@ -184,14 +184,17 @@ func (p *Platform) names(ctx context.Context, env platform.Env) (envNames, error
 // (true), or checks that the one there is the environment's: labelled by
 // the Studio for this project, environment and environment id. A
 // namespace is created, never applied: one that appeared since it was
-// found missing is checked again, not taken over.
+// found missing is checked again, not taken over. One being deleted (a
+// kubectl delete namespace still under way) is waited for, then made
+// again.
 func (p *Platform) ensureNamespace(ctx context.Context, n envNames) (bool, error) {
-	for range 3 {
+	deadline := time.Now().Add(namespaceGoneWait)
+	for attempt := 0; ; attempt++ {
 		ns, err := p.Client.Get(ctx, KindNamespace, "", n.namespace)
 		switch {
 		case IsNotFound(err):
 			_, err := p.Client.Create(ctx, KindNamespace, namespaceObject(n, p))
-			if IsAlreadyExists(err) {
+			if IsAlreadyExists(err) && attempt < 3 {
 				continue
 			}
 			if err != nil {
@@ -205,13 +208,23 @@ func (p *Platform) ensureNamespace(ctx context.Context, n envNames) (bool, error
 		if err := checkOwner(ns, n); err != nil {
 			return false, err
 		}
-		if str(ns, "metadata", "deletionTimestamp") != "" {
-			return false, fmt.Errorf("The namespace %s of %s/%s is being deleted; nothing was changed in it. Try again once it is gone.", n.namespace, n.project, n.env)
+		if str(ns, "metadata", "deletionTimestamp") == "" {
+			return false, nil
 		}
-		return false, nil
+		if time.Now().After(deadline) {
+			return false, fmt.Errorf("The namespace %s of %s/%s is still being deleted after %s; nothing was changed in it. Try again once it is gone.", n.namespace, n.project, n.env, namespaceGoneWait)
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	return false, fmt.Errorf("The namespace %s appeared and disappeared while the Studio created it; nothing was changed in it.", n.namespace)
 }
+
+// namespaceGoneWait bounds the wait for a namespace being deleted before
+// it is made again.
+const namespaceGoneWait = 2 * time.Minute
 
 // checkOwner refuses a namespace that is not the environment's: without the
 // Studio's labels for its project, environment and environment id (one

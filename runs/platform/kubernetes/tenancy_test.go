@@ -58,7 +58,8 @@ func (f *fixture) executeAll(runID int64) {
 
 // TestNamespaceDeletedIsMadeAgainInTheSameStep: the Studio remembers
 // nothing of a namespace between steps. Deleted between two deploys
-// (kubectl delete namespace), the next deploy makes it again, fresh, with
+// (kubectl delete namespace, the next deploy started while it is still
+// being deleted), the next deploy makes it again, fresh, with
 // the Studio's RoleBinding, NetworkPolicy and values, and succeeds; deleted
 // in the middle of a deploy (the process stopped mid-rollout, the namespace
 // deleted, the run resumed), the resumed rollout makes it again with the
@@ -70,10 +71,11 @@ func TestNamespaceDeletedIsMadeAgainInTheSameStep(t *testing.T) {
 		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
 	}
 	first := str(f.get(kubernetes.KindNamespace, f.ns), "metadata", "uid")
+	// Deleted, and deployed again at once: the deploy waits for the
+	// namespace being deleted to go, then makes it again.
 	if err := f.client.Delete(f.ctx, kubernetes.KindNamespace, "", f.ns); err != nil {
 		t.Fatal(err)
 	}
-	f.waitGone(f.ns)
 	if run := f.deploy(runs.DeployRequest{Redeploy: true}); run.Status != store.RunSucceeded {
 		t.Fatalf("deploy after the namespace was deleted: %s: %s", run.Status, run.Reason)
 	}
