@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/runs/platform/kubernetes"
 	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
 	"github.com/skali-dev/studio/store"
@@ -354,5 +356,72 @@ func TestNamespaceIsolationIsAppliedAndEnforced(t *testing.T) {
 	}
 	if _, err := f.client.Get(f.ctx, kubernetes.KindResourceQuota, f.ns, kubernetes.ResourceQuotaName); !kubernetes.IsNotFound(err) {
 		t.Errorf("after a deploy without limits the ResourceQuota is there (%v), want none", err)
+	}
+}
+
+// TestEveryEntryPointRefusesANamespaceItDidNotCreate: a namespace someone
+// else made under the environment's name, labelled as the Studio labels
+// its own but without its environment id, is never adopted: every entry
+// point of the driver refuses it (as the Studio's service account) and
+// nothing in it changes; deleting the environment leaves it as it is.
+func TestEveryEntryPointRefusesANamespaceItDidNotCreate(t *testing.T) {
+	f := asStudioAccount(t, rollingManifest, "impostor", map[string]string{"SESSION_SECRET": secretValue})
+	theirs := base64.StdEncoding.EncodeToString([]byte("theirs"))
+	if _, err := f.client.Create(f.ctx, kubernetes.KindNamespace, kubernetes.Object{"metadata": kubernetes.Object{"name": f.ns,
+		"labels": kubernetes.Object{kubernetes.LabelManagedBy: "skali-studio", kubernetes.LabelProject: "stuck", kubernetes.LabelEnvironment: "impostor"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.client.Create(f.ctx, kubernetes.KindSecret, kubernetes.Object{"metadata": kubernetes.Object{"name": kubernetes.ValuesSecret, "namespace": f.ns},
+		"data": kubernetes.Object{"SESSION_SECRET": theirs}}); err != nil {
+		t.Fatal(err)
+	}
+	before := f.get(kubernetes.KindNamespace, f.ns)
+	res := compiler.Compile([]byte(rollingManifest))
+	def := res.Definition
+	web := def.Applications["web"]
+	env := platform.Env{ID: f.env.ID, Project: f.project.Name, Name: f.env.Name}
+	p := f.platform
+	out := platform.Discard
+	for name, call := range map[string]func() error{
+		"SetValues":          func() error { return p.SetValues(f.ctx, env, map[string]string{"SESSION_SECRET": secretValue}) },
+		"PrepareEnvironment": func() error { return p.PrepareEnvironment(f.ctx, env, def) },
+		"ProvisionDatabase": func() error {
+			return p.ProvisionDatabase(f.ctx, env, "data", &compiler.Database{Engine: "postgres", Version: 17}, out)
+		},
+		"ProvisionBucket": func() error { return p.ProvisionBucket(f.ctx, env, "media", &compiler.Bucket{}, out) },
+		"Build":           func() error { _, err := p.Build(f.ctx, env, "web", web, out); return err },
+		"Release": func() error {
+			return p.Release(f.ctx, env, "web", &compiler.ReleaseCommand{Command: []string{"/migrate"}, Timeout: time.Minute}, platform.ReleaseKey{RunID: 1, Position: 1}, out)
+		},
+		"ReleaseOutcome": func() error {
+			_, err := p.ReleaseOutcome(f.ctx, env, platform.ReleaseKey{RunID: 1, Position: 1})
+			return err
+		},
+		"Rollout": func() error { return p.Rollout(f.ctx, env, "web", web, out) },
+		"Prune": func() error {
+			return p.Prune(f.ctx, env, []platform.RemovedService{{Kind: "application", Name: "web"}}, out)
+		},
+	} {
+		err := call()
+		if err == nil || !strings.Contains(err.Error(), "the Studio did not create it for this environment") {
+			t.Errorf("%s in a namespace the Studio did not create: %v, want refused", name, err)
+		}
+	}
+	if err := p.DeleteEnvironment(f.ctx, env, out); err != nil {
+		t.Errorf("deleting the environment: %v", err)
+	}
+	after := f.get(kubernetes.KindNamespace, f.ns)
+	if str(after, "metadata", "uid") != str(before, "metadata", "uid") || str(after, "metadata", "resourceVersion") != str(before, "metadata", "resourceVersion") ||
+		str(after, "metadata", "deletionTimestamp") != "<nil>" {
+		t.Fatalf("the namespace the Studio did not create was changed or deleted")
+	}
+	if got := str(f.get(kubernetes.KindSecret, kubernetes.ValuesSecret), "data", "SESSION_SECRET"); got != theirs {
+		t.Errorf("the Secret in the namespace the Studio did not create was rewritten")
+	}
+	for _, k := range []kubernetes.Kind{kubernetes.KindRoleBinding, kubernetes.KindNetworkPolicy, kubernetes.KindResourceQuota, kubernetes.KindDeployment,
+		kubernetes.KindService, kubernetes.KindJob, kubernetes.KindPGCluster, kubernetes.KindBucketClaim} {
+		if items, err := f.client.List(f.ctx, k, f.ns, ""); err != nil || len(items) != 0 {
+			t.Errorf("%d %ss in the namespace the Studio did not create (%v)", len(items), k.Kind, err)
+		}
 	}
 }
