@@ -385,12 +385,6 @@ func IsAlreadyExists(err error) bool {
 	return errors.As(err, &se) && se.Code == http.StatusConflict && se.Reason == "AlreadyExists"
 }
 
-// IsForbidden reports whether err is the API server's 403.
-func IsForbidden(err error) bool {
-	var se *StatusError
-	return errors.As(err, &se) && se.Code == http.StatusForbidden
-}
-
 // Identity is the user the client acts as: the impersonated one, the
 // subject of a service account token (read from the token itself), or
 // else what the API server says (a SelfSubjectReview, which every
@@ -418,6 +412,24 @@ func (c *Client) Identity(ctx context.Context) (string, error) {
 	}
 	c.identity.Store(&name)
 	return name, nil
+}
+
+// CanI asks the API server whether the client may make a request (a
+// SelfSubjectAccessReview, which every authenticated user may make): the
+// answer of its authorizer as it stands, without making the request.
+func (c *Client) CanI(ctx context.Context, verb, group, resource, namespace, name string) (bool, error) {
+	body, err := json.Marshal(Object{"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+		"spec": Object{"resourceAttributes": Object{"verb": verb, "group": group, "resource": resource, "namespace": namespace, "name": name}}})
+	if err != nil {
+		return false, err
+	}
+	o, err := c.object(ctx, http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "application/json", body)
+	if err != nil {
+		return false, err
+	}
+	st, _ := o["status"].(Object)
+	allowed, _ := st["allowed"].(bool)
+	return allowed, nil
 }
 
 // tokenSubject is the subject of a service account's token (a JWT whose

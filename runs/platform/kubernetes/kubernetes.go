@@ -279,14 +279,19 @@ func (p *Platform) bindStudio(ctx context.Context, n envNames) error {
 	if !fresh {
 		return nil
 	}
+	// Asked, not tried: a request refused meanwhile would read as a
+	// right missing.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		_, err := p.Client.Get(ctx, KindSecret, n.namespace, ValuesSecret)
-		if !IsForbidden(err) {
+		ok, err := p.Client.CanI(ctx, "get", "", "secrets", n.namespace, ValuesSecret)
+		if err != nil {
+			return p.apiError("asking whether the Studio's RoleBinding in namespace "+n.namespace+" took effect", err)
+		}
+		if ok {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the Studio's RoleBinding in namespace %s did not take effect within 15 s: %w", n.namespace, err)
+			return fmt.Errorf("the Studio's RoleBinding in namespace %s did not take effect within 15 s", n.namespace)
 		}
 		select {
 		case <-ctx.Done():
