@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"html"
 	"net/url"
 	"slices"
 	"strings"
@@ -108,8 +109,8 @@ func variants(v string) []string {
 // and v without surrounding blanks, its base64 encodings (standard and URL
 // alphabets, padded and not, wrapped at 64 or 76 columns, and the part of
 // its encoding that is the same wherever it starts inside a longer base64
-// text), its JSON string escapes and its URL encodings (query and path
-// escaping, upper- and lower-case hex).
+// text), its JSON string escapes, its HTML escapes and its URL encodings
+// (query and path escaping, upper- and lower-case hex).
 func Forms(v string) []string {
 	out := []string{v}
 	if t := strings.TrimSpace(v); t != v && len(t) >= MinLength {
@@ -163,6 +164,10 @@ func Forms(v string) []string {
 	if je.Encode(v) == nil {
 		b := bytes.TrimSpace(buf.Bytes())
 		out = append(out, string(b[1:len(b)-1]))
+	}
+	// A value in an HTML page a program printed (an error page).
+	if h := html.EscapeString(v); h != v {
+		out = append(out, h)
 	}
 	for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
 		out = append(out, e)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/url"
 	"strings"
 	"testing"
@@ -291,6 +292,7 @@ func hostileEncodings(v string) map[string]string {
 		"raw":                  v,
 		"base64":               b64(base64.StdEncoding, v),
 		"url query":            url.QueryEscape(v),
+		"HTML":                 html.EscapeString(v),
 		"JSON":                 marshal(v),
 		"JSON without HTML":    inner(bytes.TrimSpace(buf.Bytes())),
 		"JSON \\u00xx":         asciiJSON(v, false),
