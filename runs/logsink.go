@@ -107,8 +107,9 @@ func (s *LogSink) Line(text string) {
 	// A line is masked as it was printed, then cleaned as the store cleans
 	// it (mask.Clean: NUL, carriage returns and invalid UTF-8 go) and
 	// masked again: a value holding such bytes is found as it was printed,
-	// a value split by them is found once they are gone. (What cleaning
-	// removes at the end of the text ends no line.)
+	// a value split by them is found once they are gone. (Carriage returns
+	// and NUL bytes at the text's end are trimmed with its newlines, as
+	// cleaning would leave no more of them.)
 	for _, l := range strings.Split(strings.TrimRight(text, "\n\r\x00"), "\n") {
 		if len(s.pending) >= logPendingLines {
 			s.dropped++
