@@ -43,10 +43,10 @@ type Faults struct {
 	// "bucket media", "volume web/data") with a reason.
 	Snapshot map[string]string `json:"snapshot,omitempty"`
 	// Output makes a step (build, release, rollout) of an application
-	// print lines, by step and application; ${NAME}, ${NAME|base64} and
-	// ${NAME|url} stand for the plaintext of value NAME in those encodings
-	// (for tests and demos of masking: the lines are masked before they
-	// are stored).
+	// print lines, by step and application; ${NAME}, ${NAME|base64},
+	// ${NAME|url}, ${NAME|json}, ${NAME|jsonascii} and ${NAME|quoted}
+	// stand for the plaintext of value NAME in those encodings (for tests
+	// and demos of masking: the lines are masked before they are stored).
 	Output map[string]map[string][]string `json:"output,omitempty"`
 }
 
