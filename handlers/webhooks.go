@@ -31,6 +31,10 @@ const maxWebhookEndpoints = 20
 // webhookDeliveriesShown is how many recent deliveries a page lists.
 const webhookDeliveriesShown = 50
 
+// webhookTextShown bounds the stored texts a page shows (a delivery's
+// error, an endpoint's reason for being turned off), whatever a row holds.
+const webhookTextShown = 2 * store.WebhookErrorLimit
+
 // Webhooks is the webhooks pages: an environment's (its admins) and the
 // one of endpoints that hear of every environment (installation admins).
 type Webhooks struct {
@@ -110,7 +114,7 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 	var ids []int64
 	for _, e := range eps {
 		row := views.WebhookEndpointRow{ID: e.ID, URL: e.URL, Events: e.Events, Format: e.Format, State: "active",
-			DisabledReason: e.DisabledReason, Created: views.Ago(e.CreatedAt), CreatedBy: e.CreatedBy}
+			DisabledReason: humanize.Clip(e.DisabledReason, webhookTextShown), Created: views.Ago(e.CreatedAt), CreatedBy: e.CreatedBy}
 		if e.DisabledAt != nil {
 			row.State = "turned off"
 			if !strings.HasPrefix(e.DisabledReason, "Turned off by") {
@@ -128,7 +132,7 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 	}
 	for _, d := range ds {
 		row := views.WebhookDeliveryRow{ID: d.ID, Event: d.Event, URL: urls[d.EndpointID], Where: d.Data.Project + "/" + d.Data.Environment,
-			Status: d.Status, Attempts: d.Attempts, Duration: "—", Code: "—", Error: d.LastError, When: views.Ago(d.CreatedAt),
+			Status: d.Status, Attempts: d.Attempts, Duration: "—", Code: "—", Error: humanize.Clip(d.LastError, webhookTextShown), When: views.Ago(d.CreatedAt),
 			Redelivery: d.RedeliveryOf != nil}
 		if d.Status == store.WebhookSucceeded {
 			row.Error = ""
