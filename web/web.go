@@ -127,6 +127,9 @@ func New(d Deps) http.Handler {
 	if d.APIRequests.Burst == 0 {
 		d.APIRequests = DefaultAPIRequests
 	}
+	// The configured admins are the truth on every request, whatever was
+	// stored at someone's last sign-in.
+	d.DB.SetInstallationAdmins(d.Admins)
 	https := strings.HasPrefix(d.PublicURL, "https://")
 
 	sm := scs.New()
