@@ -152,6 +152,9 @@ func TestWebhookAnswersAreBoundedWhateverTheReceiverSends(t *testing.T) {
 		{"a redirect with a credential in its path", serve(func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "https://hooks.example.test:8443/services/T0/B0/SECRETPATH?token=SECRETQUERY", http.StatusTemporaryRedirect)
 		}), "The endpoint answered 307, redirected to https://hooks.example.test:8443, which is not followed", "SECRET"},
+		{"a redirect to the metadata service", serve(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/iam", http.StatusFound)
+		}), "The endpoint answered 302, redirected to http://169.254.169.254, which is not followed", "meta-data"},
 		{"a redirect with a 100 KB Location", serve(func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://127.0.0.2/"+long, http.StatusFound)
 		}), "headers exceeded", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
