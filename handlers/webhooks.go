@@ -15,6 +15,7 @@ import (
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/paths"
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -40,6 +41,9 @@ const webhookTextShown = 2 * store.WebhookErrorLimit
 type Webhooks struct {
 	*Base
 	Vault *store.Vault
+	// Runs, when set, refuses at once an endpoint whose address
+	// deliveries would refuse (runs.Service.WebhookURLRefusal).
+	Runs *runs.Service
 	// Secure marks the new-endpoint cookie Secure (https).
 	Secure bool
 }
@@ -233,6 +237,11 @@ func (h *Webhooks) AddWebhookEndpoint(w http.ResponseWriter, r *http.Request) er
 		form.FormatError = "Choose the standard or the Slack-compatible body."
 	}
 	form.URLError = webhookURLProblem(form.URL)
+	if form.URLError == "" && h.Runs != nil {
+		if refusal := h.Runs.WebhookURLRefusal(form.URL); refusal != nil {
+			form.URLError = "Deliveries to this URL would be " + refusal.Error() + "."
+		}
+	}
 	if form.URLError == "" {
 		eps, err := h.endpoints(r, s)
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -149,4 +151,31 @@ func asRefusal(err error) *WebhookRefusal {
 		return r
 	}
 	return nil
+}
+
+// WebhookURLRefusal says why a delivery to rawURL would be refused, when
+// its host is an address webhooks do not reach, so that adding such an
+// endpoint is refused at once; nil for a name (checked when a delivery
+// connects, on the addresses it resolves to), an address they reach, or a
+// Studio that sends no webhooks (no River).
+func (s *Service) WebhookURLRefusal(rawURL string) *WebhookRefusal {
+	if s.webhooks == nil {
+		return nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		return nil
+	}
+	port := uint16(80)
+	if u.Scheme == "https" {
+		port = 443
+	}
+	if p, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+		port = uint16(p)
+	}
+	return s.webhooks.refuse(netip.AddrPortFrom(a, port))
 }

@@ -322,6 +322,7 @@ func (a *app) routes(https bool) http.Handler {
 			// Signed webhooks (issue 27): an environment's endpoints (its
 			// admins), those of every environment (installation admins).
 			webhooks := handlers.NewWebhooks(a.base, a.deps.Vault, https)
+			webhooks.Runs = a.deps.Runs
 			for _, base := range []string{"/projects/{project}/environments/{env}/webhooks", "/admin/webhooks"} {
 				r.Get(base, a.handle(webhooks.ShowWebhooksPage))
 				r.Post(base, a.handle(webhooks.AddWebhookEndpoint))

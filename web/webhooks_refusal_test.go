@@ -10,18 +10,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
 // TestWebhookPageSaysWhyADeliveryWasRefused: an endpoint on a loopback
 // address the installation did not allow (the test Studio allows only
 // 127.0.0.1, this listener is on 127.0.0.2) and one on a link-local
-// address are refused, nothing reaches the listener, and the page says
-// why in a sentence, with the endpoint turned off. A stored error however
-// long (a row written before errors were bounded) is shown clipped.
+// address are refused when added; stored anyway (before the setting
+// changed), their deliveries are refused, nothing reaches the listener,
+// and the page says why in a sentence, with the endpoint turned off. A
+// stored error however long (a row written before errors were bounded) is
+// shown clipped.
 func TestWebhookPageSaysWhyADeliveryWasRefused(t *testing.T) {
-	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
-	s.CreateEnvironment(t, "name: plain\napplications:\n  api:\n    image: ghcr.io/acme/api:1\n", "production")
+	d := &webtest.Deploys{}
+	s := webtest.Start(t, webtest.WithDeploys(d))
+	env := s.CreateEnvironment(t, "name: plain\napplications:\n  api:\n    image: ghcr.io/acme/api:1\n", "production")
 	admin := s.SignInLocal(t)
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
@@ -38,10 +42,26 @@ func TestWebhookPageSaysWhyADeliveryWasRefused(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 
 	const page = "/projects/plain/environments/production/webhooks"
-	for _, u := range []string{"http://" + ln.Addr().String() + "/hook", "http://169.254.169.254/latest/meta-data/"} {
-		ep := url.Values{"url": {u}, "events": {"deploy.succeeded"}, "format": {"standard"}}
-		if resp, body := s.PostForm(t, admin, page, ep); resp.StatusCode != http.StatusSeeOther {
-			t.Fatalf("add endpoint = %d\n%s", resp.StatusCode, pageMain(body))
+	refused := []string{"http://" + ln.Addr().String() + "/hook", "http://169.254.169.254/latest/meta-data/"}
+	// Added through the page, an address deliveries refuse is refused at
+	// once, with the same sentence, and nothing is stored.
+	for _, u := range refused {
+		resp, body := s.PostForm(t, admin, page, url.Values{"url": {u}, "events": {"deploy.succeeded"}, "format": {"standard"}})
+		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "Deliveries to this URL would be refused: ") ||
+			!strings.Contains(body, "; allow it with --webhook-allow-networks.") {
+			t.Errorf("adding %s = %d, want 422 saying why:\n%s", u, resp.StatusCode, pageMain(body))
+		}
+	}
+	var stored int
+	if err := s.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_endpoints`).Scan(&stored); err != nil || stored != 0 {
+		t.Fatalf("%d endpoints stored (%v) after refusals, want none", stored, err)
+	}
+	// Endpoints stored before (another setting, or a name that resolves
+	// there now) are refused when a delivery would connect.
+	for _, u := range refused {
+		if _, _, err := d.Service.Vault.CreateWebhookEndpoint(context.Background(), store.Actor{}, env,
+			store.NewWebhookEndpoint{URL: u, Events: []string{store.WebhookDeploySucceeded}, Format: store.WebhookFormatStandard}); err != nil {
+			t.Fatal(err)
 		}
 	}
 	resp, _ := s.PostForm(t, admin, "/projects/plain/environments/production/deploys", url.Values{})
