@@ -193,7 +193,7 @@ func (h *Deploys) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req := runs.DeployRequest{Revision: rev, Confirm: strings.TrimSpace(r.PostForm.Get("confirm")), Redeploy: r.PostForm.Get("redeploy") == "1",
-		ConfirmPublicValue: strings.TrimSpace(r.PostForm.Get("confirm_public_value")), Release: release}
+		ConfirmPublicValue: strings.TrimSpace(r.PostForm.Get("confirm_public_value")), Release: release, Role: role}
 	run, err := svc.StartDeploy(r.Context(), ActorOf(r), env, req)
 	var refusal *runs.DeployRefusal
 	if errors.As(err, &refusal) {

@@ -38,6 +38,8 @@ func newLogger(format string, w io.Writer) *slog.Logger {
 type database struct {
 	*store.DB
 	pg *pgserver.Server
+	// url is the connection string the store opened.
+	url string
 }
 
 func (d *database) Close() {
@@ -67,7 +69,7 @@ func openDatabase(ctx context.Context, cfg *Config, logger *slog.Logger) (*datab
 		}
 		return nil, err
 	}
-	d.DB = db
+	d.DB, d.url = db, url
 	applied, err := db.Migrate(ctx)
 	if err != nil {
 		d.Close()
@@ -126,8 +128,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	runService := runs.NewService(db.DB, vault, runPlatform, time.Now, logger)
 	runService.PublicAddresses = cfg.publicAddresses
+	// The metrics listener opens before deliveries start: they never reach it.
+	var ml net.Listener
+	if cfg.MetricsAddr != "" {
+		if ml, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("listen on %s (metrics): %w", cfg.MetricsAddr, err)
+		}
+	}
+	own := []net.Addr{listener.Addr()}
+	if ml != nil {
+		own = append(own, ml.Addr())
+	}
+	webhooks := runs.WebhookOptions{PublicURL: cfg.PublicURL, AllowNetworks: cfg.webhookAllow,
+		Own: webhookOwnAddresses(ctx, db.url, own...)}
 	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter,
-		Lease: cfg.RunLease, ValueRetention: cfg.ValueRetention, Webhooks: runs.WebhookOptions{PublicURL: cfg.PublicURL}}); err != nil {
+		Lease: cfg.RunLease, ValueRetention: cfg.ValueRetention, Webhooks: webhooks}); err != nil {
 		return err
 	}
 	// stopRuns stops taking runs and lets the running ones reach a safe
@@ -144,11 +159,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer hub.Close()
 	var metrics *web.Metrics
 	var metricsSrv *http.Server
-	if cfg.MetricsAddr != "" {
-		ml, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("listen on %s (metrics): %w", cfg.MetricsAddr, err)
-		}
+	if ml != nil {
 		metrics = web.NewMetrics(db.DB)
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics.Handler())
