@@ -703,7 +703,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 	} else if !ok {
 		return Result{}, ErrTakenOver
 	}
-	r.discardUnfinishedSnapshot(ctx, rc.run, rc.env, status)
+	r.finishBackupRun(ctx, rc.run, rc.env, status)
 	return Result{Finished: true}, nil
 }
 

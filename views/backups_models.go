@@ -81,6 +81,9 @@ type BackupRow struct {
 	// (its target is gone, a file is missing), or "": such a snapshot is
 	// shown as missing and offers no restore.
 	Missing string
+	// Leftover is the path of the folder a snapshot that did not complete
+	// left on the target because it could not be removed, or "".
+	Leftover string
 	// CanRestore and CanRemove: admins, for completed / finished snapshots.
 	CanRestore bool
 	CanRemove  bool
