@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -126,6 +127,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	runService := runs.NewService(db.DB, vault, runPlatform, time.Now, logger)
 	runService.PublicAddresses = cfg.publicAddresses
+	// The Studio's own address is no environment's hostname.
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
+		runService.SetReservedHostnames([]string{u.Hostname()})
+	}
+	// Environments deployed before hostname claims existed claim the
+	// hostnames of their active revision (once per installation).
+	if claimed, conflicts, err := vault.BackfillHostnameClaims(ctx); err != nil {
+		return err
+	} else if claimed > 0 || conflicts > 0 {
+		logger.Info("hostname claims backfilled from the active revisions", "claimed", claimed, "held by an older environment", conflicts)
+	}
 	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter,
 		Lease: cfg.RunLease, ValueRetention: cfg.ValueRetention, Webhooks: runs.WebhookOptions{PublicURL: cfg.PublicURL}}); err != nil {
 		return err
