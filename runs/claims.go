@@ -39,7 +39,7 @@ func (s *Service) SetReservedHostnames(names []string) {
 // environment's claim (owner) or the Studio's own address.
 type hostRefusal struct {
 	// index is the refusal's sentence in DeployPlan.Refused.
-	index                  int
+	index                   int
 	name, expression, route string
 	// withheld: the hostname is built from a value the project also uses
 	// outside hostnames; it is named by its expression only.

@@ -44,7 +44,7 @@ type Service struct {
 	PublicAddresses []netip.Addr
 	// reserved are the Studio's own hostnames (SetReservedHostnames).
 	reserved []string
-	river           *river.Client[pgx.Tx]
+	river    *river.Client[pgx.Tx]
 	// webhooks are the delivery options StartRiver was given.
 	webhooks *WebhookOptions
 	// stopSupervising ends superviseLeases; supervising waits for it.

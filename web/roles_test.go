@@ -271,7 +271,7 @@ var routeTable = []routeCase{
 	// Hostname claims (issue 35): only installation admins move one; no
 	// environment holds this one, so the move is refused on the page.
 	{method: "POST", pattern: "/admin/hostnames/move", path: "/admin/hostnames/move",
-		form: url.Values{"hostname": {"nobody.example.test"}, "environment": {"1"}, "confirm": {"nobody.example.test"}},
+		form:  url.Values{"hostname": {"nobody.example.test"}, "environment": {"1"}, "confirm": {"nobody.example.test"}},
 		allow: installAdmins, status: http.StatusUnprocessableEntity},
 
 	// API tokens (issue 27): anyone signed in manages their own.
