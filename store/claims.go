@@ -293,8 +293,9 @@ func (v *Vault) BackfillHostnameClaims(ctx context.Context) (claimed, conflicts 
 // ResolveReleaseHostnames expands the hostname expressions of def with the
 // value versions fixed for deploy run runID (its release: what the
 // platform's routes are written with), keyed by expression, as
-// ResolvePlannedHostnames does with the current values. Only the values
-// these expressions reference are decrypted.
+// ResolvePlannedHostnames does with the current values (which a run that
+// pinned no release deploys). Only the values these expressions reference
+// are decrypted.
 func (v *Vault) ResolveReleaseHostnames(ctx context.Context, envID, runID int64, def *compiler.Definition) (map[string]ResolvedHost, error) {
 	exprs, names := hostnameExpressions(def)
 	values := map[string]string{}
@@ -302,6 +303,11 @@ func (v *Vault) ResolveReleaseHostnames(ctx context.Context, envID, runID int64,
 		release, err := v.db.deployValues(ctx, runID)
 		if err != nil {
 			return nil, err
+		}
+		if len(release) == 0 {
+			// A run that pinned no release (one from before releases
+			// were recorded) deploys the current values.
+			return v.resolveHostnames(ctx, envID, def)
 		}
 		for _, nv := range release {
 			if !slices.Contains(names, nv.Name) {
