@@ -90,24 +90,34 @@ func claimHostnamesTx(ctx context.Context, tx pgx.Tx, envID, runID int64, names 
 }
 
 // ClaimHostnames claims for the environment, on behalf of deploy run
-// runID, every name of names nobody holds, and returns the names another
-// environment holds (sorted), which it leaves as they are. A deploy's run
-// calls it before any step acts for a hostname: its values may have
-// changed since the run was created.
+// runID, every name of names nobody holds, unless another environment
+// holds one of them: then it claims none and returns those (sorted). A
+// deploy's run calls it before any step acts for a hostname: its values
+// may have changed since the run was created.
 func (db *DB) ClaimHostnames(ctx context.Context, envID, runID int64, names []string) ([]string, error) {
 	names = normalHostnames(names)
 	if len(names) == 0 {
 		return nil, nil
 	}
-	if _, err := db.Pool.Exec(ctx, `
-		INSERT INTO hostname_claims (hostname, environment_id, run_id, since)
-		SELECT n, $2, $3, $4 FROM unnest($1::text[]) AS n ORDER BY n
-		ON CONFLICT (hostname) DO NOTHING`, names, envID, runID, db.Now()); err != nil {
-		return nil, fmt.Errorf("store: claim hostnames: %w", err)
-	}
-	rows, _ := db.Pool.Query(ctx, `SELECT hostname FROM hostname_claims WHERE hostname = ANY($1) AND environment_id <> $2 ORDER BY hostname`, names, envID)
-	others, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	var others []string
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO hostname_claims (hostname, environment_id, run_id, since)
+			SELECT n, $2, $3, $4 FROM unnest($1::text[]) AS n ORDER BY n
+			ON CONFLICT (hostname) DO NOTHING`, names, envID, runID, db.Now()); err != nil {
+			return err
+		}
+		rows, _ := tx.Query(ctx, `SELECT hostname FROM hostname_claims WHERE hostname = ANY($1) AND environment_id <> $2 ORDER BY hostname`, names, envID)
+		var err error
+		if others, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return err
+		}
+		if len(others) > 0 {
+			return errNotApplied // claim none of them
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNotApplied) {
 		return nil, fmt.Errorf("store: claim hostnames: %w", err)
 	}
 	return others, nil
