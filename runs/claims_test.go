@@ -188,10 +188,28 @@ func (f *fixture) otherEnvironmentNamed(project, domain string) *store.Environme
 // issued for, and a hook called at each probe.
 type watching struct {
 	*local.Platform
-	mu      sync.Mutex
-	probed  []string
-	issued  []string
-	onProbe func(domain string)
+	mu        sync.Mutex
+	probed    []string
+	issued    []string
+	rolledOut []string
+	onProbe   func(domain string)
+	onRelease func()
+}
+
+func (w *watching) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
+	if w.onRelease != nil {
+		w.onRelease()
+	}
+	return w.Platform.Release(ctx, env, app, cmd, key, out)
+}
+
+// Rollout is where a cluster writes the application's routes (HTTPRoutes
+// on Kubernetes).
+func (w *watching) Rollout(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) error {
+	w.mu.Lock()
+	w.rolledOut = append(w.rolledOut, app)
+	w.mu.Unlock()
+	return w.Platform.Rollout(ctx, env, app, a, out)
 }
 
 func (w *watching) Probe(ctx context.Context, domain string) platform.ProbeResult {
@@ -352,5 +370,35 @@ func TestASuccessfulDeployHoldsExactlyTheHostnamesItRuns(t *testing.T) {
 	}
 	if !dp.CanStart() {
 		t.Fatalf("the released hostname is still refused: %q", dp.Refused)
+	}
+}
+
+// TestARolloutIsRefusedForARouteWhoseHostnameWasMovedAway: a route without
+// TLS has no certificate step; the rollout that would write its routes is
+// refused before the platform is called.
+func TestARolloutIsRefusedForARouteWhoseHostnameWasMovedAway(t *testing.T) {
+	manifest := strings.Replace(wiki("10m"), `aliases: ["www.${APP_DOMAIN}"]`, `aliases: ["www.${APP_DOMAIN}"]`+"\n        tls: disabled", 1)
+	f := newFixture(t, manifest, wikiValues)
+	w := f.watch()
+	rival := f.otherEnvironment("rival.test")
+	run := f.deploy(runs.DeployRequest{})
+	for _, cp := range f.checkpoints(run.ID) {
+		if cp.Kind == runs.KindIssueTLS {
+			t.Fatalf("the route without TLS has a certificate step: %s", cp.Name)
+		}
+	}
+	w.onRelease = func() {
+		if _, err := f.db.MoveHostnameClaim(f.ctx, store.Actor{}, "www.wiki.test", rival.ID); err != nil {
+			t.Error(err)
+		}
+	}
+	f.execute(run.ID)
+	got := f.run(run.ID)
+	cp, _ := f.checkpoint(run.ID, runs.KindRollout)
+	if got.Status != store.RunFailed || got.Reason != "www.wiki.test is served by another environment of this installation." || cp.Status != store.CheckpointFailed {
+		t.Fatalf("run %s (%s), rollout %s; want the rollout refused on www.wiki.test", got.Status, got.Reason, cp.Status)
+	}
+	if len(w.rolledOut) != 0 {
+		t.Fatalf("the platform rolled out %v", w.rolledOut)
 	}
 }
