@@ -250,8 +250,9 @@ func releaseHostnamesTx(ctx context.Context, tx pgx.Tx, envID, runID int64, name
 // taken oldest first: of two that already served the same hostname, the
 // older keeps it and the other's next deploy naming it is refused. It
 // returns how many hostnames it claimed and how many it found held by an
-// older environment. Done, it does nothing.
-func (v *Vault) BackfillHostnameClaims(ctx context.Context) (claimed, conflicts int, err error) {
+// older environment. Hostnames of reserved (the Studio's own) are not
+// claimed. Done, it does nothing.
+func (v *Vault) BackfillHostnameClaims(ctx context.Context, reserved []string) (claimed, conflicts int, err error) {
 	err = v.db.InTx(ctx, func(tx pgx.Tx) error {
 		var state string
 		err := tx.QueryRow(ctx, `SELECT value FROM installation_settings WHERE key = 'hostname_claims_backfill' FOR UPDATE`).Scan(&state)
@@ -273,7 +274,7 @@ func (v *Vault) BackfillHostnameClaims(ctx context.Context) (claimed, conflicts 
 			}
 			var names []string
 			for _, h := range hosts {
-				if h.Name != "" {
+				if h.Name != "" && !slices.Contains(reserved, strings.ToLower(h.Name)) {
 					names = append(names, h.Name)
 				}
 			}

@@ -128,12 +128,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	runService := runs.NewService(db.DB, vault, runPlatform, time.Now, logger)
 	runService.PublicAddresses = cfg.publicAddresses
 	// The Studio's own address is no environment's hostname.
+	var own []string
 	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
-		runService.SetReservedHostnames([]string{u.Hostname()})
+		own = []string{strings.ToLower(u.Hostname())}
 	}
+	runService.SetReservedHostnames(own)
 	// Environments deployed before hostname claims existed claim the
 	// hostnames of their active revision (once per installation).
-	if claimed, conflicts, err := vault.BackfillHostnameClaims(ctx); err != nil {
+	if claimed, conflicts, err := vault.BackfillHostnameClaims(ctx, own); err != nil {
 		return err
 	} else if claimed > 0 || conflicts > 0 {
 		logger.Info("hostname claims backfilled from the active revisions", "claimed", claimed, "held by an older environment", conflicts)
