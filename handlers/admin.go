@@ -30,14 +30,23 @@ func (h *Admin) ShowAdminPage(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Admin) render(w http.ResponseWriter, r *http.Request, status int, posted *string, problem string) error {
+	return h.renderPage(w, r, status, func(m *views.AdminPage) {
+		m.TargetError = problem
+		if posted != nil {
+			m.Target = *posted
+		}
+	})
+}
+
+// renderPage renders the admin page as stored, with what edit changes
+// (a form as posted and its error).
+func (h *Admin) renderPage(w http.ResponseWriter, r *http.Request, status int, edit func(*views.AdminPage)) error {
 	current, err := h.DB.BackupTarget(r.Context())
 	if err != nil {
 		return err
 	}
-	m := views.AdminPage{Chrome: h.Chrome(r, "Installation", "admin"), Current: current, Target: current, TargetError: problem}
-	if posted != nil {
-		m.Target = *posted
-	}
+	m := views.AdminPage{Chrome: h.Chrome(r, "Installation", "admin"), Current: current, Target: current}
+	edit(&m)
 	if h.Runs != nil {
 		if m.CurrentProblem, err = h.Runs.TargetProblem(r.Context()); err != nil {
 			return err
@@ -90,15 +99,7 @@ func (h *Admin) MoveHostname(w http.ResponseWriter, r *http.Request) error {
 	mv := views.HostnameMove{Hostname: strings.TrimSpace(r.PostForm.Get("hostname")), Environment: strings.TrimSpace(r.PostForm.Get("environment")),
 		Confirm: strings.TrimSpace(r.PostForm.Get("confirm"))}
 	refuse := func(msg string) error {
-		current, err := h.DB.BackupTarget(r.Context())
-		if err != nil {
-			return err
-		}
-		m := views.AdminPage{Chrome: h.Chrome(r, "Installation", "admin"), Current: current, Target: current, Move: mv, MoveError: msg}
-		if err := h.hostnameClaims(r, &m); err != nil {
-			return err
-		}
-		return Render(w, r, http.StatusUnprocessableEntity, views.Admin(m))
+		return h.renderPage(w, r, http.StatusUnprocessableEntity, func(m *views.AdminPage) { m.Move, m.MoveError = mv, msg })
 	}
 	to, err := strconv.ParseInt(mv.Environment, 10, 64)
 	switch {
