@@ -313,8 +313,14 @@ func TestTheReconcilerAndCheckNowSkipHostnamesTheEnvironmentDoesNotHold(t *testi
 		t.Fatalf("first deploy %s (%s), want succeeded with warnings", got.Status, got.Reason)
 	}
 	rival := f.otherEnvironment("rival.test")
-	if _, err := f.db.MoveHostnameClaim(f.ctx, store.Actor{}, "wiki.test", rival.ID); err != nil {
+	// Another environment holds wiki.test while this one keeps its deferred
+	// certificate (as the backfill leaves an environment whose hostname an
+	// older one served too; a move drops the certificate itself).
+	if _, err := f.db.Pool.Exec(f.ctx, `UPDATE hostname_claims SET environment_id = $1 WHERE hostname = 'wiki.test'`, rival.ID); err != nil {
 		t.Fatal(err)
+	}
+	if c := f.certificate("wiki.test"); c.State != store.CertDeferred {
+		t.Fatalf("wiki.test's certificate is %s, want deferred", c.State)
 	}
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)

@@ -179,7 +179,8 @@ func (db *DB) HostnameClaims(ctx context.Context) ([]HostnameClaim, error) {
 // MoveHostnameClaim gives the claim of hostname to the environment toEnvID
 // (installation admins), with its audit record (hostname.moved, from and
 // to). The audit record names no environment of its own, so that only
-// installation admins read it. Moving a claim changes no platform object:
+// installation admins read it. The old holder's certificate of hostname
+// that was not issued yet is dropped. Moving a claim changes no platform object:
 // the environment that held it stops acting for the hostname (its runs,
 // the reconciler and Check now skip it), and the one that holds it now
 // serves it at its next deploy.
@@ -212,6 +213,11 @@ func (db *DB) MoveHostnameClaim(ctx context.Context, a Actor, hostname string, t
 		}
 		if _, err := tx.Exec(ctx, `UPDATE hostname_claims SET environment_id = $2, run_id = NULL, since = $3 WHERE hostname = $1`,
 			hostname, toEnvID, db.Now()); err != nil {
+			return err
+		}
+		// The old holder's certificate that was still to be issued is
+		// dropped: nothing probes or issues it for that environment now.
+		if _, err := tx.Exec(ctx, `DELETE FROM certificates WHERE environment_id = $1 AND domain = $2 AND state <> 'issued'`, fromID, hostname); err != nil {
 			return err
 		}
 		e := a.event("hostname.moved")

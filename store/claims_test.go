@@ -176,12 +176,18 @@ func TestAnInstallationAdminMovesAClaimWithAnAuditRecord(t *testing.T) {
 	if _, err := f.db.MoveHostnameClaim(f.ctx, admin, "shop.example.com", 999999); apperr.CodeOf(err) != apperr.Invalid {
 		t.Fatalf("moving a claim to no environment: %v", err)
 	}
+	if _, err := f.db.Pool.Exec(f.ctx, `INSERT INTO certificates (environment_id, domain, route, state) VALUES ($1, 'shop.example.com', 'web / public', 'deferred')`, f.shop.ID); err != nil {
+		t.Fatal(err)
+	}
 	moved, err := f.db.MoveHostnameClaim(f.ctx, admin, "Shop.Example.com", f.blog.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if moved.EnvironmentID != f.blog.ID || f.holders()["shop.example.com"] != "blog/production" {
 		t.Fatalf("after the move %+v, claims %v", moved, f.holders())
+	}
+	if _, err := f.db.CertificateFor(f.ctx, f.shop.ID, "shop.example.com"); apperr.CodeOf(err) != apperr.NotFound {
+		t.Fatalf("the old holder's deferred certificate stays after the move: %v", err)
 	}
 	// The old holder's next deploy naming it is refused now.
 	var cc *store.ClaimConflict
