@@ -43,9 +43,9 @@ type hostRefusal struct {
 	name, expression, route string
 	// withheld: the hostname is built from a value the project also uses
 	// outside hostnames; it is named by its expression only.
-	withheld bool
-	studio   bool
-	owner    string
+	withheld, alias bool
+	studio          bool
+	owner           string
 }
 
 // sentence is how the refusal reads to a reader who may see resolved
@@ -53,7 +53,11 @@ type hostRefusal struct {
 // an installation admin (and so may read which environment holds it) or not.
 func (h hostRefusal) sentence(mayResolve, installAdmin bool) string {
 	who := h.name
-	if len(compiler.ValueRefs(h.expression)) > 0 && (!mayResolve || h.withheld) {
+	switch {
+	case len(compiler.ValueRefs(h.expression)) == 0 || mayResolve && !h.withheld:
+	case h.alias:
+		who = fmt.Sprintf("The alias %s of %s", h.expression, h.route)
+	default:
 		who = fmt.Sprintf("The hostname of %s (%s)", h.route, h.expression)
 	}
 	switch {
@@ -97,7 +101,8 @@ func (s *Service) planClaims(ctx context.Context, env *store.Environment, dp *De
 		}
 		seen[n] = true
 		dp.claims = append(dp.claims, n)
-		hr := hostRefusal{name: n, expression: h.Expression, route: h.Route, withheld: withheld[h.Expression]}
+		hr := hostRefusal{name: n, expression: h.Expression, route: strings.TrimSuffix(h.Route, " alias "+h.Expression), alias: h.Alias,
+			withheld: withheld[h.Expression]}
 		if c, ok := claims[n]; ok && c.EnvironmentID != env.ID {
 			hr.owner = c.Project + " / " + c.Environment
 		} else if slices.Contains(s.reserved, n) {
@@ -119,7 +124,7 @@ func (s *Service) claimRefusal(ctx context.Context, a store.Actor, dp *DeployPla
 	hr := hostRefusal{name: cc.Hostname, expression: cc.Hostname, owner: cc.Owner}
 	for _, h := range dp.Hostnames {
 		if strings.EqualFold(dp.resolved[h.Expression].Name, cc.Hostname) {
-			hr.expression, hr.route = h.Expression, h.Route
+			hr.expression, hr.route, hr.alias = h.Expression, strings.TrimSuffix(h.Route, " alias "+h.Expression), h.Alias
 			for _, pv := range dp.PublicValues {
 				for _, ph := range pv.Hostnames {
 					hr.withheld = hr.withheld || ph.Expression == h.Expression

@@ -61,7 +61,7 @@ func TestAPlanNamingAnotherEnvironmentsHostnameIsRefused(t *testing.T) {
 	// Worded for a viewer (the default): the expression, no holder.
 	want := []string{
 		"The hostname of web / public (${APP_DOMAIN}) is served by another environment of this installation.",
-		"The hostname of web / public alias www.${APP_DOMAIN} (www.${APP_DOMAIN}) is served by another environment of this installation.",
+		"The alias www.${APP_DOMAIN} of web / public is served by another environment of this installation.",
 	}
 	if !slices.Equal(dp.Refused, want) {
 		t.Fatalf("refused for a viewer:\n%s\nwant:\n%s", strings.Join(dp.Refused, "\n"), strings.Join(want, "\n"))
