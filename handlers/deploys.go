@@ -95,6 +95,10 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 	if err != nil {
 		return views.DeployPlanPage{}, err
 	}
+	// A hostname held elsewhere: resolved for those who may see resolved
+	// hostnames, its holder named to installation admins only.
+	u := CurrentUser(ctx)
+	dp.ForReader(role.Includes(store.RoleDeployer), u != nil && u.IsAdmin)
 	m := views.DeployPlanPage{
 		Chrome:  h.Chrome(r, "Deploy · "+env.Project+" / "+env.Name, "projects"),
 		Project: env.Project, Env: env.Name,

@@ -54,6 +54,15 @@ func (r *Runner) applyRelease(ctx context.Context, rc *runContext, contract comp
 	case err != nil:
 		return stepResult{}, err
 	}
+	// Before any step acts for a hostname: the environment holds every
+	// hostname these values make.
+	if why, err := r.claimReleaseHostnames(ctx, rc); err != nil || why != "" {
+		clear(values)
+		if err != nil {
+			return stepResult{}, err
+		}
+		return fail(why), nil
+	}
 	if vr, is := r.Platform.(platform.ValueReceiver); is {
 		if err := vr.SetValues(ctx, platformEnv(rc.env), values); err != nil {
 			clear(values)

@@ -309,6 +309,7 @@ func (a *app) routes(https bool) http.Handler {
 			backups := handlers.NewBackups(a.base, a.deps.Runs)
 			r.Get("/admin", a.handle(admin.ShowAdminPage))
 			r.Post("/admin/backup-target", a.handle(admin.SetBackupTarget))
+			r.Post("/admin/hostnames/move", a.handle(admin.MoveHostname))
 			r.Get("/projects/{project}/environments/{env}/backups", a.handle(backups.ShowBackupsPage))
 			r.Post("/projects/{project}/environments/{env}/backups", a.handle(backups.TakeSnapshot))
 			r.Post("/projects/{project}/environments/{env}/backups/schedule", a.handle(backups.SetSchedule))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,6 +129,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	runService := runs.NewService(db.DB, vault, runPlatform, time.Now, logger)
 	runService.PublicAddresses = cfg.publicAddresses
+	// The Studio's own address is no environment's hostname.
+	var ownHosts []string
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
+		ownHosts = []string{strings.ToLower(u.Hostname())}
+	}
+	runService.SetReservedHostnames(ownHosts)
+	// Environments deployed before hostname claims existed claim the
+	// hostnames of their active revision (once per installation).
+	if claimed, conflicts, err := vault.BackfillHostnameClaims(ctx, ownHosts); err != nil {
+		return err
+	} else if claimed > 0 || conflicts > 0 {
+		logger.Info("hostname claims backfilled from the active revisions", "claimed", claimed, "held by an older environment", conflicts)
+	}
 	// The metrics listener opens before deliveries start: they never reach it.
 	var ml net.Listener
 	if cfg.MetricsAddr != "" {
