@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/skali-dev/studio/apperr"
@@ -29,14 +30,23 @@ func (h *Admin) ShowAdminPage(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Admin) render(w http.ResponseWriter, r *http.Request, status int, posted *string, problem string) error {
+	return h.renderPage(w, r, status, func(m *views.AdminPage) {
+		m.TargetError = problem
+		if posted != nil {
+			m.Target = *posted
+		}
+	})
+}
+
+// renderPage renders the admin page as stored, with what edit changes
+// (a form as posted and its error).
+func (h *Admin) renderPage(w http.ResponseWriter, r *http.Request, status int, edit func(*views.AdminPage)) error {
 	current, err := h.DB.BackupTarget(r.Context())
 	if err != nil {
 		return err
 	}
-	m := views.AdminPage{Chrome: h.Chrome(r, "Installation", "admin"), Current: current, Target: current, TargetError: problem}
-	if posted != nil {
-		m.Target = *posted
-	}
+	m := views.AdminPage{Chrome: h.Chrome(r, "Installation", "admin"), Current: current, Target: current}
+	edit(&m)
 	if h.Runs != nil {
 		if m.CurrentProblem, err = h.Runs.TargetProblem(r.Context()); err != nil {
 			return err
@@ -49,7 +59,66 @@ func (h *Admin) render(w http.ResponseWriter, r *http.Request, status int, poste
 	for _, a := range alarms {
 		m.Alarms = append(m.Alarms, views.NewBackupAlarmView(a))
 	}
+	if err := h.hostnameClaims(r, &m); err != nil {
+		return err
+	}
 	return Render(w, r, status, views.Admin(m))
+}
+
+// hostnameClaims fills the page's hostname claims and the environments a
+// claim may be moved to.
+func (h *Admin) hostnameClaims(r *http.Request, m *views.AdminPage) error {
+	claims, err := h.DB.HostnameClaims(r.Context())
+	if err != nil {
+		return err
+	}
+	for _, c := range claims {
+		m.Claims = append(m.Claims, views.HostnameClaimView{Hostname: c.Hostname, Owner: c.Project + " / " + c.Environment, Since: c.Since})
+	}
+	envs, err := h.DB.AdminEnvironments(r.Context(), CurrentUser(r.Context()))
+	if err != nil {
+		return err
+	}
+	for _, e := range envs {
+		m.Targets = append(m.Targets, views.FilterOption{Value: strconv.FormatInt(e.ID, 10), Label: e.Project + " / " + e.Name})
+	}
+	return nil
+}
+
+// MoveHostname moves a hostname's claim to another environment
+// (installation admins): fields hostname, environment (its id) and
+// confirm, the hostname typed again. A refusal re-renders the page with
+// the reason next to the form.
+func (h *Admin) MoveHostname(w http.ResponseWriter, r *http.Request) error {
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	if err := RequireAdmin(r); err != nil {
+		return err
+	}
+	mv := views.HostnameMove{Hostname: strings.TrimSpace(r.PostForm.Get("hostname")), Environment: strings.TrimSpace(r.PostForm.Get("environment")),
+		Confirm: strings.TrimSpace(r.PostForm.Get("confirm"))}
+	refuse := func(msg string) error {
+		return h.renderPage(w, r, http.StatusUnprocessableEntity, func(m *views.AdminPage) { m.Move, m.MoveError = mv, msg })
+	}
+	to, err := strconv.ParseInt(mv.Environment, 10, 64)
+	switch {
+	case mv.Hostname == "":
+		return refuse("Choose the hostname to move.")
+	case err != nil || to < 1:
+		return refuse("Choose the environment to move " + mv.Hostname + " to.")
+	case !strings.EqualFold(mv.Confirm, mv.Hostname):
+		return refuse("Type the hostname, " + mv.Hostname + ", to confirm the move.")
+	}
+	moved, err := h.DB.MoveHostnameClaim(r.Context(), ActorOf(r), mv.Hostname, to)
+	if c := apperr.CodeOf(err); c == apperr.Invalid || c == apperr.NotFound {
+		return refuse(apperr.Message(err))
+	}
+	if err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "success", moved.Hostname+" now belongs to "+moved.Project+" / "+moved.Environment+".")
+	return SeeOther(w, r, paths.Admin+"#hostname-claims")
 }
 
 // SetBackupTarget checks and stores the backup target (installation

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -330,6 +331,8 @@ func (h *API) ShowPlan(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	u := CurrentUser(r.Context())
+	dp.ForReader(role.Includes(store.RoleDeployer), u != nil && u.IsAdmin)
 	p := APIPlan{Revision: dp.To.Number, Latest: dp.Latest, FirstDeploy: dp.FirstDeploy, Rollback: dp.Rollback, Redeploy: dp.Redeploy,
 		CanStart:     dp.CanStart() && role.Includes(store.RoleDeployer) && (!dp.PublishesValues() || role.Includes(store.RoleAdmin)),
 		NeedsConfirm: len(dp.Destructive) > 0, MissingValues: nonNil(dp.MissingValues), OrphanedValues: nonNil(dp.OrphanedValues),
@@ -372,7 +375,7 @@ func (h *API) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 	if err := readJSON(r, &body); err != nil {
 		return err
 	}
-	if body.Revision < 0 {
+	if body.Revision < 0 || body.Revision > math.MaxInt32 {
 		return apperr.Errorf(apperr.Invalid, "revision must be a revision number from 1 to 2147483647, such as 3.")
 	}
 	if body.Release < 0 {
@@ -381,7 +384,7 @@ func (h *API) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 	if body.Release > 0 && (body.Revision > 0 || body.Redeploy) {
 		return apperr.Errorf(apperr.Invalid, "A rollback deploys the release's own revision: send release without revision or redeploy.")
 	}
-	env, _, err := h.Environment(r, store.RoleDeployer)
+	env, role, err := h.Environment(r, store.RoleDeployer)
 	if err != nil {
 		return err
 	}
@@ -391,7 +394,7 @@ func (h *API) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 	}
 	run, err := svc.StartDeploy(r.Context(), ActorOf(r), env, runs.DeployRequest{Revision: body.Revision,
 		Confirm: strings.TrimSpace(body.Confirm), Redeploy: body.Redeploy, ConfirmPublicValue: strings.TrimSpace(body.ConfirmPublicValue),
-		Release: body.Release})
+		Release: body.Release, Role: role})
 	var refusal *runs.DeployRefusal
 	if errors.As(err, &refusal) {
 		field := refusal.Field

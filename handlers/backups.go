@@ -110,6 +110,7 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 			row.Size = views.ByteSize(b.Size)
 			row.CanRemove = m.CanManage && store.RunFinished(b.RunStatus)
 			row.Missing = missing[b.ID]
+			row.Leftover = b.Leftover
 			row.CanRestore = m.CanManage && b.Succeeded() && row.Missing == ""
 		}
 		if e := b.ExpiresAt(); e != nil && b.RunID != nil {

@@ -95,6 +95,10 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 	if err != nil {
 		return views.DeployPlanPage{}, err
 	}
+	// A hostname held elsewhere: resolved for those who may see resolved
+	// hostnames, its holder named to installation admins only.
+	u := CurrentUser(ctx)
+	dp.ForReader(role.Includes(store.RoleDeployer), u != nil && u.IsAdmin)
 	m := views.DeployPlanPage{
 		Chrome:  h.Chrome(r, "Deploy · "+env.Project+" / "+env.Name, "projects"),
 		Project: env.Project, Env: env.Name,
@@ -193,7 +197,7 @@ func (h *Deploys) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req := runs.DeployRequest{Revision: rev, Confirm: strings.TrimSpace(r.PostForm.Get("confirm")), Redeploy: r.PostForm.Get("redeploy") == "1",
-		ConfirmPublicValue: strings.TrimSpace(r.PostForm.Get("confirm_public_value")), Release: release}
+		ConfirmPublicValue: strings.TrimSpace(r.PostForm.Get("confirm_public_value")), Release: release, Role: role}
 	run, err := svc.StartDeploy(r.Context(), ActorOf(r), env, req)
 	var refusal *runs.DeployRefusal
 	if errors.As(err, &refusal) {

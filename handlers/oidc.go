@@ -301,16 +301,7 @@ func (h *OIDC) callback(r *http.Request) (*store.User, error) {
 // isAdmin reports whether STUDIO_ADMINS names the user by subject or by a
 // verified email.
 func (h *OIDC) isAdmin(subject, email string, emailVerified bool) bool {
-	for _, a := range h.cfg.Admins {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		if a == subject || (emailVerified && email != "" && strings.EqualFold(a, email)) {
-			return true
-		}
-	}
-	return false
+	return store.InstallationAdmins(h.cfg.Admins).Names(subject, email, emailVerified)
 }
 
 // fail logs the detail of a failed sign-in with the request id, records it

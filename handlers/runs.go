@@ -17,6 +17,7 @@ import (
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/termsafe"
 	"github.com/skali-dev/studio/views"
 )
 
@@ -198,7 +199,11 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 }
 
 // DownloadRunLog answers the run's whole log as text (any role that sees
-// the run): a line per log line with its time and its checkpoint.
+// the run): a line per log line with its time and its checkpoint. A log is
+// what a build or a release command printed, and the file is read on
+// terminals (curl, less -R, cat): terminal control sequences (ESC, other
+// C0 and C1 controls, bidirectional overrides) are written as visible
+// escapes (termsafe.Visible), never as the bytes a terminal acts on.
 func (h *Runs) DownloadRunLog(w http.ResponseWriter, r *http.Request) error {
 	env, _, err := h.Environment(r, store.RoleViewer)
 	if err != nil {
@@ -222,7 +227,7 @@ func (h *Runs) DownloadRunLog(w http.ResponseWriter, r *http.Request) error {
 	}
 	var b strings.Builder
 	for _, l := range lines {
-		fmt.Fprintf(&b, "%s  %s  %s\n", l.At.UTC().Format("2006-01-02T15:04:05.000Z"), names[l.Position], l.Text)
+		fmt.Fprintf(&b, "%s  %s  %s\n", l.At.UTC().Format("2006-01-02T15:04:05.000Z"), termsafe.Visible(names[l.Position]), termsafe.Visible(l.Text))
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s-run-%d.log"`, env.Project, env.Name, run.ID))

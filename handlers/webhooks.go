@@ -15,6 +15,7 @@ import (
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/paths"
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -31,11 +32,18 @@ const maxWebhookEndpoints = 20
 // webhookDeliveriesShown is how many recent deliveries a page lists.
 const webhookDeliveriesShown = 50
 
+// webhookTextShown bounds the stored texts a page shows (a delivery's
+// error, an endpoint's reason for being turned off), whatever a row holds.
+const webhookTextShown = 2 * store.WebhookErrorLimit
+
 // Webhooks is the webhooks pages: an environment's (its admins) and the
 // one of endpoints that hear of every environment (installation admins).
 type Webhooks struct {
 	*Base
 	Vault *store.Vault
+	// Runs, when set, refuses at once an endpoint whose address
+	// deliveries would refuse (runs.Service.WebhookURLRefusal).
+	Runs *runs.Service
 	// Secure marks the new-endpoint cookie Secure (https).
 	Secure bool
 }
@@ -110,7 +118,7 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 	var ids []int64
 	for _, e := range eps {
 		row := views.WebhookEndpointRow{ID: e.ID, URL: e.URL, Events: e.Events, Format: e.Format, State: "active",
-			DisabledReason: e.DisabledReason, Created: views.Ago(e.CreatedAt), CreatedBy: e.CreatedBy}
+			DisabledReason: humanize.Clip(e.DisabledReason, webhookTextShown), Created: views.Ago(e.CreatedAt), CreatedBy: e.CreatedBy}
 		if e.DisabledAt != nil {
 			row.State = "turned off"
 			if !strings.HasPrefix(e.DisabledReason, "Turned off by") {
@@ -128,7 +136,7 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 	}
 	for _, d := range ds {
 		row := views.WebhookDeliveryRow{ID: d.ID, Event: d.Event, URL: urls[d.EndpointID], Where: d.Data.Project + "/" + d.Data.Environment,
-			Status: d.Status, Attempts: d.Attempts, Duration: "—", Code: "—", Error: d.LastError, When: views.Ago(d.CreatedAt),
+			Status: d.Status, Attempts: d.Attempts, Duration: "—", Code: "—", Error: humanize.Clip(d.LastError, webhookTextShown), When: views.Ago(d.CreatedAt),
 			Redelivery: d.RedeliveryOf != nil}
 		if d.Status == store.WebhookSucceeded {
 			row.Error = ""
@@ -229,6 +237,11 @@ func (h *Webhooks) AddWebhookEndpoint(w http.ResponseWriter, r *http.Request) er
 		form.FormatError = "Choose the standard or the Slack-compatible body."
 	}
 	form.URLError = webhookURLProblem(form.URL)
+	if form.URLError == "" && h.Runs != nil {
+		if refusal := h.Runs.WebhookURLRefusal(form.URL); refusal != nil {
+			form.URLError = "Deliveries to this URL would be " + refusal.Error() + "."
+		}
+	}
 	if form.URLError == "" {
 		eps, err := h.endpoints(r, s)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Plural returns one when n is 1 and many otherwise.
@@ -97,4 +98,20 @@ func Until(d time.Duration) string {
 		return "in " + strconv.FormatInt(int64(h), 10) + " h"
 	}
 	return fmt.Sprintf("in %d h %02d min", h, m)
+}
+
+// Clip bounds s to at most limit bytes for storing or showing: text that
+// is not UTF-8 is made so, and a longer text is cut on a rune boundary and
+// ends with "…" (counted in limit).
+func Clip(s string, limit int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= limit {
+		return s
+	}
+	const ellipsis = "…"
+	cut := max(limit-len(ellipsis), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }

@@ -20,6 +20,10 @@ func TestHumanize(t *testing.T) {
 		{humanize.ShortHash("md5:x"), "md5:x"},
 		{humanize.JoinAnd([]string{"a"}), "a"},
 		{humanize.JoinAnd([]string{"a", "b", "c"}), "a, b and c"},
+		{humanize.Clip("short", 10), "short"},
+		{humanize.Clip("abcdefghijkl", 10), "abcdefg…"},
+		{humanize.Clip("ééééé", 8), "éé…"}, // never half a rune
+		{humanize.Clip("a\xffb", 10), "a\uFFFDb"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

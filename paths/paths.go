@@ -43,6 +43,10 @@ const Admin = "/admin"
 // AdminBackupTarget is where the installation's backup target is posted.
 const AdminBackupTarget = Admin + "/backup-target"
 
+// AdminHostnameMove is where an installation admin posts the move of a
+// hostname's claim to another environment.
+const AdminHostnameMove = Admin + "/hostnames/move"
+
 // Login is the sign-in page.
 const Login = "/login"
 

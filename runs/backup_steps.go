@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -102,37 +103,83 @@ func (r *Runner) restoreFiles(ctx context.Context, runID int64) ([]platform.Snap
 }
 
 // discardSnapshot removes what a snapshot that did not complete wrote, so
-// that no partial directory is left looking like a snapshot.
-func (r *Runner) discardSnapshot(ctx context.Context, b *store.Backup, env *store.Environment) {
+// that no partial directory is left looking like a snapshot. When the
+// target refuses the removal (a disk remounted read-only, say), the folder
+// is logged with its path and recorded with the snapshot as left over, so
+// the backups page shows it until a later attempt removes it; discard then
+// returns its path and why it stays. A target that is gone takes its
+// files with it: nothing is recorded.
+func (r *Runner) discardSnapshot(ctx context.Context, b *store.Backup, env *store.Environment) (leftover string, why error) {
+	ctx = context.WithoutCancel(ctx)
 	inst, err := installationID(ctx, r.DB)
-	if err == nil {
-		err = r.Platform.RemoveSnapshot(context.WithoutCancel(ctx), snapshotLocation(b, env, inst))
+	if err != nil {
+		r.warn("discard the files of a failed snapshot", "snapshot", b.Name, "err", err)
+		return "", nil
 	}
+	loc := snapshotLocation(b, env, inst)
+	err = r.Platform.RemoveSnapshot(ctx, loc)
 	var te *platform.TargetError
-	if err != nil && !errors.As(err, &te) && r.Logger != nil {
-		r.Logger.Warn("discard the files of a failed snapshot", "snapshot", b.Name, "err", err)
+	switch {
+	case errors.As(err, &te) && te.Gone:
+		return "", nil
+	case err == nil:
+		if b.Leftover != "" {
+			if err := r.DB.SetBackupLeftover(ctx, b.ID, ""); err != nil {
+				r.warn("record that a snapshot's leftover folder was removed", "snapshot", b.Name, "err", err)
+			}
+		}
+		return "", nil
+	}
+	leftover = filepath.Join(b.Target, filepath.FromSlash(loc.Dir))
+	if b.Leftover == leftover {
+		return leftover, err // recorded and logged already
+	}
+	r.warn("a snapshot that did not complete is left over on the backup target: its folder could not be removed",
+		"snapshot", b.Name, "path", leftover, "err", err)
+	if rerr := r.DB.SetBackupLeftover(ctx, b.ID, leftover); rerr != nil {
+		r.warn("record a snapshot's leftover folder", "snapshot", b.Name, "path", leftover, "err", rerr)
+	}
+	b.Leftover = leftover
+	return leftover, err
+}
+
+// warn logs, when the runner has a logger.
+func (r *Runner) warn(msg string, args ...any) {
+	if r.Logger != nil {
+		r.Logger.Warn(msg, args...)
 	}
 }
 
-// discardUnfinishedSnapshot is the runner's hook when a run ends: a backup
-// run that failed or was cancelled before every file was written leaves no
-// partial snapshot directory. (One whose files were all written and whose
-// retention failed keeps them.)
-func (r *Runner) discardUnfinishedSnapshot(ctx context.Context, run *store.Run, env *store.Environment, status string) {
-	if run.Kind != "backup" || (status != store.RunFailed && status != store.RunCancelled) {
+// finishBackupRun is the runner's hook when a run ends. A backup run that
+// failed or was cancelled before every file was written leaves no partial
+// snapshot directory (one whose files were all written and whose retention
+// failed keeps them). Every backup run's end also tries again to remove
+// the folders earlier snapshots of the environment left over, so that a
+// target that is writable again is cleaned up.
+func (r *Runner) finishBackupRun(ctx context.Context, run *store.Run, env *store.Environment, status string) {
+	if run.Kind != "backup" {
 		return
 	}
-	cps, err := r.DB.Checkpoints(ctx, run.ID)
-	if err != nil || !slices.ContainsFunc(cps, func(cp store.Checkpoint) bool {
-		return cp.Kind == KindSnapshot && cp.Status != store.CheckpointSucceeded
-	}) {
-		return
+	if status == store.RunFailed || status == store.RunCancelled {
+		cps, err := r.DB.Checkpoints(ctx, run.ID)
+		if err == nil && slices.ContainsFunc(cps, func(cp store.Checkpoint) bool {
+			return cp.Kind == KindSnapshot && cp.Status != store.CheckpointSucceeded
+		}) {
+			if b, err := r.DB.BackupByRun(ctx, run.ID); err == nil {
+				r.discardSnapshot(ctx, b, env)
+			}
+		}
 	}
-	b, err := r.DB.BackupByRun(ctx, run.ID)
+	left, err := r.DB.BackupLeftovers(ctx, env.ID)
 	if err != nil {
+		r.warn("list the snapshots left over on the backup target", "environment", env.ID, "err", err)
 		return
 	}
-	r.discardSnapshot(ctx, b, env)
+	for i := range left {
+		if left[i].RunID == nil || *left[i].RunID != run.ID {
+			r.discardSnapshot(ctx, &left[i], env)
+		}
+	}
 }
 
 // backupStep does the work of a backup or restore checkpoint.
@@ -156,8 +203,11 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 			if ctx.Err() != nil {
 				return stepResult{}, ctx.Err() // a shutdown: the step resumes
 			}
-			r.discardSnapshot(ctx, b, rc.env)
-			return fail(fmt.Sprintf("The snapshot of %s failed: %s.", d.Snapshot.Service, err)), nil
+			msg := fmt.Sprintf("The snapshot of %s failed: %s.", d.Snapshot.Service, err)
+			if leftover, why := r.discardSnapshot(ctx, b, rc.env); leftover != "" {
+				msg += fmt.Sprintf(" What it wrote is left over at %s: it could not be removed (%s).", leftover, why)
+			}
+			return fail(msg), nil
 		}
 		d.Snapshot.SnapshotFile = file
 		return ok(), nil

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -343,8 +344,9 @@ func TestBackupOverlappingFireIsSkipped(t *testing.T) {
 	f.clock.Set(start.Add(10*time.Minute + time.Second))
 	f.fire() // the first snapshot was never executed: it still runs
 	rows := f.backupRows()
-	if len(rows) != 2 || rows[0].RunID == nil || rows[1].RunID != nil || !strings.Contains(rows[1].Skipped, "still running") {
-		t.Fatalf("overlap: %+v", rows)
+	if len(rows) != 2 || rows[0].RunID == nil || rows[1].RunID != nil ||
+		rows[1].Skipped != fmt.Sprintf("the previous snapshot (backup run %d) was still running", *rows[0].RunID) {
+		t.Fatalf("overlap: %+v; want the fire skipped, naming the running snapshot", rows)
 	}
 	if a, err := f.db.BackupAlarmOf(f.ctx, f.env.ID); err != nil || a == nil || !strings.Contains(a.Reason, "skipped") {
 		t.Fatalf("alarm after a skipped fire: %+v %v", a, err)
@@ -1118,5 +1120,182 @@ func TestBackupFailedSnapshotLeavesNoDirectory(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(target, "vault", "production")); len(entries) != 0 {
 		t.Fatalf("a cancelled snapshot left %v", entries)
+	}
+}
+
+// syncBuffer is a log destination the runner may write to from any goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// goodSnapshots counts the environment's listed snapshots that completed.
+func (f *fixture) goodSnapshots() int {
+	f.t.Helper()
+	var n int
+	for _, b := range f.backupRows() {
+		if b.Succeeded() {
+			n++
+		}
+	}
+	return n
+}
+
+// TestBackupTargetFullBetweenTwoFiles: the disk fills after the first
+// file of a snapshot. The run fails with the disk's own words, the first
+// file's folder is removed (the disk still lets files go), nothing is
+// left over and nothing is listed as a good snapshot.
+func TestBackupTargetFullBetweenTwoFiles(t *testing.T) {
+	f, target := newBackupFixture(t)
+	logs := &syncBuffer{}
+	f.svc.Runner.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	f.faults.Set(func(fl *local.Faults) { fl.Target = &local.TargetFault{AfterFiles: 1} })
+	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	got := f.run(run.ID)
+	if got.Status != store.RunFailed || !strings.Contains(got.Reason, "no space left on device") || strings.Contains(got.Reason, "left over") {
+		t.Fatalf("snapshot onto a disk that fills: %s (%s)", got.Status, got.Reason)
+	}
+	if cps := f.checkpoints(run.ID); cps[0].Status != store.CheckpointSucceeded || cps[1].Status != store.CheckpointFailed {
+		t.Fatalf("checkpoints %s, %s; want the first file written and the second failed", cps[0].Status, cps[1].Status)
+	}
+	if entries, err := os.ReadDir(filepath.Join(target, "vault", "production")); err != nil || len(entries) != 0 {
+		t.Fatalf("the failed snapshot left %v (%v)", entries, err)
+	}
+	b, err := f.db.BackupByRun(f.ctx, run.ID)
+	if err != nil || b.Leftover != "" || b.Succeeded() || f.goodSnapshots() != 0 {
+		t.Fatalf("backup %+v (%v), %d good snapshots; want it failed, nothing left over", b, err, f.goodSnapshots())
+	}
+	if strings.Contains(logs.String(), "left over") {
+		t.Fatalf("a removed snapshot was logged as left over:\n%s", logs)
+	}
+}
+
+// TestBackupTargetReadOnlyBetweenTwoFiles: the disk turns read-only after
+// the first file of a snapshot, so the folder cannot be removed either.
+// The run fails and says where the folder is left; the log says it with
+// the path; the snapshot carries it as left over and is not a good one.
+// Once the disk is writable again, the next snapshot's end removes it.
+func TestBackupTargetReadOnlyBetweenTwoFiles(t *testing.T) {
+	f, target := newBackupFixture(t)
+	logs := &syncBuffer{}
+	f.svc.Runner.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	kept := snapshot(t, f)
+	f.faults.Set(func(fl *local.Faults) { fl.Target = &local.TargetFault{AfterFiles: 1, ReadOnly: true} })
+	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	b, err := f.db.BackupByRun(f.ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(target, "vault", "production", b.Name)
+	got := f.run(run.ID)
+	if got.Status != store.RunFailed || !strings.Contains(got.Reason, "read-only file system") ||
+		!strings.Contains(got.Reason, "left over at "+dir+": it could not be removed (read-only file system)") {
+		t.Fatalf("snapshot onto a disk that turns read-only: %s (%s)", got.Status, got.Reason)
+	}
+	// The first file's folder is really there, and is what is named.
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 1 || entries[0].Name() != "database-main.snapshot" {
+		t.Fatalf("the folder left over holds %v (%v); want the first file", entries, err)
+	}
+	if b.Leftover != dir || b.Succeeded() {
+		t.Fatalf("backup leftover %q, status %s; want %q, failed", b.Leftover, b.RunStatus, dir)
+	}
+	if n := f.goodSnapshots(); n != 1 {
+		t.Fatalf("%d good snapshots, want only the one taken before", n)
+	}
+	if why := f.missing(kept); why != "" {
+		t.Fatalf("the good snapshot reads missing: %s", why)
+	}
+	if l := logs.String(); strings.Count(l, "left over") != 1 || !strings.Contains(l, "path="+dir) || !strings.Contains(l, "read-only file system") {
+		t.Fatalf("the leftover is not logged once with its path:\n%s", l)
+	}
+
+	// The disk is writable again: the next snapshot succeeds and, at its
+	// end, the folder left over goes and the snapshot no longer says so.
+	f.faults.Set(func(fl *local.Faults) { fl.Target = nil })
+	next := snapshot(t, f)
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the folder left over is still there: %v", err)
+	}
+	if b, err := f.db.BackupByRun(f.ctx, run.ID); err != nil || b.Leftover != "" {
+		t.Fatalf("after the next snapshot: %+v %v; want nothing left over", b, err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(target, "vault", "production"))
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{kept.Name, next.Name}; !slices.Equal(names, want) && !slices.Equal(names, []string{next.Name, kept.Name}) {
+		t.Fatalf("snapshot folders %v, want %v", names, want)
+	}
+}
+
+// TestBackupFiresHeldByARunningSnapshotNameIt: fires that fall due
+// together while a snapshot still runs (the scheduler looked late) are
+// each skipped naming that snapshot's run, not as missed while no Studio
+// ran; fires after it ended, with no Studio looking, are the missed ones.
+func TestBackupFiresHeldByARunningSnapshotNameIt(t *testing.T) {
+	f, _ := newBackupFixture(t)
+	f.setSchedule("*/5 * * * *", "1d")
+	f.clock.Set(start.Add(5*time.Minute + time.Second))
+	f.fire()
+	first := f.backupRows()[0]
+	if first.RunID == nil {
+		t.Fatalf("first fire: %+v", first)
+	}
+	// 13:10 and 13:15 come due at once while the first snapshot runs.
+	f.clock.Set(start.Add(15*time.Minute + time.Second))
+	f.fire()
+	want := fmt.Sprintf("the previous snapshot (backup run %d) was still running", *first.RunID)
+	rows := f.backupRows()
+	if len(rows) != 3 || rows[1].Skipped != want || rows[2].Skipped != want {
+		t.Fatalf("fires held by the running snapshot: %+v; want both skipped as %q", rows, want)
+	}
+	if a, _ := f.db.BackupAlarmOf(f.ctx, f.env.ID); a == nil || !strings.Contains(a.Reason, want) {
+		t.Fatalf("alarm %+v, want it to name the running snapshot", a)
+	}
+	f.executeUnfinished() // it ends at 13:15:01
+	f.clock.Set(start.Add(30*time.Minute + time.Second))
+	f.fire()
+	rows = f.backupRows()
+	if len(rows) != 6 || rows[5].RunID == nil {
+		t.Fatalf("after the snapshot ended: %+v", rows)
+	}
+	for _, b := range rows[3:5] {
+		if b.Skipped != "missed: no Studio was running at this time (one catch-up snapshot was taken instead)" {
+			t.Fatalf("fire of %s after the snapshot ended: %q; want it missed", b.ScheduledAt.Format("15:04"), b.Skipped)
+		}
+	}
+
+	// A restore that runs holds the next fire, and is named as one.
+	f.executeUnfinished()
+	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), rows[5].ID, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Set(start.Add(35*time.Minute + time.Second))
+	f.fire()
+	rows = f.backupRows()
+	if last := rows[len(rows)-1]; last.Skipped != fmt.Sprintf("a restore (restore run %d) was still running", restore.ID) {
+		t.Fatalf("fire during restore run %d: %q", restore.ID, last.Skipped)
 	}
 }

@@ -3,6 +3,7 @@ package runs_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -311,8 +312,14 @@ func TestAScheduledFireWaitsForASnapshotWhoseExecutorIsLost(t *testing.T) {
 		}
 	}
 	// One catch-up snapshot (at 13:05); the three waiting fires are
-	// recorded as missed, as after downtime.
+	// recorded as skipped.
 	if taken != 1 || skipped != 3 || rows[len(rows)-1].RunID == nil {
 		t.Fatalf("after the snapshot finished: %d taken, %d skipped: %+v", taken, skipped, rows)
+	}
+	// Each waiting fire names the snapshot that held it.
+	for _, b := range rows[1:4] {
+		if want := fmt.Sprintf("the previous snapshot (backup run %d) was still running", snapshot); b.Skipped != want {
+			t.Fatalf("waiting fire of %s: %q, want %q", b.ScheduledAt.Format("15:04"), b.Skipped, want)
+		}
 	}
 }

@@ -85,17 +85,6 @@ func newLogSink(db *store.DB, logger *slog.Logger, runID int64, position int, le
 	return s
 }
 
-// cleanLogText removes what the store would remove from a line (NUL,
-// carriage returns, invalid UTF-8) before it is masked, so that a value
-// split by them is whole again when the masker looks for it.
-func cleanLogText(text string) string {
-	text = strings.ToValidUTF8(text, "\uFFFD")
-	if strings.ContainsAny(text, "\x00\r") {
-		text = strings.NewReplacer("\x00", "", "\r", "").Replace(text)
-	}
-	return text
-}
-
 // Line implements the platform's output: text is one line (or several,
 // separated by newlines), written now.
 func (s *LogSink) Line(text string) {
@@ -115,7 +104,13 @@ func (s *LogSink) Line(text string) {
 			return
 		}
 	}
-	for _, l := range strings.Split(strings.TrimRight(cleanLogText(text), "\n"), "\n") {
+	// A line is masked as it was printed, then cleaned as the store cleans
+	// it (mask.Clean: NUL, carriage returns and invalid UTF-8 go) and
+	// masked again: a value holding such bytes is found as it was printed,
+	// a value split by them is found once they are gone. (Carriage returns
+	// and NUL bytes at the text's end are trimmed with its newlines, as
+	// cleaning would leave no more of them.)
+	for _, l := range strings.Split(strings.TrimRight(text, "\n\r\x00"), "\n") {
 		if len(s.pending) >= logPendingLines {
 			s.dropped++
 			continue
@@ -126,9 +121,9 @@ func (s *LogSink) Line(text string) {
 			for cut > 0 && !utf8.RuneStart(l[cut]) {
 				cut--
 			}
-			masked = s.masker.MaskCut(l[:cut]) + "…"
+			masked = s.masker.MaskCut(mask.Clean(s.masker.MaskCut(l[:cut]))) + "…"
 		} else {
-			masked = s.masker.Mask(l)
+			masked = s.masker.Mask(mask.Clean(s.masker.Mask(l)))
 		}
 		s.pending = append(s.pending, store.NewLogLine{At: at, Text: masked})
 	}

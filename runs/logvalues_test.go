@@ -9,6 +9,7 @@ import (
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/mask"
 	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
@@ -162,5 +163,67 @@ func TestAStepFailureQuotingAValueIsMasked(t *testing.T) {
 		if found := leaks(cp.Detail, logSecret); len(found) > 0 {
 			t.Errorf("checkpoint %s holds the value (%v)", cp.Name, found)
 		}
+	}
+}
+
+// hostileValues are values holding what a stored line's cleaning or an
+// encoder rewrites, by the name a failure gives them (a value cannot hold
+// NUL: the vault refuses it; lines with NUL are TestRunLogMasksAValueSplitByWhatTheStoreRemoves).
+var hostileValues = map[string]string{
+	"carriage return": "cr-s3cr3t\rand-more-text",
+	"invalid UTF-8":   "bad-s3cr3t\xff\xfe\xc3and-more",
+	"quotes":          `quo"te's3cr3t\back-slash`,
+	"<>&":             "<s3cr3t>&amp;more-text",
+	"non-ASCII":       "ünïcødé-s3cr3t-€-𝄞",
+	"everything":      "a\r\xff\"<&>é𝄞\x1b[31m-s3cr3t",
+}
+
+// TestRunLogMasksHostileValuesInEveryEncoding makes the release command
+// print SESSION_SECRET, for each hostile value, as it is and in each
+// encoding the local platform knows: in every stored line the text where
+// it was printed is exactly ••••, and no line holds the value, raw or
+// cleaned as the store cleans a line.
+func TestRunLogMasksHostileValuesInEveryEncoding(t *testing.T) {
+	encodings := []string{"", "|base64", "|url", "|json", "|jsonascii", "|quoted"}
+	for vname, v := range hostileValues {
+		t.Run(vname, func(t *testing.T) {
+			f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": v})
+			f.resolver.Set("wiki.test", here)
+			f.resolver.Set("www.wiki.test", here)
+			var script []string
+			for _, enc := range encodings {
+				script = append(script, "encoding "+enc+" [${SESSION_SECRET"+enc+"}] end")
+			}
+			f.faults.Set(func(fs *local.Faults) {
+				fs.Output = map[string]map[string][]string{"release": {"web": script}}
+			})
+			run := f.deploy(runs.DeployRequest{})
+			f.execute(run.ID)
+			lines, err := f.db.RunLog(f.ctx, run.ID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, l := range lines {
+				for _, form := range []string{v, mask.Clean(v)} {
+					if strings.Contains(l.Text, form) {
+						t.Errorf("stored line %d holds the value", l.N)
+					}
+				}
+				enc, rest, ok := strings.Cut(strings.TrimPrefix(l.Text, "encoding "), " [")
+				if !ok || !strings.HasPrefix(l.Text, "encoding ") {
+					continue
+				}
+				seen[enc] = true
+				if printed, ok := strings.CutSuffix(rest, "] end"); !ok || printed != mask.Mask {
+					t.Errorf("stored line %d (encoding %q): %d bytes where the value was printed, want %q alone", l.N, enc, len(printed), mask.Mask)
+				}
+			}
+			for _, enc := range encodings {
+				if !seen[enc] {
+					t.Errorf("no stored line of encoding %q", enc)
+				}
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -189,9 +190,18 @@ func (s *Service) reconcileEnvironment(ctx context.Context, a store.Actor, args 
 	if err != nil {
 		return nil, err
 	}
+	// A domain the environment does not hold is never probed or issued
+	// for it (its claim was moved to another environment).
+	held, err := s.DB.HeldHostnames(ctx, env.ID)
+	if err != nil {
+		return nil, err
+	}
 	now := s.Now()
 	var todo []store.Certificate
 	for _, c := range certs {
+		if !held[c.Domain] {
+			continue
+		}
 		if c.State != store.CertIssued && (args.Domain == "" || c.Domain == args.Domain) && (args.Force || due(c, now)) {
 			todo = append(todo, c)
 		}
@@ -321,11 +331,18 @@ func (s *Service) CheckNow(ctx context.Context, a store.Actor, env *store.Enviro
 	if err != nil {
 		return nil, err
 	}
+	held, err := s.DB.HeldHostnames(ctx, env.ID)
+	if err != nil {
+		return nil, err
+	}
 	var names []string
 	for _, c := range certs {
-		if c.State != store.CertIssued && (domain == "" || c.Domain == domain) {
+		if c.State != store.CertIssued && (domain == "" || c.Domain == domain) && held[c.Domain] {
 			names = append(names, c.Domain)
 		}
+	}
+	if domain != "" && len(names) == 0 && !held[domain] && slices.ContainsFunc(certs, func(c store.Certificate) bool { return c.Domain == domain }) {
+		return nil, apperr.Errorf(apperr.Invalid, "%s is served by another environment of this installation.", domain)
 	}
 	if domain != "" && len(names) == 0 {
 		return nil, apperr.Errorf(apperr.Invalid, "%s is not a deferred or failed domain of %s.", domain, env.Name)

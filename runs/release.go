@@ -54,6 +54,15 @@ func (r *Runner) applyRelease(ctx context.Context, rc *runContext, contract comp
 	case err != nil:
 		return stepResult{}, err
 	}
+	// Before any step acts for a hostname: the environment holds every
+	// hostname these values make.
+	if why, err := r.claimReleaseHostnames(ctx, rc); err != nil || why != "" {
+		clear(values)
+		if err != nil {
+			return stepResult{}, err
+		}
+		return fail(why), nil
+	}
 	if ep, is := r.Platform.(platform.EnvironmentPreparer); is && rc.def != nil {
 		if err := ep.PrepareEnvironment(ctx, platformEnv(rc.env), rc.def); err != nil {
 			clear(values)

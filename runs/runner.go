@@ -48,6 +48,8 @@ type Runner struct {
 	// DeleteTimeout bounds a delete run's wait for the platform
 	// (DefaultDeleteTimeout when zero).
 	DeleteTimeout time.Duration
+	// reserved are the Studio's own hostnames (Service.SetReservedHostnames).
+	reserved []string
 
 	// stopping: the process is shutting down; executions give their job
 	// back at the next safe point.
@@ -92,6 +94,9 @@ type stepResult struct {
 	converge      bool
 	activate      *int64
 	activeDomains []string
+	// activeHostnames become the environment's hostname claims with the
+	// activation (nil: unchanged).
+	activeHostnames []string
 	// state is the environment's new state (a restore stops and starts it).
 	state string
 	// platformError: the reason quotes an error of the platform, which
@@ -628,7 +633,7 @@ func (r *Runner) record(ctx context.Context, rc *runContext, cp store.Checkpoint
 		Checkpoint: &store.CheckpointChange{Position: cp.Position, Status: res.status, Warning: res.warning, Detail: res.detail,
 			From: []string{store.CheckpointRunning, store.CheckpointWaiting}},
 		Certificate: res.cert, ServiceState: res.service, Activate: res.activate, ActiveDomains: res.activeDomains,
-		EnvironmentState: res.state})
+		ActiveHostnames: res.activeHostnames, EnvironmentState: res.state})
 	if err != nil {
 		return false, err
 	}
@@ -722,7 +727,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 	} else if !ok {
 		return Result{}, ErrTakenOver
 	}
-	r.discardUnfinishedSnapshot(ctx, rc.run, rc.env, status)
+	r.finishBackupRun(ctx, rc.run, rc.env, status)
 	return Result{Finished: true}, nil
 }
 
@@ -933,6 +938,20 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		if a == nil {
 			return ok(), nil
 		}
+		if len(a.Routes) > 0 && rc.run.Kind == "deploy" {
+			// The platform writes the application's routes: only for
+			// hostnames the environment holds.
+			names, why, err := r.releaseHostnames(ctx, rc, []string{d.Application})
+			if err == nil && why == "" {
+				why, err = r.holdsHostnames(ctx, rc, names)
+			}
+			if err != nil {
+				return stepResult{}, err
+			}
+			if why != "" {
+				return fail(why), nil
+			}
+		}
 		rctx, cancel := context.WithTimeout(ctx, a.Deployment.Rollout.Timeout)
 		err := r.Platform.Rollout(rctx, platformEnv(rc.env), d.Application, a, rc.output())
 		timedOut := rctx.Err() != nil && ctx.Err() == nil
@@ -952,9 +971,17 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 				return fail("Deleting what the removed services left failed: " + s)
 			})
 		}
+		names, why, err := r.releaseHostnames(ctx, rc, nil)
+		if err != nil {
+			return stepResult{}, err
+		}
+		if why != "" {
+			return fail(why), nil
+		}
 		res := ok()
 		res.activate = rc.run.RevisionID
 		res.activeDomains = []string{}
+		res.activeHostnames = names
 		cps, err := r.DB.Checkpoints(ctx, rc.run.ID)
 		if err != nil {
 			return stepResult{}, err

@@ -42,7 +42,9 @@ type Service struct {
 	// PublicAddresses are the addresses this installation's edge answers
 	// on: the records a DNS-pending domain's owner is asked to create.
 	PublicAddresses []netip.Addr
-	river           *river.Client[pgx.Tx]
+	// reserved are the Studio's own hostnames (SetReservedHostnames).
+	reserved []string
+	river    *river.Client[pgx.Tx]
 	// webhooks are the delivery options StartRiver was given.
 	webhooks *WebhookOptions
 	// stopSupervising ends superviseLeases; supervising waits for it.
@@ -83,6 +85,11 @@ type DeployPlan struct {
 	ValueChanges []store.ValueChange
 	// Release is the earlier deploy a rollback deploys again; nil otherwise.
 	Release *RollbackPlan
+	// claims are the resolved hostnames the deploy claims (all of them,
+	// withheld ones included); hostRefusals the refusals of those held
+	// elsewhere (ForReader words them for the reader).
+	claims       []string
+	hostRefusals []hostRefusal
 }
 
 // PlanDeploy plans a deploy of revision number (0: the latest) to env.
@@ -152,6 +159,9 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 			dp.Refused = append(dp.Refused, fmt.Sprintf("The values of %s (%s) do not make a hostname.", h.Route, h.Expression))
 		}
 	}
+	if err := s.planClaims(ctx, env, dp, withheld); err != nil {
+		return nil, err
+	}
 	if dp.ValueChanges, err = s.valueChangesSinceActive(ctx, env, dp); err != nil {
 		return nil, err
 	}
@@ -173,6 +183,11 @@ type DeployRequest struct {
 	// Release is the run id of an earlier successful deploy to roll back
 	// to: its revision and its value versions (0: not a rollback).
 	Release int64
+	// Role is the role the request holds on the environment: its user's,
+	// capped by its token's scope (handlers' Environment check). Publishing
+	// a value needs admin here. When empty, the user's own role is looked
+	// up, unless the actor acts through a token (then it may not publish).
+	Role store.Role
 }
 
 // DeployRefusal is a deploy that cannot start as asked, with the form
@@ -205,11 +220,14 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 	if err != nil {
 		return nil, err
 	}
+	dp.ForReader(true, a.User != nil && a.User.IsAdmin)
 	mayPublish := false
 	if dp.PublishesValues() {
-		role, err := s.DB.EnvironmentRole(ctx, a.User, env.ID)
-		if err != nil {
-			return nil, err
+		role := req.Role
+		if role == store.RoleNone && a.Token == "" {
+			if role, err = s.DB.EnvironmentRole(ctx, a.User, env.ID); err != nil {
+				return nil, err
+			}
 		}
 		mayPublish = role.Includes(store.RoleAdmin)
 	}
@@ -236,6 +254,7 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 		Checkpoints:     DeployCheckpoints(dp.To, dp.resolved),
 		Detail:          RunDetail{Confirmed: dp.NeedsConfirmation(), Redeploy: dp.Redeploy},
 		ExclusiveDeploy: true,
+		ClaimHostnames:  dp.claims,
 		AuditAction:     "deploy.started",
 		AuditDetail: map[string]any{"revision": dp.To.Number, "confirmation": dp.NeedsConfirmation() && req.Confirm == env.Name,
 			"redeploy": dp.Redeploy, "rollback": dp.Rollback},
@@ -260,7 +279,11 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 			nr.AuditDetail["values"] = versions
 		}
 	}
-	return s.DB.CreateRun(ctx, a, env, nr)
+	run, err := s.DB.CreateRun(ctx, a, env, nr)
+	if cc, ok := errors.AsType[*store.ClaimConflict](err); ok {
+		return nil, s.claimRefusal(ctx, a, dp, cc)
+	}
+	return run, err
 }
 
 func joinNames(names []string) string {

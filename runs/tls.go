@@ -22,6 +22,14 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 	if td == nil {
 		return stepResult{status: store.CheckpointFailed, detail: d, reason: "the checkpoint names no domain"}, nil
 	}
+	// Neither the probe nor the platform acts for a hostname the
+	// environment does not hold.
+	if why, err := r.holdsHostnames(ctx, rc, []string{td.Domain}); err != nil {
+		return stepResult{}, err
+	} else if why != "" {
+		d.Error = why
+		return stepResult{status: store.CheckpointFailed, detail: d, reason: why}, nil
+	}
 	now := r.Now()
 	if rc.run.Kind == "deploy" {
 		if rc.det.Deadline == nil {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -53,9 +54,16 @@ type WebhookOptions struct {
 	Timeout time.Duration
 	// Workers is how many deliveries one process makes at once (default 10).
 	Workers int
-	// Client sends the requests (default: one that follows no redirect).
-	// Its CheckRedirect is replaced: a redirect is never followed.
-	Client *http.Client
+	// AllowNetworks are ranges deliveries may reach although they are
+	// refused by default (loopback, link-local, private, ...):
+	// --webhook-allow-networks.
+	AllowNetworks []netip.Prefix
+	// Own are the Studio's own listeners and database, never reached
+	// whatever AllowNetworks says.
+	Own []OwnAddress
+
+	// client sends the requests: through transport, following no redirect.
+	client *http.Client
 }
 
 // WebhookArgs is the River job that delivers one webhook delivery.
@@ -90,13 +98,8 @@ func (o *WebhookOptions) defaults() {
 	if o.Workers <= 0 {
 		o.Workers = 10
 	}
-	c := &http.Client{}
-	if o.Client != nil {
-		*c = *o.Client
-	}
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	c.Timeout = o.Timeout
-	o.Client = c
+	o.client = &http.Client{Transport: o.transport(), Timeout: o.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 }
 
@@ -145,7 +148,9 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		return err
 	}
 	at := w.send(ctx, ep, d, secret)
-	at.Final = final
+	// A refused address is not tried again (nor is its endpoint, which
+	// the refusal turns off): the refusal says why, once.
+	at.Final = final || at.Refused
 	var complete func(pgx.Tx) error
 	if at.Succeeded {
 		complete = func(tx pgx.Tx) error {
@@ -156,14 +161,15 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	if err := s.DB.RecordWebhookAttempt(ctx, d.ID, at, complete); err != nil {
 		return err
 	}
-	if at.Succeeded || final {
+	if at.Succeeded || at.Final {
 		return nil
 	}
 	return errors.New(at.Error)
 }
 
-// send makes one attempt, bounded by the client's timeout, reading at most
-// 4 KiB of the answer and following no redirect.
+// send makes one attempt, bounded by the client's timeout, connecting only
+// to addresses webhooks may reach, reading at most 16 KiB of the answer's
+// headers and 4 KiB of its body, and following no redirect.
 func (w *webhookWorker) send(ctx context.Context, ep *store.WebhookEndpoint, d *store.WebhookDelivery, secret string) store.WebhookAttempt {
 	body, err := WebhookBody(ep.Format, d, w.opts.PublicURL)
 	if err != nil {
@@ -184,10 +190,15 @@ func (w *webhookWorker) send(ctx context.Context, ep *store.WebhookEndpoint, d *
 	req.Header.Set("webhook-timestamp", ts)
 	req.Header.Set("webhook-signature", sig)
 	began := time.Now()
-	resp, err := w.opts.Client.Do(req)
+	resp, err := w.opts.client.Do(req)
 	at := store.WebhookAttempt{}
 	if err != nil {
 		at.Duration = time.Since(began)
+		if r := asRefusal(err); r != nil {
+			at.Refused = true
+			at.Error = "The delivery was " + r.Error() + "."
+			return at
+		}
 		at.Error = attemptError(err, w.opts.Timeout)
 		return at
 	}
@@ -200,11 +211,21 @@ func (w *webhookWorker) send(ctx context.Context, ep *store.WebhookEndpoint, d *
 	case code >= 200 && code < 300:
 		at.Succeeded = true
 	case code >= 300 && code < 400:
-		at.Error = fmt.Sprintf("The endpoint answered %d, a redirect to %q, which is not followed: give the final URL.", code, resp.Header.Get("Location"))
+		at.Error = fmt.Sprintf("The endpoint answered %d, redirected to %s, which is not followed: give the final URL.", code, redirectTarget(resp))
 	default:
 		at.Error = fmt.Sprintf("The endpoint answered %d %s.", code, http.StatusText(code))
 	}
 	return at
+}
+
+// redirectTarget names where a redirect leads by its scheme and host only
+// (its path may carry a credential, and its length is the receiver's).
+func redirectTarget(resp *http.Response) string {
+	u, err := resp.Location()
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || len(u.Host) > 255 {
+		return "an address that is not a URL"
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // attemptError is a calm sentence for a failed request.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -139,6 +140,10 @@ func waitDeliveries(t *testing.T, db *store.DB, endpointID int64, n int) []store
 	return nil
 }
 
+// testReceivers opens the address the tests' receivers listen on, which
+// deliveries refuse by default.
+var testReceivers = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+
 var tinyBackoff = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond}
 
 func TestWebhookFailingThreeTimesIsDeliveredOnceWithFourAttempts(t *testing.T) {
@@ -164,7 +169,8 @@ func TestWebhookFailingThreeTimesIsDeliveredOnceWithFourAttempts(t *testing.T) {
 		t.Fatalf("secrets are not per endpoint Standard Webhooks secrets")
 	}
 
-	startWebhookRiver(t, f.svc, runs.WebhookOptions{PublicURL: "https://studio.example.test/", Backoff: tinyBackoff, Timeout: 5 * time.Second})
+	startWebhookRiver(t, f.svc, runs.WebhookOptions{PublicURL: "https://studio.example.test/", Backoff: tinyBackoff, Timeout: 5 * time.Second,
+		AllowNetworks: testReceivers})
 	run := f.deploy(runs.DeployRequest{})
 	waitFinished(t, f.db, []int64{run.ID})
 	ds := waitDeliveries(t, f.db, ep.ID, 2)
@@ -269,7 +275,7 @@ func TestWebhookSilentEndpointTimesOutAndIsTurnedOffWithoutHoldingOthers(t *test
 	healthy.secret = secret
 
 	startWebhookRiver(t, f.svc, runs.WebhookOptions{Backoff: []time.Duration{10 * time.Millisecond, 10 * time.Millisecond},
-		Timeout: 300 * time.Millisecond})
+		Timeout: 300 * time.Millisecond, AllowNetworks: testReceivers})
 	run := f.deploy(runs.DeployRequest{})
 	waitFinished(t, f.db, []int64{run.ID})
 

@@ -54,6 +54,9 @@ type Backup struct {
 	RunFinishedAt *time.Time
 	// Size is the bytes of every file the snapshot wrote.
 	Size int64
+	// Leftover is the path of the folder a snapshot that did not complete
+	// left on its target because it could not be removed; "" when none.
+	Leftover string
 }
 
 // At is when the snapshot was taken or the fire was due.
@@ -229,9 +232,10 @@ type BackupFireResult struct {
 }
 
 // FireBackupSchedule claims the schedule's due fires in one transaction:
-// every fire but the newest is recorded as skipped (missed while no Studio
+// every fire but the newest is recorded as skipped (with the snapshot or
+// restore that was running at its time, or else as missed while no Studio
 // ran), the newest takes a snapshot, or is recorded as skipped when nothing
-// is deployed yet, a snapshot still runs, or f.Snapshot says so. The
+// is deployed yet, a snapshot still runs (named), or f.Snapshot says so. The
 // schedule's row lock and the unique key (environment_id, scheduled_at)
 // make each fire count once across every Studio process.
 func (db *DB) FireBackupSchedule(ctx context.Context, f BackupFire) (BackupFireResult, error) {
@@ -272,11 +276,6 @@ func (db *DB) FireBackupSchedule(ctx context.Context, f BackupFire) (BackupFireR
 			return err
 		}
 		last := fires[len(fires)-1]
-		for _, at := range fires[:len(fires)-1] {
-			if err := skip(at, "missed: no Studio was running at this time, or a lost snapshot still held the environment (one catch-up snapshot was taken instead)"); err != nil {
-				return err
-			}
-		}
 		if _, err := tx.Exec(ctx, `UPDATE backup_schedules SET considered_until = GREATEST(considered_until, $2) WHERE environment_id = $1`,
 			env.ID, last); err != nil {
 			return err
@@ -288,6 +287,24 @@ func (db *DB) FireBackupSchedule(ctx context.Context, f BackupFire) (BackupFireR
 		var snap *Snapshot
 		if reason == "" {
 			if snap, reason, err = f.Snapshot(env, sched, last); err != nil {
+				return err
+			}
+		}
+		// Each earlier fire says why it was not taken: the snapshot or
+		// restore that was running at its time, or else that no Studio
+		// was running then.
+		for _, at := range fires[:len(fires)-1] {
+			why, err := runningBackupRun(ctx, tx, env.ID, &at)
+			if err != nil {
+				return err
+			}
+			if why == "" {
+				why = "missed: no Studio was running at this time"
+				if reason == "" {
+					why += " (one catch-up snapshot was taken instead)"
+				}
+			}
+			if err := skip(at, why); err != nil {
 				return err
 			}
 		}
@@ -325,15 +342,29 @@ func fireSkipReason(ctx context.Context, tx pgx.Tx, env *Environment) (string, e
 	if env.State != EnvironmentActive {
 		return "the environment is " + env.State, nil
 	}
-	var busy bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE environment_id = $1 AND kind IN ('backup', 'restore') AND finished_at IS NULL)`,
-		env.ID).Scan(&busy); err != nil {
+	return runningBackupRun(ctx, tx, env.ID, nil)
+}
+
+// runningBackupRun says which snapshot or restore of the environment was
+// running at `at` (created by then and not finished by then; nil: now),
+// such as "the previous snapshot (backup run 12) was still running", or
+// "" when none was.
+func runningBackupRun(ctx context.Context, tx pgx.Tx, envID int64, at *time.Time) (string, error) {
+	var id int64
+	var kind string
+	err := tx.QueryRow(ctx, `SELECT id, kind FROM runs WHERE environment_id = $1 AND kind IN ('backup', 'restore')
+		AND CASE WHEN $2::timestamptz IS NULL THEN finished_at IS NULL
+		         ELSE created_at <= $2 AND (finished_at IS NULL OR finished_at > $2) END
+		ORDER BY created_at DESC, id DESC LIMIT 1`, envID, at).Scan(&id, &kind)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", nil
+	case err != nil:
 		return "", err
+	case kind == "restore":
+		return fmt.Sprintf("a restore (restore run %d) was still running", id), nil
 	}
-	if busy {
-		return "the previous snapshot (or a restore) was still running", nil
-	}
-	return "", nil
+	return fmt.Sprintf("the previous snapshot (backup run %d) was still running", id), nil
 }
 
 // CreateManualBackup records a snapshot taken by hand and creates its run,
@@ -372,14 +403,14 @@ func (db *DB) CreateManualBackup(ctx context.Context, a Actor, env *Environment,
 }
 
 const backupColumns = `b.id, b.environment_id, b.origin, b.scheduled_at, b.run_id, b.skipped, b.name, b.target, COALESCE(b.keep_ms, 0), b.created_at,
-	COALESCE(r.status, ''), r.finished_at,
+	COALESCE(r.status, ''), r.finished_at, b.leftover,
 	COALESCE((SELECT SUM((c.detail->'snapshot'->>'size')::bigint) FROM run_checkpoints c WHERE c.run_id = b.run_id), 0)`
 
 func collectBackup(row pgx.CollectableRow) (Backup, error) {
 	var b Backup
 	var keepMS int64
 	err := row.Scan(&b.ID, &b.EnvironmentID, &b.Origin, &b.ScheduledAt, &b.RunID, &b.Skipped, &b.Name, &b.Target, &keepMS, &b.CreatedAt,
-		&b.RunStatus, &b.RunFinishedAt, &b.Size)
+		&b.RunStatus, &b.RunFinishedAt, &b.Leftover, &b.Size)
 	b.Keep = time.Duration(keepMS) * time.Millisecond
 	return b, err
 }
@@ -417,6 +448,27 @@ func (db *DB) backupWhere(ctx context.Context, where string, args ...any) (*Back
 		return nil, apperr.Errorf(apperr.NotFound, "No such snapshot.")
 	}
 	return &out[0], nil
+}
+
+// SetBackupLeftover records the folder a snapshot that did not complete
+// left on its target (path), or that nothing is left any more ("").
+func (db *DB) SetBackupLeftover(ctx context.Context, id int64, path string) error {
+	if _, err := db.Pool.Exec(ctx, `UPDATE backups SET leftover = $2 WHERE id = $1`, id, path); err != nil {
+		return fmt.Errorf("store: backup leftover: %w", err)
+	}
+	return nil
+}
+
+// BackupLeftovers returns the environment's snapshots, not deleted, that
+// left a folder on their target, oldest first.
+func (db *DB) BackupLeftovers(ctx context.Context, envID int64) ([]Backup, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT `+backupColumns+` FROM backups b LEFT JOIN runs r ON r.id = b.run_id
+		WHERE b.environment_id = $1 AND b.deleted_at IS NULL AND b.leftover <> '' ORDER BY b.id`, envID)
+	out, err := pgx.CollectRows(rows, collectBackup)
+	if err != nil {
+		return nil, fmt.Errorf("store: backup leftovers: %w", err)
+	}
+	return out, nil
 }
 
 // ExpiredBackups returns the environment's scheduled snapshots and skipped

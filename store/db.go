@@ -26,6 +26,9 @@ type DB struct {
 	Now func() time.Time
 	// webhookJobs inserts a webhook delivery's job (SetWebhookEnqueuer).
 	webhookJobs atomic.Pointer[WebhookEnqueuer]
+	// admins is the configured list of installation admins
+	// (SetInstallationAdmins).
+	admins atomic.Pointer[InstallationAdmins]
 }
 
 // Open connects to the database at url and checks that it answers.

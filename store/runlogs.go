@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skali-dev/studio/events/payload"
+	"github.com/skali-dev/studio/runs/mask"
 )
 
 // The bounds of a run's log, the line that says it was cut included: past
@@ -54,13 +54,11 @@ type LogAppend struct {
 }
 
 // cleanLogLine makes text storable and bounded: valid UTF-8 without NUL
-// or carriage returns, at most RunLogLineBytes bytes (cut on a character
-// boundary, marked with an ellipsis).
+// or carriage returns (mask.Clean, which the masker of a run's log knows),
+// at most RunLogLineBytes bytes (cut on a character boundary, marked with
+// an ellipsis).
 func cleanLogLine(text string) string {
-	text = strings.ToValidUTF8(text, "\uFFFD")
-	if strings.ContainsAny(text, "\x00\r") {
-		text = strings.NewReplacer("\x00", "", "\r", "").Replace(text)
-	}
+	text = mask.Clean(text)
 	if len(text) > RunLogLineBytes {
 		cut := RunLogLineBytes - len("…")
 		for cut > 0 && !utf8.RuneStart(text[cut]) {

@@ -126,6 +126,11 @@ type NewRun struct {
 	// earlier deploy (its value versions) is fixed as this run's own.
 	ReleaseOf *int64
 	Release   []NameVersion
+	// ClaimHostnames are the deploy's resolved hostnames, claimed for the
+	// environment in the run's creation transaction: one another
+	// environment holds, or one a concurrent transaction claims first,
+	// fails the creation with a *ClaimConflict and no run is created.
+	ClaimHostnames []string
 	// Enqueue inserts the job that executes the run inside the same
 	// transaction and returns its id; nil for a run recorded whole.
 	Enqueue func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error)
@@ -187,6 +192,9 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 			INSERT INTO runs (environment_id, kind, revision_id, from_revision_id, created_by, created_at, detail)
 			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
 			env.ID, nr.Kind, nr.RevisionID, nr.FromRevisionID, a.userID(), db.Now(), detail).Scan(&id); err != nil {
+			return err
+		}
+		if err := claimHostnamesTx(ctx, tx, env.ID, id, nr.ClaimHostnames, db.Now()); err != nil {
 			return err
 		}
 		if nr.ReleaseOf != nil {
@@ -350,6 +358,12 @@ type RunChange struct {
 	// then (the reconciler stops probing hostnames nothing uses).
 	Activate      *int64
 	ActiveDomains []string
+	// ActiveHostnames, with Activate, become the environment's hostname
+	// claims exactly: the hostnames of what it now runs. Claims of names
+	// it no longer uses are released. (A deploy that fails or is cancelled
+	// never activates: it keeps what it claimed, since the platform may
+	// already serve those hostnames.)
+	ActiveHostnames []string
 	// Converging sets (or with ClearConverging clears) the revision a failed
 	// first deploy keeps converging to.
 	Converging      *int64
@@ -523,6 +537,11 @@ func (db *DB) runChangeEffects(ctx context.Context, tx pgx.Tx, c RunChange, envI
 		if c.ActiveDomains != nil {
 			if _, err := tx.Exec(ctx, `DELETE FROM certificates WHERE environment_id = $1 AND state <> 'issued' AND NOT (domain = ANY($2))`,
 				envID, c.ActiveDomains); err != nil {
+				return err
+			}
+		}
+		if c.ActiveHostnames != nil {
+			if err := releaseHostnamesTx(ctx, tx, envID, c.RunID, c.ActiveHostnames, now); err != nil {
 				return err
 			}
 		}

@@ -51,9 +51,10 @@ func displayNameOf(column string) string {
 
 const userColumns = `id, issuer, subject, email, name, is_admin, created_at, last_sign_in_at`
 
-func scanUser(row pgx.Row) (*User, error) {
+// scanUser scans userColumns and then extra.
+func scanUser(row pgx.Row, extra ...any) (*User, error) {
 	var u User
-	err := row.Scan(&u.ID, &u.Issuer, &u.Subject, &u.Email, &u.Name, &u.IsAdmin, &u.CreatedAt, &u.LastSignIn)
+	err := row.Scan(append([]any{&u.ID, &u.Issuer, &u.Subject, &u.Email, &u.Name, &u.IsAdmin, &u.CreatedAt, &u.LastSignIn}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, apperr.Errorf(apperr.NotFound, "No such user.")
 	}
@@ -63,12 +64,16 @@ func scanUser(row pgx.Row) (*User, error) {
 	return &u, nil
 }
 
-// UserByID returns the user with the id, or a apperr.NotFound error.
+// UserByID returns the user with the id, or a apperr.NotFound error. Its
+// IsAdmin follows the configured list of installation admins
+// (SetInstallationAdmins).
 func (db *DB) UserByID(ctx context.Context, id int64) (*User, error) {
-	u, err := scanUser(db.Pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
+	var verified bool
+	u, err := scanUser(db.Pool.QueryRow(ctx, `SELECT `+userColumns+`, email_verified FROM users WHERE id = $1`, id), &verified)
 	if err != nil {
 		return nil, fmt.Errorf("store: user by id: %w", err)
 	}
+	db.applyAdmins(u, verified)
 	return u, nil
 }
 

@@ -647,7 +647,20 @@ func (v *Vault) ResolvePlannedHostnames(ctx context.Context, envID int64, def *c
 }
 
 func (v *Vault) resolveHostnames(ctx context.Context, envID int64, def *compiler.Definition) (map[string]ResolvedHost, error) {
-	var exprs []string
+	exprs, names := hostnameExpressions(def)
+	values := map[string]string{}
+	if len(names) > 0 {
+		var err error
+		if values, err = v.openValues(ctx, envID, names); err != nil {
+			return nil, err
+		}
+	}
+	return expandHostnames(exprs, values), nil
+}
+
+// hostnameExpressions are def's hostname expressions (route domains,
+// aliases, bucket route domains) and the values they reference.
+func hostnameExpressions(def *compiler.Definition) (exprs, names []string) {
 	if def != nil {
 		for _, app := range def.Applications {
 			for _, rt := range app.Routes {
@@ -661,7 +674,6 @@ func (v *Vault) resolveHostnames(ctx context.Context, envID int64, def *compiler
 			}
 		}
 	}
-	var names []string
 	for _, e := range exprs {
 		for _, n := range compiler.ValueRefs(e) {
 			if !slices.Contains(names, n) {
@@ -669,13 +681,11 @@ func (v *Vault) resolveHostnames(ctx context.Context, envID int64, def *compiler
 			}
 		}
 	}
-	values := map[string]string{}
-	if len(names) > 0 {
-		var err error
-		if values, err = v.openValues(ctx, envID, names); err != nil {
-			return nil, err
-		}
-	}
+	return exprs, names
+}
+
+// expandHostnames expands exprs with values, keyed by expression.
+func expandHostnames(exprs []string, values map[string]string) map[string]ResolvedHost {
 	out := make(map[string]ResolvedHost, len(exprs))
 	for _, e := range exprs {
 		name, missing := compiler.ExpandValues(e, values)
@@ -688,5 +698,5 @@ func (v *Vault) resolveHostnames(ctx context.Context, envID int64, def *compiler
 			out[e] = ResolvedHost{Name: name}
 		}
 	}
-	return out, nil
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/humanize"
 )
 
 // Webhook event types: what an endpoint may choose to hear of.
@@ -624,19 +625,29 @@ type WebhookAttempt struct {
 	// ResponseCode is the endpoint's answer (nil when it gave none).
 	ResponseCode *int
 	Duration     time.Duration
-	// Error says what went wrong ("" on success).
+	// Error says what went wrong ("" on success); it is stored clipped to
+	// WebhookErrorLimit bytes.
 	Error string
 	// Succeeded: a 2xx answer. Final: no attempt follows.
 	Succeeded, Final bool
+	// Refused: the address was one webhooks do not reach; nothing was
+	// sent, and the endpoint is turned off with Error as the reason.
+	Refused bool
 }
+
+// WebhookErrorLimit bounds an attempt's stored error (and so an endpoint's
+// reason for being turned off): what a receiver answers is the
+// receiver's, not the page's.
+const WebhookErrorLimit = 300
 
 // RecordWebhookAttempt records an attempt of delivery id. complete, when
 // not nil, runs in the same transaction (River's JobCompleteTx: success is
 // recorded before the job is acknowledged, so it is never sent again). A
 // final failure with no success of the endpoint since the delivery was
 // recorded (a day of failing with the default retries) disables the
-// endpoint, with its reason and an audit record.
+// endpoint, with its reason and an audit record; so does a refusal, at once.
 func (db *DB) RecordWebhookAttempt(ctx context.Context, id int64, at WebhookAttempt, complete func(tx pgx.Tx) error) error {
+	at.Error = humanize.Clip(at.Error, WebhookErrorLimit)
 	status := WebhookRetrying
 	switch {
 	case at.Succeeded:
@@ -667,10 +678,12 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, id int64, at WebhookAtte
 			var url, project, env string
 			var envID *int64
 			err := tx.QueryRow(ctx, `UPDATE webhook_endpoints w SET disabled_at = $2,
-				    disabled_reason = 'Turned off after failing for a day: every attempt to deliver failed (last: ' || $4 || ').'
+				    disabled_reason = CASE WHEN $5 THEN $4
+				        ELSE 'Turned off after failing for a day: every attempt to deliver failed (last: ' || $4 || ').' END
 				FROM webhook_endpoints old LEFT JOIN environments e ON e.id = old.environment_id LEFT JOIN projects p ON p.id = e.project_id
-				WHERE w.id = $1 AND old.id = w.id AND w.disabled_at IS NULL AND (w.last_success_at IS NULL OR w.last_success_at < $3)
-				RETURNING w.url, w.environment_id, COALESCE(p.name, ''), COALESCE(e.name, '')`, endpointID, now, created, at.Error).Scan(&url, &envID, &project, &env)
+				WHERE w.id = $1 AND old.id = w.id AND w.disabled_at IS NULL AND ($5 OR w.last_success_at IS NULL OR w.last_success_at < $3)
+				RETURNING w.url, w.environment_id, COALESCE(p.name, ''), COALESCE(e.name, '')`,
+				endpointID, now, created, at.Error, at.Refused).Scan(&url, &envID, &project, &env)
 			if errors.Is(err, pgx.ErrNoRows) {
 				break
 			}
@@ -680,6 +693,9 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, id int64, at WebhookAtte
 			e := webhookAudit(Actor{}, "webhook.auto-disabled", &WebhookEndpoint{ID: endpointID, URL: url, EnvironmentID: envID, Project: project, Environment: env})
 			e.Actor = "Studio"
 			e.Detail["delivery"] = id
+			if at.Refused {
+				e.Detail["refused"] = true
+			}
 			if err := auditTx(ctx, tx, e); err != nil {
 				return err
 			}

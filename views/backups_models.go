@@ -81,6 +81,9 @@ type BackupRow struct {
 	// (its target is gone, a file is missing), or "": such a snapshot is
 	// shown as missing and offers no restore.
 	Missing string
+	// Leftover is the path of the folder a snapshot that did not complete
+	// left on the target because it could not be removed, or "".
+	Leftover string
 	// CanRestore and CanRemove: admins, for completed / finished snapshots.
 	CanRestore bool
 	CanRemove  bool
@@ -111,6 +114,19 @@ type AdminPage struct {
 	Current        string
 	CurrentProblem string
 	Alarms         []BackupAlarmView
+	// Claims are the installation's hostname claims; Targets the
+	// environments a claim may be moved to. Move is the move form as
+	// posted, MoveError why it was refused.
+	Claims    []HostnameClaimView
+	Targets   []FilterOption
+	Move      HostnameMove
+	MoveError string
+}
+
+// HostnameMove is the form that moves a hostname's claim: the hostname,
+// the target environment's id and the hostname typed to confirm.
+type HostnameMove struct {
+	Hostname, Environment, Confirm string
 }
 
 // BackupAlarmView is an environment whose backups are in alarm.
@@ -147,4 +163,12 @@ func ByteSize(n int64) string {
 		exp++
 	}
 	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + string("kMGTPE"[exp]) + "B"
+}
+
+// HostnameClaimView is a hostname an environment holds (installation admin page).
+type HostnameClaimView struct {
+	Hostname string
+	// Owner is the holder's "project / environment".
+	Owner string
+	Since time.Time
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web"
 	"github.com/skali-dev/studio/web/webtest"
@@ -362,5 +363,57 @@ func TestBackupsPageShowsMissingSnapshots(t *testing.T) {
 		// For a person looking at the page: the server stays up a while.
 		os.WriteFile(shot, []byte(s.URL+"\n"), 0o600)
 		time.Sleep(60 * time.Second)
+	}
+}
+
+// TestBackupsPageShowsALeftoverSnapshot: a snapshot whose target turned
+// read-only between its two files is listed as failed, not as a good
+// snapshot, with the folder it left over and its path; once a later
+// snapshot has removed the folder, the page no longer says so.
+func TestBackupsPageShowsALeftoverSnapshot(t *testing.T) {
+	faults := &local.Faults{}
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Faults: faults}))
+	root := s.SignInLocal(t)
+	env := s.CreateEnvironment(t, backupWebManifest+`buckets:
+  files:
+    quotas:
+      storage: 1GB
+`, "production")
+	dir := filepath.Join(t.TempDir(), "backups")
+	os.Mkdir(dir, 0o755)
+	if resp, _ := s.PostForm(t, root, "/admin/backup-target", url.Values{"target": {dir}}); resp.StatusCode != 303 {
+		t.Fatalf("set target: %d", resp.StatusCode)
+	}
+	s.ActivateRevision(t, "vault", "production", 1)
+	const page = "/projects/vault/environments/production/backups"
+	// The files are written database first, then the bucket; the disk
+	// turns read-only after the first.
+	faults.Set(func(f *local.Faults) { f.Target = &local.TargetFault{AfterFiles: 1, ReadOnly: true} })
+	resp, _ := s.PostForm(t, root, page, nil)
+	waitForRun(t, s, root, resp.Header.Get("Location"))
+	list, err := s.DB.Backups(t.Context(), env.ID, 10)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("backups %v %v", list, err)
+	}
+	left := filepath.Join(dir, "vault", "production", list[0].Name)
+	if _, err := os.Stat(left); err != nil {
+		t.Fatalf("the folder left over is not there: %v", err)
+	}
+	_, body := s.Get(t, root, page)
+	if !strings.Contains(body, `data-testid="leftover">left over at <code>`+left+`</code>`) {
+		t.Fatalf("the page does not show the folder left over at %s:\n%s", left, pageMain(body))
+	}
+	if strings.Contains(body, "/restore\"") || !strings.Contains(body, `data-run-status="failed" data-run-kind="backup"`) || strings.Contains(body, `data-run-status="succeeded" data-run-kind="backup"`) {
+		t.Fatalf("the failed snapshot is offered as a good one:\n%s", pageMain(body))
+	}
+
+	faults.Set(func(f *local.Faults) { f.Target = nil })
+	resp, _ = s.PostForm(t, root, page, nil)
+	waitForRun(t, s, root, resp.Header.Get("Location"))
+	if _, err := os.Lstat(left); !os.IsNotExist(err) {
+		t.Fatalf("the folder left over is still there: %v", err)
+	}
+	if _, body := s.Get(t, root, page); strings.Contains(body, "left over at") {
+		t.Fatalf("the page still shows a folder left over:\n%s", pageMain(body))
 	}
 }

@@ -97,3 +97,42 @@ func TestRunStreamCarriesLogLinesManyPerFrame(t *testing.T) {
 		t.Errorf("the download (%d) = %.200q, want 50 lines with their checkpoint", code, body)
 	}
 }
+
+// TestRunLogDownloadShowsTerminalControlsVisibly stores log lines that a
+// hostile build printed (a screen clear, a window title, a hyperlink, a C1
+// CSI, a right-to-left override): the download, read on terminals with
+// curl or cat, writes each as a visible escape (\x1b[2J, \u009b,
+// \u202e), never as the bytes a terminal acts on, one line per log line.
+func TestRunLogDownloadShowsTerminalControlsVisibly(t *testing.T) {
+	ctx := context.Background()
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	admin := s.SignInLocal(t)
+	if _, err := s.DB.Pool.Exec(ctx, `INSERT INTO run_checkpoints (run_id, position, kind, name, status, started_at)
+		VALUES ($1, 1, 'build', 'Build web', 'running', now())`, runID); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	if _, err := s.DB.AppendRunLog(ctx, runID, 1, "", []store.NewLogLine{
+		{At: at, Text: "Step 1/3 \x1b[2J\x1b]0;owned\a done"},
+		{At: at, Text: "see \x1b]8;;https://evil.test/\x1b\\here\x1b]8;;\x1b\\ and \u009b31m red \u202egnp.exe\u202c"},
+		{At: at, Text: "tab\tstays"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := s.Get(t, admin, fmt.Sprintf("/projects/hello-world/environments/production/runs/%d/log", runID))
+	if code != 200 || strings.Count(body, "\n") != 3 {
+		t.Fatalf("the download answers %d with %d lines, want 200 with 3", code, strings.Count(body, "\n"))
+	}
+	for i, r := range body {
+		if r < 0x20 && r != '\t' && r != '\n' || r >= 0x7f && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 {
+			t.Errorf("the download holds U+%04X at byte %d", r, i)
+		}
+	}
+	for _, want := range []string{`Build web  Step 1/3 \x1b[2J\x1b]0;owned\x07 done` + "\n", `see \x1b]8;;https://evil.test/\x1b\here`, `and \u009b31m red \u202egnp.exe\u202c` + "\n", "tab\tstays\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the download lacks %q\n%q", want, body)
+		}
+	}
+}

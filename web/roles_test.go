@@ -268,6 +268,11 @@ var routeTable = []routeCase{
 	{method: "POST", pattern: "/admin/backup-target", path: "/admin/backup-target", form: url.Values{"target": {"s3://bucket/backups"}},
 		allow: installAdmins, ok: []int{http.StatusUnprocessableEntity}},
 	{method: "POST", pattern: "/admin/backup-target", path: "/admin/backup-target", form: url.Values{"target": {"{backupTarget}"}}, allow: installAdmins},
+	// Hostname claims (issue 35): only installation admins move one; no
+	// environment holds this one, so the move is refused on the page.
+	{method: "POST", pattern: "/admin/hostnames/move", path: "/admin/hostnames/move",
+		form:  url.Values{"hostname": {"nobody.example.test"}, "environment": {"1"}, "confirm": {"nobody.example.test"}},
+		allow: installAdmins, status: http.StatusUnprocessableEntity},
 
 	// API tokens (issue 27): anyone signed in manages their own.
 	{method: "GET", pattern: "/tokens", path: "/tokens", allow: signedIn},

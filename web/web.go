@@ -127,6 +127,9 @@ func New(d Deps) http.Handler {
 	if d.APIRequests.Burst == 0 {
 		d.APIRequests = DefaultAPIRequests
 	}
+	// The configured admins are the truth on every request, whatever was
+	// stored at someone's last sign-in.
+	d.DB.SetInstallationAdmins(d.Admins)
 	https := strings.HasPrefix(d.PublicURL, "https://")
 
 	sm := scs.New()
@@ -306,6 +309,7 @@ func (a *app) routes(https bool) http.Handler {
 			backups := handlers.NewBackups(a.base, a.deps.Runs)
 			r.Get("/admin", a.handle(admin.ShowAdminPage))
 			r.Post("/admin/backup-target", a.handle(admin.SetBackupTarget))
+			r.Post("/admin/hostnames/move", a.handle(admin.MoveHostname))
 			r.Get("/projects/{project}/environments/{env}/backups", a.handle(backups.ShowBackupsPage))
 			r.Post("/projects/{project}/environments/{env}/backups", a.handle(backups.TakeSnapshot))
 			r.Post("/projects/{project}/environments/{env}/backups/schedule", a.handle(backups.SetSchedule))
@@ -319,6 +323,7 @@ func (a *app) routes(https bool) http.Handler {
 			// Signed webhooks (issue 27): an environment's endpoints (its
 			// admins), those of every environment (installation admins).
 			webhooks := handlers.NewWebhooks(a.base, a.deps.Vault, https)
+			webhooks.Runs = a.deps.Runs
 			for _, base := range []string{"/projects/{project}/environments/{env}/webhooks", "/admin/webhooks"} {
 				r.Get(base, a.handle(webhooks.ShowWebhooksPage))
 				r.Post(base, a.handle(webhooks.AddWebhookEndpoint))

@@ -47,11 +47,14 @@ type Config struct {
 	Kubeconfig         string
 	Gateway            string
 	ClusterIssuer      string
+	WebhookAllow       string
 
 	// publicAddresses is PublicAddresses read as addresses.
 	publicAddresses []netip.Addr
 	// trustedProxies is TrustedProxies read as address ranges.
 	trustedProxies []netip.Prefix
+	// webhookAllow is WebhookAllow read as address ranges.
+	webhookAllow []netip.Prefix
 }
 
 type setting struct {
@@ -91,6 +94,7 @@ func (c *Config) settings() []setting {
 		{"kubeconfig", "STUDIO_KUBECONFIG", "kubeconfig of the cluster for --platform kubernetes (default: the in-cluster service account, then $KUBECONFIG)", &c.Kubeconfig, ""},
 		{"gateway", "STUDIO_GATEWAY", "NAMESPACE/NAME of the Gateway API gateway routes attach to (--platform kubernetes)", &c.Gateway, ""},
 		{"cluster-issuer", "STUDIO_CLUSTER_ISSUER", "cert-manager ClusterIssuer of route certificates (--platform kubernetes)", &c.ClusterIssuer, ""},
+		{"webhook-allow-networks", "STUDIO_WEBHOOK_ALLOW_NETWORKS", "comma-separated addresses or CIDR ranges webhook deliveries may reach although they are refused by default (loopback, link-local, private such as 10.0.0.0/8; never the Studio's own listeners or database)", &c.WebhookAllow, ""},
 	}
 }
 
@@ -165,11 +169,14 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 			return fmt.Errorf("--gateway must be NAMESPACE/NAME, not %q", c.Gateway)
 		}
 	}
-	proxies, err := parseTrustedProxies(c.TrustedProxies)
+	proxies, err := parseNetworks("--trusted-proxies", c.TrustedProxies)
 	if err != nil {
 		return err
 	}
 	c.trustedProxies = proxies
+	if c.webhookAllow, err = parseNetworks("--webhook-allow-networks", c.WebhookAllow); err != nil {
+		return err
+	}
 	if c.publicAddresses, err = parsePublicAddresses(c.PublicAddresses); err != nil {
 		return err
 	}
@@ -207,9 +214,9 @@ func parsePublicAddresses(list string) ([]netip.Addr, error) {
 	return out, nil
 }
 
-// parseTrustedProxies reads a comma-separated list of addresses and CIDR
+// parseNetworks reads setting's comma-separated list of addresses and CIDR
 // ranges ("10.0.0.0/8, 192.0.2.7, 2001:db8::/32").
-func parseTrustedProxies(list string) ([]netip.Prefix, error) {
+func parseNetworks(setting, list string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, item := range strings.Split(list, ",") {
 		item = strings.TrimSpace(item)
@@ -229,7 +236,7 @@ func parseTrustedProxies(list string) ([]netip.Prefix, error) {
 			out = append(out, netip.PrefixFrom(a, a.BitLen()))
 			continue
 		}
-		return nil, fmt.Errorf("--trusted-proxies: %q is neither an address nor a CIDR range such as 10.0.0.0/8", item)
+		return nil, fmt.Errorf("%s: %q is neither an address nor a CIDR range such as 10.0.0.0/8", setting, item)
 	}
 	return out, nil
 }

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skali-dev/studio/termsafe"
 )
 
 // Exit statuses of `studio deploy --wait` and `studio runs watch`.
@@ -75,10 +77,12 @@ func (e *apiError) Error() string {
 }
 
 // refused reports whether the Studio refused the request (as opposed to
-// failing or being unreachable): exit status 2.
+// failing or being unreachable), or answered with a redirect the CLI does
+// not follow (--url is not the Studio's own address): exit status 2.
 func refused(err error) bool {
 	var ae *apiError
-	return errors.As(err, &ae) && ae.Status < 500 && ae.Status != http.StatusTooManyRequests
+	var re *redirectError
+	return errors.As(err, &re) || errors.As(err, &ae) && ae.Status < 500 && ae.Status != http.StatusTooManyRequests
 }
 
 func newAPIClient(base string) (*apiClient, error) {
@@ -90,7 +94,65 @@ func newAPIClient(base string) (*apiClient, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--url must be the Studio's address, such as https://studio.example.com")
 	}
-	return &apiClient{base: u.Scheme + "://" + u.Host, token: token, http: &http.Client{Timeout: 30 * time.Second}}, nil
+	base = u.Scheme + "://" + u.Host
+	return &apiClient{base: base, token: token, http: &http.Client{Timeout: 30 * time.Second, CheckRedirect: refuseRedirect(base)}}, nil
+}
+
+// redirectError is a redirect the CLI refused to follow.
+type redirectError struct{ base, to string }
+
+func (e *redirectError) Error() string {
+	return fmt.Sprintf("the Studio at %s answered with a redirect to %s; refusing to follow (a redirect never carries the token)", e.base, e.to)
+}
+
+// refuseRedirect is the CheckRedirect of the CLI's client: no redirect is
+// followed, so the token (and a request's body) goes to the Studio at base
+// alone, never to where a redirect points. The error names where it
+// pointed by scheme and host only (its path and query may carry anything).
+func refuseRedirect(base string) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, _ []*http.Request) error {
+		return &redirectError{base: base, to: termsafe.Visible(req.URL.Scheme + "://" + req.URL.Host)}
+	}
+}
+
+// serverError is an error whose text may quote what the server sent (a
+// malformed answer, a transport failure): its text is made visible.
+type serverError struct{ err error }
+
+func (e serverError) Error() string { return termsafe.Visible(e.err.Error()) }
+func (e serverError) Unwrap() error { return e.err }
+
+// visibleJSON returns the JSON document data with every string in it (keys
+// included) as termsafe.Visible writes it: what the CLI decodes from the
+// Studio, and so everything it prints of it (checkpoint names, reasons,
+// warnings, errors, addresses, in text and in --json), carries no byte a
+// terminal would act on.
+func visibleJSON(data []byte) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var doc any
+	if err := d.Decode(&doc); err != nil {
+		return nil, err
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch v := v.(type) {
+		case string:
+			return termsafe.Visible(v)
+		case []any:
+			for i := range v {
+				v[i] = walk(v[i])
+			}
+		case map[string]any:
+			out := make(map[string]any, len(v))
+			for k, e := range v {
+				out[termsafe.Visible(k)] = walk(e)
+			}
+			return out
+		}
+		return v
+	}
+	return json.Marshal(walk(doc))
 }
 
 // call sends body (JSON, when not nil) and decodes a 2xx answer into out.
@@ -114,22 +176,33 @@ func (c *apiClient) call(ctx context.Context, method, path string, body, out any
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		if re := (*redirectError)(nil); errors.As(err, &re) {
+			return re
+		}
+		return serverError{err}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return err
+		return serverError{err}
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		// A 3xx without a Location (refuseRedirect sees the others).
+		return &redirectError{base: c.base, to: "nowhere (" + termsafe.Visible(resp.Status) + ")"}
 	}
 	if resp.StatusCode >= 400 {
 		ae := &apiError{Status: resp.StatusCode}
-		if json.Unmarshal(data, ae) != nil || ae.Status == 0 {
-			ae.Status, ae.Title = resp.StatusCode, resp.Status
+		if v, err := visibleJSON(data); err != nil || json.Unmarshal(v, ae) != nil || ae.Status == 0 {
+			ae.Status, ae.Title = resp.StatusCode, termsafe.Visible(resp.Status)
 		}
 		return ae
 	}
 	if out != nil {
-		return json.Unmarshal(data, out)
+		v, err := visibleJSON(data)
+		if err != nil {
+			return serverError{err}
+		}
+		return json.Unmarshal(v, out)
 	}
 	return nil
 }

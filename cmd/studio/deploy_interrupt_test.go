@@ -56,7 +56,7 @@ func TestStudioDeployWaitInterruptedInCICancelsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Slow steps: the run is still going when the signal comes.
-	studio := startStudio(t, dbURL, key, "--local-step-delay", "3s")
+	studio := startStudio(t, dbURL, key, "--local-step-delay", "3s", "--admins", "ci")
 
 	cmd := exec.Command(os.Args[0], "deploy", "--url", studio.addr, "--project", "plain", "--env", "production", "--wait", "--poll", "200ms")
 	cmd.Env = append(os.Environ(), "STUDIO_TEST_MAIN=1", "STUDIO_TOKEN="+token)

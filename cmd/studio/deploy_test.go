@@ -145,7 +145,7 @@ func TestStudioDeployWaitExitStatuses(t *testing.T) {
 	if err := os.WriteFile(faults, []byte(`{"build": {"broken": "the compiler ran out of memory"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	studio := startStudio(t, dbURL, key, "--local-step-delay", "30ms", "--dns-server", nxdomainDNS(t), "--local-faults", faults)
+	studio := startStudio(t, dbURL, key, "--local-step-delay", "30ms", "--dns-server", nxdomainDNS(t), "--local-faults", faults, "--admins", "ci")
 	deploy := func(project, env string, extra ...string) cliResult {
 		return studioCLI(t, token, append([]string{"deploy", "--url", studio.addr, "--project", project, "--env", env, "--wait", "--poll", "200ms"}, extra...)...)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,8 @@ func newLogger(format string, w io.Writer) *slog.Logger {
 type database struct {
 	*store.DB
 	pg *pgserver.Server
+	// url is the connection string the store opened.
+	url string
 }
 
 func (d *database) Close() {
@@ -67,7 +70,7 @@ func openDatabase(ctx context.Context, cfg *Config, logger *slog.Logger) (*datab
 		}
 		return nil, err
 	}
-	d.DB = db
+	d.DB, d.url = db, url
 	applied, err := db.Migrate(ctx)
 	if err != nil {
 		d.Close()
@@ -126,8 +129,34 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	runService := runs.NewService(db.DB, vault, runPlatform, time.Now, logger)
 	runService.PublicAddresses = cfg.publicAddresses
+	// The Studio's own address is no environment's hostname.
+	var ownHosts []string
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
+		ownHosts = []string{strings.ToLower(u.Hostname())}
+	}
+	runService.SetReservedHostnames(ownHosts)
+	// Environments deployed before hostname claims existed claim the
+	// hostnames of their active revision (once per installation).
+	if claimed, conflicts, err := vault.BackfillHostnameClaims(ctx, ownHosts); err != nil {
+		return err
+	} else if claimed > 0 || conflicts > 0 {
+		logger.Info("hostname claims backfilled from the active revisions", "claimed", claimed, "held by an older environment", conflicts)
+	}
+	// The metrics listener opens before deliveries start: they never reach it.
+	var ml net.Listener
+	if cfg.MetricsAddr != "" {
+		if ml, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("listen on %s (metrics): %w", cfg.MetricsAddr, err)
+		}
+	}
+	own := []net.Addr{listener.Addr()}
+	if ml != nil {
+		own = append(own, ml.Addr())
+	}
+	webhooks := runs.WebhookOptions{PublicURL: cfg.PublicURL, AllowNetworks: cfg.webhookAllow,
+		Own: webhookOwnAddresses(ctx, db.url, own...)}
 	if err := runService.StartRiver(ctx, runs.RiverOptions{ReconcileInterval: cfg.ReconcileInterval, RescueAfter: cfg.RunRescueAfter,
-		Lease: cfg.RunLease, ValueRetention: cfg.ValueRetention, Webhooks: runs.WebhookOptions{PublicURL: cfg.PublicURL}}); err != nil {
+		Lease: cfg.RunLease, ValueRetention: cfg.ValueRetention, Webhooks: webhooks}); err != nil {
 		return err
 	}
 	// stopRuns stops taking runs and lets the running ones reach a safe
@@ -144,11 +173,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer hub.Close()
 	var metrics *web.Metrics
 	var metricsSrv *http.Server
-	if cfg.MetricsAddr != "" {
-		ml, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("listen on %s (metrics): %w", cfg.MetricsAddr, err)
-		}
+	if ml != nil {
 		metrics = web.NewMetrics(db.DB)
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics.Handler())

@@ -1,15 +1,19 @@
 // Package mask hides the values of an environment in log lines before they
 // are stored or streamed: every form in which a value may appear in a line
-// (as it is, base64-encoded, URL-encoded) is replaced by Mask.
+// (as it is, base64-encoded, URL-encoded, JSON- or C-escaped, and as the
+// cleaning of a stored line leaves it) is replaced by Mask.
 package mask
 
 import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"html"
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Mask is what a hidden value reads as.
@@ -48,21 +52,24 @@ func New(values []string) *Masker {
 			forms = append(forms, s)
 		}
 	}
+	addAll := func(v string) {
+		for _, c := range variants(v) {
+			for _, f := range Forms(c) {
+				add(f)
+			}
+		}
+	}
 	for _, v := range values {
 		if len(v) < MinLength {
 			continue
 		}
-		for _, f := range Forms(v) {
-			add(f)
-		}
+		addAll(v)
 		// A value of several lines (a key in PEM) reaches a log a line at
 		// a time.
 		if strings.Contains(v, "\n") {
 			for _, line := range strings.Split(v, "\n") {
 				if line = strings.TrimSpace(line); len(line) >= MinLength {
-					for _, f := range Forms(line) {
-						add(f)
-					}
+					addAll(line)
 				}
 			}
 		}
@@ -71,12 +78,39 @@ func New(values []string) *Masker {
 	return &Masker{forms: forms}
 }
 
+// Clean is what a log line becomes before it is stored: valid UTF-8 (each
+// run of invalid bytes one U+FFFD) without NUL bytes or carriage returns.
+// The store cleans every line so; the masker hides the cleaned form of
+// each value too, since a value holding such bytes no longer appears as it
+// is in a cleaned line.
+func Clean(text string) string {
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	if strings.ContainsAny(text, "\x00\r") {
+		text = strings.NewReplacer("\x00", "", "\r", "").Replace(text)
+	}
+	return text
+}
+
+// variants returns v and what it becomes in a line that was cleaned
+// (Clean) or decoded by a program that reads each invalid byte as U+FFFD
+// (as JSON encoders write it), without duplicates.
+func variants(v string) []string {
+	out := []string{v}
+	perByte := string([]rune(v))
+	for _, c := range []string{Clean(v), perByte, Clean(perByte)} {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // Forms returns the texts under which v may appear in a line: v itself
 // and v without surrounding blanks, its base64 encodings (standard and URL
 // alphabets, padded and not, wrapped at 64 or 76 columns, and the part of
 // its encoding that is the same wherever it starts inside a longer base64
-// text), its JSON string escapes and its URL encodings (query and path
-// escaping, upper- and lower-case hex).
+// text), its JSON string escapes, its HTML escapes and its URL encodings
+// (query and path escaping, upper- and lower-case hex).
 func Forms(v string) []string {
 	out := []string{v}
 	if t := strings.TrimSpace(v); t != v && len(t) >= MinLength {
@@ -131,6 +165,10 @@ func Forms(v string) []string {
 		b := bytes.TrimSpace(buf.Bytes())
 		out = append(out, string(b[1:len(b)-1]))
 	}
+	// A value in an HTML page a program printed (an error page).
+	if h := html.EscapeString(v); h != v {
+		out = append(out, h)
+	}
 	for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
 		out = append(out, e)
 		if low := lowerHex(e); low != e {
@@ -166,28 +204,142 @@ func (m *Masker) Mask(line string) string {
 	return render(line, m.cover(line))
 }
 
-// cover marks the bytes of line that a form covers (nil: none).
+// cover marks the bytes of line that a form covers (nil: none): a form
+// found as it is, or found once the line's backslash escapes are read
+// (once, or twice for a JSON document inside a JSON string), which covers
+// the escapes it was written with.
 func (m *Masker) cover(line string) []bool {
 	var covered []bool
+	mark := func(from, to int) {
+		if covered == nil {
+			covered = make([]bool, len(line))
+		}
+		for k := from; k < to; k++ {
+			covered[k] = true
+		}
+	}
+	m.find(line, mark)
+	var lo, hi []int
+	text := line
+	for range 2 {
+		if strings.IndexByte(text, '\\') < 0 {
+			break
+		}
+		text, lo, hi = unescape(text, lo, hi)
+		m.find(text, func(from, to int) { mark(lo[from], hi[to-1]) })
+	}
+	return covered
+}
+
+// find calls mark with the start and end of each place a form is found
+// in text.
+func (m *Masker) find(text string, mark func(from, to int)) {
 	for _, f := range m.forms {
-		if len(f) > len(line) {
+		if len(f) > len(text) {
 			continue
 		}
-		for i := 0; i+len(f) <= len(line); {
-			j := strings.Index(line[i:], f)
+		for i := 0; i+len(f) <= len(text); {
+			j := strings.Index(text[i:], f)
 			if j < 0 {
 				break
 			}
-			if covered == nil {
-				covered = make([]bool, len(line))
-			}
-			for k := i + j; k < i+j+len(f); k++ {
-				covered[k] = true
-			}
+			mark(i+j, i+j+len(f))
 			i += j + 1
 		}
 	}
-	return covered
+}
+
+// simpleEscapes are the escapes of one character after the backslash.
+var simpleEscapes = map[byte]byte{'"': '"', '\\': '\\', '/': '/', '\'': '\'', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t', 'a': '\a', 'v': '\v'}
+
+// unescape reads the backslash escapes of s: JSON's (\" \\ \/ \b \f \n \r
+// \t and \uXXXX, surrogate pairs joined, a lone surrogate read as U+FFFD)
+// and those of C-like quoting (\' \a \v \xHH \UXXXXXXXX, as Go's %q and
+// %+q and Python's repr write bytes and characters); a backslash that
+// starts none of them is kept. Each byte of the text it returns comes from
+// the bytes lo[i] to hi[i] (exclusive) of the original line: s's own
+// positions when lo and hi are nil, else those lo and hi give for s.
+func unescape(s string, lo, hi []int) (string, []int, []int) {
+	var b []byte
+	var nlo, nhi []int
+	emit := func(from, to int, bs ...byte) {
+		for _, c := range bs {
+			b = append(b, c)
+			if lo == nil {
+				nlo, nhi = append(nlo, from), append(nhi, to)
+			} else {
+				nlo, nhi = append(nlo, lo[from]), append(nhi, hi[to-1])
+			}
+		}
+	}
+	for i := 0; i < len(s); {
+		if s[i] != '\\' || i+1 == len(s) {
+			emit(i, i+1, s[i])
+			i++
+			continue
+		}
+		if c, ok := simpleEscapes[s[i+1]]; ok {
+			emit(i, i+2, c)
+			i += 2
+			continue
+		}
+		switch s[i+1] {
+		case 'x':
+			if h, ok := hex(s, i+2, 2); ok {
+				emit(i, i+4, byte(h))
+				i += 4
+				continue
+			}
+		case 'U':
+			if r, ok := hex(s, i+2, 8); ok {
+				emit(i, i+10, utf8.AppendRune(nil, rune(r))...)
+				i += 10
+				continue
+			}
+		case 'u':
+			if r, ok := hex(s, i+2, 4); ok {
+				end := i + 6
+				if utf16.IsSurrogate(rune(r)) {
+					r2, ok2 := -1, false
+					if end+6 <= len(s) && s[end] == '\\' && s[end+1] == 'u' {
+						r2, ok2 = hex(s, end+2, 4)
+					}
+					if joined := utf16.DecodeRune(rune(r), rune(r2)); ok2 && joined != utf8.RuneError {
+						r, end = int(joined), end+6
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				emit(i, end, utf8.AppendRune(nil, rune(r))...)
+				i = end
+				continue
+			}
+		}
+		emit(i, i+1, s[i])
+		i++
+	}
+	return string(b), nlo, nhi
+}
+
+// hex reads n hexadecimal digits of s at i.
+func hex(s string, i, n int) (int, bool) {
+	if i+n > len(s) {
+		return 0, false
+	}
+	v := 0
+	for _, c := range []byte(s[i : i+n]) {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v*16 + int(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v*16 + int(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			v = v*16 + int(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, true
 }
 
 // render writes line with each covered stretch replaced by one Mask.

@@ -5,9 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/url"
 	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/skali-dev/studio/runs/mask"
 )
@@ -225,4 +228,121 @@ func TestMaskCutHidesAValueCutAtTheLinesEnd(t *testing.T) {
 	same(t, "value cut after 10 bytes", m.MaskCut("prefix "+v[:10]), "prefix "+mask.Mask)
 	same(t, "copies then a cut one", m.MaskCut(strings.Repeat(v, 3)+v[:25]), mask.Mask)
 	same(t, "line without a cut value", m.MaskCut("key="+v+" and more text"), "key="+mask.Mask+" and more text")
+}
+
+// hostile are values with what a line's cleaning or an encoder rewrites,
+// by the name a failure gives them.
+var hostile = map[string]string{
+	"carriage return": "cr-s3cr3t\rand-more",
+	"NUL":             "nul-s3cr3t\x00and-more",
+	"invalid UTF-8":   "bad-s3cr3t\xff\xfe\xc3and-more",
+	"quotes":          `quo"te's3cr3t\back-slash`,
+	"<>&":             "<s3cr3t>&amp;more",
+	"non-ASCII":       "ünïcødé-s3cr3t-€-𝄞",
+	"everything":      "a\r\x00\xff\"<&>é𝄞\x1b[31m-s3cr3t",
+}
+
+// asciiJSON writes v as a JSON string's content with every byte that is
+// not printable ASCII escaped as \uXXXX (surrogate pairs past U+FFFF, an
+// invalid byte as the lone surrogate U+DCxx, as Python's json.dumps of a
+// surrogate-escaped string writes it), hex digits in upper or lower case.
+func asciiJSON(v string, upper bool) string {
+	var b strings.Builder
+	u := func(r rune) {
+		s := fmt.Sprintf(`\u%04x`, r)
+		if upper {
+			s = `\u` + strings.ToUpper(s[2:])
+		}
+		b.WriteString(s)
+	}
+	for i := 0; i < len(v); {
+		r, n := utf8.DecodeRuneInString(v[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			u(0xdc00 + rune(v[i]))
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r >= 0x20 && r < 0x7f:
+			b.WriteRune(r)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			u(r1)
+			u(r2)
+		default:
+			u(r)
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// hostileEncodings are the ways a program may print a value, by name.
+func hostileEncodings(v string) map[string]string {
+	inner := func(b []byte) string { return string(b[1 : len(b)-1]) }
+	marshal := func(s string) string {
+		b, _ := json.Marshal(s)
+		return inner(b)
+	}
+	var buf bytes.Buffer
+	e := json.NewEncoder(&buf)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(v)
+	return map[string]string{
+		"raw":                  v,
+		"base64":               b64(base64.StdEncoding, v),
+		"url query":            url.QueryEscape(v),
+		"HTML":                 html.EscapeString(v),
+		"JSON":                 marshal(v),
+		"JSON without HTML":    inner(bytes.TrimSpace(buf.Bytes())),
+		"JSON \\u00xx":         asciiJSON(v, false),
+		"JSON \\u00XX":         asciiJSON(v, true),
+		"JSON inside JSON":     marshal(`{"v":"` + marshal(v) + `"}`),
+		"JSON \\u inside JSON": marshal(`{"v":"` + asciiJSON(v, false) + `"}`),
+		"Go %q":                inner([]byte(fmt.Sprintf("%q", v))),
+		"Go %+q":               inner([]byte(fmt.Sprintf("%+q", v))),
+	}
+}
+
+// TestMaskHidesHostileValuesInEveryEncodingAfterCleaning masks each line
+// as a run's log does (as printed, cleaned as the store cleans it, masked
+// again), and also cleaned first then masked, and finds no form of the
+// value left: neither any encoding of it,
+// nor what cleaning makes of one; the text around it stays.
+func TestMaskHidesHostileValuesInEveryEncodingAfterCleaning(t *testing.T) {
+	for vname, v := range hostile {
+		m := mask.New([]string{v})
+		var forms []string
+		for _, f := range hostileEncodings(v) {
+			forms = append(forms, f, mask.Clean(f))
+		}
+		for ename, enc := range hostileEncodings(v) {
+			line := `{"msg":"connecting", "password":"` + enc + `", "attempt":1}`
+			stored := m.Mask(mask.Clean(m.Mask(line)))
+			for pipeline, got := range map[string]string{"masked, cleaned, masked": stored, "cleaned, masked": m.Mask(mask.Clean(line))} {
+				for _, f := range forms {
+					if at := strings.Index(got, f); at >= 0 && len(f) >= mask.MinLength {
+						t.Errorf("value with %s printed as %s, %s: a form of it is left at byte %d of the stored line", vname, ename, pipeline, at)
+						break
+					}
+				}
+			}
+			if !strings.HasPrefix(stored, `{"msg":"connecting", "password":"`) || !strings.HasSuffix(stored, `", "attempt":1}`) || !strings.Contains(stored, mask.Mask) {
+				t.Errorf("value with %s printed as %s: the stored line lost its text around the value or its mask (%d bytes)", vname, ename, len(stored))
+			}
+		}
+	}
+}
+
+func TestCleanIsWhatTheStoreKeeps(t *testing.T) {
+	for name, c := range map[string]struct{ in, want string }{
+		"NUL and CR":          {"a\x00b\rc", "abc"},
+		"a run of bad bytes":  {"a\xff\xfeb", "a\uFFFDb"},
+		"valid text stays":    {"ü\t<&>", "ü\t<&>"},
+		"CR before a newline": {"a\r\nb", "a\nb"},
+	} {
+		if got := mask.Clean(c.in); got != c.want {
+			t.Errorf("%s: Clean = %q, want %q", name, got, c.want)
+		}
+	}
 }

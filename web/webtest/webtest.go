@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -77,7 +78,9 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	tb.Cleanup(srv.Close)
 	if deps.Runs != nil {
 		if err := deps.Runs.StartRiver(context.Background(), runs.RiverOptions{PollInterval: 50 * time.Millisecond, ReconcileInterval: -1,
-			Webhooks: runs.WebhookOptions{PublicURL: srv.URL}}); err != nil {
+			// Test receivers listen on 127.0.0.1 (and only there: a test
+			// of refusals uses another loopback address, 127.0.0.2).
+			Webhooks: runs.WebhookOptions{PublicURL: srv.URL, AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}}); err != nil {
 			tb.Fatalf("webtest: river: %v", err)
 		}
 		tb.Cleanup(func() {

@@ -24,6 +24,115 @@ import (
 // unmounted or replaced.
 const TargetMarker = ".skali-backup-target"
 
+// TargetFault makes a backup target fail between two snapshot files, as a
+// real disk does, for tests and demos: once AfterFiles snapshot files have
+// been written through the platform, nothing more can be created under
+// any target. A full disk (the default) answers "no space left on device"
+// and still lets files be removed; one remounted read-only (ReadOnly)
+// answers "read-only file system" to removals too.
+type TargetFault struct {
+	AfterFiles int  `json:"afterFiles"`
+	ReadOnly   bool `json:"readOnly,omitempty"`
+	written    int
+}
+
+// wroteSnapshotFile counts a snapshot file written, for Faults.Target.
+func (l *Platform) wroteSnapshotFile() {
+	if l.Faults == nil {
+		return
+	}
+	l.Faults.mu.Lock()
+	defer l.Faults.mu.Unlock()
+	if t := l.Faults.Target; t != nil {
+		t.written++
+	}
+}
+
+// targetFault is the error Faults.Target answers a creation (create) or
+// a removal with, or nil.
+func (l *Platform) targetFault(create bool) error {
+	if l.Faults == nil {
+		return nil
+	}
+	l.Faults.mu.Lock()
+	defer l.Faults.mu.Unlock()
+	t := l.Faults.Target
+	switch {
+	case t == nil || t.written < t.AfterFiles:
+		return nil
+	case t.ReadOnly:
+		return syscall.EROFS
+	case create:
+		return syscall.ENOSPC
+	}
+	return nil
+}
+
+// targetFS is a backup target opened as an os.Root: every path stays
+// inside it. fault, when set, is asked before each creation and removal
+// and makes it fail as a full or read-only disk would (Faults.Target);
+// everything else is os.Root's own call on the real files.
+type targetFS struct {
+	*os.Root
+	fault func(create bool) error
+}
+
+func (t *targetFS) refuse(op, name string, create bool) error {
+	if t.fault == nil {
+		return nil
+	}
+	if err := t.fault(create); err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return nil
+}
+
+// OpenFile is os.Root's, refused by the fault when it would create name.
+func (t *targetFS) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	if flag&os.O_CREATE != 0 {
+		if err := t.refuse("open", name, true); err != nil {
+			return nil, err
+		}
+	}
+	return t.Root.OpenFile(name, flag, perm)
+}
+
+// Mkdir is os.Root's, refused by the fault.
+func (t *targetFS) Mkdir(name string, perm fs.FileMode) error {
+	if err := t.refuse("mkdir", name, true); err != nil {
+		return err
+	}
+	return t.Root.Mkdir(name, perm)
+}
+
+// Rename is os.Root's, refused by the fault.
+func (t *targetFS) Rename(oldname, newname string) error {
+	if err := t.refuse("rename", newname, true); err != nil {
+		return err
+	}
+	return t.Root.Rename(oldname, newname)
+}
+
+// Remove is os.Root's, refused by the fault when name exists.
+func (t *targetFS) Remove(name string) error {
+	if _, err := t.Root.Lstat(name); err == nil {
+		if err := t.refuse("remove", name, false); err != nil {
+			return err
+		}
+	}
+	return t.Root.Remove(name)
+}
+
+// RemoveAll is os.Root's, refused by the fault when name exists.
+func (t *targetFS) RemoveAll(name string) error {
+	if _, err := t.Root.Lstat(name); err == nil {
+		if err := t.refuse("unlinkat", name, false); err != nil {
+			return err
+		}
+	}
+	return t.Root.RemoveAll(name)
+}
+
 // fileName is the service's file in a snapshot directory.
 func fileName(s platform.SnapshotService) string {
 	return s.Kind + "-" + strings.ReplaceAll(s.Name, "/", "-") + ".snapshot"
@@ -62,11 +171,12 @@ func (l *Platform) SetTarget(target, installation string) error {
 	if !st.IsDir() {
 		return errors.New("This is a file, not a directory.")
 	}
-	root, err := os.OpenRoot(target)
+	r, err := os.OpenRoot(target)
 	if err != nil {
 		return fmt.Errorf("This directory cannot be opened: %s.", pathErrText(err))
 	}
-	defer root.Close()
+	defer r.Close()
+	root := &targetFS{Root: r}
 	if rst, err := root.Stat("."); err != nil || !os.SameFile(st, rst) {
 		return errors.New("This directory changed while it was checked. Try again.")
 	}
@@ -94,7 +204,7 @@ func markerText(installation string) string {
 }
 
 // readMarker returns the installation the target's marker names.
-func readMarker(root *os.Root) (string, error) {
+func readMarker(root *targetFS) (string, error) {
 	f, err := openRegular(root, TargetMarker)
 	if err != nil {
 		return "", err
@@ -115,7 +225,7 @@ func readMarker(root *os.Root) (string, error) {
 // writable says why nothing can be created in the directory root, or nil.
 // A directory that no one may write to (chmod a-w) counts as read-only even
 // for a Studio running as root, which the kernel would let write anyway.
-func writable(root *os.Root, st fs.FileInfo) error {
+func writable(root *targetFS, st fs.FileInfo) error {
 	if st.Mode().Perm()&0o222 == 0 {
 		return errors.New("it is read-only (no one may write to it)")
 	}
@@ -137,7 +247,7 @@ func writable(root *os.Root, st fs.FileInfo) error {
 // after checking that it is still this installation's target: a real
 // directory (not a link), with its marker. write also checks that a file
 // can be created in it.
-func openTarget(target, installation string, write bool) (*os.Root, error) {
+func (l *Platform) openTarget(target, installation string, write bool) (*targetFS, error) {
 	gone := func(problem string) error { return &platform.TargetError{Target: target, Problem: problem, Gone: true} }
 	st, err := os.Lstat(target)
 	switch {
@@ -150,10 +260,11 @@ func openTarget(target, installation string, write bool) (*os.Root, error) {
 	case !st.IsDir():
 		return nil, gone("is no longer a directory")
 	}
-	root, err := os.OpenRoot(target)
+	r, err := os.OpenRoot(target)
 	if err != nil {
 		return nil, gone("cannot be opened: " + pathErrText(err))
 	}
+	root := &targetFS{Root: r, fault: l.targetFault}
 	if rst, err := root.Stat("."); err != nil || !os.SameFile(st, rst) {
 		root.Close()
 		return nil, gone("changed while it was opened")
@@ -184,7 +295,7 @@ func (l *Platform) CheckTarget(target, installation string) error {
 	if err := targetPath(target); err != nil {
 		return &platform.TargetError{Target: target, Problem: "is not a directory path", Gone: true}
 	}
-	root, err := openTarget(target, installation, true)
+	root, err := l.openTarget(target, installation, true)
 	if err != nil {
 		return err
 	}
@@ -196,16 +307,16 @@ func (l *Platform) CheckTarget(target, installation string) error {
 // target, and this keeps a link planted inside it from redirecting a
 // snapshot into another one. It returns fs.ErrNotExist when a component
 // is missing.
-func snapshotDirs(root *os.Root, dir string) error { return walkSnapshotDirs(root, dir, false) }
+func snapshotDirs(root *targetFS, dir string) error { return walkSnapshotDirs(root, dir, false) }
 
 // makeSnapshotDirs creates the missing directories of dir under root, one
 // component at a time, refusing any that is a link or not a directory.
-func makeSnapshotDirs(root *os.Root, dir string) error { return walkSnapshotDirs(root, dir, true) }
+func makeSnapshotDirs(root *targetFS, dir string) error { return walkSnapshotDirs(root, dir, true) }
 
 // walkSnapshotDirs checks each component of dir under root in turn,
 // creating a missing one when create is set (its errors then read as
 // sentences) and refusing a link or anything that is not a directory.
-func walkSnapshotDirs(root *os.Root, dir string, create bool) error {
+func walkSnapshotDirs(root *targetFS, dir string, create bool) error {
 	if !fs.ValidPath(dir) || dir == "." {
 		return fmt.Errorf("runs: bad snapshot directory %q", dir)
 	}
@@ -236,7 +347,7 @@ func walkSnapshotDirs(root *os.Root, dir string, create bool) error {
 // openRegular opens name under root for reading if it is a regular file
 // itself: a symbolic link, a FIFO or a device is refused, never opened in
 // a way that could block.
-func openRegular(root *os.Root, name string) (*os.File, error) {
+func openRegular(root *targetFS, name string) (*os.File, error) {
 	st, err := root.Lstat(name)
 	if err != nil {
 		return nil, err
@@ -270,7 +381,7 @@ func errNotRegular(m fs.FileMode) error {
 }
 
 // writeFileAtomic writes name under root through a temporary file.
-func writeFileAtomic(root *os.Root, name string, data []byte) error {
+func writeFileAtomic(root *targetFS, name string, data []byte) error {
 	tmp := path.Join(path.Dir(name), "."+path.Base(name)+"-"+rand.Text())
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
@@ -315,7 +426,7 @@ func (l *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.
 	if r := l.Faults.get(func(f *Faults) string { return f.Snapshot[svc.String()] }); r != "" {
 		return platform.SnapshotFile{}, fmt.Errorf("%s", r)
 	}
-	root, err := openTarget(loc.Target, loc.Installation, true)
+	root, err := l.openTarget(loc.Target, loc.Installation, true)
 	if err != nil {
 		return platform.SnapshotFile{}, err
 	}
@@ -333,14 +444,15 @@ func (l *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.
 	if err := writeFileAtomic(root, path.Join(loc.Dir, name), data); err != nil {
 		return platform.SnapshotFile{}, errors.New(pathErrText(err))
 	}
+	l.wroteSnapshotFile()
 	sum := sha256.Sum256(data)
 	return platform.SnapshotFile{File: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, nil
 }
 
 // openSnapshot opens loc's directory for reading: the target must still be
 // this installation's and every directory a real one.
-func openSnapshot(loc platform.SnapshotLocation) (*os.Root, error) {
-	root, err := openTarget(loc.Target, loc.Installation, false)
+func (l *Platform) openSnapshot(loc platform.SnapshotLocation) (*targetFS, error) {
+	root, err := l.openTarget(loc.Target, loc.Installation, false)
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +468,7 @@ func openSnapshot(loc platform.SnapshotLocation) (*os.Root, error) {
 
 // CheckSnapshot implements platform.BackupPlatform.
 func (l *Platform) CheckSnapshot(ctx context.Context, loc platform.SnapshotLocation, files []platform.SnapshotFile) error {
-	root, err := openSnapshot(loc)
+	root, err := l.openSnapshot(loc)
 	if err != nil {
 		return err
 	}
@@ -388,7 +500,7 @@ func fileProblem(file platform.SnapshotFile, err error) error {
 // verifyFile reads one snapshot file in chunks, stopping when ctx ends,
 // and checks it against what was recorded. A mismatch says so without
 // any checksum: the file may not be the snapshot's at all.
-func verifyFile(ctx context.Context, root *os.Root, dir string, file platform.SnapshotFile) error {
+func verifyFile(ctx context.Context, root *targetFS, dir string, file platform.SnapshotFile) error {
 	if !fs.ValidPath(file.File) || strings.Contains(file.File, "/") {
 		return &platform.SnapshotFileError{File: file.File, Problem: "is not a snapshot file name"}
 	}
@@ -428,7 +540,7 @@ func verifyFile(ctx context.Context, root *os.Root, dir string, file platform.Sn
 
 // VerifySnapshot implements platform.BackupPlatform.
 func (l *Platform) VerifySnapshot(ctx context.Context, loc platform.SnapshotLocation, files []platform.SnapshotFile) error {
-	root, err := openSnapshot(loc)
+	root, err := l.openSnapshot(loc)
 	if err != nil {
 		return err
 	}
@@ -444,7 +556,7 @@ func (l *Platform) VerifySnapshot(ctx context.Context, loc platform.SnapshotLoca
 // RemoveSnapshot implements platform.BackupPlatform: nothing outside the snapshot's
 // own directory is touched, whatever links were planted in the target.
 func (l *Platform) RemoveSnapshot(ctx context.Context, loc platform.SnapshotLocation) error {
-	root, err := openTarget(loc.Target, loc.Installation, false)
+	root, err := l.openTarget(loc.Target, loc.Installation, false)
 	if err != nil {
 		return err
 	}
@@ -477,7 +589,7 @@ func (l *Platform) Restore(ctx context.Context, env platform.Env, svc platform.S
 	if err := l.step(ctx); err != nil {
 		return err
 	}
-	root, err := openSnapshot(loc)
+	root, err := l.openSnapshot(loc)
 	if err != nil {
 		return err
 	}

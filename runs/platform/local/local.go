@@ -42,11 +42,14 @@ type Faults struct {
 	// Snapshot fails the snapshot of a service ("database main",
 	// "bucket media", "volume web/data") with a reason.
 	Snapshot map[string]string `json:"snapshot,omitempty"`
+	// Target makes backup targets fail between two snapshot files, as a
+	// full or read-only disk does.
+	Target *TargetFault `json:"target,omitempty"`
 	// Output makes a step (build, release, rollout) of an application
-	// print lines, by step and application; ${NAME}, ${NAME|base64} and
-	// ${NAME|url} stand for the plaintext of value NAME in those encodings
-	// (for tests and demos of masking: the lines are masked before they
-	// are stored).
+	// print lines, by step and application; ${NAME}, ${NAME|base64},
+	// ${NAME|url}, ${NAME|json}, ${NAME|jsonascii} and ${NAME|quoted}
+	// stand for the plaintext of value NAME in those encodings (for tests
+	// and demos of masking: the lines are masked before they are stored).
 	Output map[string]map[string][]string `json:"output,omitempty"`
 }
 

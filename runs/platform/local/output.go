@@ -5,12 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs/platform"
@@ -23,13 +27,17 @@ const (
 	OutputRollout = "rollout"
 )
 
-// placeholder is ${NAME}, ${NAME|base64} or ${NAME|url} in a scripted line.
-var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\|(base64|url))?\}`)
+// placeholder is ${NAME} or ${NAME|ENCODING} in a scripted line.
+var placeholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\|(base64|url|json|jsonascii|quoted))?\}`)
 
 // scripted returns the lines the fault file makes app's step print, with
 // each ${NAME} replaced by the plaintext the environment's applications
 // were handed (${NAME|base64}: standard base64; ${NAME|url}: URL query
-// escaping). A name the applications were not handed stays as written.
+// escaping; ${NAME|json}: inside a JSON string as Go writes it;
+// ${NAME|jsonascii}: inside a JSON string with every byte that is not
+// printable ASCII as \uXXXX, as Python's json.dumps writes it;
+// ${NAME|quoted}: inside Go's %q). A name the applications were not
+// handed stays as written.
 func (l *Platform) scripted(env platform.Env, step, app string) []string {
 	if l.Faults == nil {
 		return nil
@@ -54,11 +62,46 @@ func (l *Platform) scripted(env platform.Env, step, app string) []string {
 				return base64.StdEncoding.EncodeToString([]byte(v))
 			case "url":
 				return url.QueryEscape(v)
+			case "json":
+				b, _ := json.Marshal(v)
+				return string(b[1 : len(b)-1])
+			case "jsonascii":
+				return asciiJSON(v)
+			case "quoted":
+				q := strconv.Quote(v)
+				return q[1 : len(q)-1]
 			}
 			return v
 		})
 	}
 	return lines
+}
+
+// asciiJSON writes v inside a JSON string with every byte that is not
+// printable ASCII escaped as \uXXXX (surrogate pairs past U+FFFF, an
+// invalid byte as the lone surrogate U+DC80–U+DCFF of Python's
+// surrogateescape).
+func asciiJSON(v string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); {
+		r, n := utf8.DecodeRuneInString(v[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\u%04x`, 0xdc00+rune(v[i]))
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r >= 0x20 && r < 0x7f:
+			b.WriteRune(r)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // say writes a line to out.
