@@ -234,6 +234,12 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 			if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'waiting', plan_digest = $2 WHERE id = $1`, id, nr.PlanDigest); err != nil {
 				return err
 			}
+			if _, err := tx.Exec(ctx, `UPDATE run_checkpoints SET status = 'waiting' WHERE run_id = $1 AND position = 1`, id); err != nil {
+				return err
+			}
+			if err := db.recordApprovalWebhook(ctx, tx, env.ID, id, WebhookApprovalRequested, 0, 0); err != nil {
+				return err
+			}
 			if _, err := appendRunEvent(ctx, tx, id, nil, runPayload(RunWaiting, "", "Waiting for approval")); err != nil {
 				return err
 			}
