@@ -26,13 +26,13 @@ const KindApproval = "approval"
 // value confirmed, and the services deployed. Names and numbers only,
 // never a value.
 type ApprovalPlan struct {
-	Revision     int                 `json:"revision"`
-	FromRevision int                 `json:"fromRevision,omitempty"`
-	Values       []ApprovalValue     `json:"values,omitempty"`
-	Destructive  []string            `json:"destructive,omitempty"`
-	PublicValues []string            `json:"publicValues,omitempty"`
-	Services     []string            `json:"services,omitempty"`
-	Rollback     int64               `json:"rollback,omitempty"`
+	Revision     int             `json:"revision"`
+	FromRevision int             `json:"fromRevision,omitempty"`
+	Values       []ApprovalValue `json:"values,omitempty"`
+	Destructive  []string        `json:"destructive,omitempty"`
+	PublicValues []string        `json:"publicValues,omitempty"`
+	Services     []string        `json:"services,omitempty"`
+	Rollback     int64           `json:"rollback,omitempty"`
 }
 
 // ApprovalValue is one value version a deploy uses.
