@@ -82,7 +82,9 @@ func TestProtectedDeployWaitsForTwoApprovalsAndConcurrentApproversCountOnce(t *t
 	outs := make([]*store.ApprovalOutcome, 2)
 	errs := make([]error, 2)
 	for i, u := range []*store.User{bob, carol} {
-		wg.Go(func() { outs[i], errs[i] = f.svc.Approve(f.ctx, store.Actor{User: u}, f.env, run.ID, run.PlanDigest, "looks right") })
+		wg.Go(func() {
+			outs[i], errs[i] = f.svc.Approve(f.ctx, store.Actor{User: u}, f.env, run.ID, run.PlanDigest, "looks right")
+		})
 	}
 	wg.Wait()
 	started := 0
