@@ -98,7 +98,7 @@ func TestProtectedProductionNeedsTwoApprovalsAndAChangedValueVoidsThem(t *testin
 	if resp, _ := s.PostForm(t, alice, runPath+"/approve", url.Values{"digest": {digest}}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("self-approval: %d, want 403", resp.StatusCode)
 	}
-	if _, inbox := s.Get(t, bob, "/approvals"); !strings.Contains(inbox, "shop/production · run") {
+	if _, inbox := s.Get(t, bob, "/approvals"); !strings.Contains(inbox, "shop / production") {
 		t.Fatalf("bob's inbox:\n%s", pageMain(inbox))
 	}
 
