@@ -1,9 +1,12 @@
 package runs_test
 
 import (
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/runs"
@@ -195,5 +198,55 @@ func TestRejectEndsTheRunAndRemovingARoleVoidsApprovals(t *testing.T) {
 	next := f.deployAs(alice)
 	if next.Status != store.RunPending || next.PlanDigest != "" {
 		t.Fatalf("unprotected deploy %s %q", next.Status, next.PlanDigest)
+	}
+}
+
+// TestApprovalWebhooksAreSignedAndInOrder: through River, a protected
+// deploy announces approval.requested, approval.granted, then runs
+// (deploy.started, deploy.succeeded); a second one is rejected. Every
+// delivery is signed and recorded in the order it happened.
+func TestApprovalWebhooksAreSignedAndInOrder(t *testing.T) {
+	f := newFixture(t, plainManifest, nil)
+	f.db.Now = time.Now
+	p := f.people("alice", "bob")
+	alice, bob := p[0], p[1]
+	f.protect(store.ProtectionRule{Approvals: 1, ApproverRole: store.RoleDeployer})
+	rc := newReceiver(t, func(int) int { return http.StatusOK })
+	ep, secret := f.addEndpoint(rc.srv.URL, store.WebhookFormatStandard, store.WebhookApprovalRequested, store.WebhookApprovalGranted,
+		store.WebhookApprovalRejected, store.WebhookDeployStarted, store.WebhookDeploySucceeded)
+	rc.secret = secret
+	startWebhookRiver(t, f.svc, runs.WebhookOptions{PublicURL: "https://studio.example.test/", Backoff: tinyBackoff, Timeout: 5 * time.Second,
+		AllowNetworks: testReceivers})
+
+	run := f.deployAs(alice)
+	if _, err := f.svc.Approve(f.ctx, store.Actor{User: bob}, f.env, run.ID, run.PlanDigest, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFinished(t, f.db, []int64{run.ID})
+	if got := f.run(run.ID); got.Status != store.RunSucceeded {
+		t.Fatalf("approved run %s (%s)", got.Status, got.Reason)
+	}
+	second, err := f.svc.StartDeploy(f.ctx, store.Actor{User: alice}, f.reloadEnv(), runs.DeployRequest{Redeploy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.Reject(f.ctx, store.Actor{User: bob}, f.env, second.ID, "not now"); err != nil {
+		t.Fatal(err)
+	}
+	ds := waitDeliveries(t, f.db, ep.ID, 6)
+	slices.SortFunc(ds, func(a, b store.WebhookDelivery) int { return int(a.ID - b.ID) })
+	var events []string
+	for _, d := range ds {
+		events = append(events, d.Event)
+		if d.Status != store.WebhookSucceeded {
+			t.Errorf("delivery %s: %s", d.Event, d.Status)
+		}
+	}
+	want := "approval.requested approval.granted deploy.started deploy.succeeded approval.requested approval.rejected"
+	if strings.Join(events, " ") != want {
+		t.Fatalf("events %v, want %s", events, want)
+	}
+	if _, _, bad := rc.snapshot(); bad != 0 {
+		t.Fatalf("%d deliveries had a bad signature", bad)
 	}
 }
