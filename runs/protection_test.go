@@ -250,3 +250,85 @@ func TestApprovalWebhooksAreSignedAndInOrder(t *testing.T) {
 		t.Fatalf("%d deliveries had a bad signature", bad)
 	}
 }
+
+func TestBypassExpiryCancelAndTwoWaitingDeploysStayApart(t *testing.T) {
+	f := newFixture(t, plainManifest, nil)
+	p := f.people("alice", "bob")
+	alice, bob := p[0], p[1]
+	root, err := f.db.SignInOIDC(f.ctx, store.OIDCSignIn{Issuer: "https://idp.test", Subject: "root", Email: "root@example.com", Name: "Root", EmailVerified: true, IsAdmin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.protect(store.ProtectionRule{Approvals: 1, ApproverRole: store.RoleDeployer, Bypass: store.BypassAdmins})
+	staging, err := f.db.CreateEnvironment(f.ctx, store.Actor{}, f.project.ID, "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.AddMember(f.ctx, store.Actor{}, staging, bob.Email, store.RoleDeployer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.AddMember(f.ctx, store.Actor{}, staging, alice.Email, store.RoleDeployer); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.PutProtectionRule(f.ctx, store.Actor{}, staging, store.ProtectionRule{Approvals: 1, ApproverRole: store.RoleDeployer,
+		Expires: store.DefaultApprovalExpiry, Bypass: store.BypassNobody}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Two deploys wait at once; approving one does not start the other.
+	prod := f.deployAs(alice)
+	stage, err := f.svc.StartDeploy(f.ctx, store.Actor{User: alice}, staging, runs.DeployRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := f.svc.Approve(f.ctx, store.Actor{User: bob}, staging, stage.ID, stage.PlanDigest, ""); err != nil || !out.Started {
+		t.Fatalf("approve staging: %+v %v", out, err)
+	}
+	if aps, _ := f.db.Approvals(f.ctx, prod.ID); len(aps) != 0 {
+		t.Fatalf("production's run has approvals %+v", aps)
+	}
+	if _, err := f.svc.Approve(f.ctx, store.Actor{User: bob}, f.env, stage.ID, stage.PlanDigest, ""); apperr.CodeOf(err) != apperr.NotFound {
+		t.Fatalf("staging's run approved through production: %v", err)
+	}
+
+	// A bypass needs an installation admin and a typed reason.
+	if _, err := f.svc.Bypass(f.ctx, store.Actor{User: bob}, f.env, prod.ID, "hotfix"); apperr.CodeOf(err) != apperr.Forbidden {
+		t.Fatalf("bypass by a deployer: %v", err)
+	}
+	if _, err := f.svc.Bypass(f.ctx, store.Actor{User: root}, f.env, prod.ID, ""); apperr.CodeOf(err) != apperr.Invalid {
+		t.Fatalf("bypass without a reason: %v", err)
+	}
+	if out, err := f.svc.Bypass(f.ctx, store.Actor{User: root}, f.env, prod.ID, "the checkout is down"); err != nil || !out.Started {
+		t.Fatalf("bypass: %+v %v", out, err)
+	}
+	f.execute(prod.ID)
+	if got := f.run(prod.ID); got.Status != store.RunSucceeded {
+		t.Fatalf("bypassed run %s (%s)", got.Status, got.Reason)
+	}
+	var n int
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT count(*) FROM audit_events WHERE action = 'approval.bypassed' AND detail->>'reason' = 'the checkout is down' AND detail->>'digest' = $1`, prod.PlanDigest).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("bypass audit records %d %v, want 1 with the digest and reason", n, err)
+	}
+
+	// A request that expires ends cancelled; a waiting run cancels at once.
+	next, err := f.svc.StartDeploy(f.ctx, store.Actor{User: alice}, f.reloadEnv(), runs.DeployRequest{Redeploy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.db.ExpireApproval(f.ctx, next.ID); err != nil || !ok {
+		t.Fatalf("expire: %v %v", ok, err)
+	}
+	if got := f.run(next.ID); got.Status != store.RunCancelled || !strings.Contains(got.Reason, "expired") {
+		t.Fatalf("expired run %s %q", got.Status, got.Reason)
+	}
+	last, err := f.svc.StartDeploy(f.ctx, store.Actor{User: alice}, f.reloadEnv(), runs.DeployRequest{Redeploy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Cancel(f.ctx, store.Actor{User: alice}, f.reloadEnv(), last.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.run(last.ID); got.Status != store.RunCancelled {
+		t.Fatalf("cancelled waiting run %s", got.Status)
+	}
+}
