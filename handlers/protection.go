@@ -339,6 +339,11 @@ func ApprovalView(ctx context.Context, db *store.DB, env *store.Environment, run
 	v.Started = v.Waiting && run.JobID != nil
 	if v.Started {
 		v.StartsAt = "shortly"
+		if at, ok, err := db.RunJobScheduledAt(ctx, run.ID); err != nil {
+			return nil, err
+		} else if ok && at.After(db.Now().Add(time.Minute)) {
+			v.StartsAt = "at " + humanize.Clock(at)
+		}
 	}
 	if rule == nil {
 		v.Needed = max(v.Count, 1)
@@ -350,6 +355,9 @@ func ApprovalView(ctx context.Context, db *store.DB, env *store.Environment, run
 		return nil, err
 	}
 	for _, a := range approvers {
+		if !rule.SelfApproval && a.DisplayName() == run.CreatedBy {
+			continue // who started it may not approve it
+		}
 		v.Approvers = append(v.Approvers, a.DisplayName())
 	}
 	if rule.ApproverRole != store.RoleNone {

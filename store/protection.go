@@ -522,3 +522,17 @@ func (db *DB) WaitingForApproval(ctx context.Context, u *User) ([]WaitingApprova
 	}
 	return out, nil
 }
+
+// RunJobScheduledAt is when the job of a run is due (a rule's wait after
+// its approval); false when the run has no job, or River keeps no row.
+func (db *DB) RunJobScheduledAt(ctx context.Context, runID int64) (time.Time, bool, error) {
+	var at time.Time
+	err := db.Pool.QueryRow(ctx, `SELECT j.scheduled_at FROM runs r JOIN river_job j ON j.id = r.job_id WHERE r.id = $1`, runID).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return at, false, nil
+	}
+	if err != nil {
+		return at, false, fmt.Errorf("store: run job: %w", err)
+	}
+	return at, true, nil
+}
