@@ -332,3 +332,38 @@ func TestBypassExpiryCancelAndTwoWaitingDeploysStayApart(t *testing.T) {
 		t.Fatalf("cancelled waiting run %s", got.Status)
 	}
 }
+
+// TestAWaitingRunOutlivesItsProcess: the Studio that created a waiting
+// run stops; another process's approval starts it, once, through River.
+func TestAWaitingRunOutlivesItsProcess(t *testing.T) {
+	f := newFixture(t, plainManifest, nil)
+	f.db.Now = time.Now
+	p := f.people("alice", "bob")
+	f.protect(store.ProtectionRule{Approvals: 1, ApproverRole: store.RoleDeployer})
+	first := runs.NewService(f.db, f.vault, f.local, time.Now, nil)
+	startRiver(t, first)
+	run, err := first.StartDeploy(f.ctx, store.Actor{User: p[0]}, f.reloadEnv(), runs.DeployRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Killed: its jobs are cancelled mid-flight, nothing is kept in memory.
+	if err := first.StopAndCancelRiver(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := runs.NewService(f.db, f.vault, f.local, time.Now, nil)
+	startRiver(t, second)
+	if got := f.run(run.ID); got.Status != store.RunWaiting || got.JobID != nil {
+		t.Fatalf("after the restart the run is %s with job %v, want waiting without one", got.Status, got.JobID)
+	}
+	if _, err := second.Approve(f.ctx, store.Actor{User: p[1]}, f.env, run.ID, run.PlanDigest, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFinished(t, f.db, []int64{run.ID})
+	if got := f.run(run.ID); got.Status != store.RunSucceeded {
+		t.Fatalf("run %s (%s)", got.Status, got.Reason)
+	}
+	var activations int
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT count(*) FROM run_checkpoints WHERE run_id = $1 AND kind = 'activate' AND status = 'succeeded'`, run.ID).Scan(&activations); err != nil || activations != 1 {
+		t.Fatalf("activations %d %v, want 1", activations, err)
+	}
+}
