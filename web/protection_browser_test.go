@@ -56,4 +56,13 @@ func TestBrowserProtectionPagesFitAndPassAxe(t *testing.T) {
 		{name: "approvals", path: "/approvals"},
 		{name: "environment-waiting", path: envPath},
 	})
+
+	// The navigation's count follows the inbox: the run leaves it when it
+	// is rejected, and the open page's count goes without a reload.
+	b.Do(chromedp.Navigate(s.URL+envPath), chromedp.WaitVisible(chromedp.CSS("a[data-approvals-nav] [data-approvals-count]")))
+	if resp, _ := s.PostForm(t, bob, runPath+"/reject", url.Values{"comment": {"wrong week"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("reject: %d", resp.StatusCode)
+	}
+	b.Do(chromedp.Evaluate[chromedp.Void](`document.dispatchEvent(new Event("visibilitychange"))`),
+		chromedp.WaitNotPresent(chromedp.CSS("a[data-approvals-nav] [data-approvals-count]")))
 }
