@@ -433,6 +433,8 @@ type APIRun struct {
 	URL             string          `json:"url"`
 	APIURL          string          `json:"api_url"`
 	Checkpoints     []APICheckpoint `json:"checkpoints"`
+	// Approval is what a deploy of a protected environment waits for.
+	Approval *APIApproval `json:"approval,omitempty"`
 }
 
 // APICheckpoint is one checkpoint of a run.
@@ -483,6 +485,9 @@ func (h *API) writeRun(w http.ResponseWriter, r *http.Request, status int, env *
 			c.FinishedAt = &s
 		}
 		out.Checkpoints = append(out.Checkpoints, c)
+	}
+	if out.Approval, err = h.apiApproval(r, env, run, cps); err != nil {
+		return err
 	}
 	return WriteJSON(w, status, out)
 }

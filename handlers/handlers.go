@@ -96,6 +96,11 @@ func (b *Base) Chrome(r *http.Request, title, nav string) views.Chrome {
 			b.Logger.Warn("navigation: audit access", "request_id", RequestID(r.Context()), "err", err)
 		}
 		c.User.SeesAudit = ok
+		waiting, err := b.DB.WaitingForApproval(r.Context(), u)
+		if err != nil {
+			b.Logger.Warn("navigation: approvals", "request_id", RequestID(r.Context()), "err", err)
+		}
+		c.User.Approvals = len(waiting)
 	}
 	// A page's script reading the page again (X-Studio-Refresh) leaves the
 	// one-time message for the next page the person opens.

@@ -37,7 +37,7 @@ const RunsPageSize = 100
 var runStatuses = map[string][]string{
 	"in-progress": {store.RunPending, store.RunRunning, store.RunWaiting},
 	"succeeded":   {store.RunSucceeded, store.RunSucceededWithWarnings},
-	"failed":      {store.RunFailed},
+	"failed":      {store.RunFailed, store.RunRejected},
 	"cancelled":   {store.RunCancelled},
 }
 
@@ -184,6 +184,9 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		m.Checkpoints = append(m.Checkpoints, v)
+	}
+	if m.Approval, err = ApprovalView(r.Context(), h.DB, env, run, cps, CurrentUser(r.Context())); err != nil {
+		return err
 	}
 	m.LogFilter = strings.TrimSpace(r.URL.Query().Get("q"))
 	if utf8.RuneCountInString(m.LogFilter) > views.RunLogFilter {

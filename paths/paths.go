@@ -206,3 +206,15 @@ func WebhookAction(base string, id int64, action string) string {
 func WebhookRedeliver(base string, deliveryID int64) string {
 	return base + "/deliveries/" + strconv.FormatInt(deliveryID, 10) + "/redeliver"
 }
+
+// Protection is an environment's protection page (its rule).
+func Protection(project, env string) string { return Environment(project, env) + "/protection" }
+
+// RunApprove and RunReject are where a waiting run is approved or rejected.
+func RunApprove(project, env string, id int64) string { return Run(project, env, id) + "/approve" }
+
+// RunReject is where a waiting run is rejected (with a comment).
+func RunReject(project, env string, id int64) string { return Run(project, env, id) + "/reject" }
+
+// Approvals is the signed-in person's inbox of runs waiting for them.
+const Approvals = "/approvals"

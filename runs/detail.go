@@ -74,6 +74,8 @@ type CheckpointDetail struct {
 	// Removed the snapshots a retention checkpoint deleted.
 	Snapshot *SnapshotDetail `json:"snapshot,omitempty"`
 	Removed  []string        `json:"removed,omitempty"`
+	// Approval is an Approval checkpoint's plan and digest.
+	Approval *ApprovalDetail `json:"approval,omitempty"`
 }
 
 // TLSDetail is an Issue TLS certificate checkpoint's record.

@@ -160,6 +160,7 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	river.AddWorker(workers, &reconcileWorker{service: s})
 	river.AddWorker(workers, &reconcileEnvironmentWorker{service: s})
 	river.AddWorker(workers, &backupScheduleWorker{service: s})
+	river.AddWorker(workers, &approvalExpiryWorker{service: s})
 	webhooks := o.Webhooks
 	webhooks.defaults()
 	river.AddWorker(workers, &webhookWorker{service: s, opts: &webhooks})

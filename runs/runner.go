@@ -37,6 +37,9 @@ type Runner struct {
 	// replace it.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Replan plans a deploy run again as it would start now, for its
+	// Approval checkpoint (NewService sets it).
+	Replan func(ctx context.Context, env *store.Environment, run *store.Run) (ApprovalPlan, error)
 	// YieldAfter is how long one execution works before it gives its job
 	// back (default a minute), so River never takes a live execution for
 	// the job of a killed process.
@@ -320,6 +323,10 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 			return Result{}, err
 		}
 		cancel = c
+		if res.status == statusVoided {
+			// Waiting for approval again: no job, no lease.
+			return Result{Finished: true}, nil
+		}
 		if res.status == store.CheckpointWaiting {
 			if _, ok, err := r.apply(ctx, store.RunChange{RunID: runID, Status: store.RunWaiting, Detail: rc.dirtyDetail(), Lease: owner,
 				Checkpoint: &store.CheckpointChange{Position: cp.Position, Status: store.CheckpointWaiting, Warning: res.warning, Detail: res.detail,
@@ -418,7 +425,7 @@ func (r *Runner) do(ctx context.Context, rc *runContext, cp store.Checkpoint) (r
 	if res.platformError {
 		res = maskOutcome(rc.out.maskerNow(), res)
 	}
-	if res.status == store.CheckpointWaiting {
+	if res.status == store.CheckpointWaiting || res.status == statusVoided {
 		return res, cancel, nil
 	}
 	cancel, err = r.record(ctx, rc, cp, res)
@@ -852,6 +859,8 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		def = &compiler.Definition{}
 	}
 	switch cp.Kind {
+	case KindApproval:
+		return r.stepApproval(ctx, rc, cp, d)
 	case KindCheckValues:
 		contract := def.ValueContract()
 		stored, err := r.DB.StoredValues(ctx, rc.env.ID)

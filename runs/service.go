@@ -60,8 +60,10 @@ func NewService(db *store.DB, vault *store.Vault, platform platform.Platform, no
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Service{DB: db, Vault: vault, Platform: platform, Now: now, Logger: logger,
+	s := &Service{DB: db, Vault: vault, Platform: platform, Now: now, Logger: logger,
 		Runner: &Runner{DB: db, Vault: vault, Platform: platform, Now: now, Logger: logger}}
+	s.Runner.Replan = s.approvalPlanOfRun
+	return s
 }
 
 // DeployPlan is a plan with the revisions it compares.
@@ -263,6 +265,25 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 	if dp.PublishesValues() {
 		// Names only: the audit log is read by people who may not read values.
 		nr.AuditDetail["published_values"] = dp.PublicValueNames()
+	}
+	rule, err := s.DB.ProtectionRule(ctx, env.ID)
+	if err != nil {
+		return nil, err
+	}
+	if rule != nil {
+		// A protected environment: the run waits for approval of this
+		// plan; its job is inserted by the approval that meets the rule.
+		ap, err := s.approvalPlan(ctx, env, dp)
+		if err != nil {
+			return nil, err
+		}
+		digest := ap.Digest()
+		nr.WaitForApproval, nr.PlanDigest, nr.Enqueue = true, digest, nil
+		nr.AfterCreate = s.enqueueExpiry(rule.Expires)
+		nr.Checkpoints = append([]store.NewCheckpoint{{Kind: KindApproval, Name: "Approval",
+			Detail: CheckpointDetail{Approval: &ApprovalDetail{Digest: digest, Plan: ap}}}}, nr.Checkpoints...)
+		nr.AuditDetail["digest"] = digest
+		nr.AuditDetail["waits_for_approval"] = rule.Approvals
 	}
 	if dp.From != nil {
 		nr.FromRevisionID = &dp.From.ID

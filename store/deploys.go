@@ -27,6 +27,8 @@ type EnvironmentOverview struct {
 	LastDeployReason   string
 	LastDeployRevision int
 	Deploying          bool
+	// AwaitsApproval: the unfinished deploy waits for approval.
+	AwaitsApproval bool
 }
 
 // EnvironmentOverviews lists, by project and name, the environments u may
@@ -58,9 +60,10 @@ func (db *DB) environmentOverviews(ctx context.Context, where string, args ...an
 		       COALESCE((SELECT max(number) FROM revisions WHERE project_id = p.id), 0),
 		       COALESCE(d.id, 0), COALESCE(d.status, ''), COALESCE(d.reason, ''),
 		       COALESCE((SELECT number FROM revisions WHERE id = d.revision_id), 0),
-		       d.id IS NOT NULL AND d.finished_at IS NULL
+		       d.id IS NOT NULL AND d.finished_at IS NULL,
+		       d.id IS NOT NULL AND d.finished_at IS NULL AND d.status = 'waiting' AND d.plan_digest <> '' AND d.job_id IS NULL
 		FROM environments e JOIN projects p ON p.id = e.project_id
-		LEFT JOIN LATERAL (SELECT id, status, reason, revision_id, finished_at FROM runs
+		LEFT JOIN LATERAL (SELECT id, status, reason, revision_id, finished_at, plan_digest, job_id FROM runs
 		    WHERE environment_id = e.id AND kind = 'deploy' ORDER BY id DESC LIMIT 1) d ON true
 		WHERE `+where+`
 		ORDER BY p.name, e.name`, args...)

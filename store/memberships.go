@@ -217,6 +217,9 @@ func (db *DB) ChangeMemberRole(ctx context.Context, a Actor, env *Environment, u
 			return err
 		}
 		m.Role = role
+		if err := voidApprovalsOfTx(ctx, tx, env.ID, userID); err != nil {
+			return err
+		}
 		e := a.event("member.changed")
 		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, m.Email
 		e.Detail = map[string]any{"from": string(from), "to": string(role)}
@@ -265,6 +268,9 @@ func (db *DB) RemoveMember(ctx context.Context, a Actor, env *Environment, userI
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM memberships WHERE environment_id = $1 AND user_id = $2`, env.ID, userID); err != nil {
+			return err
+		}
+		if err := voidApprovalsOfTx(ctx, tx, env.ID, userID); err != nil {
 			return err
 		}
 		e := a.event("member.removed")

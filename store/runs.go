@@ -21,6 +21,7 @@ const (
 	RunSucceededWithWarnings = payload.RunSucceededWithWarnings
 	RunFailed                = payload.RunFailed
 	RunCancelled             = payload.RunCancelled
+	RunRejected              = payload.RunRejected
 )
 
 // Checkpoint statuses (the event format's).
@@ -37,7 +38,7 @@ const (
 // RunFinished reports whether status ends a run.
 func RunFinished(status string) bool {
 	switch status {
-	case RunSucceeded, RunSucceededWithWarnings, RunFailed, RunCancelled:
+	case RunSucceeded, RunSucceededWithWarnings, RunFailed, RunCancelled, RunRejected:
 		return true
 	}
 	return false
@@ -79,13 +80,16 @@ type Run struct {
 	// ReleaseOf is the earlier deploy whose release this rollback deploys
 	// again (its revision and value versions).
 	ReleaseOf *int64
+	// PlanDigest is the digest of the plan a deploy of a protected
+	// environment asks approval for ("" when it needs none).
+	PlanDigest string
 }
 
 // scanTargets are the destinations of runColumns, in order.
 func (r *Run) scanTargets() []any {
 	return []any{&r.ID, &r.EnvironmentID, &r.Kind, &r.Status, &r.Reason, &r.CancelRequested, &r.RevisionID, &r.FromRevisionID,
 		&r.Revision, &r.FromRevision, &r.CreatedBy, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.JobID, &r.Detail, &r.LastSeq,
-		&r.ExecutorLostAt, &r.ReleaseOf}
+		&r.ExecutorLostAt, &r.ReleaseOf, &r.PlanDigest}
 }
 
 // Checkpoint is one step of a run.
@@ -131,6 +135,13 @@ type NewRun struct {
 	// environment holds, or one a concurrent transaction claims first,
 	// fails the creation with a *ClaimConflict and no run is created.
 	ClaimHostnames []string
+	// WaitForApproval creates the run 'waiting' for approval of the plan
+	// whose digest is PlanDigest: Enqueue is not called (ApproveRun
+	// inserts the job once the environment's rule is met); AfterCreate
+	// (the expiry job) is.
+	WaitForApproval bool
+	PlanDigest      string
+	AfterCreate     func(ctx context.Context, tx pgx.Tx, runID int64) error
 	// Enqueue inserts the job that executes the run inside the same
 	// transaction and returns its id; nil for a run recorded whole.
 	Enqueue func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error)
@@ -219,7 +230,25 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 		if _, err := appendRunEvent(ctx, tx, id, nil, runPayload(RunPending, "", "")); err != nil {
 			return err
 		}
-		if nr.Enqueue != nil {
+		if nr.WaitForApproval {
+			if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'waiting', plan_digest = $2 WHERE id = $1`, id, nr.PlanDigest); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE run_checkpoints SET status = 'waiting' WHERE run_id = $1 AND position = 1`, id); err != nil {
+				return err
+			}
+			if err := db.recordApprovalWebhook(ctx, tx, env.ID, id, WebhookApprovalRequested, 0, 0); err != nil {
+				return err
+			}
+			if _, err := appendRunEvent(ctx, tx, id, nil, runPayload(RunWaiting, "", "Waiting for approval")); err != nil {
+				return err
+			}
+			if nr.AfterCreate != nil {
+				if err := nr.AfterCreate(ctx, tx, id); err != nil {
+					return err
+				}
+			}
+		} else if nr.Enqueue != nil {
 			jobID, err := nr.Enqueue(ctx, tx, id)
 			if err != nil {
 				return err
@@ -258,7 +287,7 @@ var runColumns = `r.id, r.environment_id, r.kind, r.status, r.reason, r.cancel_r
 	COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
 	COALESCE((SELECT number FROM revisions WHERE id = r.from_revision_id), 0),
 	` + displayNameOf("r.created_by") + `,
-	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail, r.last_seq, r.executor_lost_at, r.release_of`
+	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail, r.last_seq, r.executor_lost_at, r.release_of, r.plan_digest`
 
 func scanRun(row pgx.Row) (*Run, error) {
 	var r Run

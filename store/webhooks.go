@@ -30,6 +30,9 @@ const (
 	WebhookBackupAlarmRaised           = "backup.alarm_raised"
 	WebhookBackupAlarmCleared          = "backup.alarm_cleared"
 	WebhookRestoreFinished             = "restore.finished"
+	WebhookApprovalRequested           = "approval.requested"
+	WebhookApprovalGranted             = "approval.granted"
+	WebhookApprovalRejected            = "approval.rejected"
 )
 
 // WebhookEventType is an event type with the words the page shows for it.
@@ -50,6 +53,9 @@ var WebhookEventTypes = []WebhookEventType{
 	{WebhookBackupAlarmRaised, "Backup alarm raised"},
 	{WebhookBackupAlarmCleared, "Backup alarm cleared"},
 	{WebhookRestoreFinished, "Restore finished"},
+	{WebhookApprovalRequested, "Approval requested"},
+	{WebhookApprovalGranted, "Approval granted"},
+	{WebhookApprovalRejected, "Approval rejected"},
 }
 
 // WebhookEventLabel is the words for event type name (the name itself when
@@ -517,6 +523,27 @@ func (db *DB) recordRunWebhooks(ctx context.Context, tx pgx.Tx, c RunChange, env
 		}
 	}
 	return nil
+}
+
+// recordApprovalWebhook records approval.requested, approval.granted (an
+// approval, or a bypass) or approval.rejected of a run inside tx.
+func (db *DB) recordApprovalWebhook(ctx context.Context, tx pgx.Tx, envID, runID int64, action string, count, needed int) error {
+	event := action
+	if action == "approval.bypassed" {
+		event = WebhookApprovalGranted
+	}
+	run := &WebhookRun{ID: runID, Kind: "deploy"}
+	var project, env string
+	if err := tx.QueryRow(ctx, `SELECT p.name, e.name, r.status, r.reason, COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0)
+		FROM runs r JOIN environments e ON e.id = r.environment_id JOIN projects p ON p.id = e.project_id WHERE r.id = $1`,
+		runID).Scan(&project, &env, &run.Status, &run.Reason, &run.Revision); err != nil {
+		return err
+	}
+	if needed > 0 && event == WebhookApprovalGranted {
+		run.Reason = fmt.Sprintf("%d of %d approvals", count, needed)
+	}
+	data := WebhookData{Run: run, Path: "/projects/" + project + "/environments/" + env + "/runs/" + strconv.FormatInt(runID, 10)}
+	return db.recordWebhookEvent(ctx, tx, envID, event, data)
 }
 
 // recordCertificateWebhook records certificate.issued or certificate.failed

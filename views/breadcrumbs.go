@@ -76,3 +76,8 @@ func RunTrail(project, env string, id int64) Trail {
 func WebhooksTrail(project, env string) Trail {
 	return append(EnvironmentTrail(project, env), Crumb{Label: "Webhooks", Href: paths.Webhooks(project, env)})
 }
+
+// ProtectionTrail is the trail of an environment's protection page.
+func ProtectionTrail(project, env string) Trail {
+	return append(EnvironmentTrail(project, env), Crumb{Label: "Protection", Href: paths.Protection(project, env)})
+}

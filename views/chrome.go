@@ -27,6 +27,8 @@ type UserChip struct {
 	IsAdmin bool
 	// SeesAudit is true for installation admins and environment admins.
 	SeesAudit bool
+	// Approvals is how many runs wait for their approval (the inbox).
+	Approvals int
 }
 
 // Initials returns up to two letters for the avatar.

@@ -148,6 +148,10 @@ func NewEnvironmentStatus(o store.EnvironmentOverview, backupAlarm string) Envir
 		s.Reason = "Being deleted: what it runs on the platform goes first, then its rows; no deploy starts."
 	case o.State == store.EnvironmentRestoring:
 		s.Status, s.Label, s.Badge = "restoring", "restoring", "badge-info"
+	case o.AwaitsApproval:
+		s.Status, s.Label, s.Badge = "waiting", "revision "+strconv.Itoa(o.LastDeployRevision)+" waiting for approval", "badge-warn"
+		s.Reason = "A deploy of revision " + strconv.Itoa(o.LastDeployRevision) + " waits for approval: nothing of it runs before."
+		s.FailedRun = paths.Run(o.Project, o.Name, o.LastDeployID)
 	case o.Deploying:
 		s.Status, s.Label, s.Badge = "deploying", "deploying revision "+strconv.Itoa(o.LastDeployRevision), "badge-info"
 	case o.LastDeployID != 0 && (o.LastDeployStatus == store.RunFailed || o.LastDeployStatus == store.RunCancelled):

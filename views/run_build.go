@@ -37,6 +37,9 @@ func NewRunView(env *store.Environment, run *store.Run, now time.Time, canCancel
 		CreatedBy: run.CreatedBy, Created: humanize.Clock(run.CreatedAt), Deferred: det.Deferred, Warnings: det.Warnings,
 		Summary: det.Summary, Finished: store.RunFinished(run.Status), CanCancel: canCancel, CancelRequested: run.CancelRequested,
 		Subject: det.Domain, LastSeq: run.LastSeq, ExecutorLost: run.ExecutorLost()}
+	if run.Status == store.RunWaiting && run.PlanDigest != "" {
+		v.StatusText = "waiting for approval"
+	}
 	if det.StoppedAt != nil {
 		v.StoppedAt, v.StoppedName = "#checkpoint-"+strconv.Itoa(*det.StoppedAt), det.StoppedName
 		if det.StoppedLine > 0 {

@@ -124,6 +124,9 @@ type RunPage struct {
 	// the environment's stream after it, which says when the domain was
 	// checked again (its countdown restarts).
 	EnvironmentSeq *int64
+	// Approval is the run's Approval checkpoint (a deploy of a protected
+	// environment), nil for a run that needed none.
+	Approval *ApprovalView
 }
 
 // RunsPage is the model of an environment's runs list.

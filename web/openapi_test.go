@@ -142,6 +142,26 @@ func TestAPIWalkedAgainstItsOpenAPIDocument(t *testing.T) {
 		t.Fatalf("the finished run: %s", got)
 	}
 	call(token, "POST", runPath+"/cancel", "", 409)
+	// Protection (issue 40): the rule, then a deploy that waits for the
+	// approval of its plan, approved through the API.
+	call(token, "GET", env+"/protection", "", 200)
+	call(token, "PUT", env+"/protection", `{"approvals": 9, "approvers": ["admin"]}`, 422)
+	call(token, "POST", runPath+"/approve", "", 409)
+	call(token, "POST", runPath+"/reject", `{"comment": "no"}`, 409)
+	call(token, "PUT", env+"/protection", `{"approvals": 1, "approvers": ["admin"], "self_approval": true}`, 200)
+	waiting := call(token, "POST", env+"/deploys", `{"redeploy": true}`, 201)
+	if !strings.Contains(waiting, `"status":"waiting"`) || !strings.Contains(waiting, `"needed":1`) {
+		t.Fatalf("a deploy of a protected environment: %s", waiting)
+	}
+	waitingPath := env + "/runs/" + jsonField(t, waiting, "id")
+	call(token, "POST", waitingPath+"/approve", `{"digest": "not-the-plan"}`, 409)
+	call(token, "POST", waitingPath+"/approve", `{"comment": "ok"}`, 200)
+	for !strings.Contains(call(token, "GET", waitingPath, "", 200), `"finished":true`) {
+		if time.Now().After(deadline.Add(60 * time.Second)) {
+			t.Fatal("the approved deploy did not finish")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	call(token, "GET", env+"/runs/999999", "", 404)
 	call(token, "POST", "/projects/hello-world/environments/staging/deploys", `{}`, 403)
 	call("", "GET", "/environments", "", 401)

@@ -218,6 +218,17 @@ var routeTable = []routeCase{
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/runs/{run}/cancel", path: "/projects/hello-world/environments/production/runs/{run}/cancel",
 		allow: prodDeployers, ok: []int{http.StatusConflict}},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/probe", path: "/projects/hello-world/environments/production/probe", allow: prodDeployers},
+	// Protected environments (issue 40): the rule is its admins'; approving
+	// a run that waits for nothing is a conflict for whoever may see it
+	// (who may approve is the rule's, checked by the store).
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/protection", path: "/projects/hello-world/environments/production/protection", allow: prodAdmins},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/protection", path: "/projects/hello-world/environments/production/protection",
+		form: url.Values{"approvals": {"9"}, "role": {"admin"}}, allow: prodAdmins, ok: []int{http.StatusUnprocessableEntity}},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/runs/{run}/approve", path: "/projects/hello-world/environments/production/runs/{run}/approve",
+		allow: prodViewers, ok: []int{http.StatusConflict}},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/runs/{run}/reject", path: "/projects/hello-world/environments/production/runs/{run}/reject",
+		form: url.Values{"comment": {"no"}}, allow: prodViewers, ok: []int{http.StatusConflict}},
+	{method: "GET", pattern: "/approvals", path: "/approvals", allow: signedIn},
 	// Backups (issue 13). The fixture has no backup target until the last
 	// row sets one, so allowed posts that would change data are refused
 	// with 422 (no target, wrong typed confirmation) or 404/409.
@@ -297,6 +308,14 @@ var routeTable = []routeCase{
 		api: true, allow: prodViewers},
 	{method: "POST", pattern: "/api/v1/projects/{project}/environments/{env}/runs/{run}/cancel",
 		path: "/api/v1/projects/hello-world/environments/production/runs/{run}/cancel", api: true, allow: prodDeployers, ok: []int{http.StatusConflict}},
+	{method: "POST", pattern: "/api/v1/projects/{project}/environments/{env}/runs/{run}/approve",
+		path: "/api/v1/projects/hello-world/environments/production/runs/{run}/approve", api: true, allow: prodViewers, ok: []int{http.StatusConflict}},
+	{method: "POST", pattern: "/api/v1/projects/{project}/environments/{env}/runs/{run}/reject",
+		path: "/api/v1/projects/hello-world/environments/production/runs/{run}/reject", api: true, json: `{"comment": "no"}`, allow: prodViewers, ok: []int{http.StatusConflict}},
+	{method: "GET", pattern: "/api/v1/projects/{project}/environments/{env}/protection",
+		path: "/api/v1/projects/hello-world/environments/production/protection", api: true, allow: prodAdmins},
+	{method: "PUT", pattern: "/api/v1/projects/{project}/environments/{env}/protection",
+		path: "/api/v1/projects/hello-world/environments/production/protection", api: true, json: `{"approvals": 9, "approvers": ["admin"]}`, allow: prodAdmins, ok: []int{http.StatusUnprocessableEntity}},
 	{method: "PUT", pattern: "/api/v1/projects/{project}/environments/{env}/values/{name}",
 		path: "/api/v1/projects/hello-world/environments/production/values/APP_DOMAIN", api: true, json: `{"value": "shop.example.test"}`, allow: prodAdmins},
 	{method: "POST", pattern: "/api/v1/projects/{project}/environments/{env}/values/import",

@@ -287,6 +287,13 @@ func (a *app) routes(https bool) http.Handler {
 			r.Get("/projects/{project}/environments/{env}/runs/{run}/log", a.handle(runPages.DownloadRunLog))
 			r.Post("/projects/{project}/environments/{env}/runs/{run}/cancel", a.handle(runPages.CancelRun))
 			r.Post("/projects/{project}/environments/{env}/probe", a.handle(runPages.CheckNow))
+			// Protected environments (issue 40): the rule, approvals, the inbox.
+			protection := handlers.NewProtection(a.base, a.deps.Runs)
+			r.Get("/projects/{project}/environments/{env}/protection", a.handle(protection.ShowProtectionPage))
+			r.Post("/projects/{project}/environments/{env}/protection", a.handle(protection.SetProtection))
+			r.Post("/projects/{project}/environments/{env}/runs/{run}/approve", a.handle(protection.ApproveRun))
+			r.Post("/projects/{project}/environments/{env}/runs/{run}/reject", a.handle(protection.RejectRun))
+			r.Get("/approvals", a.handle(protection.ShowApprovalsPage))
 
 			// Revision pages, deletions with typed confirmation, and the
 			// confirmation page of removing a member.

@@ -25,6 +25,9 @@ const (
 	exitFailed       = 1
 	exitRefused      = 2
 	exitWithWarnings = 3
+	// exitApprovalTimeout: the run still waited for approval when
+	// --approval-timeout ran out (the run goes on waiting).
+	exitApprovalTimeout = 4
 )
 
 const deployUsage = `usage: studio deploy --url URL --project P --env E [--revision N | --manifest skali.yaml | --release RUN] [--confirm NAME] [--redeploy] [--wait] [--json]
@@ -41,8 +44,13 @@ asks whether to cancel the run; without a terminal (a CI job being
 cancelled) it asks the Studio to cancel the run at once, says so and exits
 1 without waiting for the run to stop.
 
+A deploy of a protected environment waits for approval first: --wait
+prints "waiting for approval (1 of 2: ...)" as approvals arrive and keeps
+waiting; --approval-timeout D gives up after D (exit 4, the run waits on).
+
 exit status: 0 succeeded, 3 succeeded with warnings (routes deferred),
-1 failed or cancelled, 2 refused or bad usage.
+1 failed, cancelled or rejected, 2 refused or bad usage, 4 still waiting
+for approval after --approval-timeout.
 `
 
 // apiClient calls the Studio's JSON API with a bearer token.
@@ -225,6 +233,14 @@ type apiRun struct {
 		Warning  string `json:"warning"`
 		Error    string `json:"error"`
 	} `json:"checkpoints"`
+	// Approval is what a deploy of a protected environment waits for.
+	Approval *struct {
+		Approvals int      `json:"approvals"`
+		Needed    int      `json:"needed"`
+		Approvers []string `json:"approvers"`
+		Approved  []string `json:"approved"`
+		Changed   []string `json:"changed"`
+	} `json:"approval"`
 }
 
 // isTerminal reports whether w is a terminal (a character device).
@@ -252,6 +268,29 @@ type follower struct {
 	cancelOnInterrupt bool
 	poll              time.Duration
 	seen              map[int]string
+	// approvalTimeout, when positive, is how long a run may wait for
+	// approval before the command gives up (exit 4); lastApproval is the
+	// approval line printed last.
+	approvalTimeout time.Duration
+	lastApproval    string
+}
+
+// approvalLine says what a waiting run waits for: "waiting for approval
+// (1 of 2: approved by Bob; may approve: Bob, Carol)".
+func approvalLine(run *apiRun) string {
+	a := run.Approval
+	if a == nil {
+		return ""
+	}
+	s := fmt.Sprintf("waiting for approval (%d of %d: ", a.Approvals, a.Needed)
+	if len(a.Approved) > 0 {
+		s += "approved by " + strings.Join(a.Approved, ", ") + "; "
+	}
+	s += "may approve: " + strings.Join(a.Approvers, ", ") + ")"
+	if len(a.Changed) > 0 {
+		s += "; earlier approvals void: " + strings.Join(a.Changed, "; ")
+	}
+	return termsafe.Visible(s)
 }
 
 func (f *follower) emit(v map[string]any) {
@@ -328,6 +367,7 @@ func (f *follower) follow(ctx context.Context, apiPath string) int {
 	f.seen = map[int]string{}
 	interrupted := ctx.Done()
 	bg := context.Background()
+	var waitingSince time.Time
 	for {
 		var run apiRun
 		if err := f.c.call(bg, "GET", apiPath, nil, &run); err != nil {
@@ -336,6 +376,29 @@ func (f *follower) follow(ctx context.Context, apiPath string) int {
 				return exitRefused
 			}
 			return exitFailed
+		}
+		if line := approvalLine(&run); line != "" {
+			if line != f.lastApproval {
+				f.lastApproval = line
+				if f.asJSON {
+					f.emit(map[string]any{"event": "waiting_for_approval", "run": run.ID, "approvals": run.Approval.Approvals, "needed": run.Approval.Needed, "url": run.URL})
+				} else {
+					fmt.Fprintln(f.out, line)
+				}
+			}
+			if waitingSince.IsZero() {
+				waitingSince = time.Now()
+			}
+			if f.approvalTimeout > 0 && time.Since(waitingSince) >= f.approvalTimeout {
+				if f.asJSON {
+					f.emit(map[string]any{"event": "approval_timeout", "run": run.ID, "url": run.URL, "exit": exitApprovalTimeout})
+				} else {
+					fmt.Fprintf(f.out, "Still waiting for approval after %s; the run goes on waiting: %s\n", f.approvalTimeout, run.URL)
+				}
+				return exitApprovalTimeout
+			}
+		} else {
+			waitingSince = time.Time{}
 		}
 		f.show(&run)
 		if run.Finished {
@@ -451,6 +514,7 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	wait := fs.Bool("wait", false, "follow the run until it finishes; the exit status says how it ended")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
 	poll := fs.Duration("poll", time.Second, "how often to read the run while following it")
+	approvalTimeout := fs.Duration("approval-timeout", 0, "with --wait: give up (exit 4) when the run still waits for approval after this long (0: keep waiting)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -532,13 +596,16 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return exitSucceeded
 	}
 	f := &follower{c: c, out: stdout, errOut: stderr, stdin: stdin, asJSON: *asJSON, terminal: isTerminal(stdout), interactive: isTerminal(stdin) && isTerminal(stdout), poll: *poll,
-		cancelOnInterrupt: true}
+		cancelOnInterrupt: true, approvalTimeout: *approvalTimeout}
 	return f.follow(ctx, envPath+"/runs/"+strconv.FormatInt(run.ID, 10))
 }
 
 // runRuns implements `studio runs watch RUN_URL`.
 func runRuns(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	const usage = "usage: studio runs watch [--json] RUN_URL\n\nFollows a run (its page's address) with the token in STUDIO_TOKEN.\nexit status: 0 succeeded, 3 succeeded with warnings, 1 failed or cancelled, 2 refused or bad usage.\n"
+	const usage = "usage: studio runs watch [--json] RUN_URL\n       studio runs approve [--comment TEXT] RUN_URL\n\nFollows a run (its page's address), or approves the plan a run of a protected\nenvironment waits with, with the token in STUDIO_TOKEN.\nexit status: 0 succeeded (or approved), 3 succeeded with warnings, 1 failed or cancelled, 2 refused or bad usage.\n"
+	if len(args) > 0 && args[0] == "approve" {
+		return runApprove(ctx, args[1:], stdout, stderr, usage)
+	}
 	if len(args) == 0 || args[0] != "watch" {
 		fmt.Fprint(stderr, usage)
 		return exitRefused
@@ -573,6 +640,53 @@ func runRuns(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	f := &follower{c: c, out: stdout, errOut: stderr, stdin: stdin, asJSON: *asJSON, terminal: isTerminal(stdout), interactive: isTerminal(stdin) && isTerminal(stdout), poll: *poll}
 	return f.follow(ctx, path)
+}
+
+// runApprove implements `studio runs approve RUN_URL`: the token's owner
+// approves the plan the run waits with (the token's role and the rule
+// decide whether they may).
+func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer, usage string) int {
+	fs := flag.NewFlagSet("runs approve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	comment := fs.String("comment", "", "a comment kept with the approval")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitRefused
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprint(stderr, usage)
+		return exitRefused
+	}
+	u, err := url.Parse(fs.Arg(0))
+	if err != nil || u.Host == "" || !strings.Contains(u.Path, "/runs/") {
+		fmt.Fprintf(stderr, "studio runs approve: %q is not a run's address, such as https://studio.example.com/projects/p/environments/e/runs/12\n", fs.Arg(0))
+		return exitRefused
+	}
+	c, err := newAPIClient(u.Scheme + "://" + u.Host)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio runs approve: %v\n", err)
+		return exitRefused
+	}
+	path := strings.TrimRight(u.EscapedPath(), "/")
+	if !strings.HasPrefix(path, "/api/v1/") {
+		path = "/api/v1" + path
+	}
+	var run apiRun
+	if err := c.call(ctx, "POST", path+"/approve", map[string]string{"comment": *comment}, &run); err != nil {
+		fmt.Fprintf(stderr, "studio runs approve: %v\n", err)
+		if refused(err) {
+			return exitRefused
+		}
+		return exitFailed
+	}
+	if line := approvalLine(&run); line != "" {
+		fmt.Fprintf(stdout, "Approved run %d: %s\n", run.ID, strings.TrimPrefix(line, "waiting for approval "))
+	} else {
+		fmt.Fprintf(stdout, "Approved run %d: it starts now. %s\n", run.ID, run.URL)
+	}
+	return exitSucceeded
 }
 
 // runValues implements `studio values import --url URL --project P --env E FILE`.

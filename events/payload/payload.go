@@ -45,6 +45,9 @@ const (
 	RunSucceededWithWarnings = "succeeded-with-warnings"
 	RunFailed                = "failed"
 	RunCancelled             = "cancelled"
+	// RunRejected is a deploy waiting for approval that an approver
+	// rejected.
+	RunRejected = "rejected"
 )
 
 // Checkpoint statuses.

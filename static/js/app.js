@@ -43,3 +43,27 @@
     });
   });
 })();
+
+// The navigation's count of runs waiting for the reader's approval stays
+// live: the inbox is read again every 20 seconds while the page is shown
+// (X-Studio-Refresh keeps a one-time message for the next page).
+(function () {
+  "use strict";
+  var link = document.querySelector("a[data-approvals-nav]");
+  if (!link || !window.fetch || !window.DOMParser) return;
+  function update() {
+    if (document.hidden) return;
+    fetch(link.getAttribute("href"), { headers: { Accept: "text/html", "X-Studio-Refresh": "1" }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var fresh = doc.querySelector("a[data-approvals-nav] [data-approvals-count]");
+        var now = link.querySelector("[data-approvals-count]");
+        if (now) now.remove();
+        if (fresh) link.appendChild(document.importNode(fresh, true));
+      })
+      .catch(function () {});
+  }
+  window.setInterval(update, 20000);
+  document.addEventListener("visibilitychange", update);
+})();

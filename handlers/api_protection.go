@@ -1,0 +1,182 @@
+package handlers
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/store"
+)
+
+// APIProtection is an environment's protection rule as the API shows it.
+type APIProtection struct {
+	Protected    bool     `json:"protected"`
+	Approvals    int      `json:"approvals"`
+	Approvers    []string `json:"approvers"`
+	SelfApproval bool     `json:"self_approval"`
+	Wait         string   `json:"wait"`
+	Expires      string   `json:"expires"`
+	Bypass       string   `json:"bypass"`
+}
+
+// APIApproval is what a run waiting for approval waits for.
+type APIApproval struct {
+	Digest    string   `json:"digest"`
+	Approvals int      `json:"approvals"`
+	Needed    int      `json:"needed"`
+	Approvers []string `json:"approvers"`
+	Approved  []string `json:"approved"`
+	Changed   []string `json:"changed"`
+}
+
+// APIDecision is the body of approve and reject.
+type APIDecision struct {
+	Digest  string `json:"digest"`
+	Comment string `json:"comment"`
+}
+
+func (h *API) protection(r *http.Request, env *store.Environment) (APIProtection, error) {
+	out := APIProtection{Approvers: []string{}, Wait: "0s", Expires: DurationText(store.DefaultApprovalExpiry), Bypass: string(store.BypassNobody)}
+	rule, err := h.DB.ProtectionRule(r.Context(), env.ID)
+	if err != nil || rule == nil {
+		return out, err
+	}
+	members, err := h.DB.Members(r.Context(), env.ID)
+	if err != nil {
+		return out, err
+	}
+	out.Protected, out.Approvals, out.SelfApproval = true, rule.Approvals, rule.SelfApproval
+	out.Wait, out.Expires, out.Bypass = DurationText(rule.Wait), DurationText(rule.Expires), string(rule.Bypass)
+	if rule.ApproverRole != store.RoleNone {
+		out.Approvers = append(out.Approvers, string(rule.ApproverRole))
+	}
+	for _, m := range members {
+		if slices.Contains(rule.ApproverUsers, m.UserID) {
+			out.Approvers = append(out.Approvers, m.Email)
+		}
+	}
+	return out, nil
+}
+
+// ShowProtection answers the environment's rule (admins).
+func (h *API) ShowProtection(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	out, err := h.protection(r, env)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, out)
+}
+
+// SetProtection sets the environment's rule (admins): PUT, 200 with it.
+func (h *API) SetProtection(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	var in ProtectionInput
+	if err := readJSON(r, &in); err != nil {
+		return err
+	}
+	p := &Protection{Base: h.Base}
+	rule, err := p.rule(r.Context(), env, in)
+	if err == nil {
+		err = h.DB.PutProtectionRule(r.Context(), ActorOf(r), env, rule)
+	}
+	if apperr.CodeOf(err) == apperr.Invalid {
+		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The rule was refused", Detail: apperr.Message(err)})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	out, err := h.protection(r, env)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, out)
+}
+
+func (h *API) decision(r *http.Request) (APIDecision, error) {
+	var d APIDecision
+	if r.ContentLength == 0 {
+		return d, nil
+	}
+	return d, readJSON(r, &d)
+}
+
+// ApproveRun approves a waiting run's plan (the digest, when sent, must be
+// the run's): 200 with the run.
+func (h *API) ApproveRun(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleViewer)
+	if err != nil {
+		return err
+	}
+	run, err := h.run(r, env)
+	if err != nil {
+		return err
+	}
+	d, err := h.decision(r)
+	if err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	if _, err := svc.Approve(r.Context(), ActorOf(r), env, run.ID, d.Digest, d.Comment); err != nil {
+		return err
+	}
+	if run, err = h.DB.RunByID(r.Context(), run.ID); err != nil {
+		return err
+	}
+	return h.writeRun(w, r, http.StatusOK, env, run)
+}
+
+// RejectRun rejects a waiting run with a comment: 200 with the run.
+func (h *API) RejectRun(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleViewer)
+	if err != nil {
+		return err
+	}
+	run, err := h.run(r, env)
+	if err != nil {
+		return err
+	}
+	d, err := h.decision(r)
+	if err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	if d.Comment == "" {
+		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The rejection was refused", Detail: "Say why you reject this deploy.", Field: "comment"})
+		return nil
+	}
+	if err := svc.Reject(r.Context(), ActorOf(r), env, run.ID, d.Comment); err != nil {
+		return err
+	}
+	if run, err = h.DB.RunByID(r.Context(), run.ID); err != nil {
+		return err
+	}
+	return h.writeRun(w, r, http.StatusOK, env, run)
+}
+
+// apiApproval is the approval a run waits for (nil when none).
+func (h *API) apiApproval(r *http.Request, env *store.Environment, run *store.Run, cps []store.Checkpoint) (*APIApproval, error) {
+	v, err := ApprovalView(r.Context(), h.DB, env, run, cps, nil)
+	if err != nil || v == nil || !v.Waiting {
+		return nil, err
+	}
+	out := &APIApproval{Digest: v.Digest, Approvals: v.Count, Needed: v.Needed, Approvers: append([]string{}, v.Approvers...),
+		Approved: []string{}, Changed: append([]string{}, v.Changed...)}
+	for _, a := range v.Approved {
+		out.Approved = append(out.Approved, a.Name)
+	}
+	return out, nil
+}

@@ -1,0 +1,389 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/humanize"
+	"github.com/skali-dev/studio/paths"
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
+)
+
+// Protection shows and sets an environment's protection rule, approves
+// and rejects waiting runs, and lists a person's inbox.
+type Protection struct {
+	*Base
+	Runs *runs.Service
+}
+
+// NewProtection returns the protection handlers.
+func NewProtection(b *Base, svc *runs.Service) *Protection { return &Protection{Base: b, Runs: svc} }
+
+// DurationText writes d in the manifest's units (7d, 2h, 30m, 45s).
+func DurationText(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	}
+	return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+}
+
+// ProtectionInput is a rule as a form or the API sends it.
+type ProtectionInput struct {
+	Approvals    int      `json:"approvals"`
+	Approvers    []string `json:"approvers"`
+	SelfApproval bool     `json:"self_approval"`
+	Wait         string   `json:"wait"`
+	Expires      string   `json:"expires"`
+	Bypass       string   `json:"bypass"`
+}
+
+// rule turns in into a store rule: approvers are members' emails or
+// subjects, or a role (deployer, admin).
+func (h *Protection) rule(ctx context.Context, env *store.Environment, in ProtectionInput) (store.ProtectionRule, error) {
+	rule := store.ProtectionRule{Approvals: in.Approvals, SelfApproval: in.SelfApproval, Bypass: store.Bypass(in.Bypass), Expires: store.DefaultApprovalExpiry}
+	if rule.Bypass == "" {
+		rule.Bypass = store.BypassNobody
+	}
+	members, err := h.DB.Members(ctx, env.ID)
+	if err != nil {
+		return rule, err
+	}
+	for _, a := range in.Approvers {
+		a = strings.TrimSpace(a)
+		switch a {
+		case "":
+			continue
+		case string(store.RoleDeployer), string(store.RoleAdmin):
+			rule.ApproverRole = store.Role(a)
+			continue
+		}
+		i := slices.IndexFunc(members, func(m store.Member) bool { return strings.EqualFold(m.Email, a) || m.Subject == a })
+		if i < 0 {
+			return rule, apperr.Errorf(apperr.Invalid, "%s is not a member of %s: add them on the members page first.", a, env.Name)
+		}
+		rule.ApproverUsers = append(rule.ApproverUsers, members[i].UserID)
+	}
+	if in.Wait != "" {
+		if rule.Wait, err = compiler.ParseDuration(in.Wait); err != nil {
+			return rule, apperr.Errorf(apperr.Invalid, "The wait after approval is a duration such as 30m or 2d.")
+		}
+	}
+	if in.Expires != "" {
+		if rule.Expires, err = compiler.ParseDuration(in.Expires); err != nil {
+			return rule, apperr.Errorf(apperr.Invalid, "The expiry is a duration such as 7d.")
+		}
+	}
+	return rule, nil
+}
+
+// ShowProtectionPage shows the environment's rule (its admins).
+func (h *Protection) ShowProtectionPage(w http.ResponseWriter, r *http.Request) error {
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	return h.renderProtection(w, r, env, http.StatusOK, nil, "")
+}
+
+func (h *Protection) renderProtection(w http.ResponseWriter, r *http.Request, env *store.Environment, status int, in *ProtectionInput, problem string) error {
+	rule, err := h.DB.ProtectionRule(r.Context(), env.ID)
+	if err != nil {
+		return err
+	}
+	members, err := h.DB.Members(r.Context(), env.ID)
+	if err != nil {
+		return err
+	}
+	m := views.ProtectionPage{Chrome: h.Chrome(r, "Protection · "+env.Project+" / "+env.Name, "projects"), Project: env.Project, Env: env.Name,
+		Form: views.ProtectionForm{Approvals: "1", Role: "deployer", Expires: "7d", Wait: "0s", Bypass: "nobody", Error: problem}}
+	named := map[string]bool{}
+	if rule != nil {
+		m.Protected, m.UpdatedBy, m.UpdatedAt = true, rule.UpdatedBy, humanize.Clock(rule.UpdatedAt)
+		m.Form = views.ProtectionForm{Approvals: strconv.Itoa(rule.Approvals), Role: string(rule.ApproverRole), SelfApproval: rule.SelfApproval,
+			Wait: DurationText(rule.Wait), Expires: DurationText(rule.Expires), Bypass: string(rule.Bypass), Error: problem}
+		for _, mb := range members {
+			if slices.Contains(rule.ApproverUsers, mb.UserID) {
+				named[strings.ToLower(mb.Email)] = true
+			}
+		}
+	}
+	if in != nil {
+		m.Form = views.ProtectionForm{Approvals: strconv.Itoa(in.Approvals), SelfApproval: in.SelfApproval, Wait: in.Wait, Expires: in.Expires,
+			Bypass: in.Bypass, Error: problem}
+		named = map[string]bool{}
+		for _, a := range in.Approvers {
+			if a == "deployer" || a == "admin" {
+				m.Form.Role = a
+			}
+			named[strings.ToLower(a)] = true
+		}
+	}
+	for _, mb := range members {
+		if mb.Pending {
+			continue
+		}
+		m.Members = append(m.Members, views.ProtectionMember{ID: mb.UserID, Name: mb.DisplayName(), Email: mb.Email, Role: string(mb.Role),
+			Checked: named[strings.ToLower(mb.Email)]})
+	}
+	return Render(w, r, status, views.Protection(m))
+}
+
+// SetProtection sets the environment's rule from the form, or removes it
+// (remove=1); 303 to the page.
+func (h *Protection) SetProtection(w http.ResponseWriter, r *http.Request) error {
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	env, _, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	if r.PostForm.Get("remove") == "1" {
+		if err := h.DB.DeleteProtectionRule(r.Context(), ActorOf(r), env); err != nil {
+			return err
+		}
+		h.Flash(r.Context(), "info", env.Name+" is no longer protected: deploys start at once.")
+		return SeeOther(w, r, paths.Protection(env.Project, env.Name))
+	}
+	in := ProtectionInput{Approvers: r.PostForm["approvers"], SelfApproval: r.PostForm.Get("self_approval") == "1",
+		Wait: strings.TrimSpace(r.PostForm.Get("wait")), Expires: strings.TrimSpace(r.PostForm.Get("expires")), Bypass: r.PostForm.Get("bypass")}
+	if role := r.PostForm.Get("role"); role != "" {
+		in.Approvers = append(in.Approvers, role)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(r.PostForm.Get("approvals")))
+	if err != nil {
+		return h.renderProtection(w, r, env, http.StatusUnprocessableEntity, &in, "Required approvals is a number from 1 to 6.")
+	}
+	in.Approvals = n
+	rule, err := h.rule(r.Context(), env, in)
+	if err == nil {
+		err = h.DB.PutProtectionRule(r.Context(), ActorOf(r), env, rule)
+	}
+	if apperr.CodeOf(err) == apperr.Invalid {
+		return h.renderProtection(w, r, env, http.StatusUnprocessableEntity, &in, apperr.Message(err))
+	}
+	if err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "info", fmt.Sprintf("%s is protected: a deploy waits for %d %s.", env.Name, rule.Approvals, humanize.Plural(rule.Approvals, "approval", "approvals")))
+	return SeeOther(w, r, paths.Protection(env.Project, env.Name))
+}
+
+// ApproveRun approves a waiting run's plan (digest: the one the page
+// showed), or bypasses its approvals (bypass=1, installation admins, with
+// a reason in comment); 303 to the run page (or the inbox).
+func (h *Protection) ApproveRun(w http.ResponseWriter, r *http.Request) error {
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	env, _, err := h.Environment(r, store.RoleViewer)
+	if err != nil {
+		return err
+	}
+	run, err := h.runOf(r, env)
+	if err != nil {
+		return err
+	}
+	if h.Runs == nil {
+		return apperr.Errorf(apperr.Conflict, "Runs are not available on this Studio.")
+	}
+	comment := strings.TrimSpace(r.PostForm.Get("comment"))
+	var out *store.ApprovalOutcome
+	if r.PostForm.Get("bypass") == "1" {
+		out, err = h.Runs.Bypass(r.Context(), ActorOf(r), env, run.ID, comment)
+	} else {
+		out, err = h.Runs.Approve(r.Context(), ActorOf(r), env, run.ID, r.PostForm.Get("digest"), comment)
+	}
+	if err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "info", approvalFlash(run.ID, out))
+	back := paths.Run(env.Project, env.Name, run.ID)
+	if r.PostForm.Get("return") == paths.Approvals {
+		back = paths.Approvals
+	}
+	return SeeOther(w, r, back)
+}
+
+func approvalFlash(id int64, out *store.ApprovalOutcome) string {
+	if out.Started {
+		return fmt.Sprintf("Run %d is approved (%d of %d) and starts %s.", id, out.Count, out.Needed, humanize.Clock(out.StartsAt))
+	}
+	return fmt.Sprintf("Your approval of run %d is recorded: %d of %d. It waits for %d more.", id, out.Count, out.Needed, out.Needed-out.Count)
+}
+
+// RejectRun rejects a waiting run with a comment; 303 to the run page.
+func (h *Protection) RejectRun(w http.ResponseWriter, r *http.Request) error {
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	env, _, err := h.Environment(r, store.RoleViewer)
+	if err != nil {
+		return err
+	}
+	run, err := h.runOf(r, env)
+	if err != nil {
+		return err
+	}
+	if h.Runs == nil {
+		return apperr.Errorf(apperr.Conflict, "Runs are not available on this Studio.")
+	}
+	if err := h.Runs.Reject(r.Context(), ActorOf(r), env, run.ID, strings.TrimSpace(r.PostForm.Get("comment"))); err != nil {
+		return err
+	}
+	h.Flash(r.Context(), "info", fmt.Sprintf("Run %d is rejected: nothing of it runs.", run.ID))
+	return SeeOther(w, r, paths.Run(env.Project, env.Name, run.ID))
+}
+
+func (h *Protection) runOf(r *http.Request, env *store.Environment) (*store.Run, error) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "run"), 10, 64)
+	if err != nil {
+		return nil, apperr.Errorf(apperr.NotFound, "No such run.")
+	}
+	return h.RunOf(r.Context(), env, id)
+}
+
+// ShowApprovalsPage lists every run waiting for the signed-in person's
+// approval, across the installation.
+func (h *Protection) ShowApprovalsPage(w http.ResponseWriter, r *http.Request) error {
+	u := CurrentUser(r.Context())
+	list, err := h.DB.WaitingForApproval(r.Context(), u)
+	if err != nil {
+		return err
+	}
+	m := views.ApprovalsPage{Chrome: h.Chrome(r, "Approvals", "approvals")}
+	for _, wa := range list {
+		it := views.InboxItem{Project: wa.Project, Env: wa.Environment, RunID: wa.Run.ID, Revision: wa.Run.Revision, CreatedBy: wa.Run.CreatedBy,
+			Created: humanize.Clock(wa.Run.CreatedAt), Count: wa.Approvals, Needed: wa.Needed, Digest: wa.Run.PlanDigest}
+		cps, err := h.DB.Checkpoints(r.Context(), wa.Run.ID)
+		if err != nil {
+			return err
+		}
+		if _, d := runs.ApprovalOf(cps); d != nil {
+			it.Plan = planSummary(d.Plan)
+		}
+		m.Items = append(m.Items, it)
+	}
+	return Render(w, r, http.StatusOK, views.Approvals(m))
+}
+
+// planSummary is an approval plan in one line.
+func planSummary(p runs.ApprovalPlan) string {
+	s := fmt.Sprintf("revision %d", p.Revision)
+	if p.FromRevision > 0 {
+		s += fmt.Sprintf(" (active %d)", p.FromRevision)
+	}
+	s += fmt.Sprintf(", %d %s", len(p.Values), humanize.Plural(len(p.Values), "value", "values"))
+	if len(p.Destructive) > 0 {
+		s += fmt.Sprintf(", %d destructive %s", len(p.Destructive), humanize.Plural(len(p.Destructive), "change", "changes"))
+	}
+	if len(p.PublicValues) > 0 {
+		s += ", publishes " + strings.Join(p.PublicValues, ", ")
+	}
+	return s
+}
+
+// ApprovalView builds the Approval card of a run's page (nil when the run
+// has no Approval checkpoint).
+func ApprovalView(ctx context.Context, db *store.DB, env *store.Environment, run *store.Run, cps []store.Checkpoint, viewer *store.User) (*views.ApprovalView, error) {
+	cp, d := runs.ApprovalOf(cps)
+	if cp == nil {
+		return nil, nil
+	}
+	v := &views.ApprovalView{Project: env.Project, Env: env.Name, RunID: run.ID, Digest: run.PlanDigest,
+		Waiting: run.Status == store.RunWaiting && run.PlanDigest != "", Revision: d.Plan.Revision, FromRevision: d.Plan.FromRevision,
+		Destructive: d.Plan.Destructive, PublicValues: d.Plan.PublicValues, Services: d.Plan.Services, Changed: d.Changed}
+	if v.Digest == "" {
+		v.Digest = d.Digest
+	}
+	for _, val := range d.Plan.Values {
+		v.Values = append(v.Values, fmt.Sprintf("%s v%d", val.Name, val.Version))
+	}
+	rule, err := db.ProtectionRule(ctx, env.ID)
+	if err != nil {
+		return nil, err
+	}
+	aps, err := db.Approvals(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	mine := false
+	for _, a := range aps {
+		if a.Digest != v.Digest {
+			continue
+		}
+		v.Count++
+		v.Approved = append(v.Approved, views.ApprovedBy{Name: a.Name, At: humanize.Clock(a.CreatedAt), Comment: a.Comment})
+		if viewer != nil && a.UserID == viewer.ID {
+			mine = true
+		}
+	}
+	v.Started = v.Waiting && run.JobID != nil
+	if v.Started {
+		v.StartsAt = "shortly"
+		if at, ok, err := db.RunJobScheduledAt(ctx, run.ID); err != nil {
+			return nil, err
+		} else if ok && at.After(db.Now().Add(time.Minute)) {
+			v.StartsAt = "at " + humanize.Clock(at)
+		}
+	}
+	if rule == nil {
+		v.Needed = max(v.Count, 1)
+		return v, nil
+	}
+	v.Needed = rule.Approvals
+	approvers, err := db.Approvers(ctx, env, rule)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range approvers {
+		if !rule.SelfApproval && a.DisplayName() == run.CreatedBy {
+			continue // who started it may not approve it
+		}
+		v.Approvers = append(v.Approvers, a.DisplayName())
+	}
+	if rule.ApproverRole != store.RoleNone {
+		v.Approvers = append(v.Approvers, "installation admins")
+	}
+	if viewer == nil || !v.Waiting {
+		return v, nil
+	}
+	role, err := db.EnvironmentRole(ctx, viewer, env.ID)
+	if err != nil {
+		return nil, err
+	}
+	createdBy := false
+	if run.CreatedBy != "" && run.CreatedBy == viewer.DisplayName() {
+		createdBy = true
+	}
+	switch {
+	case mine:
+		v.WhyNot = "You approved this plan."
+	case !rule.MayApprove(viewer.ID, role):
+		v.WhyNot = "You are not an approver of " + env.Name + "."
+	case createdBy && !rule.SelfApproval:
+		v.WhyNot = "You started this deploy: someone else must approve it."
+	default:
+		v.CanApprove = true
+	}
+	v.CanBypass = viewer.IsAdmin && rule.Bypass == store.BypassAdmins
+	return v, nil
+}

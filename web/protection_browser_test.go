@@ -1,0 +1,68 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/web/browsertest"
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// TestBrowserProtectionPagesFitAndPassAxe visits the protection page, a
+// run waiting for approval (one of two given) and the approvals inbox at
+// 1280 and 390 px, light and dark, each checked by axe-core
+// (STUDIO_SCREENSHOTS=DIR keeps the screenshots).
+func TestBrowserProtectionPagesFitAndPassAxe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	admin := s.SignInLocal(t)
+	env := s.CreateEnvironment(t, protectedManifest, "production")
+	for _, p := range []string{"alice", "bob", "carol"} {
+		s.AddMember(t, env, p+"@example.test", store.RoleDeployer)
+	}
+	alice := s.SignInAs(t, "alice@example.test", "Alice Martin")
+	bob := s.SignInAs(t, "bob@example.test", "Bob Okafor")
+	const envPath = "/projects/shop/environments/production"
+	for _, step := range []struct {
+		c    *http.Client
+		path string
+		form url.Values
+	}{
+		{admin, envPath + "/values", url.Values{"name": {"API_KEY"}, "value": {"screens-secret"}}},
+		{admin, envPath + "/protection", url.Values{"approvals": {"2"}, "role": {"deployer"}, "expires": {"7d"}, "wait": {"0s"}, "bypass": {"admins"}}},
+		{alice, envPath + "/deploys", url.Values{}},
+	} {
+		if resp, body := s.PostForm(t, step.c, step.path, step.form); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("fixture %s = %d\n%s", step.path, resp.StatusCode, pageMain(body))
+		}
+	}
+	runPath := envPath + "/runs/1"
+	_, runPage := s.Get(t, bob, runPath)
+	if resp, _ := s.PostForm(t, bob, runPath+"/approve", url.Values{"digest": {digestOf(t, runPage)}, "comment": {"Checked the plan with the team"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("bob approves: %d", resp.StatusCode)
+	}
+	b := browsertest.NewFor(t, 5*time.Minute)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	visitAll(t, b, s, []page{
+		{name: "protection", path: envPath + "/protection"},
+		{name: "run-waiting-for-approval", path: runPath},
+		{name: "approvals", path: "/approvals"},
+		{name: "environment-waiting", path: envPath},
+	})
+
+	// The navigation's count follows the inbox: the run leaves it when it
+	// is rejected, and the open page's count goes without a reload.
+	b.Do(chromedp.Navigate(s.URL+envPath), chromedp.WaitVisible(chromedp.CSS("a[data-approvals-nav] [data-approvals-count]")))
+	if resp, _ := s.PostForm(t, bob, runPath+"/reject", url.Values{"comment": {"wrong week"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("reject: %d", resp.StatusCode)
+	}
+	b.Do(chromedp.Evaluate[chromedp.Void](`document.dispatchEvent(new Event("visibilitychange"))`),
+		chromedp.WaitNotPresent(chromedp.CSS("a[data-approvals-nav] [data-approvals-count]")))
+}
