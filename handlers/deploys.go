@@ -148,6 +148,9 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 		}
 		m.PublicValues = append(m.PublicValues, v)
 	}
+	for _, pv := range dp.Published {
+		m.Published = append(m.Published, views.PublishedValueView{Name: pv.Name, Version: pv.Version, Since: pv.Since, By: pv.By})
+	}
 	m.CanPublish = role.Includes(store.RoleAdmin)
 	if dp.PublishesValues() && !m.CanPublish {
 		m.CanStart = false

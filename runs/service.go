@@ -90,6 +90,68 @@ type DeployPlan struct {
 	// elsewhere (ForReader words them for the reader).
 	claims       []string
 	hostRefusals []hostRefusal
+	// Published are the values a hostname of the plan publishes whose
+	// version to deploy an admin published already (store.Publication):
+	// they are not PublicValues, nothing is asked again for them.
+	Published []PublishedValue
+	// allPublic are the plan's PublicValues before the published ones
+	// were taken out; publish the versions the deploy publishes.
+	allPublic []PublicValue
+	publish   []store.NameVersion
+}
+
+// PublishedValue is a value version an admin published in a hostname.
+type PublishedValue struct {
+	Name    string
+	Version int
+	Since   time.Time
+	// By names the admin ("" once the user is gone).
+	By string
+}
+
+// applyPublications takes out of dp.PublicValues the values whose version
+// the deploy would deploy (versions, by name) is published already, and
+// withholds from dp.Resolved the hostnames built from the others. It
+// returns the withheld expressions.
+func (s *Service) applyPublications(ctx context.Context, env *store.Environment, dp *DeployPlan, versions map[string]int) (map[string]bool, error) {
+	if dp.allPublic == nil {
+		dp.allPublic = dp.PublicValues
+	}
+	var nvs []store.NameVersion
+	for _, pv := range dp.allPublic {
+		if v := versions[pv.Name]; v > 0 {
+			nvs = append(nvs, store.NameVersion{Name: pv.Name, Version: v})
+		}
+	}
+	pubs, err := s.DB.Publications(ctx, env.ID, nvs)
+	if err != nil {
+		return nil, err
+	}
+	dp.PublicValues, dp.Published, dp.publish = nil, nil, nil
+	for _, pv := range dp.allPublic {
+		nv := store.NameVersion{Name: pv.Name, Version: versions[pv.Name]}
+		if p, ok := pubs[nv]; ok {
+			dp.Published = append(dp.Published, PublishedValue{Name: nv.Name, Version: nv.Version, Since: p.At, By: p.By})
+			continue
+		}
+		dp.PublicValues = append(dp.PublicValues, pv)
+		if nv.Version > 0 {
+			dp.publish = append(dp.publish, nv)
+		}
+	}
+	withheld := map[string]bool{}
+	for _, pv := range dp.PublicValues {
+		for _, h := range pv.Hostnames {
+			withheld[h.Expression] = true
+		}
+	}
+	dp.Resolved = map[string]store.ResolvedHost{}
+	for e, rh := range dp.resolved {
+		if !withheld[e] {
+			dp.Resolved[e] = rh
+		}
+	}
+	return withheld, nil
 }
 
 // PlanDeploy plans a deploy of revision number (0: the latest) to env.
@@ -142,17 +204,13 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 			return nil, err
 		}
 	}
-	withheld := map[string]bool{}
-	for _, pv := range dp.PublicValues {
-		for _, h := range pv.Hostnames {
-			withheld[h.Expression] = true
-		}
+	versions := map[string]int{}
+	for _, v := range stored {
+		versions[v.Name] = v.Version
 	}
-	dp.Resolved = map[string]store.ResolvedHost{}
-	for e, rh := range dp.resolved {
-		if !withheld[e] {
-			dp.Resolved[e] = rh
-		}
+	withheld, err := s.applyPublications(ctx, env, dp, versions)
+	if err != nil {
+		return nil, err
 	}
 	for _, h := range dp.Hostnames {
 		if rh := dp.resolved[h.Expression]; rh.NotAHostname {
@@ -255,6 +313,7 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 		Detail:          RunDetail{Confirmed: dp.NeedsConfirmation(), Redeploy: dp.Redeploy},
 		ExclusiveDeploy: true,
 		ClaimHostnames:  dp.claims,
+		Publish:         dp.publish,
 		AuditAction:     "deploy.started",
 		AuditDetail: map[string]any{"revision": dp.To.Number, "confirmation": dp.NeedsConfirmation() && req.Confirm == env.Name,
 			"redeploy": dp.Redeploy, "rollback": dp.Rollback},

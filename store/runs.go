@@ -131,6 +131,9 @@ type NewRun struct {
 	// environment holds, or one a concurrent transaction claims first,
 	// fails the creation with a *ClaimConflict and no run is created.
 	ClaimHostnames []string
+	// Publish are the value versions an admin publishes in a hostname
+	// with this deploy (recorded with the run: Publications).
+	Publish []NameVersion
 	// Enqueue inserts the job that executes the run inside the same
 	// transaction and returns its id; nil for a run recorded whole.
 	Enqueue func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error)
@@ -195,6 +198,9 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 			return err
 		}
 		if err := claimHostnamesTx(ctx, tx, env.ID, id, nr.ClaimHostnames, db.Now()); err != nil {
+			return err
+		}
+		if err := publishTx(ctx, tx, env.ID, id, a.userID(), nr.Publish, db.Now()); err != nil {
 			return err
 		}
 		if nr.ReleaseOf != nil {

@@ -217,6 +217,9 @@ type DeployPlanPage struct {
 	// (CanPublish) may deploy them, by typing the environment's name.
 	PublicValues []PublicValueView
 	CanPublish   bool
+	// Published are values a hostname of the revision publishes whose
+	// version an admin published already: nothing is asked again.
+	Published []PublishedValueView
 	// Hostnames are resolved only for deployers and admins.
 	Hostnames     []PlanHostView
 	ShowHostnames bool
@@ -242,6 +245,15 @@ type PublicValueView struct {
 	Hostnames []string
 	// Elsewhere are the fields outside hostnames that use it.
 	Elsewhere []ValueUseView
+}
+
+// PublishedValueView is a value version published in a hostname: since
+// when and by whom.
+type PublishedValueView struct {
+	Name    string
+	Version int
+	Since   time.Time
+	By      string
 }
 
 // ValueUseView is a field such as "web.environment.SESSION_SECRET" with
