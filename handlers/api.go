@@ -665,16 +665,19 @@ func (h *API) ImportValues(w http.ResponseWriter, r *http.Request) error {
 	if len(body.Dotenv) > MaxDotenvBytes {
 		return refuse("The file is larger than 1 MiB.")
 	}
-	entries, err := store.ParseDotenv(body.Dotenv)
-	if err != nil {
-		return refuse(apperr.Message(err))
-	}
-	if len(entries) == 0 {
-		return refuse("Send the contents of a .env file: lines of NAME=value.")
-	}
 	shown, err := h.shownRevision(ctx, env)
 	if err != nil {
 		return err
+	}
+	entries, problems, err := dotenvEntries(body.Dotenv, shown.Contract)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return refuse(strings.Join(problems, " ") + " Nothing was changed.")
+	}
+	if len(entries) == 0 {
+		return refuse("Send the contents of a .env file: lines of NAME=value.")
 	}
 	res, err := h.Vault.ImportValues(ctx, ActorOf(r), env, shown.Contract, entries)
 	if apperr.CodeOf(err) == apperr.Invalid {

@@ -192,7 +192,7 @@ func webhookURLProblem(raw string) string {
 		return "Enter the URL the Studio should send events to."
 	}
 	if len(raw) > 2000 {
-		return "This URL is longer than 2000 characters."
+		return "This URL has " + humanize.TooLong(len(raw), 2000) + "."
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Hostname() == "" {

@@ -115,3 +115,9 @@ func Clip(s string, limit int) string {
 	}
 	return s[:cut] + ellipsis
 }
+
+// TooLong is how a text over its limit reads, the same everywhere: "78
+// characters; at most 63".
+func TooLong(n, limit int) string {
+	return strconv.Itoa(n) + " characters; at most " + strconv.Itoa(limit)
+}
