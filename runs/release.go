@@ -255,6 +255,9 @@ func (s *Service) PlanRollback(ctx context.Context, env *store.Environment, runI
 	if rp.ReleaseCommandsSince, err = s.releaseCommandsSince(ctx, env, rel.RunID); err != nil {
 		return nil, err
 	}
+	if err := s.planRollouts(ctx, env, dp); err != nil {
+		return nil, err
+	}
 	return dp, nil
 }
 

@@ -98,6 +98,9 @@ type DeployPlan struct {
 	// were taken out; publish the versions the deploy publishes.
 	allPublic []PublicValue
 	publish   []store.NameVersion
+	// Rollouts say, per application of the revision, whether the deploy
+	// rolls it out and why (planRollouts).
+	Rollouts []AppRollout
 }
 
 // PublishedValue is a value version an admin published in a hostname.
@@ -223,6 +226,9 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 	if dp.ValueChanges, err = s.valueChangesSinceActive(ctx, env, dp); err != nil {
 		return nil, err
 	}
+	if err := s.planRollouts(ctx, env, dp); err != nil {
+		return nil, err
+	}
 	return dp, nil
 }
 
@@ -309,8 +315,8 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 		EnvironmentID:   env.ID,
 		Kind:            "deploy",
 		RevisionID:      &dp.To.ID,
-		Checkpoints:     DeployCheckpoints(dp.To, dp.resolved),
-		Detail:          RunDetail{Confirmed: dp.NeedsConfirmation(), Redeploy: dp.Redeploy},
+		Checkpoints:     DeployCheckpoints(dp.To, dp.resolved, dp.Rolling()),
+		Detail:          RunDetail{Confirmed: dp.NeedsConfirmation(), Redeploy: dp.Redeploy, Rollback: dp.Rollback || dp.Release != nil},
 		ExclusiveDeploy: true,
 		ClaimHostnames:  dp.claims,
 		Publish:         dp.publish,
@@ -360,7 +366,11 @@ func joinNames(names []string) string {
 // provision each database and bucket; build or import each application;
 // each release command; a certificate for every route with tls, every
 // alias and every bucket route; roll out each application; activate.
-func DeployCheckpoints(rev *store.Revision, hosts map[string]store.ResolvedHost) []store.NewCheckpoint {
+//
+// roll names the applications to build or import, whose release commands
+// run and that roll out (nil: every one); the others keep running as they
+// are.
+func DeployCheckpoints(rev *store.Revision, hosts map[string]store.ResolvedHost, roll map[string]bool) []store.NewCheckpoint {
 	def := rev.Definition
 	cps := []store.NewCheckpoint{{Kind: KindCheckValues, Name: "Check values"}}
 	for _, n := range slices.Sorted(maps.Keys(def.Databases)) {
@@ -369,7 +379,7 @@ func DeployCheckpoints(rev *store.Revision, hosts map[string]store.ResolvedHost)
 	for _, n := range slices.Sorted(maps.Keys(def.Buckets)) {
 		cps = append(cps, store.NewCheckpoint{Kind: KindProvisionBucket, Name: "Provision bucket " + n, Detail: CheckpointDetail{Service: n}})
 	}
-	apps := slices.Sorted(maps.Keys(def.Applications))
+	apps := slices.DeleteFunc(slices.Sorted(maps.Keys(def.Applications)), func(n string) bool { return roll != nil && !roll[n] })
 	for _, n := range apps {
 		a := def.Applications[n]
 		if a.Image != "" {

@@ -23,7 +23,10 @@ type RunView struct {
 	StoppedName  string
 	Revision     int
 	FromRevision int
-	CreatedBy    string
+	// Rollback: a deploy that rolls back (to an earlier release or an
+	// older revision).
+	Rollback  bool
+	CreatedBy string
 	Created      string
 	Started      string
 	// Duration is how long the run took, or for an unfinished run how long
@@ -167,12 +170,25 @@ func (r RunView) RevisionText() string {
 	switch {
 	case r.Revision <= 0:
 		return ""
+	case r.Rollback && r.FromRevision > 0:
+		return "rollback: revision " + strconv.Itoa(r.FromRevision) + " → " + strconv.Itoa(r.Revision)
+	case r.Rollback:
+		return "rollback to revision " + strconv.Itoa(r.Revision)
 	case r.Kind == "deploy" && r.FromRevision == r.Revision:
 		return "redeploy of revision " + strconv.Itoa(r.Revision)
 	case r.FromRevision > 0:
 		return "revision " + strconv.Itoa(r.FromRevision) + " → " + strconv.Itoa(r.Revision)
 	}
 	return "revision " + strconv.Itoa(r.Revision)
+}
+
+// KindText is how the runs list names a run's kind: "rollback" for a
+// deploy that rolls back, else its kind.
+func (r RunView) KindText() string {
+	if r.Rollback {
+		return "rollback"
+	}
+	return r.Kind
 }
 
 // RunRowID is the element id of a run's row in the runs list.
@@ -217,6 +233,9 @@ type DeployPlanPage struct {
 	// (CanPublish) may deploy them, by typing the environment's name.
 	PublicValues []PublicValueView
 	CanPublish   bool
+	// Rollouts say what the deploy does with each application: whether it
+	// rolls out and why, its image, its release command.
+	Rollouts []RolloutView
 	// Published are values a hostname of the revision publishes whose
 	// version an admin published already: nothing is asked again.
 	Published []PublishedValueView
@@ -245,6 +264,27 @@ type PublicValueView struct {
 	Hostnames []string
 	// Elsewhere are the fields outside hostnames that use it.
 	Elsewhere []ValueUseView
+}
+
+// RolloutView is one application of a plan: whether the deploy rolls it
+// out and why, the image it runs (or the build context), the release
+// command that runs first, and the replicas and resources that change.
+type RolloutView struct {
+	App, Reason, Image, Strategy string
+	Rolls, Build                 bool
+	ReleaseCommand               string
+	Scaling, Resources           []string
+}
+
+// RollingApps names the applications the deploy rolls out.
+func (m DeployPlanPage) RollingApps() []string {
+	var out []string
+	for _, r := range m.Rollouts {
+		if r.Rolls {
+			out = append(out, r.App)
+		}
+	}
+	return out
 }
 
 // PublishedValueView is a value version published in a hostname: since
