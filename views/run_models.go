@@ -27,8 +27,8 @@ type RunView struct {
 	// older revision).
 	Rollback  bool
 	CreatedBy string
-	Created      string
-	Started      string
+	Created   string
+	Started   string
 	// Duration is how long the run took, or for an unfinished run how long
 	// it had run when the page was rendered; RunningSince (RFC 3339, UTC)
 	// is then when it started, for the page's script to keep counting.
