@@ -127,7 +127,7 @@ func (s *Service) planRollouts(ctx context.Context, env *store.Environment, dp *
 		case dp.Redeploy && len(dp.ValueChanges) == 0 && dp.Release == nil:
 			r.Rolls, r.Reason = true, "redeploy: every application rolls again"
 		default:
-			r.Reason = "unchanged: keeps running as it is"
+			r.Reason = "keeps running as it is: neither its settings nor its values change"
 		}
 		if r.Rolls && a.Deployment.ReleaseCommand != nil {
 			r.ReleaseCommand = a.Deployment.ReleaseCommand.Command

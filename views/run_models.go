@@ -170,10 +170,6 @@ func (r RunView) RevisionText() string {
 	switch {
 	case r.Revision <= 0:
 		return ""
-	case r.Rollback && r.FromRevision > 0:
-		return "rollback: revision " + strconv.Itoa(r.FromRevision) + " → " + strconv.Itoa(r.Revision)
-	case r.Rollback:
-		return "rollback to revision " + strconv.Itoa(r.Revision)
 	case r.Kind == "deploy" && r.FromRevision == r.Revision:
 		return "redeploy of revision " + strconv.Itoa(r.Revision)
 	case r.FromRevision > 0:
