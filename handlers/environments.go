@@ -115,6 +115,18 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 			hosts = map[string]store.ResolvedHost{}
 		}
 	}
+	// Before the first deploy succeeds, deployers and admins see the
+	// hostnames as the next deploy will serve them (the plan's, which
+	// withholds one built from a value awaiting publication); viewers see
+	// them once deployed.
+	planned := false
+	if h.Runs != nil && !shown.Deployed && role.Includes(store.RoleDeployer) {
+		if dp, err := h.Runs.PlanDeploy(ctx, env, shown.Revision.Number); err == nil {
+			hosts, planned = dp.Resolved, true
+		} else {
+			h.Logger.Error("plan hostnames", "request_id", RequestID(ctx), "environment", env.ID, "err", err)
+		}
+	}
 	m := views.EnvironmentPage{
 		Chrome:          h.Chrome(r, env.Project+" / "+env.Name, "projects"),
 		Project:         env.Project,
@@ -177,6 +189,7 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 				}
 				hv.Resolved, hv.Missing, hv.NotAHostname = rh.Name, rh.Missing, rh.NotAHostname
 			}
+			hv.Planned = planned
 			if c, ok := byDomain[hv.Resolved]; ok && hv.Resolved != "" {
 				hv.State, hv.Cert = views.ServiceStateText(c), c.State
 			}
