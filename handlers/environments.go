@@ -216,7 +216,13 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 			}
 			m.Services = append(m.Services, sv)
 		}
-		for _, name := range slices.Sorted(maps.Keys(def.Applications)) {
+		// The applications people reach first: those with routes, then the
+		// rest, each by name.
+		apps := slices.Sorted(maps.Keys(def.Applications))
+		slices.SortStableFunc(apps, func(a, b string) int {
+			return boolRank(len(def.Applications[a].Routes) == 0) - boolRank(len(def.Applications[b].Routes) == 0)
+		})
+		for _, name := range apps {
 			m.Applications = append(m.Applications, views.NewApplicationView(name, def.Applications[name], host))
 		}
 		for _, name := range slices.Sorted(maps.Keys(def.Databases)) {
@@ -255,4 +261,12 @@ func valuesSummary(states []store.ValueState) views.ValuesSummary {
 		}
 	}
 	return s
+}
+
+// boolRank orders false before true.
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
