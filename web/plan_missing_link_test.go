@@ -15,7 +15,7 @@ func TestThePlansMissingValueLinkLandsOnItsRow(t *testing.T) {
 	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
 	admin := s.SignInLocal(t)
 	_, plan := s.Get(t, admin, wikiEnv+"/deploys/new")
-	links := regexp.MustCompile(`<li><a href="(` + regexp.QuoteMeta(wikiEnv) + `/values#value-([A-Z_]+))">`).FindAllStringSubmatch(plan, -1)
+	links := regexp.MustCompile(`<li><a href="(`+regexp.QuoteMeta(wikiEnv)+`/values#value-([A-Z_]+))">`).FindAllStringSubmatch(plan, -1)
 	if len(links) != 2 {
 		t.Fatalf("the plan links %d missing values, want 2 (APP_DOMAIN, SESSION_SECRET)", len(links))
 	}
