@@ -252,6 +252,9 @@ func compilePostedManifest(r *http.Request, form *views.ManifestForm) (res *comp
 	res = compiler.Compile([]byte(src))
 	if !res.Valid() {
 		report := views.NewManifestReport([]byte(src), res)
+		// Each error once: counted in the verdict, listed under it with a
+		// link to its line, which the source below marks.
+		report.HeadlineOnly, report.Source.MarksOnly = true, true
 		form.Report = &report
 		return nil, http.StatusUnprocessableEntity
 	}
