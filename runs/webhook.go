@@ -301,8 +301,14 @@ func slackText(d *store.WebhookDelivery, link string) string {
 		if d.Event == store.WebhookRestoreFinished {
 			b.WriteString(", " + r.Status)
 		}
+		if r.StartedBy != "" {
+			b.WriteString(", started by " + r.StartedBy)
+		}
 		if r.Reason != "" {
 			b.WriteString(". " + r.Reason)
+		}
+		if len(r.Deferred) > 0 {
+			b.WriteString(". Deferred (DNS pending): " + strings.Join(r.Deferred, ", "))
 		}
 	}
 	if c := d.Data.Certificate; c != nil {

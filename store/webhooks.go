@@ -125,6 +125,11 @@ type WebhookRun struct {
 	Status   string `json:"status"`
 	Reason   string `json:"reason,omitempty"`
 	Revision int    `json:"revision,omitempty"`
+	// StartedBy names who started the run ("" for the Studio itself).
+	StartedBy string `json:"started_by,omitempty"`
+	// Deferred are the hostnames whose certificates the deploy deferred
+	// (DNS pending): a deploy that succeeded with warnings says which.
+	Deferred []string `json:"deferred,omitempty"`
 }
 
 // WebhookCertificate is the certificate an event concerns.
@@ -505,10 +510,17 @@ func (db *DB) recordRunWebhooks(ctx context.Context, tx pgx.Tx, c RunChange, env
 	}
 	run := &WebhookRun{ID: c.RunID, Kind: kind, Status: status, Reason: c.Reason}
 	var project, env string
-	if err := tx.QueryRow(ctx, `SELECT p.name, e.name, COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0)
+	if err := tx.QueryRow(ctx, `SELECT p.name, e.name, COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
+		    COALESCE((SELECT COALESCE(NULLIF(u.name, ''), u.email) FROM users u WHERE u.id = r.created_by), ''),
+		    ARRAY(SELECT DISTINCT c.detail->'tls'->>'domain' FROM run_checkpoints c
+		          WHERE c.run_id = r.id AND c.kind = 'issue-tls' AND (c.detail->'tls'->>'deferred')::boolean
+		          ORDER BY 1)
 		FROM runs r JOIN environments e ON e.id = r.environment_id JOIN projects p ON p.id = e.project_id WHERE r.id = $1`,
-		c.RunID).Scan(&project, &env, &run.Revision); err != nil {
+		c.RunID).Scan(&project, &env, &run.Revision, &run.StartedBy, &run.Deferred); err != nil {
 		return err
+	}
+	if len(run.Deferred) == 0 {
+		run.Deferred = nil
 	}
 	for _, ev := range events {
 		data := WebhookData{Run: run, Path: "/projects/" + project + "/environments/" + env + "/runs/" + strconv.FormatInt(c.RunID, 10)}
