@@ -107,6 +107,9 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 	} else {
 		m.Chrome = h.Chrome(r, "Webhooks for every environment", "admin")
 	}
+	for _, g := range WebhookEventGroups {
+		m.EventGroups = append(m.EventGroups, views.WebhookEventGroupChoice{Name: g.Name, Label: g.Label})
+	}
 	for _, t := range store.WebhookEventTypes {
 		m.EventTypes = append(m.EventTypes, views.WebhookEventChoice{Name: t.Name, Label: t.Label, Checked: slices.Contains(checked, t.Name)})
 	}
@@ -220,7 +223,7 @@ func (h *Webhooks) AddWebhookEndpoint(w http.ResponseWriter, r *http.Request) er
 		form.Format = store.WebhookFormatStandard
 	}
 	var events []string
-	for _, ev := range r.PostForm["events"] {
+	for _, ev := range expandEventGroups(r.PostForm["events"]) {
 		if slices.Contains(events, ev) {
 			continue
 		}
@@ -360,4 +363,48 @@ func (h *Webhooks) Redeliver(w http.ResponseWriter, r *http.Request) error {
 	}
 	h.Flash(r.Context(), "success", fmt.Sprintf("Sending %s to %s again.", strings.ToLower(store.WebhookEventLabel(d.Event)), ep.URL))
 	return SeeOther(w, r, s.base)
+}
+
+// WebhookEventGroups are the groups of events a form may choose at once
+// (events=group:NAME), by the prefixes of their events' names.
+var WebhookEventGroups = []struct {
+	Name, Label string
+	Prefixes    []string
+}{
+	{"all", "All events", []string{""}},
+	{"deploys", "Deploys", []string{"deploy."}},
+	{"certificates", "Certificates", []string{"certificate."}},
+	{"backups", "Backups and restores", []string{"backup.", "restore."}},
+}
+
+// expandEventGroups replaces each group:NAME of a form's events by the
+// events of that group, in the Studio's order; other values stay.
+func expandEventGroups(values []string) []string {
+	var out []string
+	for _, v := range values {
+		name, ok := strings.CutPrefix(v, "group:")
+		if !ok {
+			out = append(out, v)
+			continue
+		}
+		known := false
+		for _, g := range WebhookEventGroups {
+			if g.Name != name {
+				continue
+			}
+			known = true
+			for _, t := range store.WebhookEventTypes {
+				for _, p := range g.Prefixes {
+					if strings.HasPrefix(t.Name, p) {
+						out = append(out, t.Name)
+						break
+					}
+				}
+			}
+		}
+		if !known {
+			out = append(out, v)
+		}
+	}
+	return out
 }

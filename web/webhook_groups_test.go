@@ -1,0 +1,41 @@
+package web_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/skali-dev/studio/web/webtest"
+)
+
+// TestWebhookEventsChosenByGroup: the form offers the groups (all, deploys,
+// certificates, backups); ticking Deploys and Certificates subscribes the
+// endpoint to every deploy and certificate event, and nothing else.
+func TestWebhookEventsChosenByGroup(t *testing.T) {
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	env := s.CreateEnvironment(t, "name: plain\napplications:\n  api:\n    image: ghcr.io/acme/api:1\n", "production")
+	admin := s.SignInLocal(t)
+	receiver := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(receiver.Close)
+	const page = "/projects/plain/environments/production/webhooks"
+	_, form := s.Get(t, admin, page)
+	for _, g := range []string{"group:all", "group:deploys", "group:certificates", "group:backups"} {
+		if !strings.Contains(form, `value="`+g+`"`) {
+			t.Errorf("the form offers no %s", g)
+		}
+	}
+	resp, body := s.PostForm(t, admin, page, url.Values{"url": {receiver.URL + "/studio"}, "events": {"group:deploys", "group:certificates", "deploy.failed"}, "format": {"standard"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("add endpoint by group = %d\n%s", resp.StatusCode, pageMain(body))
+	}
+	eps, err := s.DB.WebhookEndpoints(t.Context(), env.ID)
+	if err != nil || len(eps) != 1 {
+		t.Fatalf("%d endpoints (%v), want 1", len(eps), err)
+	}
+	want := "deploy.started deploy.succeeded deploy.succeeded_with_warnings deploy.failed deploy.cancelled certificate.issued certificate.failed"
+	if got := strings.Join(eps[0].Events, " "); got != want {
+		t.Errorf("the endpoint's events = %s\nwant %s", got, want)
+	}
+}
