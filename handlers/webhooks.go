@@ -1,7 +1,9 @@
 package handlers
 
 import (
+	"bytes"
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -118,6 +120,7 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 		return m, err
 	}
 	urls := map[int64]string{}
+	formats := map[int64]string{}
 	var ids []int64
 	for _, e := range eps {
 		row := views.WebhookEndpointRow{ID: e.ID, URL: e.URL, Events: e.Events, Format: e.Format, State: "active",
@@ -131,6 +134,7 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 		}
 		m.Endpoints = append(m.Endpoints, row)
 		urls[e.ID] = e.URL
+		formats[e.ID] = e.Format
 		ids = append(ids, e.ID)
 	}
 	ds, err := h.DB.WebhookDeliveries(r.Context(), ids, webhookDeliveriesShown)
@@ -152,6 +156,15 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 		}
 		if d.ResponseCode != nil {
 			row.Code = strconv.Itoa(*d.ResponseCode)
+		}
+		// The body as sent: names, states and links, never a value.
+		if h.Runs != nil {
+			if body, err := h.Runs.DeliveryBody(formats[d.EndpointID], &d); err == nil {
+				var pretty bytes.Buffer
+				if json.Indent(&pretty, body, "", "  ") == nil {
+					row.Body = pretty.String()
+				}
+			}
 		}
 		m.Deliveries = append(m.Deliveries, row)
 	}

@@ -267,6 +267,16 @@ type webhookLinkedData struct {
 	URL string `json:"url"`
 }
 
+// DeliveryBody is the body the Studio sends (or sent) for delivery d in
+// format, with the links deliveries carry: what a page shows of it.
+func (s *Service) DeliveryBody(format string, d *store.WebhookDelivery) ([]byte, error) {
+	publicURL := ""
+	if s.webhooks != nil {
+		publicURL = s.webhooks.PublicURL
+	}
+	return WebhookBody(format, d, publicURL)
+}
+
 // WebhookBody is the body delivered for d in format (standard or slack),
 // the same at every attempt. Links are publicURL + the event's path.
 func WebhookBody(format string, d *store.WebhookDelivery, publicURL string) ([]byte, error) {

@@ -46,6 +46,8 @@ type CreatedWebhook struct {
 
 // WebhookDeliveryRow is one recent delivery.
 type WebhookDeliveryRow struct {
+	// Body is the body as sent (indented JSON), "" when unknown.
+	Body       string
 	ID         int64
 	Event      string
 	URL        string

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -37,5 +38,16 @@ func TestWebhookEventsChosenByGroup(t *testing.T) {
 	want := "deploy.started deploy.succeeded deploy.succeeded_with_warnings deploy.failed deploy.cancelled certificate.issued certificate.failed"
 	if got := strings.Join(eps[0].Events, " "); got != want {
 		t.Errorf("the endpoint's events = %s\nwant %s", got, want)
+	}
+
+	// Each delivery's body can be read on the page, as it is sent.
+	resp, _ = s.PostForm(t, admin, "/projects/plain/environments/production/deploys", url.Values{})
+	waitForRun(t, s, admin, resp.Header.Get("Location"))
+	_, listed := s.Get(t, admin, page)
+	body = html.UnescapeString(listed)
+	for _, want := range []string{`<code data-delivery-body>{`, `"type": "deploy.started"`, `"project": "plain"`, `"url": `} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the deliveries list shows no body with %q", want)
+		}
 	}
 }
