@@ -320,6 +320,21 @@ func (h *Webhooks) DisableWebhookEndpoint(w http.ResponseWriter, r *http.Request
 	})
 }
 
+// SendTestEvent sends the endpoint a test event (webhook.test), signed and
+// delivered as every event is, so an admin sees at once that it arrives.
+func (h *Webhooks) SendTestEvent(w http.ResponseWriter, r *http.Request) error {
+	return h.endpointAction(w, r, func(s webhookScope, ep *store.WebhookEndpoint) (string, error) {
+		data := store.WebhookData{Path: s.base}
+		if s.env != nil {
+			data.Project, data.Environment = s.env.Project, s.env.Name
+		}
+		if _, err := h.DB.SendTestEvent(r.Context(), ActorOf(r), ep, data); err != nil {
+			return "", err
+		}
+		return "Sending a test event to " + ep.URL + ": its delivery is listed below.", nil
+	})
+}
+
 // EnableWebhookEndpoint turns an endpoint on again (after it kept failing,
 // say): it hears of events from now on.
 func (h *Webhooks) EnableWebhookEndpoint(w http.ResponseWriter, r *http.Request) error {

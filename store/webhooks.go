@@ -55,6 +55,9 @@ var WebhookEventTypes = []WebhookEventType{
 // WebhookEventLabel is the words for event type name (the name itself when
 // unknown).
 func WebhookEventLabel(name string) string {
+	if name == WebhookTest {
+		return "Test event"
+	}
 	for _, t := range WebhookEventTypes {
 		if t.Name == name {
 			return t.Label
@@ -721,4 +724,39 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, id int64, at WebhookAtte
 		return fmt.Errorf("store: record webhook attempt: %w", err)
 	}
 	return nil
+}
+
+// WebhookTest is the event of a test delivery an admin sends to check an
+// endpoint (Send a test event): never recorded by a change, only sent.
+const WebhookTest = "webhook.test"
+
+// SendTestEvent records a test delivery to endpoint w (data names where it
+// is from), its job inserted in the same transaction, with its audit
+// record. A turned-off endpoint is refused.
+func (db *DB) SendTestEvent(ctx context.Context, a Actor, w *WebhookEndpoint, data WebhookData) (int64, error) {
+	if w.DisabledAt != nil {
+		return 0, apperr.Errorf(apperr.Conflict, "%s is turned off. Turn it on before sending it anything.", w.URL)
+	}
+	body, err := json.Marshal(data)
+	if err != nil {
+		return 0, err
+	}
+	var id int64
+	err = db.InTx(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `INSERT INTO webhook_deliveries (endpoint_id, message_id, event, data, occurred_at, created_at)
+			VALUES ($1, 'msg_' || replace(gen_random_uuid()::text, '-', ''), $2, $3, $4, $4) RETURNING id`,
+			w.ID, WebhookTest, body, db.Now()).Scan(&id); err != nil {
+			return err
+		}
+		if fn := db.webhookEnqueuer(); fn != nil {
+			if err := fn(ctx, tx, id); err != nil {
+				return err
+			}
+		}
+		return auditTx(ctx, tx, webhookAudit(a, "webhook.tested", w))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: send a test event: %w", err)
+	}
+	return id, nil
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -38,6 +39,22 @@ func TestWebhookEventsChosenByGroup(t *testing.T) {
 	want := "deploy.started deploy.succeeded deploy.succeeded_with_warnings deploy.failed deploy.cancelled certificate.issued certificate.failed"
 	if got := strings.Join(eps[0].Events, " "); got != want {
 		t.Errorf("the endpoint's events = %s\nwant %s", got, want)
+	}
+
+	// Send a test event: a delivery of webhook.test, listed at once.
+	testPath := page + "/" + strconv.FormatInt(eps[0].ID, 10) + "/test"
+	if _, before := s.Get(t, admin, page); !strings.Contains(before, `action="`+testPath+`"`) || !strings.Contains(before, "Send a test event") {
+		t.Errorf("the endpoint offers no Send a test event")
+	}
+	if resp, _ := s.PostForm(t, admin, testPath, url.Values{}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("send a test event = %d, want 303", resp.StatusCode)
+	}
+	ds, err := s.DB.WebhookDeliveries(t.Context(), []int64{eps[0].ID}, 10)
+	if err != nil || len(ds) != 1 || ds[0].Event != "webhook.test" {
+		t.Fatalf("deliveries after the test event: %d (%v), want one webhook.test", len(ds), err)
+	}
+	if _, after := s.Get(t, admin, page); !strings.Contains(after, "Test event") {
+		t.Errorf("the deliveries list does not show the test event")
 	}
 
 	// Each delivery's body can be read on the page, as it is sent.
