@@ -130,7 +130,7 @@ func (c *checker) manifest(root *yaml.Node) *Definition {
 		c.missing(o, "name", "the stable project key, such as `name: my-project`")
 	} else if s, ok := c.str(n, keyPath("name")); ok {
 		if !IsKey(s) {
-			c.errorf(n, keyPath("name"), "project name `"+s+"` "+keyRule)
+			c.errorf(n, keyPath("name"), "project name `"+s+"` "+keyProblem(s))
 		}
 		def.Name = s
 	}
@@ -210,7 +210,7 @@ func (c *checker) keyedEntries(fs []field, path pathT, what string) []field {
 	kept := fs[:0]
 	for _, f := range fs {
 		if !IsKey(f.key.Value) {
-			c.errorf(f.key, join(path, f.key.Value), what+" `"+f.key.Value+"` "+keyRule)
+			c.errorf(f.key, join(path, f.key.Value), what+" `"+f.key.Value+"` "+keyProblem(f.key.Value))
 			continue
 		}
 		kept = append(kept, f)

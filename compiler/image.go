@@ -57,7 +57,7 @@ func imageProblem(s string) string {
 		return p
 	}
 	if len(name) > maxImageNameLength {
-		return "the repository name is " + strconv.Itoa(len(name)) + " characters long; at most " + strconv.Itoa(maxImageNameLength) + " are allowed"
+		return "the repository name has " + strconv.Itoa(len(name)) + " characters; at most " + strconv.Itoa(maxImageNameLength)
 	}
 	if hasTag {
 		if p := tagProblem(tag); p != "" {
@@ -261,7 +261,7 @@ func tagProblem(t string) string {
 		return "tag " + quote(t) + " must start with a letter, digit or `_`"
 	}
 	if len(t) > maxImageTagLength {
-		return "the tag is " + strconv.Itoa(len(t)) + " characters long; at most " + strconv.Itoa(maxImageTagLength) + " are allowed"
+		return "the tag has " + strconv.Itoa(len(t)) + " characters; at most " + strconv.Itoa(maxImageTagLength)
 	}
 	return ""
 }

@@ -3,6 +3,7 @@ package compiler
 import (
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -232,14 +233,14 @@ func hostnameShape(s string, full bool) string {
 		return problem
 	}
 	if full && len(s) > 253 {
-		return "is longer than 253 characters"
+		return "has " + strconv.Itoa(len(s)) + " characters; at most 253"
 	}
 	for label := range strings.SplitSeq(s, ".") {
 		if label == "" {
 			return "has an empty label; check for leading, trailing or doubled dots"
 		}
 		if full && len(label) > 63 {
-			return "has a label longer than 63 characters"
+			return "has a label of " + strconv.Itoa(len(label)) + " characters; at most 63"
 		}
 		if label[0] == '-' || label[len(label)-1] == '-' {
 			return "has a label that starts or ends with a hyphen"

@@ -274,7 +274,7 @@ func TestImageReferenceRules(t *testing.T) {
 		{"[::1/app", "does not close it with `]`"},
 		{"[1:2]/app", "`[1:2]` is not an IPv6 address"},
 		{"[::1]x/app", "continues after `]`"},
-		{strings.Repeat("a", 256), "256 characters long; at most 255"},
+		{strings.Repeat("a", 256), "256 characters; at most 255"},
 	} {
 		cases = append(cases, imageCase("invalid: "+clipName(c.image), ref, c.image, bad, c.contains))
 	}

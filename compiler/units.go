@@ -196,6 +196,15 @@ func IsKey(s string) bool {
 // keyRule is the message for a key that fails IsKey.
 const keyRule = "must start with a lowercase letter, contain only lowercase letters, digits and hyphens, not end with a hyphen, and be at most 63 characters"
 
+// keyProblem is keyRule for key s, with its length when that is what is
+// wrong ("has 78 characters; at most 63", as humanize.TooLong words it).
+func keyProblem(s string) string {
+	if len(s) > 63 {
+		return "has " + strconv.Itoa(len(s)) + " characters; at most 63"
+	}
+	return keyRule
+}
+
 // isEnvName reports whether s matches ^[A-Za-z_][A-Za-z0-9_]*$.
 func isEnvName(s string) bool {
 	if s == "" {

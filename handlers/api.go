@@ -303,7 +303,10 @@ type APIFieldChange struct {
 type APIHostname struct {
 	Route      string `json:"route"`
 	Expression string `json:"expression"`
-	TLS        string `json:"tls"`
+	// Hostname is the hostname the deploy will serve, for deployers and
+	// admins (withheld while a value it is built from awaits publication).
+	Hostname string `json:"hostname,omitempty"`
+	TLS      string `json:"tls"`
 }
 
 func nonNil(s []string) []string {
@@ -352,7 +355,11 @@ func (h *API) ShowPlan(w http.ResponseWriter, r *http.Request) error {
 		p.Changes = append(p.Changes, ch)
 	}
 	for _, hx := range dp.Hostnames {
-		p.Hostnames = append(p.Hostnames, APIHostname{Route: hx.Route, Expression: hx.Expression, TLS: hx.TLS})
+		ah := APIHostname{Route: hx.Route, Expression: hx.Expression, TLS: hx.TLS}
+		if rh, ok := dp.Resolved[hx.Expression]; ok && role.Includes(store.RoleDeployer) && len(rh.Missing) == 0 && !rh.NotAHostname {
+			ah.Hostname = rh.Name
+		}
+		p.Hostnames = append(p.Hostnames, ah)
 	}
 	return WriteJSON(w, http.StatusOK, p)
 }
@@ -663,16 +670,19 @@ func (h *API) ImportValues(w http.ResponseWriter, r *http.Request) error {
 	if len(body.Dotenv) > MaxDotenvBytes {
 		return refuse("The file is larger than 1 MiB.")
 	}
-	entries, err := store.ParseDotenv(body.Dotenv)
-	if err != nil {
-		return refuse(apperr.Message(err))
-	}
-	if len(entries) == 0 {
-		return refuse("Send the contents of a .env file: lines of NAME=value.")
-	}
 	shown, err := h.shownRevision(ctx, env)
 	if err != nil {
 		return err
+	}
+	entries, problems, err := dotenvEntries(body.Dotenv, shown.Contract)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return refuse(strings.Join(problems, " ") + " Nothing was changed.")
+	}
+	if len(entries) == 0 {
+		return refuse("Send the contents of a .env file: lines of NAME=value.")
 	}
 	res, err := h.Vault.ImportValues(ctx, ActorOf(r), env, shown.Contract, entries)
 	if apperr.CodeOf(err) == apperr.Invalid {

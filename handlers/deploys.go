@@ -148,6 +148,13 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 		}
 		m.PublicValues = append(m.PublicValues, v)
 	}
+	for _, ro := range dp.Rollouts {
+		m.Rollouts = append(m.Rollouts, views.RolloutView{App: ro.App, Reason: ro.Reason, Image: ro.Image, Strategy: ro.Strategy,
+			Rolls: ro.Rolls, Build: ro.Build, ReleaseCommand: strings.Join(ro.ReleaseCommand, " "), Scaling: ro.Scaling, Resources: ro.Resources})
+	}
+	for _, pv := range dp.Published {
+		m.Published = append(m.Published, views.PublishedValueView{Name: pv.Name, Version: pv.Version, Since: pv.Since, By: pv.By})
+	}
 	m.CanPublish = role.Includes(store.RoleAdmin)
 	if dp.PublishesValues() && !m.CanPublish {
 		m.CanStart = false

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"net/netip"
 	"time"
 
@@ -32,6 +33,13 @@ func dnsPendingView(ctx context.Context, db *store.DB, svc *runs.Service, env *s
 		at = rec.At
 	case apperr.CodeOf(err) != apperr.NotFound:
 		return nil, err
+	}
+	// A probe the reconciler or Check now made since (no run recorded it).
+	if c.LastProbeAt != nil && c.LastProbeAt.After(at) {
+		var last runs.ProbeResult
+		if err := json.Unmarshal(c.LastProbe, &last); err == nil {
+			probe, at = &last, *c.LastProbeAt
+		}
 	}
 	var public []netip.Addr
 	if svc != nil {

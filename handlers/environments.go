@@ -115,6 +115,18 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 			hosts = map[string]store.ResolvedHost{}
 		}
 	}
+	// Before the first deploy succeeds, deployers and admins see the
+	// hostnames as the next deploy will serve them (the plan's, which
+	// withholds one built from a value awaiting publication); viewers see
+	// them once deployed.
+	planned := false
+	if h.Runs != nil && !shown.Deployed && role.Includes(store.RoleDeployer) {
+		if dp, err := h.Runs.PlanDeploy(ctx, env, shown.Revision.Number); err == nil {
+			hosts, planned = dp.Resolved, true
+		} else {
+			h.Logger.Error("plan hostnames", "request_id", RequestID(ctx), "environment", env.ID, "err", err)
+		}
+	}
 	m := views.EnvironmentPage{
 		Chrome:          h.Chrome(r, env.Project+" / "+env.Name, "projects"),
 		Project:         env.Project,
@@ -177,6 +189,7 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 				}
 				hv.Resolved, hv.Missing, hv.NotAHostname = rh.Name, rh.Missing, rh.NotAHostname
 			}
+			hv.Planned = planned
 			if c, ok := byDomain[hv.Resolved]; ok && hv.Resolved != "" {
 				hv.State, hv.Cert = views.ServiceStateText(c), c.State
 			}
@@ -203,7 +216,13 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 			}
 			m.Services = append(m.Services, sv)
 		}
-		for _, name := range slices.Sorted(maps.Keys(def.Applications)) {
+		// The applications people reach first: those with routes, then the
+		// rest, each by name.
+		apps := slices.Sorted(maps.Keys(def.Applications))
+		slices.SortStableFunc(apps, func(a, b string) int {
+			return boolRank(len(def.Applications[a].Routes) == 0) - boolRank(len(def.Applications[b].Routes) == 0)
+		})
+		for _, name := range apps {
 			m.Applications = append(m.Applications, views.NewApplicationView(name, def.Applications[name], host))
 		}
 		for _, name := range slices.Sorted(maps.Keys(def.Databases)) {
@@ -242,4 +261,12 @@ func valuesSummary(states []store.ValueState) views.ValuesSummary {
 		}
 	}
 	return s
+}
+
+// boolRank orders false before true.
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -111,7 +111,7 @@ func (h *Projects) projectPage(r *http.Request, p *store.Project, role store.Rol
 		Chrome:               h.Chrome(r, p.Name, "projects"),
 		Name:                 p.Name,
 		Description:          p.Description,
-		CanAddRevision:       role.Includes(store.RoleAdmin),
+		CanAddRevision:       role.Includes(store.RoleDeployer),
 		CanCreateEnvironment: u != nil && u.IsAdmin,
 	}
 	statuses, err := environmentStatuses(r, h.Base, u, p.ID)
@@ -227,9 +227,14 @@ func (h *Projects) AddRevision(w http.ResponseWriter, r *http.Request) error {
 	return SeeOther(w, r, paths.Project(p.Name))
 }
 
+// requireRevisionRole lets deployers and admins of an environment of the
+// project add a revision (from CI: studio deploy --manifest). A revision
+// changes nothing by itself; deploying it is the environment's plan, with
+// its own checks (typed confirmation of a destructive change, an admin's
+// publication of a value in a hostname).
 func requireRevisionRole(role store.Role) error {
-	if !role.Includes(store.RoleAdmin) {
-		return apperr.Errorf(apperr.Forbidden, "Adding a revision needs the admin role on an environment of this project; you are a %s.", role)
+	if !role.Includes(store.RoleDeployer) {
+		return apperr.Errorf(apperr.Forbidden, "Adding a revision needs the deployer or admin role on an environment of this project; you are a %s.", role)
 	}
 	return nil
 }
@@ -247,6 +252,9 @@ func compilePostedManifest(r *http.Request, form *views.ManifestForm) (res *comp
 	res = compiler.Compile([]byte(src))
 	if !res.Valid() {
 		report := views.NewManifestReport([]byte(src), res)
+		// Each error once: counted in the verdict, listed under it with a
+		// link to its line, which the source below marks.
+		report.HeadlineOnly, report.Source.MarksOnly = true, true
 		form.Report = &report
 		return nil, http.StatusUnprocessableEntity
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
@@ -190,7 +191,7 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	m.LogFilter = strings.TrimSpace(r.URL.Query().Get("q"))
 	if utf8.RuneCountInString(m.LogFilter) > views.RunLogFilter {
-		return apperr.Errorf(apperr.Invalid, "A filter of log lines may hold at most %d characters.", views.RunLogFilter)
+		return apperr.Errorf(apperr.Invalid, "This filter has %s.", humanize.TooLong(utf8.RuneCountInString(m.LogFilter), views.RunLogFilter))
 	}
 	lines, err := h.DB.RunLog(r.Context(), run.ID, 0)
 	if err != nil {

@@ -95,7 +95,7 @@ func (h *Tokens) ShowTokensPage(w http.ResponseWriter, r *http.Request) error {
 			if id == created {
 				if t, err := h.DB.AuthenticateToken(r.Context(), secret); err == nil && strconv.FormatInt(t.ID, 10) == id &&
 					t.UserID == CurrentUser(r.Context()).ID {
-					m.Created = &views.CreatedToken{ID: t.ID, Name: t.Name, Secret: secret}
+					m.Created = createdToken(r, h.Secure, t, secret)
 				}
 			}
 			http.SetCookie(w, &http.Cookie{Name: newTokenCookie, Value: "", Path: paths.Tokens, MaxAge: -1,
@@ -194,4 +194,29 @@ func (h *Tokens) RevokeToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	h.Flash(r.Context(), "success", fmt.Sprintf("Revoked the token %s: it is refused from now on.", t.Name))
 	return SeeOther(w, r, paths.Tokens)
+}
+
+// createdToken is what the page shows of a token just created: its secret,
+// its scope, and a line that uses it at once: a deploy of the first
+// environment it may deploy, or else a read of the environments it sees.
+func createdToken(r *http.Request, secure bool, t *store.Token, secret string) *views.CreatedToken {
+	c := &views.CreatedToken{ID: t.ID, Name: t.Name, Secret: secret}
+	scheme := "http"
+	if secure || r.TLS != nil {
+		scheme = "https"
+	}
+	base := scheme + "://" + r.Host
+	var deploy *store.TokenGrant
+	for i, g := range t.Scope {
+		c.Scope = append(c.Scope, fmt.Sprintf("%s/%s (%s)", g.Project, g.Environment, g.Role))
+		if deploy == nil && g.Role.Includes(store.RoleDeployer) {
+			deploy = &t.Scope[i]
+		}
+	}
+	if deploy != nil {
+		c.Command = fmt.Sprintf("export STUDIO_URL=%s STUDIO_TOKEN=%s && studio deploy --project %s --env %s --wait", base, secret, deploy.Project, deploy.Environment)
+	} else {
+		c.Command = fmt.Sprintf("curl -H 'Authorization: Bearer %s' %s/api/v1/environments", secret, base)
+	}
+	return c
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -141,7 +142,14 @@ func (h *Values) SetValue(w http.ResponseWriter, r *http.Request) error {
 		m.SetName, m.SetNameError, m.SetValueError = name, nameErr, valueErr
 		return Render(w, r, http.StatusUnprocessableEntity, views.Values(m))
 	}
+	shown, err := h.shownRevision(ctx, env)
+	if err != nil {
+		return err
+	}
 	if p := store.ValueNameProblem(name); p != "" {
+		if want := suggestName(shown.Contract, name); want != "" {
+			p += " Did you mean " + want + "?"
+		}
 		return rerender(p, "")
 	}
 	if !hasValue {
@@ -149,10 +157,6 @@ func (h *Values) SetValue(w http.ResponseWriter, r *http.Request) error {
 	}
 	if p := store.ValueProblem(values[0]); p != "" {
 		return rerender("", p)
-	}
-	shown, err := h.shownRevision(ctx, env)
-	if err != nil {
-		return err
 	}
 	// A name the manifest does not use would be stored only to be
 	// ignored: ask first (the value is never sent back, so it is typed
@@ -206,16 +210,28 @@ func (h *Values) ImportValues(w http.ResponseWriter, r *http.Request) error {
 		src = ""
 		return rerender("The file is larger than 1 MiB.")
 	}
-	entries, err := store.ParseDotenv(src)
-	if err != nil {
-		return rerender(apperr.Message(err))
-	}
-	if len(entries) == 0 {
-		return rerender("Paste the contents of a .env file: lines of NAME=value.")
-	}
 	shown, err := h.shownRevision(ctx, env)
 	if err != nil {
 		return err
+	}
+	entries, problems, err := dotenvEntries(src, shown.Contract)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		m, err := h.page(r, env, role)
+		if err != nil {
+			return err
+		}
+		m.ImportError = humanize.Count(len(problems), "problem", "problems") + " in the pasted file; nothing was changed:"
+		m.ImportProblems = problems
+		if dotenvHoldsNoValue(src) {
+			m.ImportText = src
+		}
+		return Render(w, r, http.StatusUnprocessableEntity, views.Values(m))
+	}
+	if len(entries) == 0 {
+		return rerender("Paste the contents of a .env file: lines of NAME=value.")
 	}
 	res, err := vault.ImportValues(ctx, ActorOf(r), env, shown.Contract, entries)
 	if apperr.CodeOf(err) == apperr.Invalid {
@@ -249,6 +265,64 @@ func (h *Values) ImportValues(w http.ResponseWriter, r *http.Request) error {
 	}
 	h.Flash(ctx, kind, msg.String())
 	return SeeOther(w, r, paths.Values(env.Project, env.Name))
+}
+
+// dotenvEntries reads a pasted .env file and lists every problem of it at
+// once, by line, never quoting its text: what the parser finds, a value
+// that cannot become an environment variable, and a name that matches a
+// name of the manifest (c) only when case is ignored ("did you mean
+// APP_DOMAIN?"). err is for what is not the file's fault.
+func dotenvEntries(src string, c compiler.ValueContract) (entries []store.DotenvEntry, problems []string, err error) {
+	entries, err = store.ParseDotenv(src)
+	if de, ok := errors.AsType[*store.DotenvError](err); ok {
+		problems = append(problems, de.Problems...)
+	} else if apperr.CodeOf(err) == apperr.Invalid {
+		return nil, []string{apperr.Message(err)}, nil
+	} else if err != nil {
+		return nil, nil, err
+	}
+	for _, en := range entries {
+		if p := store.ValueProblem(en.Value); p != "" {
+			problems = append(problems, fmt.Sprintf("Line %d, %s: %s", en.Line, en.Name, p))
+		}
+		if store.References(c, en.Name) {
+			continue
+		}
+		if want := suggestName(c, en.Name); want != "" {
+			problems = append(problems, fmt.Sprintf("Line %d: the manifest has no %s; did you mean %s?", en.Line, en.Name, want))
+		}
+	}
+	// By line, as the file reads.
+	slices.SortStableFunc(problems, func(a, b string) int { return problemLine(a) - problemLine(b) })
+	return entries, problems, nil
+}
+
+// problemLine is the line a problem ("Line 3: …", "Line 3, NAME: …") is on,
+// 0 for one about the whole file.
+func problemLine(p string) int {
+	rest, ok := strings.CutPrefix(p, "Line ")
+	if !ok {
+		return 0
+	}
+	end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+	n, _ := strconv.Atoi(rest[:max(end, 0)])
+	return n
+}
+
+// suggestName is the name of contract c that name matches when case is
+// ignored ("" when none, or when name is that name).
+func suggestName(c compiler.ValueContract, name string) string {
+	names := slices.Clone(c.Required)
+	for n := range c.Optional {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if n != name && strings.EqualFold(n, name) {
+			return n
+		}
+	}
+	return ""
 }
 
 // firstNames lists up to 20 names and counts the rest, so that the message

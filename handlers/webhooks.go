@@ -1,7 +1,9 @@
 package handlers
 
 import (
+	"bytes"
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -107,6 +109,9 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 	} else {
 		m.Chrome = h.Chrome(r, "Webhooks for every environment", "admin")
 	}
+	for _, g := range WebhookEventGroups {
+		m.EventGroups = append(m.EventGroups, views.WebhookEventGroupChoice{Name: g.Name, Label: g.Label})
+	}
 	for _, t := range store.WebhookEventTypes {
 		m.EventTypes = append(m.EventTypes, views.WebhookEventChoice{Name: t.Name, Label: t.Label, Checked: slices.Contains(checked, t.Name)})
 	}
@@ -115,6 +120,7 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 		return m, err
 	}
 	urls := map[int64]string{}
+	formats := map[int64]string{}
 	var ids []int64
 	for _, e := range eps {
 		row := views.WebhookEndpointRow{ID: e.ID, URL: e.URL, Events: e.Events, Format: e.Format, State: "active",
@@ -128,6 +134,7 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 		}
 		m.Endpoints = append(m.Endpoints, row)
 		urls[e.ID] = e.URL
+		formats[e.ID] = e.Format
 		ids = append(ids, e.ID)
 	}
 	ds, err := h.DB.WebhookDeliveries(r.Context(), ids, webhookDeliveriesShown)
@@ -149,6 +156,15 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 		}
 		if d.ResponseCode != nil {
 			row.Code = strconv.Itoa(*d.ResponseCode)
+		}
+		// The body as sent: names, states and links, never a value.
+		if h.Runs != nil {
+			if body, err := h.Runs.DeliveryBody(formats[d.EndpointID], &d); err == nil {
+				var pretty bytes.Buffer
+				if json.Indent(&pretty, body, "", "  ") == nil {
+					row.Body = pretty.String()
+				}
+			}
 		}
 		m.Deliveries = append(m.Deliveries, row)
 	}
@@ -192,7 +208,7 @@ func webhookURLProblem(raw string) string {
 		return "Enter the URL the Studio should send events to."
 	}
 	if len(raw) > 2000 {
-		return "This URL is longer than 2000 characters."
+		return "This URL has " + humanize.TooLong(len(raw), 2000) + "."
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Hostname() == "" {
@@ -220,7 +236,7 @@ func (h *Webhooks) AddWebhookEndpoint(w http.ResponseWriter, r *http.Request) er
 		form.Format = store.WebhookFormatStandard
 	}
 	var events []string
-	for _, ev := range r.PostForm["events"] {
+	for _, ev := range expandEventGroups(r.PostForm["events"]) {
 		if slices.Contains(events, ev) {
 			continue
 		}
@@ -304,6 +320,21 @@ func (h *Webhooks) DisableWebhookEndpoint(w http.ResponseWriter, r *http.Request
 	})
 }
 
+// SendTestEvent sends the endpoint a test event (webhook.test), signed and
+// delivered as every event is, so an admin sees at once that it arrives.
+func (h *Webhooks) SendTestEvent(w http.ResponseWriter, r *http.Request) error {
+	return h.endpointAction(w, r, func(s webhookScope, ep *store.WebhookEndpoint) (string, error) {
+		data := store.WebhookData{Path: s.base}
+		if s.env != nil {
+			data.Project, data.Environment = s.env.Project, s.env.Name
+		}
+		if _, err := h.DB.SendTestEvent(r.Context(), ActorOf(r), ep, data); err != nil {
+			return "", err
+		}
+		return "Sending a test event to " + ep.URL + ": its delivery is listed below.", nil
+	})
+}
+
 // EnableWebhookEndpoint turns an endpoint on again (after it kept failing,
 // say): it hears of events from now on.
 func (h *Webhooks) EnableWebhookEndpoint(w http.ResponseWriter, r *http.Request) error {
@@ -360,4 +391,48 @@ func (h *Webhooks) Redeliver(w http.ResponseWriter, r *http.Request) error {
 	}
 	h.Flash(r.Context(), "success", fmt.Sprintf("Sending %s to %s again.", strings.ToLower(store.WebhookEventLabel(d.Event)), ep.URL))
 	return SeeOther(w, r, s.base)
+}
+
+// WebhookEventGroups are the groups of events a form may choose at once
+// (events=group:NAME), by the prefixes of their events' names.
+var WebhookEventGroups = []struct {
+	Name, Label string
+	Prefixes    []string
+}{
+	{"all", "All events", []string{""}},
+	{"deploys", "Deploys", []string{"deploy."}},
+	{"certificates", "Certificates", []string{"certificate."}},
+	{"backups", "Backups and restores", []string{"backup.", "restore."}},
+}
+
+// expandEventGroups replaces each group:NAME of a form's events by the
+// events of that group, in the Studio's order; other values stay.
+func expandEventGroups(values []string) []string {
+	var out []string
+	for _, v := range values {
+		name, ok := strings.CutPrefix(v, "group:")
+		if !ok {
+			out = append(out, v)
+			continue
+		}
+		known := false
+		for _, g := range WebhookEventGroups {
+			if g.Name != name {
+				continue
+			}
+			known = true
+			for _, t := range store.WebhookEventTypes {
+				for _, p := range g.Prefixes {
+					if strings.HasPrefix(t.Name, p) {
+						out = append(out, t.Name)
+						break
+					}
+				}
+			}
+		}
+		if !known {
+			out = append(out, v)
+		}
+	}
+	return out
 }

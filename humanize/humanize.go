@@ -115,3 +115,70 @@ func Clip(s string, limit int) string {
 	}
 	return s[:cut] + ellipsis
 }
+
+// TooLong is how a text over its limit reads, the same everywhere: "78
+// characters; at most 63".
+func TooLong(n, limit int) string {
+	return strconv.Itoa(n) + " characters; at most " + strconv.Itoa(limit)
+}
+
+// CronText reads a five-field cron schedule (UTC) in words for the
+// common shapes ("every 2 minutes", "every day at 03:00 UTC"), "" for
+// others: the expression itself is always shown beside it.
+func CronText(expr string) string {
+	f := strings.Fields(expr)
+	if len(f) != 5 {
+		return ""
+	}
+	num := func(s string, max int) (int, bool) {
+		n, err := strconv.Atoi(s)
+		return n, err == nil && n >= 0 && n <= max
+	}
+	every := func(s string) (int, bool) {
+		rest, ok := strings.CutPrefix(s, "*/")
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.Atoi(rest)
+		return n, err == nil && n > 0
+	}
+	min, hour, dom, mon, dow := f[0], f[1], f[2], f[3], f[4]
+	if dom != "*" || mon != "*" {
+		if m, okm := num(min, 59); okm && mon == "*" && dow == "*" {
+			if h, okh := num(hour, 23); okh {
+				if d, okd := num(dom, 31); okd && d > 0 {
+					return fmt.Sprintf("every month on day %d at %02d:%02d UTC", d, h, m)
+				}
+			}
+		}
+		return ""
+	}
+	days := []string{"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
+	switch {
+	case min == "*" && hour == "*" && dow == "*":
+		return "every minute"
+	case hour == "*" && dow == "*":
+		if n, ok := every(min); ok {
+			return Plural(n, "every minute", "every "+strconv.Itoa(n)+" minutes")
+		}
+		if m, ok := num(min, 59); ok {
+			return fmt.Sprintf("every hour at :%02d", m)
+		}
+	case dow == "*":
+		m, okm := num(min, 59)
+		if n, ok := every(hour); ok && okm {
+			return fmt.Sprintf("%s at :%02d", Plural(n, "every hour", "every "+strconv.Itoa(n)+" hours"), m)
+		}
+		if h, ok := num(hour, 23); ok && okm {
+			return fmt.Sprintf("every day at %02d:%02d UTC", h, m)
+		}
+	default:
+		m, okm := num(min, 59)
+		h, okh := num(hour, 23)
+		d, okd := num(dow, 7)
+		if okm && okh && okd {
+			return fmt.Sprintf("every %s at %02d:%02d UTC", days[d], h, m)
+		}
+	}
+	return ""
+}

@@ -55,3 +55,23 @@ func TestUntil(t *testing.T) {
 		}
 	}
 }
+
+func TestCronText(t *testing.T) {
+	for expr, want := range map[string]string{
+		"*/2 * * * *": "every 2 minutes",
+		"*/1 * * * *": "every minute",
+		"* * * * *":   "every minute",
+		"15 * * * *":  "every hour at :15",
+		"0 */6 * * *": "every 6 hours at :00",
+		"0 3 * * *":   "every day at 03:00 UTC",
+		"30 2 * * 1":  "every Monday at 02:30 UTC",
+		"0 4 1 * *":   "every month on day 1 at 04:00 UTC",
+		"0 3 * 1 *":   "",
+		"1-5 * * * *": "",
+		"nonsense":    "",
+	} {
+		if got := humanize.CronText(expr); got != want {
+			t.Errorf("CronText(%q) = %q, want %q", expr, got, want)
+		}
+	}
+}

@@ -35,6 +35,9 @@ type RunDetail struct {
 	Warnings  int        `json:"warnings"`
 	Confirmed bool       `json:"confirmed,omitempty"`
 	Redeploy  bool       `json:"redeploy,omitempty"`
+	// Rollback says the deploy rolls back: to an earlier release (its
+	// revision and value versions) or an older revision.
+	Rollback bool `json:"rollback,omitempty"`
 	// Domain is the domain a reconcile run is about; Force retries a
 	// certificate in backoff (Check now).
 	Domain string `json:"domain,omitempty"`

@@ -315,8 +315,29 @@ func (s *LogSink) maskerNow() *mask.Masker {
 }
 
 // stepLog starts the log sink of checkpoint cp's step.
+// The hostname a certificate or probe step is about is public: its lines
+// print it where it stands as that hostname (mask.Masker.Public), while the
+// values building it stay masked everywhere else.
 func (r *Runner) stepLog(ctx context.Context, rc *runContext, cp store.Checkpoint) *LogSink {
-	return newLogSink(r.DB, r.Logger, rc.run.ID, cp.Position, rc.lease, func() *mask.Masker { return r.maskerFor(ctx, rc) })
+	public := stepHostnames(cp)
+	return newLogSink(r.DB, r.Logger, rc.run.ID, cp.Position, rc.lease, func() *mask.Masker { return r.maskerFor(ctx, rc).Public(public...) })
+}
+
+// stepHostnames are the hostnames checkpoint cp's step is about: the
+// domain of an Issue TLS certificate or a probe checkpoint.
+func stepHostnames(cp store.Checkpoint) []string {
+	if cp.Kind != KindIssueTLS && cp.Kind != KindProbe {
+		return nil
+	}
+	d := DecodeCheckpointDetail(cp.Detail)
+	var out []string
+	if d.TLS != nil && d.TLS.Domain != "" {
+		out = append(out, d.TLS.Domain)
+	}
+	if d.Probe != nil && d.Probe.Domain != "" {
+		out = append(out, d.Probe.Domain)
+	}
+	return out
 }
 
 // output is where the step under way writes its log lines.

@@ -3,6 +3,7 @@ package runs_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +226,48 @@ func TestRunLogMasksHostileValuesInEveryEncoding(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHostnameLinesPrintTheHostnameTheValueStaysMasked deploys a route
+// whose domain is APP_DOMAIN while nothing resolves it: the certificate
+// step's lines name the hostname as its title does ("DNS wiki.test: no A
+// or AAAA records"), since hostnames are public, while the release
+// command printing the same value, as a setting or in a URL, stays masked.
+func TestHostnameLinesPrintTheHostnameTheValueStaysMasked(t *testing.T) {
+	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logSecret})
+	f.resolver.Set("www.wiki.test", here)
+	f.faults.Set(func(fs *local.Faults) {
+		fs.Output = map[string]map[string][]string{"release": {"web": {"APP_DOMAIN=${APP_DOMAIN}", "origin https://${APP_DOMAIN}/login"}}}
+	})
+	run := f.deploy(runs.DeployRequest{})
+	f.execute(run.ID)
+	lines, err := f.db.RunLog(f.ctx, run.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[int]string{}
+	for _, cp := range f.checkpoints(run.ID) {
+		kinds[cp.Position] = cp.Kind + " " + cp.Name
+	}
+	var tls, release []string
+	for _, l := range lines {
+		if found := leaks([]byte(l.Text), logSecret); len(found) > 0 {
+			t.Errorf("stored line %d holds SESSION_SECRET (%v)", l.N, found)
+		}
+		switch k := kinds[l.Position]; {
+		case strings.HasPrefix(k, runs.KindIssueTLS+" ") && strings.HasSuffix(k, "web / public"):
+			tls = append(tls, l.Text)
+		case strings.HasPrefix(k, runs.KindRelease+" "):
+			release = append(release, l.Text)
+		}
+	}
+	if !slices.Contains(tls, "DNS wiki.test: no A or AAAA records") {
+		t.Errorf("the certificate step of web / public does not name its hostname; its lines:\n%s", strings.Join(tls, "\n"))
+	}
+	for _, want := range []string{"APP_DOMAIN=••••", "origin https://••••/login"} {
+		if !slices.Contains(release, want) {
+			t.Errorf("the release command's lines lack %q (the value outside a hostname step stays masked):\n%s", want, strings.Join(release, "\n"))
+		}
 	}
 }

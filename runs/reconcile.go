@@ -241,7 +241,11 @@ func (s *Service) reconcileEnvironment(ctx context.Context, a store.Actor, args 
 		probe := s.Platform.Probe(probeCtx, c.Domain)
 		if probe.Verdict != PointsHere {
 			// The pages count the next automatic check from this probe.
-			if err := s.DB.MarkProbed(ctx, env.ID, c.Domain, s.Now()); err != nil {
+			recorded, err := json.Marshal(probe)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.DB.MarkProbed(ctx, env.ID, c.Domain, s.Now(), recorded); err != nil {
 				return nil, err
 			}
 		}

@@ -225,6 +225,11 @@ func (s *Service) PlanRollback(ctx context.Context, env *store.Environment, runI
 				dp.MissingValues = append(dp.MissingValues, n)
 			}
 		}
+		// A rollback publishes the release's versions: published once,
+		// they are not asked again.
+		if _, err := s.applyPublications(ctx, env, dp, then); err != nil {
+			return nil, err
+		}
 		if len(rp.Gone) > 0 {
 			var gone []string
 			for _, nv := range rp.Gone {
@@ -248,6 +253,9 @@ func (s *Service) PlanRollback(ctx context.Context, env *store.Environment, runI
 		}
 	}
 	if rp.ReleaseCommandsSince, err = s.releaseCommandsSince(ctx, env, rel.RunID); err != nil {
+		return nil, err
+	}
+	if err := s.planRollouts(ctx, env, dp); err != nil {
 		return nil, err
 	}
 	return dp, nil

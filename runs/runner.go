@@ -789,6 +789,9 @@ func summary(run *store.Run, status, reason string, cps []store.Checkpoint, cert
 	what := run.Kind
 	if run.Revision > 0 {
 		what += fmt.Sprintf(" of revision %d", run.Revision)
+		if run.Kind == "deploy" && (DecodeRunDetail(run.Detail).Rollback || run.ReleaseOf != nil) {
+			what = fmt.Sprintf("rollback to revision %d", run.Revision)
+		}
 	}
 	fmt.Fprintf(&b, "%s: %s\n", what, StatusText(status))
 	deferred := 0

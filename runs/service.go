@@ -92,6 +92,71 @@ type DeployPlan struct {
 	// elsewhere (ForReader words them for the reader).
 	claims       []string
 	hostRefusals []hostRefusal
+	// Published are the values a hostname of the plan publishes whose
+	// version to deploy an admin published already (store.Publication):
+	// they are not PublicValues, nothing is asked again for them.
+	Published []PublishedValue
+	// allPublic are the plan's PublicValues before the published ones
+	// were taken out; publish the versions the deploy publishes.
+	allPublic []PublicValue
+	publish   []store.NameVersion
+	// Rollouts say, per application of the revision, whether the deploy
+	// rolls it out and why (planRollouts).
+	Rollouts []AppRollout
+}
+
+// PublishedValue is a value version an admin published in a hostname.
+type PublishedValue struct {
+	Name    string
+	Version int
+	Since   time.Time
+	// By names the admin ("" once the user is gone).
+	By string
+}
+
+// applyPublications takes out of dp.PublicValues the values whose version
+// the deploy would deploy (versions, by name) is published already, and
+// withholds from dp.Resolved the hostnames built from the others. It
+// returns the withheld expressions.
+func (s *Service) applyPublications(ctx context.Context, env *store.Environment, dp *DeployPlan, versions map[string]int) (map[string]bool, error) {
+	if dp.allPublic == nil {
+		dp.allPublic = dp.PublicValues
+	}
+	var nvs []store.NameVersion
+	for _, pv := range dp.allPublic {
+		if v := versions[pv.Name]; v > 0 {
+			nvs = append(nvs, store.NameVersion{Name: pv.Name, Version: v})
+		}
+	}
+	pubs, err := s.DB.Publications(ctx, env.ID, nvs)
+	if err != nil {
+		return nil, err
+	}
+	dp.PublicValues, dp.Published, dp.publish = nil, nil, nil
+	for _, pv := range dp.allPublic {
+		nv := store.NameVersion{Name: pv.Name, Version: versions[pv.Name]}
+		if p, ok := pubs[nv]; ok {
+			dp.Published = append(dp.Published, PublishedValue{Name: nv.Name, Version: nv.Version, Since: p.At, By: p.By})
+			continue
+		}
+		dp.PublicValues = append(dp.PublicValues, pv)
+		if nv.Version > 0 {
+			dp.publish = append(dp.publish, nv)
+		}
+	}
+	withheld := map[string]bool{}
+	for _, pv := range dp.PublicValues {
+		for _, h := range pv.Hostnames {
+			withheld[h.Expression] = true
+		}
+	}
+	dp.Resolved = map[string]store.ResolvedHost{}
+	for e, rh := range dp.resolved {
+		if !withheld[e] {
+			dp.Resolved[e] = rh
+		}
+	}
+	return withheld, nil
 }
 
 // PlanDeploy plans a deploy of revision number (0: the latest) to env.
@@ -144,17 +209,13 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 			return nil, err
 		}
 	}
-	withheld := map[string]bool{}
-	for _, pv := range dp.PublicValues {
-		for _, h := range pv.Hostnames {
-			withheld[h.Expression] = true
-		}
+	versions := map[string]int{}
+	for _, v := range stored {
+		versions[v.Name] = v.Version
 	}
-	dp.Resolved = map[string]store.ResolvedHost{}
-	for e, rh := range dp.resolved {
-		if !withheld[e] {
-			dp.Resolved[e] = rh
-		}
+	withheld, err := s.applyPublications(ctx, env, dp, versions)
+	if err != nil {
+		return nil, err
 	}
 	for _, h := range dp.Hostnames {
 		if rh := dp.resolved[h.Expression]; rh.NotAHostname {
@@ -165,6 +226,9 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 		return nil, err
 	}
 	if dp.ValueChanges, err = s.valueChangesSinceActive(ctx, env, dp); err != nil {
+		return nil, err
+	}
+	if err := s.planRollouts(ctx, env, dp); err != nil {
 		return nil, err
 	}
 	return dp, nil
@@ -253,10 +317,11 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 		EnvironmentID:   env.ID,
 		Kind:            "deploy",
 		RevisionID:      &dp.To.ID,
-		Checkpoints:     DeployCheckpoints(dp.To, dp.resolved),
-		Detail:          RunDetail{Confirmed: dp.NeedsConfirmation(), Redeploy: dp.Redeploy},
+		Checkpoints:     DeployCheckpoints(dp.To, dp.resolved, dp.Rolling()),
+		Detail:          RunDetail{Confirmed: dp.NeedsConfirmation(), Redeploy: dp.Redeploy, Rollback: dp.Rollback || dp.Release != nil},
 		ExclusiveDeploy: true,
 		ClaimHostnames:  dp.claims,
+		Publish:         dp.publish,
 		AuditAction:     "deploy.started",
 		AuditDetail: map[string]any{"revision": dp.To.Number, "confirmation": dp.NeedsConfirmation() && req.Confirm == env.Name,
 			"redeploy": dp.Redeploy, "rollback": dp.Rollback},
@@ -322,7 +387,11 @@ func joinNames(names []string) string {
 // provision each database and bucket; build or import each application;
 // each release command; a certificate for every route with tls, every
 // alias and every bucket route; roll out each application; activate.
-func DeployCheckpoints(rev *store.Revision, hosts map[string]store.ResolvedHost) []store.NewCheckpoint {
+//
+// roll names the applications to build or import, whose release commands
+// run and that roll out (nil: every one); the others keep running as they
+// are.
+func DeployCheckpoints(rev *store.Revision, hosts map[string]store.ResolvedHost, roll map[string]bool) []store.NewCheckpoint {
 	def := rev.Definition
 	cps := []store.NewCheckpoint{{Kind: KindCheckValues, Name: "Check values"}}
 	for _, n := range slices.Sorted(maps.Keys(def.Databases)) {
@@ -331,7 +400,7 @@ func DeployCheckpoints(rev *store.Revision, hosts map[string]store.ResolvedHost)
 	for _, n := range slices.Sorted(maps.Keys(def.Buckets)) {
 		cps = append(cps, store.NewCheckpoint{Kind: KindProvisionBucket, Name: "Provision bucket " + n, Detail: CheckpointDetail{Service: n}})
 	}
-	apps := slices.Sorted(maps.Keys(def.Applications))
+	apps := slices.DeleteFunc(slices.Sorted(maps.Keys(def.Applications)), func(n string) bool { return roll != nil && !roll[n] })
 	for _, n := range apps {
 		a := def.Applications[n]
 		if a.Image != "" {

@@ -267,6 +267,16 @@ type webhookLinkedData struct {
 	URL string `json:"url"`
 }
 
+// DeliveryBody is the body the Studio sends (or sent) for delivery d in
+// format, with the links deliveries carry: what a page shows of it.
+func (s *Service) DeliveryBody(format string, d *store.WebhookDelivery) ([]byte, error) {
+	publicURL := ""
+	if s.webhooks != nil {
+		publicURL = s.webhooks.PublicURL
+	}
+	return WebhookBody(format, d, publicURL)
+}
+
 // WebhookBody is the body delivered for d in format (standard or slack),
 // the same at every attempt. Links are publicURL + the event's path.
 func WebhookBody(format string, d *store.WebhookDelivery, publicURL string) ([]byte, error) {
@@ -301,8 +311,14 @@ func slackText(d *store.WebhookDelivery, link string) string {
 		if d.Event == store.WebhookRestoreFinished {
 			b.WriteString(", " + r.Status)
 		}
+		if r.StartedBy != "" {
+			b.WriteString(", started by " + r.StartedBy)
+		}
 		if r.Reason != "" {
 			b.WriteString(". " + r.Reason)
+		}
+		if len(r.Deferred) > 0 {
+			b.WriteString(". Deferred (DNS pending): " + strings.Join(r.Deferred, ", "))
 		}
 	}
 	if c := d.Data.Certificate; c != nil {

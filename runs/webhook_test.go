@@ -310,3 +310,41 @@ func TestWebhookSilentEndpointTimesOutAndIsTurnedOffWithoutHoldingOthers(t *test
 		t.Errorf("the redirect's target was sent %d requests, want none", hits)
 	}
 }
+
+// TestADeployWithDeferredRoutesSaysWhichAndWhoInItsWebhook: the
+// deploy.succeeded_with_warnings event of a deploy whose route waits for
+// DNS names the deferred hostnames and who started the deploy, in the
+// standard body and in the chat line.
+func TestADeployWithDeferredRoutesSaysWhichAndWhoInItsWebhook(t *testing.T) {
+	f := newFixture(t, wiki("10m"), wikiValues)
+	f.resolver.Set("www.wiki.test", here)
+	ep, _ := f.addEndpoint("https://hooks.example.test/studio", store.WebhookFormatSlack, store.WebhookDeploySucceededWithWarnings)
+	ada, err := f.db.UpsertSignIn(f.ctx, "https://idp.example", "ada", "ada@example.test", "Ada Admin", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := f.svc.StartDeploy(f.ctx, store.Actor{User: ada}, f.reloadEnv(), runs.DeployRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	if got := f.run(run.ID).Status; got != store.RunSucceededWithWarnings {
+		t.Fatalf("run %s, want succeeded-with-warnings", got)
+	}
+	ds, err := f.db.WebhookDeliveries(f.ctx, []int64{ep.ID}, 10)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("%d deliveries (%v), want 1", len(ds), err)
+	}
+	r := ds[0].Data.Run
+	if r == nil || strings.Join(r.Deferred, ",") != "wiki.test" || r.StartedBy != "Ada Admin" {
+		t.Fatalf("the event's run = %+v, want wiki.test deferred and who started it", r)
+	}
+	body, err := runs.WebhookBody(store.WebhookFormatSlack, &ds[0], "https://studio.example.test")
+	if err != nil || !strings.Contains(string(body), "Deferred (DNS pending): wiki.test") || !strings.Contains(string(body), "started by "+r.StartedBy) {
+		t.Errorf("the chat line = %s (%v), want the deferred hostname and who started it", body, err)
+	}
+	body, _ = runs.WebhookBody(store.WebhookFormatStandard, &ds[0], "https://studio.example.test")
+	if !strings.Contains(string(body), `"deferred":["wiki.test"]`) || !strings.Contains(string(body), `"started_by":`) {
+		t.Errorf("the standard body = %s, want deferred and started_by", body)
+	}
+}

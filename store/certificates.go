@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -41,6 +42,11 @@ type Certificate struct {
 	CertificatePEM   string
 	ProbedAt         *time.Time
 	UpdatedAt        time.Time
+	// LastProbe is the newest probe recorded without a run (MarkProbed):
+	// what the domain's addresses answered (runs.ProbeResult as JSON), at
+	// LastProbeAt. Saving a certificate leaves them as they are.
+	LastProbe   json.RawMessage
+	LastProbeAt *time.Time
 }
 
 // Usable reports whether the certificate on hand is valid at now.
@@ -51,10 +57,15 @@ func (c *Certificate) Usable(now time.Time) bool {
 const certificateColumns = `environment_id, domain, route, state, attempts, failures, last_failure_at, reason, next_retry_at,
 	rate_limited_until, bypassed_failures, serial, not_before, not_after, certificate_pem, probed_at, updated_at`
 
+// certificateSelect is what a certificate is read with: its columns and
+// its newest probe recorded without a run.
+const certificateSelect = certificateColumns + `, last_probe, last_probe_at`
+
 func scanCertificate(row pgx.Row) (*Certificate, error) {
 	var c Certificate
 	err := row.Scan(&c.EnvironmentID, &c.Domain, &c.Route, &c.State, &c.Attempts, &c.Failures, &c.LastFailureAt, &c.Reason, &c.NextRetryAt,
-		&c.RateLimitedUntil, &c.BypassedFailures, &c.Serial, &c.NotBefore, &c.NotAfter, &c.CertificatePEM, &c.ProbedAt, &c.UpdatedAt)
+		&c.RateLimitedUntil, &c.BypassedFailures, &c.Serial, &c.NotBefore, &c.NotAfter, &c.CertificatePEM, &c.ProbedAt, &c.UpdatedAt,
+		&c.LastProbe, &c.LastProbeAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, apperr.Errorf(apperr.NotFound, "No certificate for this domain.")
 	}
@@ -84,7 +95,7 @@ func upsertCertificate(ctx context.Context, tx pgx.Tx, c *Certificate, now time.
 
 // CertificateFor returns the certificate state of the environment's domain.
 func (db *DB) CertificateFor(ctx context.Context, envID int64, domain string) (*Certificate, error) {
-	c, err := scanCertificate(db.Pool.QueryRow(ctx, `SELECT `+certificateColumns+` FROM certificates WHERE environment_id = $1 AND domain = $2`, envID, domain))
+	c, err := scanCertificate(db.Pool.QueryRow(ctx, `SELECT `+certificateSelect+` FROM certificates WHERE environment_id = $1 AND domain = $2`, envID, domain))
 	if err != nil && apperr.CodeOf(err) != apperr.NotFound {
 		return nil, fmt.Errorf("store: certificate: %w", err)
 	}
@@ -95,7 +106,7 @@ func (db *DB) CertificateFor(ctx context.Context, envID int64, domain string) (*
 // other than domain (the route was renamed), or nil.
 func (db *DB) IssuedForRoute(ctx context.Context, envID int64, route, domain string) (*Certificate, error) {
 	c, err := scanCertificate(db.Pool.QueryRow(ctx, `
-		SELECT `+certificateColumns+` FROM certificates
+		SELECT `+certificateSelect+` FROM certificates
 		WHERE environment_id = $1 AND route = $2 AND domain <> $3 AND serial <> '' AND not_after > $4
 		ORDER BY updated_at DESC LIMIT 1`, envID, route, domain, db.Now()))
 	if apperr.CodeOf(err) == apperr.NotFound {
@@ -109,14 +120,14 @@ func (db *DB) IssuedForRoute(ctx context.Context, envID int64, route, domain str
 
 // Certificates returns the environment's certificates by domain.
 func (db *DB) Certificates(ctx context.Context, envID int64) ([]Certificate, error) {
-	rows, _ := db.Pool.Query(ctx, `SELECT `+certificateColumns+` FROM certificates WHERE environment_id = $1 ORDER BY domain`, envID)
+	rows, _ := db.Pool.Query(ctx, `SELECT `+certificateSelect+` FROM certificates WHERE environment_id = $1 ORDER BY domain`, envID)
 	return collectCertificates(rows)
 }
 
 // UnissuedCertificates returns every deferred or failed certificate of
 // every environment: what the reconciler re-probes.
 func (db *DB) UnissuedCertificates(ctx context.Context) ([]Certificate, error) {
-	rows, _ := db.Pool.Query(ctx, `SELECT `+certificateColumns+` FROM certificates WHERE state <> 'issued' ORDER BY environment_id, domain`)
+	rows, _ := db.Pool.Query(ctx, `SELECT `+certificateSelect+` FROM certificates WHERE state <> 'issued' ORDER BY environment_id, domain`)
 	return collectCertificates(rows)
 }
 
@@ -147,19 +158,25 @@ func (db *DB) AuditCheckNow(ctx context.Context, a Actor, env *Environment, doma
 // from then. For a DNS-pending domain it also appends a service.checked
 // event, in the same transaction, so that a page that counted down to this
 // check (and says "checking…") restarts the countdown.
-func (db *DB) MarkProbed(ctx context.Context, envID int64, domain string, at time.Time) error {
+//
+// probe is what the domain's addresses answered (runs.ProbeResult as JSON):
+// kept as the certificate's LastProbe, the pages show it with its time. A
+// certificate that failed and waits for its retry gets the event too: its
+// countdown restarts as well.
+func (db *DB) MarkProbed(ctx context.Context, envID int64, domain string, at time.Time, probe json.RawMessage) error {
 	err := db.InTx(ctx, func(tx pgx.Tx) error {
 		var state string
-		err := tx.QueryRow(ctx, `UPDATE certificates SET probed_at = $3 WHERE environment_id = $1 AND domain = $2 AND state <> 'issued' RETURNING state`,
-			envID, domain, at).Scan(&state)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && state != CertDeferred) {
+		err := tx.QueryRow(ctx, `UPDATE certificates SET probed_at = $3, last_probe = $4, last_probe_at = $3
+			WHERE environment_id = $1 AND domain = $2 AND state <> 'issued' RETURNING state`,
+			envID, domain, at, probe).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
 		_, err = appendEnvironmentEvent(ctx, tx, envID, nil, payload.EnvironmentChanged{Type: payload.KindServiceChecked,
-			Service: &payload.ServiceState{Domain: domain, State: "DNS pending"}})
+			Service: &payload.ServiceState{Domain: domain, State: map[bool]string{true: "DNS pending", false: "cert failed"}[state == CertDeferred]}})
 		return err
 	})
 	if err != nil {

@@ -26,9 +26,13 @@ type DotenvEntry struct {
 //
 // Errors are apperr.Invalid, name the line and never quote the text of the file:
 // a malformed line may well be a secret pasted on its own.
+//
+// Every problem of the file is found at once: the error is a *DotenvError
+// listing each one by line (its message, apperr.Invalid, says them all).
 func ParseDotenv(src string) ([]DotenvEntry, error) {
 	p := &dotenvParser{src: strings.ReplaceAll(strings.TrimPrefix(src, "\ufeff"), "\r\n", "\n"), line: 1}
 	var out []DotenvEntry
+	var problems []string
 	for {
 		p.skipBlank()
 		if p.eof() {
@@ -40,9 +44,18 @@ func ParseDotenv(src string) ([]DotenvEntry, error) {
 		}
 		e, err := p.entry()
 		if err != nil {
-			return nil, err
+			problems = append(problems, err.Error())
+			// The rest of the line is skipped; an unclosed quote
+			// took the rest of the file.
+			p.skipLine()
+			continue
 		}
 		out = append(out, e)
+	}
+	if len(problems) > 0 {
+		// The entries read are returned too, so that a caller may add its
+		// own problems of them to the list.
+		return out, NewDotenvError(problems)
 	}
 	lines := map[string][]int{}
 	var dups []string
@@ -77,8 +90,24 @@ func (p *dotenvParser) eof() bool  { return p.pos >= len(p.src) }
 func (p *dotenvParser) peek() byte { return p.src[p.pos] }
 
 func (p *dotenvParser) errorf(line int, format string, args ...any) error {
-	return apperr.Errorf(apperr.Invalid, "Line %d: %s. Nothing was changed.", line, fmt.Sprintf(format, args...))
+	return fmt.Errorf("Line %d: %s.", line, fmt.Sprintf(format, args...))
 }
+
+// DotenvError is every problem of a pasted .env file, one sentence each
+// ("Line 3: …"), never quoting its text. It is apperr.Invalid.
+type DotenvError struct {
+	Problems []string
+	err      *apperr.Error
+}
+
+// NewDotenvError is the error of problems.
+func NewDotenvError(problems []string) *DotenvError {
+	msg := strings.Join(problems, " ") + " Nothing was changed."
+	return &DotenvError{Problems: problems, err: apperr.Errorf(apperr.Invalid, "%s", msg)}
+}
+
+func (e *DotenvError) Error() string { return e.err.Message }
+func (e *DotenvError) Unwrap() error { return e.err }
 
 // skipBlank skips whitespace including newlines.
 func (p *dotenvParser) skipBlank() {
@@ -127,7 +156,7 @@ func (p *dotenvParser) entry() (DotenvEntry, error) {
 	}
 	name := p.src[from:p.pos]
 	if len(name) > MaxValueNameLength {
-		return DotenvEntry{}, p.errorf(start, "the name has %d characters; a name may be at most %d", len(name), MaxValueNameLength)
+		return DotenvEntry{}, p.errorf(start, "the name has %s", humanize.TooLong(len(name), MaxValueNameLength))
 	}
 	p.skipSpaces()
 	if p.eof() || p.peek() != '=' {

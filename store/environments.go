@@ -10,6 +10,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/humanize"
 )
 
 // Environment is one deployment target of a project (production, staging ...).
@@ -58,6 +59,9 @@ func collectEnvironment(row pgx.CollectableRow) (Environment, error) {
 // CreateEnvironment adds an environment named name to the project, with its
 // audit record.
 func (db *DB) CreateEnvironment(ctx context.Context, a Actor, projectID int64, name string) (*Environment, error) {
+	if len(name) > 63 {
+		return nil, apperr.Errorf(apperr.Invalid, "This name has %s.", humanize.TooLong(len(name), 63))
+	}
 	if !ValidEnvironmentName(name) {
 		return nil, apperr.Errorf(apperr.Invalid, "Use lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen (at most 63), like production or staging-eu.")
 	}

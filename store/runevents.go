@@ -487,7 +487,7 @@ func (db *DB) EnvironmentEventsWithState(ctx context.Context, environmentID, aft
 		return err
 	})
 	b.Queue(`
-		SELECT `+certificateColumns+` FROM certificates
+		SELECT `+certificateSelect+` FROM certificates
 		WHERE environment_id = $1 AND domain IN (
 			SELECT payload->'service'->>'domain' FROM (
 				SELECT payload FROM environment_events

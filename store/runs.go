@@ -142,6 +142,9 @@ type NewRun struct {
 	WaitForApproval bool
 	PlanDigest      string
 	AfterCreate     func(ctx context.Context, tx pgx.Tx, runID int64) error
+	// Publish are the value versions an admin publishes in a hostname
+	// with this deploy (recorded with the run: Publications).
+	Publish []NameVersion
 	// Enqueue inserts the job that executes the run inside the same
 	// transaction and returns its id; nil for a run recorded whole.
 	Enqueue func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error)
@@ -206,6 +209,9 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 			return err
 		}
 		if err := claimHostnamesTx(ctx, tx, env.ID, id, nr.ClaimHostnames, db.Now()); err != nil {
+			return err
+		}
+		if err := publishTx(ctx, tx, env.ID, id, a.userID(), nr.Publish, db.Now()); err != nil {
 			return err
 		}
 		if nr.ReleaseOf != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/humanize"
 )
 
 // TokenPrefix starts every API token's secret, so that a leaked token is
@@ -77,7 +78,7 @@ func TokenNameProblem(name string) string {
 	case strings.TrimSpace(name) == "":
 		return "Give the token a name, such as ci-deploy."
 	case len(name) > 100:
-		return "A token name may be at most 100 characters."
+		return "This name has " + humanize.TooLong(len(name), 100) + "."
 	}
 	return ""
 }

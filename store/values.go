@@ -16,6 +16,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/humanize"
 )
 
 // MaxValueBytes caps one value.
@@ -38,7 +39,7 @@ func ValueNameProblem(name string) string {
 	case name == "":
 		return "Enter the name of the value, like APP_DOMAIN."
 	case len(name) > MaxValueNameLength:
-		return fmt.Sprintf("A name may be at most %d characters; this one has %d.", MaxValueNameLength, len(name))
+		return "This name has " + humanize.TooLong(len(name), MaxValueNameLength) + "."
 	case !compiler.IsValueName(name):
 		return "Use capital letters, digits and underscores, not starting with a digit, like APP_DOMAIN."
 	}

@@ -61,6 +61,9 @@ var WebhookEventTypes = []WebhookEventType{
 // WebhookEventLabel is the words for event type name (the name itself when
 // unknown).
 func WebhookEventLabel(name string) string {
+	if name == WebhookTest {
+		return "Test event"
+	}
 	for _, t := range WebhookEventTypes {
 		if t.Name == name {
 			return t.Label
@@ -131,6 +134,11 @@ type WebhookRun struct {
 	Status   string `json:"status"`
 	Reason   string `json:"reason,omitempty"`
 	Revision int    `json:"revision,omitempty"`
+	// StartedBy names who started the run ("" for the Studio itself).
+	StartedBy string `json:"started_by,omitempty"`
+	// Deferred are the hostnames whose certificates the deploy deferred
+	// (DNS pending): a deploy that succeeded with warnings says which.
+	Deferred []string `json:"deferred,omitempty"`
 }
 
 // WebhookCertificate is the certificate an event concerns.
@@ -511,10 +519,17 @@ func (db *DB) recordRunWebhooks(ctx context.Context, tx pgx.Tx, c RunChange, env
 	}
 	run := &WebhookRun{ID: c.RunID, Kind: kind, Status: status, Reason: c.Reason}
 	var project, env string
-	if err := tx.QueryRow(ctx, `SELECT p.name, e.name, COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0)
+	if err := tx.QueryRow(ctx, `SELECT p.name, e.name, COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
+		    COALESCE((SELECT COALESCE(NULLIF(u.name, ''), u.email) FROM users u WHERE u.id = r.created_by), ''),
+		    ARRAY(SELECT DISTINCT c.detail->'tls'->>'domain' FROM run_checkpoints c
+		          WHERE c.run_id = r.id AND c.kind = 'issue-tls' AND (c.detail->'tls'->>'deferred')::boolean
+		          ORDER BY 1)
 		FROM runs r JOIN environments e ON e.id = r.environment_id JOIN projects p ON p.id = e.project_id WHERE r.id = $1`,
-		c.RunID).Scan(&project, &env, &run.Revision); err != nil {
+		c.RunID).Scan(&project, &env, &run.Revision, &run.StartedBy, &run.Deferred); err != nil {
 		return err
+	}
+	if len(run.Deferred) == 0 {
+		run.Deferred = nil
 	}
 	for _, ev := range events {
 		data := WebhookData{Run: run, Path: "/projects/" + project + "/environments/" + env + "/runs/" + strconv.FormatInt(c.RunID, 10)}
@@ -736,4 +751,39 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, id int64, at WebhookAtte
 		return fmt.Errorf("store: record webhook attempt: %w", err)
 	}
 	return nil
+}
+
+// WebhookTest is the event of a test delivery an admin sends to check an
+// endpoint (Send a test event): never recorded by a change, only sent.
+const WebhookTest = "webhook.test"
+
+// SendTestEvent records a test delivery to endpoint w (data names where it
+// is from), its job inserted in the same transaction, with its audit
+// record. A turned-off endpoint is refused.
+func (db *DB) SendTestEvent(ctx context.Context, a Actor, w *WebhookEndpoint, data WebhookData) (int64, error) {
+	if w.DisabledAt != nil {
+		return 0, apperr.Errorf(apperr.Conflict, "%s is turned off. Turn it on before sending it anything.", w.URL)
+	}
+	body, err := json.Marshal(data)
+	if err != nil {
+		return 0, err
+	}
+	var id int64
+	err = db.InTx(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `INSERT INTO webhook_deliveries (endpoint_id, message_id, event, data, occurred_at, created_at)
+			VALUES ($1, 'msg_' || replace(gen_random_uuid()::text, '-', ''), $2, $3, $4, $4) RETURNING id`,
+			w.ID, WebhookTest, body, db.Now()).Scan(&id); err != nil {
+			return err
+		}
+		if fn := db.webhookEnqueuer(); fn != nil {
+			if err := fn(ctx, tx, id); err != nil {
+				return err
+			}
+		}
+		return auditTx(ctx, tx, webhookAudit(a, "webhook.tested", w))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: send a test event: %w", err)
+	}
+	return id, nil
 }

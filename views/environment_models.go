@@ -80,6 +80,9 @@ type HostView struct {
 	// shown is not the one active in the environment, so the hostname is
 	// not resolved: only a deployed revision's hostnames are shown.
 	NotDeployed bool
+	// Planned: the environment runs nothing yet; Resolved is the hostname
+	// the next deploy will serve (shown to deployers and admins).
+	Planned bool
 	// State is the hostname's TLS state (issued, DNS pending, cert failed ·
 	// retry at ...); empty before its first deploy. Cert is the
 	// certificate's state: deferred, issued or failed.

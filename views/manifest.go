@@ -35,6 +35,9 @@ const MaxSourceLines = 5000
 
 // ManifestReport is everything the Studio shows about one compiled manifest.
 type ManifestReport struct {
+	// HeadlineOnly: the verdict says how many errors there are without
+	// quoting the first (a form lists every one right under it).
+	HeadlineOnly bool
 	// Valid is true when the manifest has no error; warnings may remain.
 	Valid       bool
 	Diagnostics DiagnosticList
@@ -130,7 +133,10 @@ func (l DiagnosticList) Headline() string {
 // ManifestSource is the pasted manifest, line by line, with each
 // diagnostic attached to the line it concerns.
 type ManifestSource struct {
-	Lines []SourceLine
+	// MarksOnly marks the lines diagnostics point at without repeating
+	// their messages (a form lists them once, above).
+	MarksOnly bool
+	Lines     []SourceLine
 	// Omitted is true when the text was too long to list (see MaxSourceLines
 	// and compiler.MaxManifestSize); Lines is then empty.
 	Omitted bool

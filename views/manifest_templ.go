@@ -245,7 +245,7 @@ func ManifestVerdict(r ManifestReport) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if first, ok := firstError(r.Diagnostics); ok {
+			if first, ok := firstError(r.Diagnostics); ok && !r.HeadlineOnly {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -875,7 +875,7 @@ func ManifestSourceView(s ManifestSource) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				for _, d := range l.Notes {
+				for _, d := range sourceNotes(s, l) {
 					{
 						templ_7745c5c3_ElementWriter := templ_7745c5c3_Buffer
 						templ_7745c5c3_Buffer := templ.GetBuffer()
@@ -1833,6 +1833,15 @@ func applicationSummary(a ApplicationSummary) templ.Component {
 		}
 		return nil
 	})
+}
+
+// sourceNotes are the diagnostics shown under line l: none when the source
+// marks lines only.
+func sourceNotes(s ManifestSource, l SourceLine) []Diagnostic {
+	if s.MarksOnly {
+		return nil
+	}
+	return l.Notes
 }
 
 var _ = templruntime.GeneratedTemplate

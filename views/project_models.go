@@ -35,7 +35,7 @@ type ProjectPage struct {
 	Description  string
 	Environments []EnvironmentRow
 	Revisions    []RevisionRow
-	// CanAddRevision: installation admins and admins of an environment.
+	// CanAddRevision: installation admins, deployers and admins of an environment.
 	CanAddRevision bool
 	// CanCreateEnvironment: installation admins.
 	CanCreateEnvironment bool

@@ -127,6 +127,9 @@ type EnvironmentStatusView struct {
 	// environment is down; FailedRun links to that deploy.
 	Reason    string
 	FailedRun string
+	// Note is a neutral word on the last deploy (a cancelled one: the
+	// state is what it was), NoteRun links to it.
+	Note, NoteRun string
 	// Available is a revision newer than the one running (out of date), 0 none.
 	Available int
 	// BackupAlarm is the backup alarm's reason, "" when none.
@@ -154,7 +157,19 @@ func NewEnvironmentStatus(o store.EnvironmentOverview, backupAlarm string) Envir
 		s.FailedRun = paths.Run(o.Project, o.Name, o.LastDeployID)
 	case o.Deploying:
 		s.Status, s.Label, s.Badge = "deploying", "deploying revision "+strconv.Itoa(o.LastDeployRevision), "badge-info"
-	case o.LastDeployID != 0 && (o.LastDeployStatus == store.RunFailed || o.LastDeployStatus == store.RunCancelled):
+	case o.LastDeployID != 0 && o.LastDeployStatus == store.RunCancelled:
+		// A cancel is someone's choice, not a failure: the environment
+		// keeps the state it had, with a neutral note.
+		s.Status, s.Label, s.Badge = "running", running, "badge-ok"
+		if o.Active == 0 {
+			s.Status, s.Label, s.Badge = "not-deployed", "not deployed yet", "badge-plain"
+		}
+		s.Note = "Deploy of revision " + strconv.Itoa(o.LastDeployRevision) + " was cancelled."
+		if o.Active > 0 {
+			s.Note += " Still " + running + "."
+		}
+		s.NoteRun = paths.Run(o.Project, o.Name, o.LastDeployID)
+	case o.LastDeployID != 0 && o.LastDeployStatus == store.RunFailed:
 		s.Status, s.Badge, s.Label = "failed", "badge-danger", "deploy "+o.LastDeployStatus
 		s.Reason = "Deploy of revision " + strconv.Itoa(o.LastDeployRevision) + " " + o.LastDeployStatus
 		if o.LastDeployReason != "" {

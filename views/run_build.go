@@ -36,7 +36,8 @@ func NewRunView(env *store.Environment, run *store.Run, now time.Time, canCancel
 		StatusText: runs.StatusText(run.Status), Reason: run.Reason, Revision: run.Revision, FromRevision: run.FromRevision,
 		CreatedBy: run.CreatedBy, Created: humanize.Clock(run.CreatedAt), Deferred: det.Deferred, Warnings: det.Warnings,
 		Summary: det.Summary, Finished: store.RunFinished(run.Status), CanCancel: canCancel, CancelRequested: run.CancelRequested,
-		Subject: det.Domain, LastSeq: run.LastSeq, ExecutorLost: run.ExecutorLost()}
+		Subject: det.Domain, LastSeq: run.LastSeq, ExecutorLost: run.ExecutorLost(),
+		Rollback: run.Kind == "deploy" && (det.Rollback || run.ReleaseOf != nil || run.FromRevision > run.Revision && run.Revision > 0)}
 	if run.Status == store.RunWaiting && run.PlanDigest != "" {
 		v.StatusText = "waiting for approval"
 	}

@@ -2,6 +2,7 @@ package views
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"slices"
 	"strconv"
@@ -103,8 +104,15 @@ func EnvironmentFragments(ctx context.Context, now time.Time, env *store.Environ
 	}
 	if cert != nil {
 		parts["service-state-"+cert.Domain] = ServiceStateBadge(cert.Domain, ServiceStateText(*cert), cert.State)
-		if cert.State == store.CertDeferred && !nextCheck.IsZero() {
+		if cert.State != store.CertIssued && !nextCheck.IsZero() {
 			parts["next-check-"+cert.Domain] = NextCheck(cert.Domain, nextCheck, now)
+		}
+		// What the domain answered at its newest probe, and when.
+		if cert.State != store.CertIssued && cert.LastProbeAt != nil {
+			var probe runs.ProbeResult
+			if json.Unmarshal(cert.LastProbe, &probe) == nil {
+				parts["dns-resolves-"+cert.Domain] = DNSResolves(NewDNSPendingView(cert.Domain, &probe, *cert.LastProbeAt, nil))
+			}
 		}
 	}
 	return renderFragments(ctx, parts)

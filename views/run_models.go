@@ -23,9 +23,12 @@ type RunView struct {
 	StoppedName  string
 	Revision     int
 	FromRevision int
-	CreatedBy    string
-	Created      string
-	Started      string
+	// Rollback: a deploy that rolls back (to an earlier release or an
+	// older revision).
+	Rollback  bool
+	CreatedBy string
+	Created   string
+	Started   string
 	// Duration is how long the run took, or for an unfinished run how long
 	// it had run when the page was rendered; RunningSince (RFC 3339, UTC)
 	// is then when it started, for the page's script to keep counting.
@@ -178,6 +181,15 @@ func (r RunView) RevisionText() string {
 	return "revision " + strconv.Itoa(r.Revision)
 }
 
+// KindText is how the runs list names a run's kind: "rollback" for a
+// deploy that rolls back, else its kind.
+func (r RunView) KindText() string {
+	if r.Rollback {
+		return "rollback"
+	}
+	return r.Kind
+}
+
 // RunRowID is the element id of a run's row in the runs list.
 func RunRowID(runID int64) string { return "run-row-" + strconv.FormatInt(runID, 10) }
 
@@ -220,6 +232,12 @@ type DeployPlanPage struct {
 	// (CanPublish) may deploy them, by typing the environment's name.
 	PublicValues []PublicValueView
 	CanPublish   bool
+	// Rollouts say what the deploy does with each application: whether it
+	// rolls out and why, its image, its release command.
+	Rollouts []RolloutView
+	// Published are values a hostname of the revision publishes whose
+	// version an admin published already: nothing is asked again.
+	Published []PublishedValueView
 	// Hostnames are resolved only for deployers and admins.
 	Hostnames     []PlanHostView
 	ShowHostnames bool
@@ -245,6 +263,36 @@ type PublicValueView struct {
 	Hostnames []string
 	// Elsewhere are the fields outside hostnames that use it.
 	Elsewhere []ValueUseView
+}
+
+// RolloutView is one application of a plan: whether the deploy rolls it
+// out and why, the image it runs (or the build context), the release
+// command that runs first, and the replicas and resources that change.
+type RolloutView struct {
+	App, Reason, Image, Strategy string
+	Rolls, Build                 bool
+	ReleaseCommand               string
+	Scaling, Resources           []string
+}
+
+// RollingApps names the applications the deploy rolls out.
+func (m DeployPlanPage) RollingApps() []string {
+	var out []string
+	for _, r := range m.Rollouts {
+		if r.Rolls {
+			out = append(out, r.App)
+		}
+	}
+	return out
+}
+
+// PublishedValueView is a value version published in a hostname: since
+// when and by whom.
+type PublishedValueView struct {
+	Name    string
+	Version int
+	Since   time.Time
+	By      string
 }
 
 // ValueUseView is a field such as "web.environment.SESSION_SECRET" with

@@ -33,6 +33,11 @@ type CreatedToken struct {
 	ID     int64
 	Name   string
 	Secret string
+	// Scope says where it acts: "shop/staging (deployer)".
+	Scope []string
+	// Command is a ready line that uses it ("export STUDIO_URL=… && studio
+	// deploy …"), with the secret: shown with it, once.
+	Command string
 }
 
 // TokenChoice is one environment the new token may act on.

@@ -25,6 +25,8 @@ type ValuesPage struct {
 	SetNameError  string
 	SetValueError string
 	ImportError   string
+	// ImportProblems are every problem of a failed import, one a line.
+	ImportProblems []string
 	// ImportText re-shows a failed import only when it holds no value.
 	ImportText string
 	// FocusValue puts the cursor in the value field (after "Replace").

@@ -17,6 +17,8 @@ type WebhooksPage struct {
 	Form       WebhookForm
 	// EventTypes are the events an endpoint may choose, in order.
 	EventTypes []WebhookEventChoice
+	// EventGroups choose several events at once (all, deploys, ...).
+	EventGroups []WebhookEventGroupChoice
 }
 
 // Installation reports whether the page is the installation-wide one.
@@ -44,6 +46,8 @@ type CreatedWebhook struct {
 
 // WebhookDeliveryRow is one recent delivery.
 type WebhookDeliveryRow struct {
+	// Body is the body as sent (indented JSON), "" when unknown.
+	Body       string
 	ID         int64
 	Event      string
 	URL        string
@@ -67,4 +71,10 @@ type WebhookEventChoice struct {
 type WebhookForm struct {
 	URL, Format                        string
 	URLError, EventsError, FormatError string
+}
+
+// WebhookEventGroupChoice is a group of events the form may choose at once
+// (posted as events=group:NAME).
+type WebhookEventGroupChoice struct {
+	Name, Label string
 }

@@ -132,6 +132,10 @@ func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 	if !strings.Contains(body, `class="flash`) {
 		t.Error("the page opened after saving the schedule has no flash message: a refresh spent it")
 	}
+	// The schedule reads in words beside its cron.
+	if !strings.Contains(body, `<span data-testid="schedule-words">(every day at 03:00 UTC)</span>`) {
+		t.Errorf("the schedule does not read in words:\n%s", pageMain(body))
+	}
 
 	// A manual backup before the first deploy is refused; after it, it runs.
 	if resp, body := s.PostForm(t, deployer, page, nil); resp.StatusCode != 422 || !strings.Contains(body, "never been deployed") {

@@ -213,7 +213,7 @@ func TestLongNamesAndNulBytesAreClearErrors(t *testing.T) {
 	for _, n := range []int{2800, 100000} {
 		name := strings.Repeat("Q", n)
 		resp, body := s.PostForm(t, c, envPath+"/values", url.Values{"name": {name}, "value": {"x"}})
-		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "at most 255 characters") {
+		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "characters; at most 255") {
 			t.Errorf("set a %d-character name = %d, want 422 saying the limit", n, resp.StatusCode)
 		}
 		resp, body = s.PostForm(t, c, envPath+"/values/import", url.Values{"dotenv": {"APP_DOMAIN=wiki.example.com\n" + name + "=x\n"}})

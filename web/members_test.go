@@ -221,3 +221,19 @@ func TestMembersPageSaysWhenNobodyCanSignInByEmail(t *testing.T) {
 		}
 	}
 }
+
+// TestALongEmailBreaksOnlyBetweenItsParts: a member's address on the
+// members page may break after its @ and before its dots, never inside a
+// word, and reads whole.
+func TestALongEmailBreaksOnlyBetweenItsParts(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	const long = "maximilian.alexander.vonhohenberg@engineering.example-corporation.test"
+	s.SignInAs(t, long, "")
+	s.AddMember(t, env, long, store.RoleDeployer)
+	c := s.SignInLocal(t)
+	_, page := s.Get(t, c, "/projects/hello-world/environments/production/members")
+	if !strings.Contains(page, `<span class="email">maximilian<wbr>.alexander<wbr>.vonhohenberg@<wbr>engineering<wbr>.example-corporation<wbr>.test</span>`) {
+		t.Errorf("the address is not cut at its @ and dots only:\n%s", envStatusOf(page[strings.Index(page, "<main"):]))
+	}
+}

@@ -46,9 +46,12 @@ var (
 	projectMembers = []string{viewer, deployer, envAdmin, otherEnv, installAdmin}
 	// projectAdmins are admins of at least one environment of hello-world.
 	projectAdmins = []string{envAdmin, otherEnv, installAdmin}
-	prodViewers   = []string{viewer, deployer, envAdmin, installAdmin}
-	prodDeployers = []string{deployer, envAdmin, installAdmin}
-	prodAdmins    = []string{envAdmin, installAdmin}
+	// projectDeployers are deployers or admins of at least one
+	// environment of hello-world (who may add a revision).
+	projectDeployers = []string{deployer, envAdmin, otherEnv, installAdmin}
+	prodViewers      = []string{viewer, deployer, envAdmin, installAdmin}
+	prodDeployers    = []string{deployer, envAdmin, installAdmin}
+	prodAdmins       = []string{envAdmin, installAdmin}
 	// anyEnvAdmin are admins of some environment (the audit log).
 	anyEnvAdmin = []string{envAdmin, otherEnv, otherProject, installAdmin}
 	// otherProjectAdmins administer the environment of the other project.
@@ -143,9 +146,9 @@ var routeTable = []routeCase{
 		form: url.Values{"manifest": {strings.Replace(webtest.MinimalManifest, "hello-world", "created-here", 1)}}, allow: installAdmins,
 		ok: []int{http.StatusConflict}},
 	{method: "GET", pattern: "/projects/{project}", path: "/projects/hello-world", allow: projectMembers},
-	{method: "GET", pattern: "/projects/{project}/revisions/new", path: "/projects/hello-world/revisions/new", allow: projectAdmins},
+	{method: "GET", pattern: "/projects/{project}/revisions/new", path: "/projects/hello-world/revisions/new", allow: projectDeployers},
 	{method: "POST", pattern: "/projects/{project}/revisions", path: "/projects/hello-world/revisions",
-		form: url.Values{"manifest": {webtest.MinimalManifest + "\ndescription: changed\n"}}, allow: projectAdmins},
+		form: url.Values{"manifest": {webtest.MinimalManifest + "\ndescription: changed\n"}}, allow: projectDeployers},
 	{method: "POST", pattern: "/projects/{project}/environments", path: "/projects/hello-world/environments",
 		form: url.Values{"name": {"qa"}}, allow: installAdmins, ok: []int{http.StatusConflict}},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}", path: "/projects/hello-world/environments/production", allow: prodViewers},
@@ -262,12 +265,14 @@ var routeTable = []routeCase{
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/webhooks/{id}/delete", path: "/projects/hello-world/environments/production/webhooks/999999/delete", allow: prodAdmins, status: http.StatusNotFound},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/webhooks/{id}/disable", path: "/projects/hello-world/environments/production/webhooks/999999/disable", allow: prodAdmins, status: http.StatusNotFound},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/webhooks/{id}/enable", path: "/projects/hello-world/environments/production/webhooks/999999/enable", allow: prodAdmins, status: http.StatusNotFound},
+	{method: "POST", pattern: "/projects/{project}/environments/{env}/webhooks/{id}/test", path: "/projects/hello-world/environments/production/webhooks/999999/test", allow: prodAdmins, status: http.StatusNotFound},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/webhooks/deliveries/{delivery}/redeliver", path: "/projects/hello-world/environments/production/webhooks/deliveries/999999/redeliver", allow: prodAdmins, status: http.StatusNotFound},
 	{method: "GET", pattern: "/admin/webhooks", path: "/admin/webhooks", allow: installAdmins},
 	{method: "POST", pattern: "/admin/webhooks", path: "/admin/webhooks", form: url.Values{"url": {"https://hooks.example.test/x"}}, allow: installAdmins, status: http.StatusUnprocessableEntity},
 	{method: "POST", pattern: "/admin/webhooks/{id}/delete", path: "/admin/webhooks/999999/delete", allow: installAdmins, status: http.StatusNotFound},
 	{method: "POST", pattern: "/admin/webhooks/{id}/disable", path: "/admin/webhooks/999999/disable", allow: installAdmins, status: http.StatusNotFound},
 	{method: "POST", pattern: "/admin/webhooks/{id}/enable", path: "/admin/webhooks/999999/enable", allow: installAdmins, status: http.StatusNotFound},
+	{method: "POST", pattern: "/admin/webhooks/{id}/test", path: "/admin/webhooks/999999/test", allow: installAdmins, status: http.StatusNotFound},
 	{method: "POST", pattern: "/admin/webhooks/deliveries/{delivery}/redeliver", path: "/admin/webhooks/deliveries/999999/redeliver", allow: installAdmins, status: http.StatusNotFound},
 	// A snapshot of staging through production's URL (IDOR).
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/backups/{backup}/restore",
@@ -297,7 +302,7 @@ var routeTable = []routeCase{
 	{method: "POST", pattern: "/api/v1/validate", path: "/api/v1/validate", api: true, allow: tokenHolders,
 		json: `{"manifest": ` + strconv.Quote(webtest.MinimalManifest) + `}`},
 	{method: "POST", pattern: "/api/v1/projects/{project}/revisions", path: "/api/v1/projects/hello-world/revisions", api: true,
-		json: `{"manifest": ` + strconv.Quote(webtest.MinimalManifest+"description: from the api\n") + `}`, allow: projectAdmins},
+		json: `{"manifest": ` + strconv.Quote(webtest.MinimalManifest+"description: from the api\n") + `}`, allow: projectDeployers},
 	{method: "GET", pattern: "/api/v1/projects/{project}/environments/{env}/plan", path: "/api/v1/projects/hello-world/environments/production/plan",
 		api: true, allow: prodViewers},
 	{method: "GET", pattern: "/api/v1/projects/{project}/environments/{env}/plan", path: "/api/v1/projects/other-shop/environments/production/plan",

@@ -36,6 +36,17 @@ func TestBrowserCreatesATokenAndSeesItOnce(t *testing.T) {
 		if got := b.Text(`[data-token="ci-staging"] td[data-label=Scope]`); got != "hello-world/staging:deployer" {
 			t.Errorf("scope shown as %q", got)
 		}
+		// A line to use it at once, with its scope.
+		wantCommand := "export STUDIO_URL=" + s.URL + " STUDIO_TOKEN=" + secret + " && studio deploy --project hello-world --env staging --wait"
+		if got := b.Text("[data-token-command]"); got != wantCommand {
+			t.Errorf("the ready command reads %q, want the export and deploy line for hello-world/staging", strings.ReplaceAll(got, secret, "[the secret]"))
+		}
+		if got := b.Text(".token-scope"); got != "Acts on hello-world/staging (deployer)." {
+			t.Errorf("the new token's scope reads %q", got)
+		}
+		if n := browsertest.Eval[int](b, `[...document.querySelectorAll(".token-created button[data-copy]")].filter(b => !b.hidden).length`); n != 2 {
+			t.Errorf("%d copy buttons shown for the new token, want 2 (secret and command)", n)
+		}
 		if extra, culprits := b.Overflow(); extra > 0 {
 			t.Errorf("at %d px the page is %d px too wide: %s", width, extra, culprits)
 		}

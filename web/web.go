@@ -337,6 +337,7 @@ func (a *app) routes(https bool) http.Handler {
 				r.Post(base+"/{id}/delete", a.handle(webhooks.DeleteWebhookEndpoint))
 				r.Post(base+"/{id}/disable", a.handle(webhooks.DisableWebhookEndpoint))
 				r.Post(base+"/{id}/enable", a.handle(webhooks.EnableWebhookEndpoint))
+				r.Post(base+"/{id}/test", a.handle(webhooks.SendTestEvent))
 				r.Post(base+"/deliveries/{delivery}/redeliver", a.handle(webhooks.Redeliver))
 			}
 		})

@@ -30,11 +30,12 @@ const (
 	exitApprovalTimeout = 4
 )
 
-const deployUsage = `usage: studio deploy --url URL --project P --env E [--revision N | --manifest skali.yaml | --release RUN] [--confirm NAME] [--redeploy] [--wait] [--json]
+const deployUsage = `usage: studio deploy --url URL --project P --env E [--revision N | --manifest skali.yaml | --release RUN] [--confirm NAME] [--confirm-public-value NAME] [--redeploy] [--wait] [--json]
 
-Starts a deploy through the Studio's JSON API with the token in STUDIO_TOKEN.
-With --manifest, the file is added as the project's next revision first
-(nothing is added when it compiles to the latest revision). With --release,
+Starts a deploy through the Studio's JSON API with the token in STUDIO_TOKEN
+(a deployer's or an admin's token of the environment). With --manifest, the
+file is added as the project's next revision first (nothing is added when it
+compiles to the latest revision); a deployer's token may add it. With --release,
 it rolls back to that earlier successful deploy (its run number): its
 revision and the versions of the values it used. With --wait, it
 follows the run and prints each checkpoint as it changes.
@@ -47,6 +48,11 @@ cancelled) it asks the Studio to cancel the run at once, says so and exits
 A deploy of a protected environment waits for approval first: --wait
 prints "waiting for approval (1 of 2: ...)" as approvals arrive and keeps
 waiting; --approval-timeout D gives up after D (exit 4, the run waits on).
+
+--confirm-public-value publishes, in a hostname, a value the project also
+uses outside hostnames: only an admin's token of the environment may (a
+deployer's token is refused, exit 2), and only once per version of the
+value: later deploys of that version need nothing more.
 
 exit status: 0 succeeded, 3 succeeded with warnings (routes deferred),
 1 failed, cancelled or rejected, 2 refused or bad usage, 4 still waiting
@@ -78,7 +84,14 @@ func (e *apiError) Error() string {
 	if msg == "" {
 		msg = e.Title
 	}
-	if e.Field != "" {
+	// A refusal the CLI can answer with a flag names the flag.
+	switch flag := map[string]string{"confirm": "--confirm", "confirm_public_value": "--confirm-public-value",
+		"public_value": "--confirm-public-value, with an admin's token", "redeploy": "--redeploy",
+		"revision": "--revision", "release": "--release", "manifest": "--manifest"}[e.Field]; {
+	case e.Field == "":
+	case flag != "":
+		msg += " (flag " + flag + ")"
+	default:
 		msg += " (field " + e.Field + ")"
 	}
 	return msg
@@ -506,9 +519,9 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	project := fs.String("project", "", "the project")
 	env := fs.String("env", "", "the environment")
 	revision := fs.Int("revision", 0, "the revision to deploy (default: the latest, or the one --manifest adds)")
-	manifest := fs.String("manifest", "", "a skali.yaml to add as the next revision before deploying")
+	manifest := fs.String("manifest", "", "a skali.yaml to add as the next revision before deploying (deployers and admins)")
 	confirm := fs.String("confirm", "", "the environment's name, typed, for a deploy that deletes or replaces something")
-	confirmPublic := fs.String("confirm-public-value", "", "the environment's name, typed, to publish a value in a hostname (admins)")
+	confirmPublic := fs.String("confirm-public-value", "", "the environment's name, typed, to publish a value in a hostname: an admin's token only, once per version of the value")
 	redeploy := fs.Bool("redeploy", false, "deploy the active revision again")
 	release := fs.Int64("release", 0, "roll back to the release of this earlier successful deploy (its run number)")
 	wait := fs.Bool("wait", false, "follow the run until it finishes; the exit status says how it ended")

@@ -39,6 +39,63 @@ const minTail = 5
 type Masker struct {
 	// forms are the texts to hide, longest first, without duplicates.
 	forms []string
+	// public are hostnames shown as they are where they stand as a
+	// hostname (see Public), in lower case.
+	public []string
+}
+
+// Public returns a masker that hides what m hides except where one of
+// hostnames stands whole as a hostname in a line (not inside a longer
+// name or word): hostnames are public (DNS, certificates, the edge's
+// logs) even when the values that build them are secrets, so the lines a
+// step writes about a hostname (its DNS answers, its probe, its
+// certificate) print it. The same value anywhere else in the line, or in
+// another form (base64, escaped), stays masked. m is left as it is.
+func (m *Masker) Public(hostnames ...string) *Masker {
+	if m == nil {
+		return nil
+	}
+	out := &Masker{forms: m.forms, public: slices.Clone(m.public)}
+	for _, h := range hostnames {
+		if h = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(h), ".")); h != "" && !slices.Contains(out.public, h) {
+			out.public = append(out.public, h)
+		}
+	}
+	return out
+}
+
+// hostnameByte reports whether c may be part of a hostname.
+func hostnameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+}
+
+// uncoverPublic clears covered over each place a public hostname stands
+// whole in line: neither preceded nor followed by a hostname's byte (a
+// full stop ending a sentence excepted).
+func (m *Masker) uncoverPublic(line string, covered []bool) {
+	if covered == nil || len(m.public) == 0 {
+		return
+	}
+	lower := strings.ToLower(line)
+	for _, h := range m.public {
+		for i := 0; i+len(h) <= len(lower); {
+			j := strings.Index(lower[i:], h)
+			if j < 0 {
+				break
+			}
+			from, to := i+j, i+j+len(h)
+			i = from + 1
+			if from > 0 && hostnameByte(lower[from-1]) {
+				continue
+			}
+			if to < len(lower) && hostnameByte(lower[to]) && !(lower[to] == '.' && (to+1 == len(lower) || !hostnameByte(lower[to+1]))) {
+				continue
+			}
+			for k := from; k < to; k++ {
+				covered[k] = false
+			}
+		}
+	}
 }
 
 // New returns a masker of values (values shorter than MinLength are not
@@ -228,6 +285,7 @@ func (m *Masker) cover(line string) []bool {
 		text, lo, hi = unescape(text, lo, hi)
 		m.find(text, func(from, to int) { mark(lo[from], hi[to-1]) })
 	}
+	m.uncoverPublic(line, covered)
 	return covered
 }
 

@@ -346,3 +346,25 @@ func TestCleanIsWhatTheStoreKeeps(t *testing.T) {
 		}
 	}
 }
+
+// TestPublicHostnameIsShownWhereItStandsAsAHostname: a hostname built from
+// a value reads as itself where it stands whole, and the value stays
+// masked inside a longer name, a word, or encoded.
+func TestPublicHostnameIsShownWhereItStandsAsAHostname(t *testing.T) {
+	m := mask.New([]string{"wiki.test"}).Public("wiki.test")
+	for line, want := range map[string]string{
+		"DNS wiki.test: no A or AAAA records":                           "DNS wiki.test: no A or AAAA records",
+		"wiki.test points elsewhere.":                                   "wiki.test points elsewhere.",
+		"GET / (Host WIKI.TEST): 404":                                   "GET / (Host WIKI.TEST): 404",
+		"www.wiki.test points here":                                     "www.•••• points here",
+		"token xwiki.test":                                              "token x••••",
+		"b64 " + base64.StdEncoding.EncodeToString([]byte("wiki.test")): "b64 ••••",
+	} {
+		if got := m.Mask(line); got != want {
+			t.Errorf("Mask(%q) = %q, want %q", line, got, want)
+		}
+	}
+	if got := mask.New([]string{"wiki.test"}).Mask("DNS wiki.test: no A"); got != "DNS ••••: no A" {
+		t.Errorf("without Public the value is masked: %q", got)
+	}
+}

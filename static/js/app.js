@@ -67,3 +67,27 @@
   window.setInterval(update, 20000);
   document.addEventListener("visibilitychange", update);
 })();
+
+// A pasted .env the Studio refused is kept in this browser, never sent
+// back by the Studio (it holds secrets): <textarea data-keep-paste> is saved
+// for this tab when its form is sent and put back when the page comes back
+// with an error (aria-invalid); the copy is dropped either way.
+(function () {
+  "use strict";
+  var area = document.querySelector("textarea[data-keep-paste]");
+  if (!area || !window.sessionStorage) return;
+  // By the form's address: the refused import's page is at that address.
+  var key = "studio-paste:" + (area.form ? area.form.action : location.pathname) + ":" + area.name;
+  var kept = null;
+  try { kept = sessionStorage.getItem(key); sessionStorage.removeItem(key); } catch (e) { return; }
+  if (kept && area.getAttribute("aria-invalid") === "true" && area.value === "") {
+    area.value = kept;
+    var note = document.querySelector("[data-paste-cleared]");
+    if (note) note.textContent = "The pasted text is back from this browser (the Studio never sends values back): fix it and import again.";
+  }
+  if (area.form) {
+    area.form.addEventListener("submit", function () {
+      try { sessionStorage.setItem(key, area.value); } catch (e) { /* full or refused: nothing kept */ }
+    });
+  }
+})();

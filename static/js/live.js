@@ -86,6 +86,39 @@
     }
     onTick.forEach(function (f) { f(now); });
   }
+  // A countdown to an automatic check that has said "checking…" for a few
+  // seconds without the stream bringing the check (the check was skipped:
+  // a reconcile of that domain still ran, say) is fetched again from the
+  // page: the server counts to the check after that one. Each copy of a
+  // next check or of what a domain resolved to (data-live next-check-… and
+  // dns-resolves-…) is replaced by the fresh page's.
+  var DUE_REFETCH_MS = 5000;
+  var refetching = false, lastRefetch = 0;
+  onTick.push(function (now) {
+    if (refetching || now - lastRefetch < DUE_REFETCH_MS) return;
+    var stale = false;
+    document.querySelectorAll("[data-next-check] time[data-countdown][data-due-now]").forEach(function (el) {
+      var at = Date.parse(el.getAttribute("datetime"));
+      if (!isNaN(at) && now - at >= DUE_REFETCH_MS) stale = true;
+    });
+    if (!stale) return;
+    refetching = true;
+    lastRefetch = now;
+    fetch(location.pathname + location.search, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (res) { return res.ok ? res.text() : null; })
+      .then(function (html) {
+        if (html === null) return;
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        doc.querySelectorAll('[data-live^="next-check-"], [data-live^="dns-resolves-"]').forEach(function (fresh) {
+          document.querySelectorAll('[data-live="' + CSS.escape(fresh.getAttribute("data-live")) + '"]').forEach(function (old) {
+            old.outerHTML = fresh.outerHTML;
+          });
+        });
+        tickCountdowns();
+      })
+      .catch(function () {})
+      .then(function () { refetching = false; });
+  });
   var streams = document.querySelectorAll("[data-stream]");
   if (document.querySelector("time[data-countdown], time[data-elapsed]") || streams.length) {
     tickCountdowns();
