@@ -185,19 +185,32 @@ func (db *DB) ReleaseOf(ctx context.Context, envID, runID int64) (*Release, erro
 // ActiveRelease returns the environment's newest successful deploy, or
 // nil when it has none.
 func (db *DB) ActiveRelease(ctx context.Context, envID int64) (*Release, error) {
-	var id int64
-	err := db.Pool.QueryRow(ctx, `
-		SELECT id FROM runs WHERE environment_id = $1 AND kind = 'deploy'
-		  AND status IN ('succeeded', 'succeeded-with-warnings') AND revision_id IS NOT NULL
-		ORDER BY finished_at DESC, id DESC LIMIT 1`, envID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: active release: %w", err)
+	id, err := db.ActiveReleaseRun(ctx, envID)
+	if err != nil || id == 0 {
+		return nil, err
 	}
 	return db.ReleaseOf(ctx, envID, id)
 }
+
+// ActiveReleaseRun returns the id of the environment's newest successful
+// deploy, 0 when it has none: the top of runs_release_idx, whatever the
+// environment's history.
+func (db *DB) ActiveReleaseRun(ctx context.Context, envID int64) (int64, error) {
+	var id int64
+	err := db.Pool.QueryRow(ctx, activeReleaseSQL, envID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: active release: %w", err)
+	}
+	return id, nil
+}
+
+const activeReleaseSQL = `
+	SELECT id FROM runs WHERE environment_id = $1 AND kind = 'deploy'
+	  AND status IN ('succeeded', 'succeeded-with-warnings') AND revision_id IS NOT NULL
+	ORDER BY finished_at DESC, id DESC LIMIT 1`
 
 func (db *DB) deployValues(ctx context.Context, runID int64) ([]NameVersion, error) {
 	rows, _ := db.Pool.Query(ctx, `SELECT name, version FROM deploy_values WHERE run_id = $1 ORDER BY name`, runID)
