@@ -428,6 +428,22 @@ func (db *DB) Backups(ctx context.Context, envID int64, limit int) ([]Backup, er
 	return out, nil
 }
 
+// LastGoodBackupAt returns when the environment's newest kept snapshot
+// that succeeded was taken, nil when none did.
+func (db *DB) LastGoodBackupAt(ctx context.Context, envID int64) (*time.Time, error) {
+	var at *time.Time
+	err := db.Pool.QueryRow(ctx, `SELECT COALESCE(b.scheduled_at, b.created_at) FROM backups b JOIN runs r ON r.id = b.run_id
+		WHERE b.environment_id = $1 AND b.deleted_at IS NULL AND r.status IN ('succeeded', 'succeeded-with-warnings')
+		ORDER BY COALESCE(b.scheduled_at, b.created_at) DESC, b.id DESC LIMIT 1`, envID).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: last good backup: %w", err)
+	}
+	return at, nil
+}
+
 // BackupByID returns one snapshot of the environment that is not deleted.
 func (db *DB) BackupByID(ctx context.Context, envID, id int64) (*Backup, error) {
 	return db.backupWhere(ctx, `b.environment_id = $1 AND b.id = $2 AND b.deleted_at IS NULL`, envID, id)

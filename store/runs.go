@@ -282,6 +282,24 @@ func (db *DB) RunByID(ctx context.Context, id int64) (*Run, error) {
 	return r, nil
 }
 
+// RunsByID returns the runs of ids that exist, by id, in one statement
+// (a list page's runs, not a statement per row).
+func (db *DB) RunsByID(ctx context.Context, ids []int64) (map[int64]*Run, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ANY($1)`, append([]int64{}, ids...))
+	out := map[int64]*Run{}
+	_, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
+		r, err := scanRun(row)
+		if err == nil {
+			out[r.ID] = r
+		}
+		return struct{}{}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: runs: %w", err)
+	}
+	return out, nil
+}
+
 // Runs returns the environment's newest runs first, at most limit.
 func (db *DB) Runs(ctx context.Context, envID int64, limit int) ([]Run, error) {
 	return db.RunsBefore(ctx, envID, 0, limit)

@@ -57,6 +57,51 @@ func (db *DB) EarlierValueVersions(ctx context.Context, envID int64) (map[string
 	return out, nil
 }
 
+// EarlierValueVersionCounts counts the kept earlier versions of each of
+// names in the environment (the names of one page of the values list).
+func (db *DB) EarlierValueVersionCounts(ctx context.Context, envID int64, names []string) (map[string]int, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT name, count(*) FROM value_versions WHERE environment_id = $1 AND name = ANY($2) GROUP BY name`,
+		envID, append([]string{}, names...))
+	out := map[string]int{}
+	var name string
+	var n int
+	_, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		out[name] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: earlier value version counts: %w", err)
+	}
+	return out, nil
+}
+
+// EarlierValueVersionsOf lists the kept earlier versions of names in the
+// environment, by name, newest first: at most limit of each name after
+// skipping offset (a history page of one name, or the few versions of a
+// page's names).
+func (db *DB) EarlierValueVersionsOf(ctx context.Context, envID int64, names []string, offset, limit int) (map[string][]ValueVersion, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT v.name, v.version, `+displayNameOf("v.set_by")+`, v.set_at, v.superseded_at
+		FROM unnest($2::text[]) n(name)
+		CROSS JOIN LATERAL (SELECT * FROM value_versions w WHERE w.environment_id = $1 AND w.name = n.name
+		                    ORDER BY w.version DESC OFFSET $3 LIMIT $4) v
+		ORDER BY v.name, v.version DESC`, envID, append([]string{}, names...), offset, limit)
+	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ValueVersion, error) {
+		var v ValueVersion
+		err := row.Scan(&v.Name, &v.Version, &v.SetBy, &v.SetAt, &v.SupersededAt)
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: earlier value versions: %w", err)
+	}
+	out := map[string][]ValueVersion{}
+	for _, v := range all {
+		out[v.Name] = append(out[v.Name], v)
+	}
+	return out, nil
+}
+
 // openVersion decrypts one version of name, current or kept. It returns
 // ErrValueVersionGone (wrapped) when that version is neither.
 func (v *Vault) openVersion(ctx context.Context, q querier, envID int64, name string, version int) ([]byte, error) {
