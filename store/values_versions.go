@@ -368,8 +368,9 @@ type ValueChange struct {
 // within count (nil: all), so that values no revision uses stay quiet.
 func (db *DB) ValueChangesSince(ctx context.Context, envID int64, release []NameVersion, within func(name string) bool) ([]ValueChange, error) {
 	rows, _ := db.Pool.Query(ctx, `
-		SELECT name, version, ciphertext IS NOT NULL, `+displayNameOf("updated_by")+`, updated_at
-		FROM environment_values WHERE environment_id = $1 AND version > 0 ORDER BY name`, envID)
+		SELECT v.name, v.version, v.ciphertext IS NOT NULL, `+userDisplayName+`, v.updated_at
+		FROM environment_values v LEFT JOIN users u ON u.id = v.updated_by
+		WHERE v.environment_id = $1 AND v.version > 0 ORDER BY v.name`, envID)
 	type slotRow struct {
 		Name    string
 		Version int
