@@ -75,6 +75,11 @@ func (h *Admin) hostnameClaims(r *http.Request, m *views.AdminPage) error {
 	for _, c := range claims {
 		m.Claims = append(m.Claims, views.HostnameClaimView{Hostname: c.Hostname, Owner: c.Project + " / " + c.Environment, Since: c.Since})
 	}
+	if len(claims) == 0 {
+		// No claim to move: the move form, and its list of every
+		// environment, is not shown.
+		return nil
+	}
 	envs, err := h.DB.AdminEnvironments(r.Context(), CurrentUser(r.Context()))
 	if err != nil {
 		return err

@@ -16,6 +16,10 @@ import (
 	"github.com/skali-dev/studio/views"
 )
 
+// AuditEnvironmentOptions is how many environments the audit filter
+// offers as a list; with more, the environment is typed.
+const AuditEnvironmentOptions = 100
+
 // AuditPageSize is how many events one page of the audit log shows.
 const AuditPageSize = 50
 
@@ -74,14 +78,22 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 		}
 		q.To = t.AddDate(0, 0, 1)
 	}
+	// Past AuditEnvironmentOptions environments the filter is typed
+	// (project/environment), not a list of thousands of options.
+	m.EnvironmentTyped, m.Environment = len(envs) > AuditEnvironmentOptions, wantEnv
 	for _, e := range envs {
 		key := e.Project + "/" + e.Name
-		m.Environments = append(m.Environments, views.FilterOption{Value: key, Label: key, Selected: key == wantEnv})
+		if !m.EnvironmentTyped {
+			m.Environments = append(m.Environments, views.FilterOption{Value: key, Label: key, Selected: key == wantEnv})
+		}
 		if key == wantEnv {
 			q.EnvironmentID = e.ID
 		}
 	}
 	if wantEnv != "" && q.EnvironmentID == 0 {
+		if m.EnvironmentTyped {
+			return apperr.Errorf(apperr.Invalid, "No environment you may see is named %q: type it as project/environment, such as shop/production.", wantEnv)
+		}
 		return apperr.Errorf(apperr.Invalid, "You can filter by the environments the list offers; %q is not one of them.", wantEnv)
 	}
 	actions, err := h.DB.AuditActions(ctx, q)

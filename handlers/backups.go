@@ -97,14 +97,20 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 	if err != nil {
 		return err
 	}
+	var runIDs []int64
+	for _, b := range list {
+		if b.RunID != nil {
+			runIDs = append(runIDs, *b.RunID)
+		}
+	}
+	backupRuns, err := h.DB.RunsByID(ctx, runIDs)
+	if err != nil {
+		return err
+	}
 	for i := range list {
 		b := &list[i]
 		row := views.BackupRow{ID: b.ID, Name: b.Name, Origin: b.Origin, At: b.At().UTC().Format("2006-01-02 15:04"), Skipped: b.Skipped}
-		if b.RunID != nil {
-			run, err := h.DB.RunByID(ctx, *b.RunID)
-			if err != nil {
-				return err
-			}
+		if run := backupRunOf(b, backupRuns); run != nil {
 			rv := views.NewRunView(env, run, now, false)
 			row.Run = &rv
 			row.Size = views.ByteSize(b.Size)
@@ -119,6 +125,14 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 		m.Snapshots = append(m.Snapshots, row)
 	}
 	return Render(w, r, status, views.Backups(m))
+}
+
+// backupRunOf is b's run from runs, nil when it has none (or it is gone).
+func backupRunOf(b *store.Backup, runs map[int64]*store.Run) *store.Run {
+	if b.RunID == nil {
+		return nil
+	}
+	return runs[*b.RunID]
 }
 
 // BackupStatus builds the schedule, next fire, last good snapshot and
@@ -142,16 +156,13 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 			}
 		}
 	}
-	list, err := db.Backups(ctx, env.ID, 200)
+	last, err := db.LastGoodBackupAt(ctx, env.ID)
 	if err != nil {
 		return v, err
 	}
-	for _, b := range list {
-		if b.Succeeded() {
-			v.LastSuccess, v.LastAt = b.At().UTC().Format("2006-01-02 15:04 UTC"), b.At().UTC().Format(time.RFC3339Nano)
-			v.LastAge = humanize.Duration(now.Sub(b.At()))
-			break
-		}
+	if last != nil {
+		v.LastSuccess, v.LastAt = last.UTC().Format("2006-01-02 15:04 UTC"), last.UTC().Format(time.RFC3339Nano)
+		v.LastAge = humanize.Duration(now.Sub(*last))
 	}
 	alarm, err := db.BackupAlarmOf(ctx, env.ID)
 	if err != nil {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -24,25 +25,39 @@ func (h *Home) ShowHomePage(w http.ResponseWriter, r *http.Request) error {
 		CanCreate: u != nil && u.IsAdmin,
 	}
 	if u != nil {
-		projects, err := h.DB.VisibleProjects(r.Context(), u)
-		if err != nil {
-			return err
-		}
-		statuses, err := environmentStatuses(r, h.Base, u, 0)
-		if err != nil {
-			return err
-		}
-		for _, p := range projects {
-			m.Projects = append(m.Projects, views.ProjectCard{
-				Name: p.Name, Description: p.Description, Environments: p.Environments, UpdatedAt: p.CreatedAt,
-				Statuses: statuses[p.Name],
-			})
-		}
-	}
-	if u != nil {
+		// The backup alarms are read once, for the chips and the list.
 		alarms, err := h.DB.BackupAlarms(r.Context())
 		if err != nil {
 			return err
+		}
+		m.Page = 1
+		if p, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && p > 1 && p < 100_000 {
+			m.Page = p
+		}
+		projects, more, err := h.DB.VisibleProjectsPage(r.Context(), u, (m.Page-1)*HomeProjectsShown, HomeProjectsShown)
+		if err != nil {
+			return err
+		}
+		m.More = more
+		ids := make([]int64, len(projects))
+		for i, p := range projects {
+			ids[i] = p.ID
+		}
+		overviews, err := h.DB.EnvironmentOverviewsOfProjects(r.Context(), u, ids)
+		if err != nil {
+			return err
+		}
+		statuses := statusesByProject(overviews, alarms)
+		for _, p := range projects {
+			card := views.ProjectCard{
+				Name: p.Name, Description: p.Description, Environments: p.Environments, UpdatedAt: p.CreatedAt,
+				Statuses: statuses[p.Name],
+			}
+			if len(card.Statuses) > HomeStatusesShown {
+				card.MoreStatuses = len(card.Statuses) - HomeStatusesShown
+				card.Statuses = card.Statuses[:HomeStatusesShown]
+			}
+			m.Projects = append(m.Projects, card)
 		}
 		for _, a := range alarms {
 			if !u.IsAdmin {
@@ -56,6 +71,13 @@ func (h *Home) ShowHomePage(w http.ResponseWriter, r *http.Request) error {
 	return Render(w, r, http.StatusOK, views.Home(m))
 }
 
+// HomeProjectsShown is how many projects a page of the home page shows;
+// HomeStatusesShown how many environments a project card shows.
+const (
+	HomeProjectsShown = 30
+	HomeStatusesShown = 8
+)
+
 // environmentStatuses says the state of every environment u may see (of
 // one project, or all when projectID is 0), by project name.
 func environmentStatuses(r *http.Request, b *Base, u *store.User, projectID int64) (map[string][]views.EnvironmentStatusView, error) {
@@ -67,6 +89,12 @@ func environmentStatuses(r *http.Request, b *Base, u *store.User, projectID int6
 	if err != nil {
 		return nil, err
 	}
+	return statusesByProject(overviews, alarms), nil
+}
+
+// statusesByProject is each overview's status with its backup alarm, by
+// project name.
+func statusesByProject(overviews []store.EnvironmentOverview, alarms []store.BackupAlarm) map[string][]views.EnvironmentStatusView {
 	alarmOf := map[int64]string{}
 	for _, a := range alarms {
 		alarmOf[a.EnvironmentID] = a.Reason
@@ -75,5 +103,5 @@ func environmentStatuses(r *http.Request, b *Base, u *store.User, projectID int6
 	for _, o := range overviews {
 		out[o.Project] = append(out[o.Project], views.NewEnvironmentStatus(o, alarmOf[o.ID]))
 	}
-	return out, nil
+	return out
 }

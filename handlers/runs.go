@@ -116,13 +116,10 @@ func (h *Runs) ShowRunsPage(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	now := h.DB.Now()
-	active, err := h.DB.ActiveRelease(r.Context(), env.ID)
+	// Only the active release's run is needed, not its values.
+	activeRun, err := h.DB.ActiveReleaseRun(r.Context(), env.ID)
 	if err != nil {
 		return err
-	}
-	var activeRun int64
-	if active != nil {
-		activeRun = active.RunID
 	}
 	// Live rows carry the rollback whoever watches (a frame is the same
 	// for all); the list hides it from those who cannot deploy.

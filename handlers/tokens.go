@@ -70,9 +70,29 @@ func (h *Tokens) page(r *http.Request, picked map[string]string) (views.TokensPa
 		}
 		m.Tokens = append(m.Tokens, row)
 	}
-	grantable, err := h.DB.GrantableEnvironments(ctx, u)
+	// A few environments are listed, the others found with the search
+	// (?environments=): an installation has thousands. A re-shown form
+	// keeps every environment it picked.
+	m.EnvSearch = strings.TrimSpace(r.URL.Query().Get("environments"))
+	grantable, total, err := h.DB.GrantableEnvironmentsMatching(ctx, u, m.EnvSearch, TokenChoicesShown)
 	if err != nil {
 		return m, err
+	}
+	m.MoreChoices, m.Searchable = total-len(grantable), total > TokenChoicesShown || m.EnvSearch != ""
+	shown := map[string]bool{}
+	for _, g := range grantable {
+		shown[g.Project+"/"+g.Environment] = true
+	}
+	if len(picked) > 0 {
+		all, err := h.DB.GrantableEnvironments(ctx, u)
+		if err != nil {
+			return m, err
+		}
+		for _, g := range all {
+			if key := g.Project + "/" + g.Environment; picked[key] != "" && !shown[key] {
+				grantable = append(grantable, g)
+			}
+		}
 	}
 	for _, g := range grantable {
 		c := views.TokenChoice{Project: g.Project, Env: g.Environment, Roles: rolesUpTo(g.Role)}
@@ -81,6 +101,9 @@ func (h *Tokens) page(r *http.Request, picked map[string]string) (views.TokensPa
 	}
 	return m, nil
 }
+
+// TokenChoicesShown is how many environments the token form lists at once.
+const TokenChoicesShown = 25
 
 // ShowTokensPage lists the tokens and the form; ?created=ID shows that new
 // token's secret, once, from the cookie the post set.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,10 +59,6 @@ func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) 
 		Revision:  shown.Revision.Number,
 		CanManage: role.Includes(store.RoleAdmin),
 	}
-	earlier, err := h.DB.EarlierValueVersions(ctx, env.ID)
-	if err != nil {
-		return views.ValuesPage{}, err
-	}
 	uses := compiler.ValueUses(shown.Def)
 	for _, s := range store.ValueStates(shown.Contract, stored) {
 		row := views.ValueRow{Name: s.Name, Kind: string(s.State), State: string(s.State), Uses: uses[s.Name]}
@@ -77,13 +74,73 @@ func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) 
 		if s.Stored != nil {
 			row.Set, row.Version, row.UpdatedBy, row.UpdatedAt = true, s.Stored.Version, s.Stored.UpdatedBy, s.Stored.UpdatedAt
 		}
-		for _, e := range earlier[s.Name] {
-			row.Earlier = append(row.Earlier, views.EarlierVersionView{Version: e.Version, SetBy: e.SetBy, SetAt: e.SetAt})
-		}
 		m.Rows = append(m.Rows, row)
 	}
 	m.Total = len(m.Rows)
 	return m, nil
+}
+
+// ValuesPageSize is how many values one page of the values list shows;
+// earlierInline is how many earlier versions, across a page, are listed
+// with their restore buttons on it (more are a link to each value's
+// history); HistoryPageSize is a history page's versions.
+const (
+	ValuesPageSize  = 50
+	earlierInline   = 40
+	HistoryPageSize = 50
+)
+
+// pageOfValues keeps m's rows of the requested page (?page=N) and reads
+// the earlier versions of those rows only: their counts, the versions
+// themselves when they are few, or one history page of m.History.
+func (h *Values) pageOfValues(r *http.Request, env *store.Environment, m *views.ValuesPage, query url.Values) error {
+	ctx := r.Context()
+	m.Matched = len(m.Rows)
+	m.Page = 1
+	if p, err := strconv.Atoi(query.Get("page")); err == nil && p > 1 && p <= (len(m.Rows)+ValuesPageSize-1)/ValuesPageSize {
+		m.Page = p
+	}
+	if m.History == "" {
+		from := (m.Page - 1) * ValuesPageSize
+		to := min(len(m.Rows), from+ValuesPageSize)
+		m.More, m.From = to < len(m.Rows), from+1
+		m.Rows = m.Rows[from:to]
+	}
+	names := make([]string, len(m.Rows))
+	for i, row := range m.Rows {
+		names[i] = row.Name
+	}
+	counts, err := h.DB.EarlierValueVersionCounts(ctx, env.ID, names)
+	if err != nil {
+		return err
+	}
+	total := 0
+	for i := range m.Rows {
+		m.Rows[i].EarlierCount = counts[m.Rows[i].Name]
+		total += m.Rows[i].EarlierCount
+	}
+	offset, limit := 0, earlierInline
+	if m.History != "" {
+		m.HistoryPage = 1
+		if p, err := strconv.Atoi(query.Get("versions")); err == nil && p > 1 && p < 1_000_000 {
+			m.HistoryPage = p
+		}
+		offset, limit = (m.HistoryPage-1)*HistoryPageSize, HistoryPageSize
+	} else if total > earlierInline {
+		return nil
+	}
+	earlier, err := h.DB.EarlierValueVersionsOf(ctx, env.ID, names, offset, limit)
+	if err != nil {
+		return err
+	}
+	for i := range m.Rows {
+		row := &m.Rows[i]
+		for _, e := range earlier[row.Name] {
+			row.Earlier = append(row.Earlier, views.EarlierVersionView{Version: e.Version, SetBy: e.SetBy, SetAt: e.SetAt})
+		}
+		row.HistoryMore = m.History != "" && offset+len(row.Earlier) < row.EarlierCount
+	}
+	return nil
 }
 
 // ShowValuesPage lists the environment's values by state; ?name=X fills
@@ -97,12 +154,13 @@ func (h *Values) ShowValuesPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if n := r.URL.Query().Get("name"); store.ValidValueName(n) {
+	query := r.URL.Query()
+	if n := query.Get("name"); store.ValidValueName(n) {
 		m.SetName, m.FocusValue = n, true
 	}
 	// The filter works without JavaScript as a GET form; the script
 	// filters the same rows as one types.
-	if f := strings.TrimSpace(r.URL.Query().Get("filter")); f != "" {
+	if f := strings.TrimSpace(query.Get("filter")); f != "" {
 		m.Filter = f
 		kept := m.Rows[:0]
 		for _, row := range m.Rows {
@@ -111,6 +169,20 @@ func (h *Values) ShowValuesPage(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		m.Rows = kept
+	}
+	// ?history=NAME shows that value alone with its earlier versions, a
+	// page at a time.
+	if n := query.Get("history"); store.ValidValueName(n) {
+		kept := m.Rows[:0]
+		for _, row := range m.Rows {
+			if row.Name == n {
+				kept = append(kept, row)
+			}
+		}
+		m.Rows, m.History = kept, n
+	}
+	if err := h.pageOfValues(r, env, &m, query); err != nil {
+		return err
 	}
 	return Render(w, r, http.StatusOK, views.Values(m))
 }

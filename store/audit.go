@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -89,13 +90,59 @@ type AuditQuery struct {
 
 // projectWide selects the records of a project rather than one of its
 // environments; projectsOf, completed with an environment id condition,
-// selects the names of those environments' projects. visibleScope is the
-// AuditQuery.All / EnvironmentIDs condition on parameters $1 and $2.
+// selects the names of those environments' projects.
 const (
-	projectWide  = `environment_id IS NULL AND environment = '' AND project <> ''`
-	projectsOf   = `SELECT p.name FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id`
-	visibleScope = `($1 OR environment_id = ANY($2) OR (` + projectWide + ` AND project IN (` + projectsOf + ` = ANY($2))))`
+	projectWide = `environment_id IS NULL AND environment = '' AND project <> ''`
+	projectsOf  = `SELECT p.name FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id`
 )
+
+// auditWhere is the condition of q's filters, naming only the filters in
+// use (so that each is an index condition in every plan, generic ones
+// included), with its arguments after args.
+func auditWhere(q AuditQuery, args []any) (string, []any, bool) {
+	conds := []string{"true"}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if !q.All {
+		ids := q.EnvironmentIDs
+		if ids == nil {
+			ids = []int64{}
+		}
+		n := arg(ids)
+		conds = append(conds, `(environment_id = ANY(`+n+`) OR (`+projectWide+` AND project IN (`+projectsOf+` = ANY(`+n+`))))`)
+	}
+	if q.EnvironmentID != 0 {
+		n := arg(q.EnvironmentID)
+		conds = append(conds, `(environment_id = `+n+` OR (`+projectWide+` AND project IN (`+projectsOf+` = `+n+`)))`)
+	}
+	if q.Action != "" {
+		conds = append(conds, `action = `+arg(q.Action))
+	}
+	searched := false
+	if q.Person != "" {
+		conds = append(conds, `lower(actor) LIKE '%' || lower(`+arg(likeEscape(q.Person))+`) || '%'`)
+		searched = true
+	}
+	if !q.From.IsZero() {
+		conds = append(conds, `at >= `+arg(q.From))
+	}
+	if !q.To.IsZero() {
+		conds = append(conds, `at < `+arg(q.To))
+	}
+	if q.Text != "" {
+		// audit_text is the indexed expression (migration 141).
+		conds = append(conds, `audit_text(audit_events) LIKE '%' || lower(`+arg(likeEscape(q.Text))+`) || '%'`)
+		searched = true
+	}
+	return strings.Join(conds, " AND "), args, searched
+}
+
+// likeEscape makes s match itself in a LIKE pattern.
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
 
 // AuditEvents returns one page of the records q selects, newest first, and
 // whether there are more after it.
@@ -103,22 +150,20 @@ func (db *DB) AuditEvents(ctx context.Context, q AuditQuery) ([]AuditRecord, boo
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
-	if q.EnvironmentIDs == nil {
-		q.EnvironmentIDs = []int64{}
-	}
-	rows, _ := db.Pool.Query(ctx, `
+	where, args, searched := auditWhere(q, []any{q.Offset, q.Limit + 1})
+	query := `
 		SELECT id, at, actor_id, actor, action, project, environment_id, environment, target, detail, request_id
 		FROM audit_events
-		WHERE `+visibleScope+`
-		  AND ($3 = 0 OR environment_id = $3 OR (`+projectWide+` AND project IN (`+projectsOf+` = $3)))
-		  AND ($4 = '' OR action = $4)
-		  AND ($7 = '' OR strpos(lower(actor), lower($7)) > 0)
-		  AND ($8::timestamptz IS NULL OR at >= $8)
-		  AND ($9::timestamptz IS NULL OR at < $9)
-		  AND ($10 = '' OR strpos(lower(action || ' ' || project || ' ' || environment || ' ' || target || ' ' || detail::text || ' ' || request_id), lower($10)) > 0)
+		WHERE ` + where + `
 		ORDER BY at DESC, id DESC
-		OFFSET $5 LIMIT $6`, q.All, q.EnvironmentIDs, q.EnvironmentID, q.Action, q.Offset, q.Limit+1,
-		q.Person, nullTime(q.From), nullTime(q.To), q.Text)
+		OFFSET $1 LIMIT $2`
+	if searched {
+		// A search's plan depends on its words (a trigram index for a rare
+		// one, the newest records first for a common one): planned for
+		// each, never a generic plan.
+		args = append([]any{pgx.QueryExecModeExec}, args...)
+	}
+	rows, _ := db.Pool.Query(ctx, query, args...)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditRecord, error) {
 		var r AuditRecord
 		err := row.Scan(&r.ID, &r.At, &r.ActorID, &r.Actor, &r.Action, &r.Project, &r.EnvironmentID, &r.Environment,
@@ -136,14 +181,28 @@ func (db *DB) AuditEvents(ctx context.Context, q AuditQuery) ([]AuditRecord, boo
 }
 
 // AuditActions lists the distinct actions of the records q selects (its
-// All and EnvironmentIDs), for the filter.
+// All and EnvironmentIDs), for the filter. It skips through the action
+// index (one probe per action), so it reads a few rows per action, not
+// every record.
 func (db *DB) AuditActions(ctx context.Context, q AuditQuery) ([]string, error) {
-	if q.EnvironmentIDs == nil {
-		q.EnvironmentIDs = []int64{}
+	scope := ""
+	args := []any{}
+	if !q.All {
+		ids := q.EnvironmentIDs
+		if ids == nil {
+			ids = []int64{}
+		}
+		args = append(args, ids)
+		scope = ` AND (EXISTS (SELECT 1 FROM audit_events x WHERE x.environment_id = ANY($1) AND x.action = a.action)
+			OR EXISTS (SELECT 1 FROM audit_events x WHERE x.environment_id IS NULL AND x.environment = '' AND x.project <> ''
+			           AND x.project IN (` + projectsOf + ` = ANY($1)) AND x.action = a.action))`
 	}
 	rows, _ := db.Pool.Query(ctx, `
-		SELECT DISTINCT action FROM audit_events WHERE `+visibleScope+` ORDER BY action`,
-		q.All, q.EnvironmentIDs)
+		WITH RECURSIVE a(action) AS (
+			(SELECT action FROM audit_events ORDER BY action LIMIT 1)
+			UNION ALL
+			SELECT (SELECT action FROM audit_events WHERE action > a.action ORDER BY action LIMIT 1) FROM a WHERE a.action IS NOT NULL)
+		SELECT a.action FROM a WHERE a.action IS NOT NULL`+scope+` ORDER BY a.action`, args...)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("store: audit actions: %w", err)

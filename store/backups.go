@@ -428,6 +428,22 @@ func (db *DB) Backups(ctx context.Context, envID int64, limit int) ([]Backup, er
 	return out, nil
 }
 
+// LastGoodBackupAt returns when the environment's newest kept snapshot
+// that succeeded was taken, nil when none did.
+func (db *DB) LastGoodBackupAt(ctx context.Context, envID int64) (*time.Time, error) {
+	var at *time.Time
+	err := db.Pool.QueryRow(ctx, `SELECT COALESCE(b.scheduled_at, b.created_at) FROM backups b JOIN runs r ON r.id = b.run_id
+		WHERE b.environment_id = $1 AND b.deleted_at IS NULL AND r.status IN ('succeeded', 'succeeded-with-warnings')
+		ORDER BY COALESCE(b.scheduled_at, b.created_at) DESC, b.id DESC LIMIT 1`, envID).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: last good backup: %w", err)
+	}
+	return at, nil
+}
+
 // BackupByID returns one snapshot of the environment that is not deleted.
 func (db *DB) BackupByID(ctx context.Context, envID, id int64) (*Backup, error) {
 	return db.backupWhere(ctx, `b.environment_id = $1 AND b.id = $2 AND b.deleted_at IS NULL`, envID, id)
@@ -590,18 +606,25 @@ func (db *DB) BackupAlarmOf(ctx context.Context, envID int64) (*BackupAlarm, err
 }
 
 func (db *DB) backupAlarms(ctx context.Context, envID int64) ([]BackupAlarm, error) {
+	now := db.Now()
+	// The schedules in alarm are read from their kept summary (fire_alarm,
+	// alarm_from: migration 140) through its indexes, so the cost grows
+	// with the alarms shown, not with the schedules; the reasons are then
+	// read for those alone.
+	where, arg := `(s.fire_alarm OR s.alarm_from < $1::timestamptz)`, any(now)
+	if envID != 0 {
+		where, arg = `e.id = $1::bigint`, envID
+	}
 	rows, _ := db.Pool.Query(ctx, `
 		SELECT e.id, p.name, e.name, s.interval_ms, s.updated_at, last.scheduled_at, COALESCE(last.skipped, ''), COALESCE(lr.status, ''), COALESCE(lr.reason, ''), last.run_id,
-		       (SELECT max(COALESCE(b.scheduled_at, b.created_at)) FROM backups b JOIN runs r ON r.id = b.run_id
-		        WHERE b.environment_id = e.id AND b.deleted_at IS NULL AND r.status IN ('succeeded', 'succeeded-with-warnings'))
+		       s.alarm_from - 2 * s.interval_ms * interval '1 millisecond'
 		FROM backup_schedules s JOIN environments e ON e.id = s.environment_id JOIN projects p ON p.id = e.project_id
 		LEFT JOIN LATERAL (SELECT b.scheduled_at, b.skipped, b.run_id FROM backups b
 		    WHERE b.environment_id = e.id AND b.origin = 'scheduled' AND b.deleted_at IS NULL
 		    ORDER BY b.scheduled_at DESC LIMIT 1) last ON true
 		LEFT JOIN runs lr ON lr.id = last.run_id
-		WHERE $1 = 0 OR e.id = $1
-		ORDER BY p.name, e.name`, envID)
-	now := db.Now()
+		WHERE `+where+`
+		ORDER BY p.name, e.name`, arg)
 	var out []BackupAlarm
 	var id, intervalMS int64
 	var project, env, skipped, status, reason string

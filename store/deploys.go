@@ -41,6 +41,16 @@ func (db *DB) EnvironmentOverviews(ctx context.Context, u *User, projectID int64
 		  AND ($2 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1))`, u.ID, u.IsAdmin, projectID)
 }
 
+// EnvironmentOverviewsOfProjects is EnvironmentOverviews of the projects
+// projectIDs (a page of them).
+func (db *DB) EnvironmentOverviewsOfProjects(ctx context.Context, u *User, projectIDs []int64) ([]EnvironmentOverview, error) {
+	if u == nil {
+		return nil, nil
+	}
+	return db.environmentOverviews(ctx, `p.id = ANY($3)
+		  AND ($2 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1))`, u.ID, u.IsAdmin, append([]int64{}, projectIDs...))
+}
+
 // EnvironmentOverviewOf returns the overview of one environment.
 func (db *DB) EnvironmentOverviewOf(ctx context.Context, envID int64) (*EnvironmentOverview, error) {
 	out, err := db.environmentOverviews(ctx, `e.id = $1`, envID)

@@ -234,6 +234,41 @@ func (db *DB) VisibleProjects(ctx context.Context, u *User) ([]ProjectSummary, e
 	return out, nil
 }
 
+// VisibleProjectsPage is one page of VisibleProjects: at most limit after
+// skipping offset, and whether more follow. Only the page's projects are
+// read (each project's visible environments are found through an index),
+// so its cost does not grow with the installation.
+func (db *DB) VisibleProjectsPage(ctx context.Context, u *User, offset, limit int) ([]ProjectSummary, bool, error) {
+	// $1 is the user, unused (but typed) for an installation admin.
+	visible := `$1::bigint IS NOT NULL`
+	if !u.IsAdmin {
+		visible = `EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1)`
+	}
+	having := `true`
+	if !u.IsAdmin {
+		having = `EXISTS (SELECT 1 FROM environments e JOIN memberships m ON m.environment_id = e.id AND m.user_id = $1 WHERE e.project_id = p.id)`
+	}
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT p.id, p.name, p.description, p.created_at,
+		       ARRAY(SELECT e.name FROM environments e WHERE e.project_id = p.id AND `+visible+` ORDER BY e.name)
+		FROM projects p
+		WHERE `+having+`
+		ORDER BY p.name OFFSET $2 LIMIT $3`, u.ID, offset, limit+1)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ProjectSummary, error) {
+		var s ProjectSummary
+		err := row.Scan(&s.ID, &s.Name, &s.Description, &s.CreatedAt, &s.Environments)
+		return s, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("store: visible projects: %w", err)
+	}
+	more := len(out) > limit
+	if more {
+		out = out[:limit]
+	}
+	return out, more, nil
+}
+
 // ProjectRole returns the highest role u holds on any environment of the
 // project: RoleAdmin for installation admins, RoleNone for outsiders. It
 // decides who sees the project page (any role) and who adds revisions

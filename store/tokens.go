@@ -329,3 +329,45 @@ func (db *DB) GrantableEnvironments(ctx context.Context, u *User) ([]TokenGrant,
 	}
 	return out, nil
 }
+
+// GrantableEnvironmentsMatching is GrantableEnvironments narrowed to the
+// environments whose "project/environment" contains search
+// (case-insensitive; "" matches all), at most limit of them, with how many
+// match in all: the tokens page lists a few and searches the rest.
+func (db *DB) GrantableEnvironmentsMatching(ctx context.Context, u *User, search string, limit int) ([]TokenGrant, int, error) {
+	args := []any{u.ID, limit}
+	from := `FROM environments e JOIN projects p ON p.id = e.project_id JOIN memberships m ON m.environment_id = e.id AND m.user_id = $1`
+	role := `m.role`
+	if u.IsAdmin {
+		from, role = `FROM environments e JOIN projects p ON p.id = e.project_id`, `'admin'`
+		args = args[1:]
+		args[0] = limit
+	}
+	where := ``
+	if search != "" {
+		args = append(args, likeEscape(search))
+		where = fmt.Sprintf(` WHERE lower(p.name || '/' || e.name) LIKE '%%' || lower($%d) || '%%'`, len(args))
+	}
+	lim := `$2`
+	if u.IsAdmin {
+		lim = `$1`
+	}
+	rows, err := db.Pool.Query(ctx, `
+		SELECT e.id, p.name, e.name, `+role+`, count(*) OVER () `+from+where+`
+		ORDER BY p.name, e.name LIMIT `+lim, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: grantable environments: %w", err)
+	}
+	total := 0
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TokenGrant, error) {
+		var g TokenGrant
+		var r string
+		err := row.Scan(&g.EnvironmentID, &g.Project, &g.Environment, &r, &total)
+		g.Role = Role(r)
+		return g, err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: grantable environments: %w", err)
+	}
+	return out, total, nil
+}

@@ -49,6 +49,10 @@ func displayNameOf(column string) string {
 		FROM users u WHERE u.id = ` + column + `), '')`
 }
 
+// userDisplayName is displayNameOf for a list joined with users u (LEFT
+// JOIN users u ON u.id = ...): one join instead of a lookup per row.
+const userDisplayName = `COALESCE(CASE WHEN u.name <> '' THEN u.name WHEN u.email <> '' THEN u.email ELSE u.subject END, '')`
+
 const userColumns = `id, issuer, subject, email, name, is_admin, created_at, last_sign_in_at`
 
 // scanUser scans userColumns and then extra.

@@ -82,9 +82,9 @@ type StoredValue struct {
 func (db *DB) StoredValues(ctx context.Context, envID int64) ([]StoredValue, error) {
 	rows, _ := db.Pool.Query(ctx, `
 		SELECT v.name, v.version,
-		       `+displayNameOf("v.updated_by")+`,
+		       `+userDisplayName+`,
 		       v.updated_at
-		FROM environment_values v
+		FROM environment_values v LEFT JOIN users u ON u.id = v.updated_by
 		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL
 		ORDER BY v.name`, envID)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredValue, error) {

@@ -57,6 +57,51 @@ func (db *DB) EarlierValueVersions(ctx context.Context, envID int64) (map[string
 	return out, nil
 }
 
+// EarlierValueVersionCounts counts the kept earlier versions of each of
+// names in the environment (the names of one page of the values list).
+func (db *DB) EarlierValueVersionCounts(ctx context.Context, envID int64, names []string) (map[string]int, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT name, count(*) FROM value_versions WHERE environment_id = $1 AND name = ANY($2) GROUP BY name`,
+		envID, append([]string{}, names...))
+	out := map[string]int{}
+	var name string
+	var n int
+	_, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		out[name] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: earlier value version counts: %w", err)
+	}
+	return out, nil
+}
+
+// EarlierValueVersionsOf lists the kept earlier versions of names in the
+// environment, by name, newest first: at most limit of each name after
+// skipping offset (a history page of one name, or the few versions of a
+// page's names).
+func (db *DB) EarlierValueVersionsOf(ctx context.Context, envID int64, names []string, offset, limit int) (map[string][]ValueVersion, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT v.name, v.version, `+displayNameOf("v.set_by")+`, v.set_at, v.superseded_at
+		FROM unnest($2::text[]) n(name)
+		CROSS JOIN LATERAL (SELECT * FROM value_versions w WHERE w.environment_id = $1 AND w.name = n.name
+		                    ORDER BY w.version DESC OFFSET $3 LIMIT $4) v
+		ORDER BY v.name, v.version DESC`, envID, append([]string{}, names...), offset, limit)
+	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ValueVersion, error) {
+		var v ValueVersion
+		err := row.Scan(&v.Name, &v.Version, &v.SetBy, &v.SetAt, &v.SupersededAt)
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: earlier value versions: %w", err)
+	}
+	out := map[string][]ValueVersion{}
+	for _, v := range all {
+		out[v.Name] = append(out[v.Name], v)
+	}
+	return out, nil
+}
+
 // openVersion decrypts one version of name, current or kept. It returns
 // ErrValueVersionGone (wrapped) when that version is neither.
 func (v *Vault) openVersion(ctx context.Context, q querier, envID int64, name string, version int) ([]byte, error) {
@@ -185,19 +230,32 @@ func (db *DB) ReleaseOf(ctx context.Context, envID, runID int64) (*Release, erro
 // ActiveRelease returns the environment's newest successful deploy, or
 // nil when it has none.
 func (db *DB) ActiveRelease(ctx context.Context, envID int64) (*Release, error) {
-	var id int64
-	err := db.Pool.QueryRow(ctx, `
-		SELECT id FROM runs WHERE environment_id = $1 AND kind = 'deploy'
-		  AND status IN ('succeeded', 'succeeded-with-warnings') AND revision_id IS NOT NULL
-		ORDER BY finished_at DESC, id DESC LIMIT 1`, envID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: active release: %w", err)
+	id, err := db.ActiveReleaseRun(ctx, envID)
+	if err != nil || id == 0 {
+		return nil, err
 	}
 	return db.ReleaseOf(ctx, envID, id)
 }
+
+// ActiveReleaseRun returns the id of the environment's newest successful
+// deploy, 0 when it has none: the top of runs_release_idx, whatever the
+// environment's history.
+func (db *DB) ActiveReleaseRun(ctx context.Context, envID int64) (int64, error) {
+	var id int64
+	err := db.Pool.QueryRow(ctx, activeReleaseSQL, envID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: active release: %w", err)
+	}
+	return id, nil
+}
+
+const activeReleaseSQL = `
+	SELECT id FROM runs WHERE environment_id = $1 AND kind = 'deploy'
+	  AND status IN ('succeeded', 'succeeded-with-warnings') AND revision_id IS NOT NULL
+	ORDER BY finished_at DESC, id DESC LIMIT 1`
 
 func (db *DB) deployValues(ctx context.Context, runID int64) ([]NameVersion, error) {
 	rows, _ := db.Pool.Query(ctx, `SELECT name, version FROM deploy_values WHERE run_id = $1 ORDER BY name`, runID)
@@ -310,8 +368,9 @@ type ValueChange struct {
 // within count (nil: all), so that values no revision uses stay quiet.
 func (db *DB) ValueChangesSince(ctx context.Context, envID int64, release []NameVersion, within func(name string) bool) ([]ValueChange, error) {
 	rows, _ := db.Pool.Query(ctx, `
-		SELECT name, version, ciphertext IS NOT NULL, `+displayNameOf("updated_by")+`, updated_at
-		FROM environment_values WHERE environment_id = $1 AND version > 0 ORDER BY name`, envID)
+		SELECT v.name, v.version, v.ciphertext IS NOT NULL, `+userDisplayName+`, v.updated_at
+		FROM environment_values v LEFT JOIN users u ON u.id = v.updated_by
+		WHERE v.environment_id = $1 AND v.version > 0 ORDER BY v.name`, envID)
 	type slotRow struct {
 		Name    string
 		Version int

@@ -7,7 +7,12 @@ type AuditPage struct {
 	Scope        string
 	Events       []AuditRow
 	Environments []FilterOption
-	Actions      []FilterOption
+	// EnvironmentTyped, with more environments than a list can offer,
+	// asks for the environment as project/environment text instead
+	// (Environment holds it as typed).
+	EnvironmentTyped bool
+	Environment      string
+	Actions          []FilterOption
 	// Filtered is true when a filter is applied.
 	Filtered bool
 	// Person, From, To (dates, YYYY-MM-DD) and Text are the other filters as typed.

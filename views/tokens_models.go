@@ -13,6 +13,12 @@ type TokensPage struct {
 	// the roles up to their own there.
 	Choices []TokenChoice
 	Form    TokenForm
+	// EnvSearch is the environment search's text; Searchable shows the
+	// search (more environments than are listed); MoreChoices counts the
+	// matching environments not listed.
+	EnvSearch   string
+	Searchable  bool
+	MoreChoices int
 }
 
 // TokenRow is one token in the list.

@@ -1,8 +1,12 @@
 package views
 
 import (
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skali-dev/studio/paths"
 )
 
 // ValuesPage is the model of an environment's values page. It holds names,
@@ -13,9 +17,21 @@ type ValuesPage struct {
 	Env      string
 	Revision int
 	Rows     []ValueRow
-	// Filter is the filter box's text; Total counts the rows before it.
-	Filter string
-	Total  int
+	// Filter is the filter box's text; Total counts the rows before it,
+	// Matched after it.
+	Filter  string
+	Total   int
+	Matched int
+	// Page is the page of the list shown (ValuesPageSize rows each); More
+	// says there are more after it.
+	Page int
+	More bool
+	// From is the position of the page's first row (1-based).
+	From int
+	// History names the value shown alone with its earlier versions,
+	// HistoryPage the page of them.
+	History     string
+	HistoryPage int
 	// Orphaned lists the orphaned names, for the prune action.
 	Orphaned []string
 	// CanManage: environment admins set, import, delete and prune.
@@ -54,7 +70,11 @@ type ValueRow struct {
 	Uses []string
 	// Earlier are the kept earlier versions, newest first, which an admin
 	// may restore (never shown: by version, who and when only).
-	Earlier []EarlierVersionView
+	// (listed when the page's are few, or on the value's history page);
+	// EarlierCount counts them all, HistoryMore says the history goes on.
+	Earlier      []EarlierVersionView
+	EarlierCount int
+	HistoryMore  bool
 }
 
 // EarlierVersionView is a kept earlier version of a value.
@@ -62,6 +82,34 @@ type EarlierVersionView struct {
 	Version int
 	SetBy   string
 	SetAt   time.Time
+}
+
+// PageHref is the list's page p, with the filter kept.
+func (m ValuesPage) PageHref(p int) string {
+	q := url.Values{}
+	if m.Filter != "" {
+		q.Set("filter", m.Filter)
+	}
+	if p > 1 {
+		q.Set("page", strconv.Itoa(p))
+	}
+	return withQuery(paths.Values(m.Project, m.Env), q)
+}
+
+// HistoryHref is page p of the earlier versions of name.
+func (m ValuesPage) HistoryHref(name string, p int) string {
+	q := url.Values{"history": {name}}
+	if p > 1 {
+		q.Set("versions", strconv.Itoa(p))
+	}
+	return withQuery(paths.Values(m.Project, m.Env), q) + "#values"
+}
+
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
 }
 
 // FilterText is what the filter box matches: the name and its uses.

@@ -92,7 +92,7 @@ func newStreams(a *app) *streams {
 	}
 	s.metrics.followHub(s.hub)
 	if s.fragments == nil {
-		pf := pageFragments{now: a.deps.DB.Now, activeRelease: a.deps.DB.ActiveRelease}
+		pf := pageFragments{now: a.deps.DB.Now, activeRelease: a.deps.DB.ActiveReleaseRun, releases: newReleaseCache()}
 		if a.deps.Runs != nil {
 			pf.nextCheck = a.deps.Runs.NextAutomaticCheck
 		}

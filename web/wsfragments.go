@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/skali-dev/studio/events"
@@ -48,9 +49,12 @@ func (NoFragments) EnvironmentFragments(context.Context, int64, *events.Event) (
 // with the event: the default renderer.
 type pageFragments struct {
 	now func() time.Time
-	// activeRelease returns an environment's active release (nil when
-	// none): a finished deploy's row offers a rollback unless it is that.
-	activeRelease func(ctx context.Context, envID int64) (*store.Release, error)
+	// activeRelease returns the run of an environment's active release (0
+	// when none): a finished deploy's row offers a rollback unless it is
+	// that. It is asked once per environment state, not per frame
+	// (releases).
+	activeRelease func(ctx context.Context, envID int64) (int64, error)
+	releases      *releaseCache
 	// nextCheck is when the reconciler checks a DNS-pending domain again
 	// (runs.Service.NextAutomaticCheck); nil without a reconciler.
 	nextCheck func(c store.Certificate, now time.Time) (time.Time, bool)
@@ -73,12 +77,9 @@ func (p pageFragments) EnvironmentFragments(ctx context.Context, _ int64, ev *ev
 	}
 	var active int64
 	if r := ev.Run; r != nil && views.RollbackHref(ev.Environment, r, 0) != "" && p.activeRelease != nil {
-		rel, err := p.activeRelease(ctx, ev.Environment.ID)
-		if err != nil {
+		var err error
+		if active, err = p.releases.get(ctx, ev.Environment, p.activeRelease); err != nil {
 			return nil, err
-		}
-		if rel != nil {
-			active = rel.RunID
 		}
 	}
 	now := p.now()
@@ -87,4 +88,43 @@ func (p pageFragments) EnvironmentFragments(ctx context.Context, _ int64, ev *ev
 		next, _ = p.nextCheck(*c, now)
 	}
 	return views.EnvironmentFragments(ctx, now, ev.Environment, ev.LatestRuns, ev.Run, ev.Certificate, active, next)
+}
+
+// releaseCache remembers each environment's active release run for the
+// environment's newest event: the active release changes only when a run
+// finishes, which appends an environment event, so every frame rendered
+// from the same environment state (a replay's, or one event's frames to
+// many watchers) asks the database once.
+type releaseCache struct {
+	mu      sync.Mutex
+	entries map[int64]releaseEntry
+}
+
+type releaseEntry struct {
+	seq, run int64
+}
+
+func newReleaseCache() *releaseCache { return &releaseCache{entries: map[int64]releaseEntry{}} }
+
+func (c *releaseCache) get(ctx context.Context, env *store.Environment, ask func(context.Context, int64) (int64, error)) (int64, error) {
+	if c == nil {
+		return ask(ctx, env.ID)
+	}
+	c.mu.Lock()
+	e, ok := c.entries[env.ID]
+	c.mu.Unlock()
+	if ok && e.seq == env.LastEventSeq {
+		return e.run, nil
+	}
+	run, err := ask(ctx, env.ID)
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	if len(c.entries) >= 4096 {
+		clear(c.entries)
+	}
+	c.entries[env.ID] = releaseEntry{seq: env.LastEventSeq, run: run}
+	c.mu.Unlock()
+	return run, nil
 }

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// planned is a statement a page runs, with arguments of the busy
+// environment, whose generic plan -explain prints.
+type planned struct {
+	name string
+	sql  string
+	args func(inst *installation) []any
+}
+
+// explain prints each statement's generic plan: the one PostgreSQL uses
+// for a prepared statement after five executions when it is no worse than
+// the custom plans it made, which is what a page gets under load.
+func explain(ctx context.Context, inst *installation) error {
+	conn, err := inst.db.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		return err
+	}
+	defer conn.Exec(ctx, `RESET plan_cache_mode`)
+	for i, p := range plannedStatements {
+		name := fmt.Sprintf("bench_%d", i)
+		if _, err := conn.Conn().Prepare(ctx, name, p.sql); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		args := p.args(inst)
+		if len(args) == 0 {
+			args = nil
+		}
+		ph := make([]string, len(args))
+		for j := range args {
+			ph[j] = fmt.Sprintf("$%d", j+1)
+		}
+		rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) EXECUTE "+pgx.Identifier{name}.Sanitize()+params(ph), append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		fmt.Printf("\n-- %s (generic plan)\n  %s\n", p.name, strings.Join(lines, "\n  "))
+		_ = conn.Conn().Deallocate(ctx, name)
+	}
+	return nil
+}
+
+func busy(inst *installation) []any { return []any{inst.busy.ID} }
+
+// plannedStatements are the statements of issue 41's causes, as the store
+// sends them, with the busy environment's arguments.
+var plannedStatements = []planned{
+	{"runs list, deep page", `SELECT r.id FROM runs r WHERE r.environment_id = $1 AND r.id < $2 ORDER BY r.id DESC LIMIT 20`,
+		func(i *installation) []any { return []any{i.busy.ID, i.runID - 5000} }},
+	{"runs list, by kind", `SELECT r.id FROM runs r WHERE r.environment_id = $1 AND r.kind = $2 ORDER BY r.id DESC LIMIT 20`,
+		func(i *installation) []any { return []any{i.busy.ID, "restore"} }},
+	{"runs list, by status", `SELECT r.id FROM (
+			(SELECT r.* FROM runs r WHERE r.environment_id = $1 AND r.status = $3 ORDER BY r.id DESC LIMIT $2)
+			UNION ALL (SELECT r.* FROM runs r WHERE r.environment_id = $1 AND r.status = $4 ORDER BY r.id DESC LIMIT $2)) r
+		ORDER BY r.id DESC LIMIT $2`,
+		func(i *installation) []any { return []any{i.busy.ID, 20, "failed", "cancelled"} }},
+	{"active release", `SELECT id FROM runs WHERE environment_id = $1 AND kind = 'deploy'
+		AND status IN ('succeeded', 'succeeded-with-warnings') AND revision_id IS NOT NULL ORDER BY finished_at DESC, id DESC LIMIT 1`, busy},
+	{"queued runs (metrics)", `SELECT count(*) FROM runs WHERE status IN ('pending', 'running', 'waiting')`, func(*installation) []any { return nil }},
+	{"backup alarms", `SELECT s.environment_id FROM backup_schedules s WHERE (s.fire_alarm OR s.alarm_from < $1::timestamptz)`,
+		func(*installation) []any { return []any{time.Now()} }},
+	{"last good backup", `SELECT COALESCE(b.scheduled_at, b.created_at) FROM backups b JOIN runs r ON r.id = b.run_id
+		WHERE b.environment_id = $1 AND b.deleted_at IS NULL AND r.status IN ('succeeded', 'succeeded-with-warnings')
+		ORDER BY COALESCE(b.scheduled_at, b.created_at) DESC, b.id DESC LIMIT 1`, busy},
+	{"audit, by action", `SELECT id FROM audit_events WHERE true AND action = $3 ORDER BY at DESC, id DESC OFFSET $1 LIMIT $2`,
+		func(*installation) []any { return []any{0, 51, "value.set"} }},
+	{"audit, by environment", `SELECT id FROM audit_events WHERE true AND (environment_id = $3 OR (environment_id IS NULL AND environment = '' AND project <> ''
+		AND project IN (SELECT p.name FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id = $3))) ORDER BY at DESC, id DESC OFFSET $1 LIMIT $2`,
+		func(i *installation) []any { return []any{0, 51, i.busy.ID} }},
+	{"audit, text search without a match (planned per search: custom plan shown by EXPLAIN of the literal)",
+		`SELECT id FROM audit_events WHERE true AND audit_text(audit_events) LIKE '%' || lower($3) || '%' ORDER BY at DESC, id DESC OFFSET $1 LIMIT $2`,
+		func(*installation) []any { return []any{0, 51, "nothing-matches-this"} }},
+	{"audit actions", `WITH RECURSIVE a(action) AS (
+			(SELECT action FROM audit_events ORDER BY action LIMIT 1)
+			UNION ALL
+			SELECT (SELECT action FROM audit_events WHERE action > a.action ORDER BY action LIMIT 1) FROM a WHERE a.action IS NOT NULL)
+		SELECT a.action FROM a WHERE a.action IS NOT NULL ORDER BY a.action`, func(*installation) []any { return nil }},
+	{"earlier version counts of a page", `SELECT name, count(*) FROM value_versions WHERE environment_id = $1 AND name = ANY($2) GROUP BY name`,
+		func(i *installation) []any {
+			return []any{i.busy.ID, []string{"APP_DOMAIN_1", "SMTP_URL_2", "DATABASE_PASSWORD_3"}}
+		}},
+}
+
+func params(ph []string) string {
+	if len(ph) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(ph, ", ") + ")"
+}
