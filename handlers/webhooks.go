@@ -150,6 +150,9 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 		if d.ResponseCode != nil {
 			row.Code = strconv.Itoa(*d.ResponseCode)
 		}
+		if d.InFlightSince != nil {
+			row.InFlight = fmt.Sprintf("Attempt %d in flight since %s", d.Attempts+1, d.InFlightSince.UTC().Format("15:04:05 UTC"))
+		}
 		m.Deliveries = append(m.Deliveries, row)
 	}
 	return m, nil
