@@ -467,9 +467,11 @@ func (r *Runner) do(ctx context.Context, rc *runContext, cp store.Checkpoint) (r
 	}
 	rc.out = r.stepLog(ctx, rc, cp)
 	sctx, endStep := r.stepContext(ctx, cp.Kind)
-	res, err = r.step(sctx, rc, cp)
+	waiter := r.newStepWaiter(ctx, rc, cp, rc.out)
+	res, err = r.step(platform.WithWaiter(sctx, waiter), rc, cp)
 	yielded := ctx.Err() == nil && context.Cause(sctx) == errYielded
 	endStep()
+	waiter.close()
 	// The step's lines are stored before its outcome: a page shows the
 	// log of a failed step with its failure.
 	rc.out.Close()

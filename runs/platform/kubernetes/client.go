@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +22,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/skali-dev/studio/runs/platform"
 )
 
 // FieldManager is the one field manager of every object the Studio applies.
@@ -276,19 +279,120 @@ func Kinds() []Kind {
 		KindRoleBinding, KindNetworkPolicy, KindResourceQuota, KindCertificate, KindCertificateRequest, KindOrder, KindChallenge}
 }
 
-// do sends one request. An answer 429 (the API server's priority and
-// fairness, or a kind's storage still initializing after its CRD was
-// installed) is retried after its Retry-After, up to four times: every
-// request the driver makes is idempotent.
+// RetryWindow is how long a request is retried while the API server
+// cannot be reached or answers 5xx (a restart, an upgrade, a blink of the
+// network): as long as a database write is (store.RetryWindow).
+const RetryWindow = 45 * time.Second
+
+// retryWindow is RetryWindow; tests shorten it.
+var retryWindow = RetryWindow
+
+// UnreachableError is a request that failed for RetryWindow because the
+// API server could not be reached or kept answering 5xx.
+type UnreachableError struct {
+	Server string
+	// Cause is the last failure in a few words ("connection refused",
+	// "answered 503 Service Unavailable: …").
+	Cause string
+	Err   error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("the Kubernetes API server at %s could not be reached: %s", e.Server, e.Cause)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// failure says whether err of one request is worth trying again (the API
+// server could not be reached, or answered 429 or 5xx), and why in a few
+// words; unreachable: not an answer of the API server's admission (429).
+func failure(err error) (retry, unreachable bool, cause string) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false, false, ""
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		switch se.Code {
+		case http.StatusTooManyRequests:
+			return true, false, "answered 429 Too Many Requests"
+		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			cause = fmt.Sprintf("answered %d %s", se.Code, http.StatusText(se.Code))
+			if se.Message != "" {
+				cause += ": " + se.Message
+			}
+			return true, true, cause
+		}
+		return false, false, ""
+	}
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) {
+		return false, false, "" // a misconfiguration, not a blink
+	}
+	var sys *os.SyscallError
+	var op *net.OpError
+	var ne net.Error
+	switch {
+	case errors.As(err, &sys):
+		return true, true, sys.Err.Error()
+	case errors.As(err, &op):
+		return true, true, op.Err.Error()
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return true, true, "the connection was closed before an answer came"
+	case errors.As(err, &ne) && ne.Timeout():
+		return true, true, "no answer in time"
+	}
+	return false, false, ""
+}
+
+// do sends one request. While the API server cannot be reached or answers
+// 5xx, it is tried again with backoff for up to RetryWindow (the Waiter of
+// ctx hears that it waits, and when the API server is back); an answer 429
+// (the API server's priority and fairness, or a kind's storage still
+// initializing after its CRD was installed) is tried again after its
+// Retry-After. Every request the driver makes is idempotent (a create
+// tried again finds the object made: the callers take AlreadyExists).
+// After RetryWindow the error is an UnreachableError naming the server
+// and the last cause.
 func (c *Client) do(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
-	for attempt := 0; ; attempt++ {
+	var since time.Time
+	reported := false
+	w := platform.WaiterFrom(ctx)
+	what := "the Kubernetes API server at " + c.server
+	wait := 250 * time.Millisecond
+	for {
 		resp, err := c.doOnce(ctx, method, path, contentType, body)
-		var se *StatusError
-		if attempt >= 4 || !errors.As(err, &se) || se.Code != http.StatusTooManyRequests {
+		retry, unreachable, cause := failure(err)
+		if !retry || ctx.Err() != nil {
+			if reported && ctx.Err() == nil {
+				w.Reachable(what, since)
+			}
 			return resp, err
 		}
-		wait := time.Duration(max(se.retryAfter, 1)) * time.Second
-		t := time.NewTimer(min(wait, 2*time.Second))
+		if since.IsZero() {
+			since = time.Now()
+		}
+		if time.Since(since) >= retryWindow {
+			// Given up on: the caller fails with the cause (its Waiter
+			// hears of the server again once a request gets an answer).
+			if !unreachable {
+				return nil, err
+			}
+			return nil, &UnreachableError{Server: c.server, Cause: cause, Err: err}
+		}
+		if unreachable && w != nil && !reported {
+			reported = true
+			w.Unreachable(what, since, cause)
+		}
+		next := wait
+		var se *StatusError
+		if errors.As(err, &se) && se.retryAfter > 0 {
+			next = time.Duration(se.retryAfter) * time.Second
+		}
+		next = min(next, 2*time.Second, retryWindow-time.Since(since))
+		wait = min(wait*2, 2*time.Second)
+		t := time.NewTimer(max(next, 10*time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()
