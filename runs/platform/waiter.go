@@ -29,3 +29,26 @@ func WaiterFrom(ctx context.Context) Waiter {
 	w, _ := ctx.Value(waiterKey{}).(Waiter)
 	return w
 }
+
+// HandEdit is the fields a field manager other than the Studio (a
+// person's kubectl scale, set image or edit) owns on one of the objects
+// the Studio applies: drift that the next deploy takes back.
+type HandEdit struct {
+	Kind, Name string
+	Manager    string
+	Operation  string // Update or Apply
+	// Subresource is the subresource it wrote through ("scale"), "" for
+	// the object itself.
+	Subresource string
+	Since       time.Time
+	Fields      []string
+	// Removed: the object goes with the next deploy (the blue-green slot
+	// the next switch deletes), its hand edits with it.
+	Removed bool
+}
+
+// HandEditReader is a platform that can tell hand edits of what it
+// applied (kubernetes: from each object's managedFields).
+type HandEditReader interface {
+	HandEdits(ctx context.Context, env Env) ([]HandEdit, error)
+}

@@ -468,6 +468,21 @@ func (c *Client) Apply(ctx context.Context, k Kind, obj Object) (Object, error) 
 	return c.object(ctx, http.MethodPatch, k.path(ns, name)+"?fieldManager="+FieldManager, "application/apply-patch+yaml", body)
 }
 
+// ApplyForce is Apply with force: the fields of obj another manager owns
+// (a hand edit) become the Studio's again; fields obj does not set stay
+// theirs.
+func (c *Client) ApplyForce(ctx context.Context, k Kind, obj Object) (Object, error) {
+	md, _ := obj["metadata"].(Object)
+	name, _ := md["name"].(string)
+	ns, _ := md["namespace"].(string)
+	obj["apiVersion"], obj["kind"] = k.APIVersion, k.Kind
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	return c.object(ctx, http.MethodPatch, k.path(ns, name)+"?fieldManager="+FieldManager+"&force=true", "application/apply-patch+yaml", body)
+}
+
 // Create creates obj, and fails with the API server's 409 when an object
 // of that name exists: unlike Apply it never takes over an object someone
 // else made.
