@@ -115,8 +115,11 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 	m.ValueChanges = views.NewValueChangeViews(dp.ValueChanges)
 	m.HandEditsError = dp.HandEditsError
 	for _, h := range dp.HandEdits {
-		m.HandEdits = append(m.HandEdits, views.HandEditView{Object: h.Kind + " " + h.Name, Manager: h.Manager, Via: h.Subresource,
-			Since: h.Since.UTC().Format("2006-01-02 15:04 UTC"), Fields: h.Fields, Removed: h.Removed})
+		v := views.HandEditView{Object: h.Kind + " " + h.Name, Manager: h.Manager, Via: h.Subresource, Fields: h.Fields, Removed: h.Removed}
+		if !h.Since.IsZero() {
+			v.Since = h.Since.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		m.HandEdits = append(m.HandEdits, v)
 	}
 	if rp := dp.Release; rp != nil {
 		rv := &views.RollbackView{RunID: rp.RunID, Revision: rp.Revision, Recorded: rp.Recorded,

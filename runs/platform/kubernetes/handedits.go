@@ -23,11 +23,20 @@ type HandEdit = platform.HandEdit
 
 // handEditText is one line: who changed which fields of what, since when.
 func handEditText(h HandEdit) string {
-	via := ""
+	return fmt.Sprintf("%s %s: %s (%s) owns %s", h.Kind, h.Name, h.Manager, sinceText(h), strings.Join(h.Fields, ", "))
+}
+
+// sinceText is "through scale, since 2026-…" as far as the cluster
+// records it (a write through a subresource carries no time).
+func sinceText(h HandEdit) string {
+	var parts []string
 	if h.Subresource != "" {
-		via = " through " + h.Subresource
+		parts = append(parts, "through "+h.Subresource)
 	}
-	return fmt.Sprintf("%s %s: %s%s since %s owns %s", h.Kind, h.Name, h.Manager, via, h.Since.UTC().Format("2006-01-02 15:04:05 UTC"), strings.Join(h.Fields, ", "))
+	if !h.Since.IsZero() {
+		parts = append(parts, "since "+h.Since.UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // controllers are the field managers of Kubernetes' own controllers,
@@ -153,12 +162,7 @@ func (p *Platform) apply(ctx context.Context, k Kind, obj Object, out platform.O
 		return nil, err
 	}
 	for _, h := range takenBack(before, handEdits(k, applied)) {
-		via := ""
-		if h.Subresource != "" {
-			via = "through " + h.Subresource + ", "
-		}
-		line := fmt.Sprintf("Took back from %s (%ssince %s): %s of %s %s", h.Manager, via, h.Since.UTC().Format("2006-01-02 15:04:05 UTC"),
-			strings.Join(h.Fields, ", "), h.Kind, h.Name)
+		line := fmt.Sprintf("Took back from %s (%s): %s of %s %s", h.Manager, sinceText(h), strings.Join(h.Fields, ", "), h.Kind, h.Name)
 		out.Line(line)
 		p.Opts.Logger.Info("hand edit taken back", "namespace", ns, "kind", h.Kind, "name", h.Name, "manager", h.Manager, "fields", strings.Join(h.Fields, ", "))
 	}
