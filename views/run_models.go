@@ -244,8 +244,8 @@ type DeployPlanPage struct {
 type HandEditView struct {
 	// Object is "Deployment web"; Manager who ("kubectl", through scale).
 	Object, Manager, Via string
-	Since               string
-	Fields              []string
+	Since                string
+	Fields               []string
 	// Removed: the object goes with this deploy (a blue-green slot), its
 	// edits with it; otherwise the deploy takes the fields back.
 	Removed bool
