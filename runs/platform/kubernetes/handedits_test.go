@@ -111,3 +111,48 @@ func TestHandEditsAreListedInThePlanAndTakenBackByTheDeploy(t *testing.T) {
 		t.Errorf("after the deploy the plan still lists hand edits %+v (%v)", plan.HandEdits, err)
 	}
 }
+
+// TestHandEditsOfTheLiveBlueGreenSlotAreSaidBeforeItGoes edits the live
+// blue-green slot by hand (`kubectl set image`): the plan lists the edit as
+// removed with the deploy, and the deploy that switches to the other slot
+// says the edit went with the slot it deleted.
+func TestHandEditsOfTheLiveBlueGreenSlotAreSaidBeforeItGoes(t *testing.T) {
+	cluster := clustertest.Start(t)
+	if cluster.Kubectl == "" {
+		t.Skip("no kubectl beside the cluster's kubeconfig")
+	}
+	f := newFixture(t, strings.Replace(blueGreenManifest, "name: bg", "name: bghand", 1), "production", map[string]string{"SESSION_SECRET": secretValue})
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
+	}
+	if out, err := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "-n", f.ns, "set", "image", "deployment/web-blue", "web=registry.local/web:by-hand").CombinedOutput(); err != nil {
+		t.Fatalf("kubectl set image: %v: %s", err, out)
+	}
+	env, err := f.db.EnvironmentByID(f.ctx, f.env.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addRevision(strings.Replace(strings.Replace(blueGreenManifest, "name: bg", "name: bghand", 1), "web:1", "web:2", 1))
+	plan, err := f.svc.PlanDeploy(f.ctx, env, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, h := range plan.HandEdits {
+		if h.Kind == "Deployment" && h.Name == "web-blue" && h.Manager == "kubectl-set" && h.Removed &&
+			strings.Join(h.Fields, ",") == "spec.template.spec.containers[name=web].image" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the plan does not list kubectl-set's image of the live slot web-blue as removed with the deploy: %+v (%s)", plan.HandEdits, plan.HandEditsError)
+	}
+	run := f.deploy()
+	if run.Status != store.RunSucceeded {
+		t.Fatalf("the deploy %s: %s", run.Status, run.Reason)
+	}
+	if log := f.runLogText(run.ID); !strings.Contains(log, "Removed with this switch, with its hand edit: Deployment web-blue: kubectl-set (since ") ||
+		!strings.Contains(log, "owns spec.template.spec.containers[name=web].image") {
+		t.Errorf("the switch does not say the hand edit went with the slot:\n%s", log)
+	}
+}
