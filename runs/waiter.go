@@ -40,22 +40,22 @@ func (r *Runner) newStepWaiter(ctx context.Context, rc *runContext, cp store.Che
 	}
 	w := &stepWaiter{r: r, ctx: context.WithoutCancel(ctx), runID: rc.run.ID, lease: rc.lease, pos: cp.Position, status: status, out: out,
 		down: map[string]time.Time{}, writes: make(chan string, 16), done: make(chan struct{})}
-	go w.run()
+	go w.run(w.writes)
 	return w
 }
 
-func (w *stepWaiter) run() {
+func (w *stepWaiter) run(writes <-chan string) {
 	defer close(w.done)
-	for warning := range w.writes {
+	for warning := range writes {
 		// Newest first: a note superseded before it was written is not.
 		for more := true; more; {
 			select {
-			case next, ok := <-w.writes:
+			case next, ok := <-writes:
 				if !ok {
 					more = false
-					break
+				} else {
+					warning = next
 				}
-				warning = next
 			default:
 				more = false
 			}
