@@ -151,7 +151,10 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 			row.Code = strconv.Itoa(*d.ResponseCode)
 		}
 		if d.InFlightSince != nil {
-			row.InFlight = fmt.Sprintf("Attempt %d in flight since %s", d.Attempts+1, d.InFlightSince.UTC().Format("15:04:05 UTC"))
+			// The attempt under way counts: "sending, 1 attempt", never
+			// "pending, 0 attempts" while the endpoint holds it.
+			row.Attempts = d.Attempts + 1
+			row.InFlight = fmt.Sprintf("Attempt %d in flight since %s", row.Attempts, d.InFlightSince.UTC().Format("15:04:05 UTC"))
 		}
 		m.Deliveries = append(m.Deliveries, row)
 	}
