@@ -508,7 +508,7 @@ func DeployPlan(m DeployPlanPage) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				} else {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 52, "<p>Fields changed on the cluster by another field manager since the Studio applied them. This deploy applies with force: it takes back the fields it sets; fields it does not set stay as they are.</p><ul class=\"plain-list\">")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 52, "<p>Fields changed on the cluster by another field manager since the Studio applied them. This deploy applies with force: it takes back the fields it sets; fields it does not set stay as they are.</p><ul class=\"plain-list hand-edits\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
