@@ -346,6 +346,13 @@ func failure(err error) (retry, unreachable bool, cause string) {
 	return false, false, ""
 }
 
+// viaKubelet reports whether the API server answers path by asking a
+// node's kubelet (a pod's log, exec, port-forward, a proxy).
+func viaKubelet(path string) bool {
+	p, _, _ := strings.Cut(path, "?")
+	return strings.HasSuffix(p, "/log") || strings.HasSuffix(p, "/exec") || strings.HasSuffix(p, "/portforward") || strings.Contains(p, "/proxy")
+}
+
 // do sends one request. While the API server cannot be reached or answers
 // 5xx, it is tried again with backoff for up to RetryWindow (the Waiter of
 // ctx hears that it waits, and when the API server is back); an answer 429
@@ -364,6 +371,12 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 	for {
 		resp, err := c.doOnce(ctx, method, path, contentType, body)
 		retry, unreachable, cause := failure(err)
+		var se *StatusError
+		if retry && unreachable && errors.As(err, &se) && viaKubelet(path) {
+			// A pod's log comes from its node's kubelet: a 5xx is the
+			// kubelet's (or a node that keeps none), not the API server's.
+			retry = false
+		}
 		if !retry || ctx.Err() != nil {
 			if reported && ctx.Err() == nil {
 				w.Reachable(what, since)
@@ -386,7 +399,6 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 			w.Unreachable(what, since, cause)
 		}
 		next := wait
-		var se *StatusError
 		if errors.As(err, &se) && se.retryAfter > 0 {
 			next = time.Duration(se.retryAfter) * time.Second
 		}
