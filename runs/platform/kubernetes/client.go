@@ -54,6 +54,14 @@ type StatusError struct {
 	Message string
 	// retryAfter is the answer's Retry-After in seconds (0: none).
 	retryAfter int
+	// Causes are the answer's details.causes (a server-side apply
+	// conflict names each field and the manager that owns it).
+	Causes []StatusCause
+}
+
+// StatusCause is one cause of a refusal.
+type StatusCause struct {
+	Reason, Message, Field string
 }
 
 func (e *StatusError) Error() string {
@@ -443,9 +451,12 @@ func (c *Client) doOnce(ctx context.Context, method, path, contentType string, b
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		se := &StatusError{Code: resp.StatusCode}
 		se.retryAfter, _ = strconv.Atoi(resp.Header.Get("Retry-After"))
-		var st struct{ Reason, Message string }
+		var st struct {
+			Reason, Message string
+			Details         struct{ Causes []StatusCause }
+		}
 		if json.Unmarshal(data, &st) == nil {
-			se.Reason, se.Message = st.Reason, st.Message
+			se.Reason, se.Message, se.Causes = st.Reason, st.Message, st.Details.Causes
 		}
 		return nil, se
 	}

@@ -3,7 +3,10 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -120,57 +123,61 @@ func flattenFields(v any, prefix string) []string {
 	return out
 }
 
-// takenBack is what the apply took: the fields of before's hand edits
-// that after's no longer lists.
-func takenBack(before, after []HandEdit) []HandEdit {
-	var out []HandEdit
-	for _, b := range before {
-		var still []string
-		for _, a := range after {
-			if a.Manager == b.Manager && a.Operation == b.Operation && a.Subresource == b.Subresource {
-				still = a.Fields
-			}
-		}
-		var taken []string
-		for _, f := range b.Fields {
-			if !slices.Contains(still, f) {
-				taken = append(taken, f)
-			}
-		}
-		if len(taken) > 0 {
-			b.Fields = taken
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-// apply applies obj with force: the fields the Studio sets are its own
-// again whoever changed them by hand, and each field taken back is said on
-// out ("Took back from kubectl (through scale, since …): spec.replicas of
-// Deployment web").
+// apply applies obj; when fields it sets are owned by another manager (a
+// hand edit: the API server refuses with a conflict naming each field and
+// its manager), it applies again with force, taking exactly those fields
+// back, and says each on out ("Took back from kubectl (through scale):
+// spec.replicas of Deployment web"). No read comes first: the conflict
+// names what would be taken.
 func (p *Platform) apply(ctx context.Context, k Kind, obj Object, out platform.Output) (Object, error) {
 	md, _ := obj["metadata"].(Object)
 	name, _ := md["name"].(string)
 	ns, _ := md["namespace"].(string)
-	var before []HandEdit
-	if live, err := p.Client.Get(ctx, k, ns, name); err == nil {
-		before = handEdits(k, live)
+	applied, err := p.Client.Apply(ctx, k, obj)
+	var se *StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusConflict || len(se.Causes) == 0 {
+		return applied, err
 	}
-	applied, err := p.Client.ApplyForce(ctx, k, obj)
-	if err != nil {
+	taken := conflicts(k, name, se.Causes)
+	if applied, err = p.Client.ApplyForce(ctx, k, obj); err != nil {
 		return nil, err
 	}
-	for _, h := range takenBack(before, handEdits(k, applied)) {
-		line := fmt.Sprintf("Took back from %s (%s): %s of %s %s", h.Manager, sinceText(h), strings.Join(h.Fields, ", "), h.Kind, h.Name)
-		out.Line(line)
+	for _, h := range taken {
+		who := h.Manager
+		if h.Subresource != "" {
+			who += " (through " + h.Subresource + ")"
+		}
+		out.Line(fmt.Sprintf("Took back from %s: %s of %s %s", who, strings.Join(h.Fields, ", "), h.Kind, h.Name))
 		p.Opts.Logger.Info("hand edit taken back", "namespace", ns, "kind", h.Kind, "name", h.Name, "manager", h.Manager, "fields", strings.Join(h.Fields, ", "))
 	}
 	return applied, nil
 }
 
+var conflictManager = regexp.MustCompile(`conflict with "([^"]+)"(?: with subresource "([^"]+)")?`)
+
+// conflicts groups a server-side apply conflict's causes by manager:
+// `conflict with "kubectl" with subresource "scale" using apps/v1` on
+// field `.spec.replicas`.
+func conflicts(k Kind, name string, causes []StatusCause) []HandEdit {
+	var out []HandEdit
+	for _, c := range causes {
+		m := conflictManager.FindStringSubmatch(c.Message)
+		if m == nil {
+			continue
+		}
+		field := strings.ReplaceAll(strings.TrimPrefix(c.Field, "."), `"`, "")
+		i := slices.IndexFunc(out, func(h HandEdit) bool { return h.Manager == m[1] && h.Subresource == m[2] })
+		if i < 0 {
+			out = append(out, HandEdit{Kind: k.Kind, Name: name, Manager: m[1], Subresource: m[2]})
+			i = len(out) - 1
+		}
+		out[i].Fields = append(out[i].Fields, field)
+	}
+	return out
+}
+
 // HandEdits implements platform.HandEditReader: the fields other managers
-// own on the Deployments, Services, autoscalers and volume claims the
+// own on the Deployments, Services and autoscalers the
 // Studio applied in the environment's namespace. A blue-green slot's
 // Deployment is replaced by the next deploy (it starts the other slot,
 // switches and deletes this one): its hand edits are marked Removed.
@@ -183,7 +190,7 @@ func (p *Platform) HandEdits(ctx context.Context, env platform.Env) ([]HandEdit,
 	}
 	sel := LabelManagedBy + "=" + managedBy
 	var out []HandEdit
-	for _, k := range []Kind{KindDeployment, KindService, KindHPA, KindPVC} {
+	for _, k := range []Kind{KindDeployment, KindService, KindHPA} {
 		items, err := p.Client.List(ctx, k, ns, sel)
 		if err != nil {
 			return nil, p.apiError("listing the "+k.Kind+"s of "+ns, err)

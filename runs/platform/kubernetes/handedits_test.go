@@ -104,7 +104,7 @@ func TestHandEditsAreListedInThePlanAndTakenBackByTheDeploy(t *testing.T) {
 	}
 	log := f.runLogText(run.ID)
 	if !strings.Contains(log, "Took back from kubectl (through scale): spec.replicas of Deployment web") ||
-		!strings.Contains(log, "Took back from kubectl-set (since ") || !strings.Contains(log, "spec.template.spec.containers[name=web].image of Deployment web") {
+		!strings.Contains(log, "Took back from kubectl-set: spec.template.spec.containers[name=web].image of Deployment web") {
 		t.Errorf("the deploy's log does not say which fields it took back from whom:\n%s", log)
 	}
 	if plan, err := f.svc.PlanDeploy(f.ctx, env, 0); err != nil || len(plan.HandEdits) != 0 {
