@@ -113,6 +113,14 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 		m.FromRevision = dp.From.Number
 	}
 	m.ValueChanges = views.NewValueChangeViews(dp.ValueChanges)
+	m.HandEditsError = dp.HandEditsError
+	for _, h := range dp.HandEdits {
+		v := views.HandEditView{Object: h.Kind + " " + h.Name, Manager: h.Manager, Via: h.Subresource, Fields: h.Fields, Removed: h.Removed}
+		if !h.Since.IsZero() {
+			v.Since = h.Since.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		m.HandEdits = append(m.HandEdits, v)
+	}
 	if rp := dp.Release; rp != nil {
 		rv := &views.RollbackView{RunID: rp.RunID, Revision: rp.Revision, Recorded: rp.Recorded,
 			ComeBackEmpty: rp.ComeBackEmpty, ReleaseCommandsSince: rp.ReleaseCommandsSince}

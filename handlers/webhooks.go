@@ -166,6 +166,12 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 				}
 			}
 		}
+		if d.InFlightSince != nil {
+			// The attempt under way counts: "sending, 1 attempt", never
+			// "pending, 0 attempts" while the endpoint holds it.
+			row.Attempts = d.Attempts + 1
+			row.InFlight = fmt.Sprintf("Attempt %d in flight since %s", row.Attempts, d.InFlightSince.UTC().Format("15:04:05 UTC"))
+		}
 		m.Deliveries = append(m.Deliveries, row)
 	}
 	return m, nil
@@ -403,6 +409,7 @@ var WebhookEventGroups = []struct {
 	{"deploys", "Deploys", []string{"deploy."}},
 	{"certificates", "Certificates", []string{"certificate."}},
 	{"backups", "Backups and restores", []string{"backup.", "restore."}},
+	{"approvals", "Approvals", []string{"approval."}},
 }
 
 // expandEventGroups replaces each group:NAME of a form's events by the

@@ -163,6 +163,7 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	river.AddWorker(workers, &approvalExpiryWorker{service: s})
 	webhooks := o.Webhooks
 	webhooks.defaults()
+	webhooks.leases = &webhookLeases{cfg: s.DB.Pool.Config().ConnConfig}
 	river.AddWorker(workers, &webhookWorker{service: s, opts: &webhooks})
 	river.AddWorker(workers, &webhookSweepWorker{service: s, opts: &webhooks})
 	if o.WebhookSweepInterval == 0 {
@@ -223,6 +224,7 @@ func (s *Service) StartRiver(ctx context.Context, o RiverOptions) error {
 	superviseCtx, stopSupervising := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopSupervising = stopSupervising
 	s.supervising.Go(func() { s.superviseLeases(superviseCtx) })
+	s.supervising.Go(func() { s.superviseWebhooks(superviseCtx) })
 	return nil
 }
 
@@ -239,6 +241,9 @@ func (s *Service) StopRiver(ctx context.Context) error {
 	defer func() {
 		s.stopSupervising()
 		s.supervising.Wait()
+		if s.webhooks != nil && s.webhooks.leases != nil {
+			s.webhooks.leases.close()
+		}
 	}()
 	if err := s.river.Stop(ctx); err != nil {
 		s.Logger.Warn("shutdown: runs did not reach a safe point in time; stopping them", "err", err)
@@ -259,6 +264,23 @@ func (s *Service) superviseLeases(ctx context.Context) {
 	for {
 		if _, err := s.TakeOverLostRuns(ctx); err != nil && ctx.Err() == nil {
 			s.Logger.Warn("take over runs whose executor is gone", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// superviseWebhooks looks for delivery attempts lost with their process
+// every lostWebhookAfter and sends them again (TakeOverLostWebhooks).
+func (s *Service) superviseWebhooks(ctx context.Context) {
+	t := time.NewTicker(lostWebhookAfter)
+	defer t.Stop()
+	for {
+		if _, err := s.TakeOverLostWebhooks(ctx); err != nil && ctx.Err() == nil {
+			s.Logger.Warn("take over webhook attempts lost with their process", "err", err)
 		}
 		select {
 		case <-ctx.Done():

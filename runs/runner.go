@@ -57,6 +57,10 @@ type Runner struct {
 	// stopping: the process is shutting down; executions give their job
 	// back at the next safe point.
 	stopping atomic.Bool
+	// stopped is closed by Stop: a step that waits (for the cluster, a
+	// certificate, a rollout) stops waiting at once (yielding).
+	stopOnce sync.Once
+	stopped  chan struct{}
 }
 
 // DefaultLease is how long a run's lease lasts unless renewed.
@@ -67,7 +71,55 @@ func (r *Runner) lease() time.Duration { return cmp.Or(r.Lease, DefaultLease) }
 // Stop makes every execution of this runner give its run back at its next
 // safe point (between checkpoints, or once the step in flight is recorded),
 // for another process, or this one restarted, to resume.
-func (r *Runner) Stop() { r.stopping.Store(true) }
+// A step that only waits (see yielding) stops waiting at once: it is
+// recorded nowhere, and the next execution takes it up again.
+func (r *Runner) Stop() {
+	if !r.stopping.Swap(true) {
+		close(r.stopChan())
+	}
+}
+
+// stopChan is the channel Stop closes.
+func (r *Runner) stopChan() chan struct{} {
+	r.stopOnce.Do(func() { r.stopped = make(chan struct{}) })
+	return r.stopped
+}
+
+// errYielded means a step that waited was stopped by Stop: its checkpoint
+// stays as it was, for the next execution to take up again.
+var errYielded = errors.New("runs: the step stopped waiting: the process is shutting down")
+
+// yielding reports whether a step of kind only waits for others (the
+// cluster, cert-manager, a rollout, DNS) rather than does work in flight:
+// on a shutdown it stops waiting at once and its run is given back (it is
+// a wait in the database, not a goroutine's). A release command, a build
+// and the steps of a backup or restore are work in flight: they finish
+// (or reach their timeout) first.
+func yielding(kind string) bool {
+	switch kind {
+	case KindCheckValues, KindProvisionDatabase, KindProvisionBucket, KindIssueTLS, KindRollout, KindProbe, KindDeletePlatform:
+		return true
+	}
+	return false
+}
+
+// stepContext is the context of a step of kind: for a step that only
+// waits, one that ends when Stop is called (with errYielded as its cause).
+func (r *Runner) stepContext(ctx context.Context, kind string) (context.Context, context.CancelFunc) {
+	if !yielding(kind) {
+		return ctx, func() {}
+	}
+	sctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-r.stopChan():
+			cancel(errYielded)
+		case <-done:
+		}
+	}()
+	return sctx, func() { close(done); cancel(nil) }
+}
 
 // Result is where Execute left a run: finished, or waiting until a time.
 type Result struct {
@@ -309,6 +361,9 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 		}
 		if len(todo) > 1 {
 			res, c, err := r.doTogether(ctx, rc, todo)
+			if errors.Is(err, errYielded) {
+				return Result{WaitUntil: r.Now()}, nil
+			}
 			if err != nil {
 				return Result{}, err
 			}
@@ -319,6 +374,9 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 			continue
 		}
 		res, c, err := r.do(ctx, rc, cp)
+		if errors.Is(err, errYielded) {
+			return Result{WaitUntil: r.Now()}, nil
+		}
 		if err != nil {
 			return Result{}, err
 		}
@@ -415,10 +473,21 @@ func (r *Runner) do(ctx context.Context, rc *runContext, cp store.Checkpoint) (r
 		}
 	}
 	rc.out = r.stepLog(ctx, rc, cp)
-	res, err = r.step(ctx, rc, cp)
+	sctx, endStep := r.stepContext(ctx, cp.Kind)
+	waiter := r.newStepWaiter(ctx, rc, cp, rc.out)
+	res, err = r.step(platform.WithWaiter(sctx, waiter), rc, cp)
+	yielded := ctx.Err() == nil && context.Cause(sctx) == errYielded
+	endStep()
+	waiter.close()
 	// The step's lines are stored before its outcome: a page shows the
 	// log of a failed step with its failure.
 	rc.out.Close()
+	if yielded && (err != nil || res.status == store.CheckpointFailed) {
+		// It stopped waiting because the process shuts down: nothing of
+		// it is recorded, the next execution takes it up.
+		r.Logger.Info("step stopped waiting: shutting down; the run is given back", "run", rc.run.ID, "checkpoint", cp.Name)
+		return stepResult{}, false, errYielded
+	}
 	if err != nil {
 		return stepResult{}, false, err
 	}

@@ -103,6 +103,12 @@ type DeployPlan struct {
 	// Rollouts say, per application of the revision, whether the deploy
 	// rolls it out and why (planRollouts).
 	Rollouts []AppRollout
+	// HandEdits are the fields other field managers (a person's kubectl
+	// scale or set image) own on the objects the Studio applied: the
+	// deploy takes back those it sets, and a blue-green slot it replaces
+	// goes with its edits. HandEditsError says why they could not be read.
+	HandEdits      []platform.HandEdit
+	HandEditsError string
 }
 
 // PublishedValue is a value version an admin published in a hostname.
@@ -159,6 +165,10 @@ func (s *Service) applyPublications(ctx context.Context, env *store.Environment,
 	return withheld, nil
 }
 
+// handEditsWait bounds reading the hand edits of a plan: a cluster that
+// does not answer leaves the plan without them, saying so.
+const handEditsWait = 5 * time.Second
+
 // PlanDeploy plans a deploy of revision number (0: the latest) to env.
 func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number int) (*DeployPlan, error) {
 	latest, err := s.DB.LatestRevision(ctx, env.ProjectID)
@@ -201,6 +211,14 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 	dp.Plan = PlanDeploy(in)
 	if c, ok := s.Platform.(platform.DefinitionChecker); ok {
 		dp.Refused = append(dp.Refused, c.CheckDefinition(to.Definition)...)
+	}
+	if hr, ok := s.Platform.(platform.HandEditReader); ok && env.ActiveRevisionID != nil {
+		hctx, cancel := context.WithTimeout(ctx, handEditsWait)
+		dp.HandEdits, err = hr.HandEdits(hctx, platformEnv(env))
+		cancel()
+		if err != nil {
+			dp.HandEdits, dp.HandEditsError = nil, err.Error()
+		}
 	}
 	dp.Hostnames = HostnameExpressions(to.Definition)
 	dp.resolved = map[string]store.ResolvedHost{}

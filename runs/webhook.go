@@ -64,11 +64,16 @@ type WebhookOptions struct {
 
 	// client sends the requests: through transport, following no redirect.
 	client *http.Client
+	// leases are this process's leases of attempts in flight.
+	leases *webhookLeases
 }
 
 // WebhookArgs is the River job that delivers one webhook delivery.
 type WebhookArgs struct {
 	DeliveryID int64 `json:"delivery_id"`
+	// Resumed is how many attempts were made before this job took the
+	// delivery up (an attempt lost with its process, TakeOverLostWebhooks).
+	Resumed int `json:"resumed,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -111,7 +116,7 @@ type webhookWorker struct {
 
 // NextRetry waits the backoff of the attempt that failed.
 func (w *webhookWorker) NextRetry(job *river.Job[WebhookArgs]) time.Time {
-	i := min(max(job.Attempt-1, 0), len(w.opts.Backoff)-1)
+	i := min(max(job.Args.Resumed+job.Attempt-1, 0), len(w.opts.Backoff)-1)
 	return time.Now().Add(w.opts.Backoff[i])
 }
 
@@ -139,13 +144,24 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	if err != nil {
 		return err
 	}
-	final := job.Attempt >= job.MaxAttempts
+	final := job.Attempt >= job.MaxAttempts || job.Args.Resumed+job.Attempt >= len(w.opts.Backoff)+1
 	if ep.DisabledAt != nil {
 		return s.DB.RecordWebhookAttempt(ctx, d.ID, store.WebhookAttempt{Error: "The endpoint is turned off.", Final: true}, nil)
 	}
 	secret, err := s.Vault.WebhookSecret(ctx, ep.ID)
 	if err != nil {
 		return err
+	}
+	// The attempt's lease: held until its outcome is recorded. A process
+	// that dies mid-attempt leaves it to any other within seconds.
+	if w.opts.leases != nil {
+		held, err := w.opts.leases.hold(ctx, d.ID)
+		if err != nil || !held {
+			// The database is out of reach, or an attempt thought lost is
+			// still in flight: look again shortly, counting no attempt.
+			return river.JobSnooze(lostWebhookAfter)
+		}
+		defer w.opts.leases.release(d.ID)
 	}
 	at := w.send(ctx, ep, d, secret)
 	// A refused address is not tried again (nor is its endpoint, which

@@ -166,6 +166,96 @@ type WebhookDelivery struct {
 	LastAttemptAt *time.Time
 	RedeliveryOf  *int64
 	CreatedAt     time.Time
+	// InFlightSince is when the attempt in flight now began (nil when
+	// none): a process holds its lease (WebhookLockClass) and sends it.
+	InFlightSince *time.Time
+}
+
+// WebhookLockClass is the first key of the PostgreSQL advisory lock a
+// process holds, on a connection of its own, while an attempt of a
+// delivery is in flight; the second is WebhookLockKey of the delivery's
+// id. The lock is the attempt's lease: it ends with the process (its
+// connection closes), so an attempt whose job still looks running but
+// whose lock nobody holds was lost with its process.
+const WebhookLockClass int32 = 0x77686b31 // "whk1"
+
+// WebhookLockKey is the second key of delivery id's lock.
+func WebhookLockKey(id int64) int32 { return int32(id % (1 << 31)) }
+
+// webhookInFlight is the start of the attempt of delivery d in flight:
+// its River job running and its lock held.
+var webhookInFlight = fmt.Sprintf(`(SELECT j.attempted_at FROM river_job j
+	WHERE j.kind = 'studio_webhook' AND j.state = 'running' AND j.args @> jsonb_build_object('delivery_id', d.id)
+	  AND NOT (j.metadata ? 'cancel_attempted_at')
+	  AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+	      AND l.classid = %d::oid AND l.objid = (d.id %% 2147483648)::oid)
+	ORDER BY j.id DESC LIMIT 1)`, WebhookLockClass)
+
+// WebhookWorkKind is the kind of the River job that delivers a delivery
+// (runs.WebhookArgs).
+const WebhookWorkKind = "studio_webhook"
+
+// LostWebhookAttempt is an attempt whose River job still looks running
+// while no process holds its lease: its process died mid-attempt.
+type LostWebhookAttempt struct {
+	JobID, DeliveryID int64
+	// Attempts is how many attempts of the delivery are recorded now, the
+	// lost one included; Resend is false when the delivery needs no other
+	// attempt (it succeeded or failed for good meanwhile, or is gone).
+	Attempts int
+	Resend   bool
+}
+
+// lostWebhookAttemptError is what a lost attempt reads as on the page
+// ({n} is its number).
+const lostWebhookAttemptError = "Attempt {n} did not finish: the Studio process sending it stopped before an answer came. It is sent again with the same webhook-id (the endpoint may have received it)."
+
+// TakeOverLostWebhookAttempts finds every delivery attempt whose job has
+// looked running for longer than after while no process holds its lease,
+// records it as an attempt that did not finish, and calls requeue in the
+// same transaction (which ends the lost job and inserts the next). Jobs are
+// claimed with SKIP LOCKED and a job once handed over is marked by
+// requeue, so each lost attempt is taken over once whichever process
+// looks. It returns the deliveries taken over.
+func (db *DB) TakeOverLostWebhookAttempts(ctx context.Context, after time.Duration, requeue func(ctx context.Context, tx pgx.Tx, l LostWebhookAttempt) error) ([]int64, error) {
+	var ids []int64
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		ids = nil
+		rows, _ := tx.Query(ctx, `SELECT j.id, (j.args->>'delivery_id')::bigint FROM river_job j
+			WHERE j.kind = $1 AND j.state = 'running' AND NOT (j.metadata ? 'cancel_attempted_at')
+			  AND j.attempted_at < now() - make_interval(secs => $2)
+			  AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+			      AND l.classid = $3::oid AND l.objid = (((j.args->>'delivery_id')::bigint) % 2147483648)::oid)
+			ORDER BY j.id LIMIT 100 FOR UPDATE OF j SKIP LOCKED`, WebhookWorkKind, after.Seconds(), int64(WebhookLockClass))
+		lost, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (LostWebhookAttempt, error) {
+			var l LostWebhookAttempt
+			return l, row.Scan(&l.JobID, &l.DeliveryID)
+		})
+		if err != nil {
+			return err
+		}
+		for _, l := range lost {
+			err := tx.QueryRow(ctx, `UPDATE webhook_deliveries SET status = 'retrying', attempts = attempts + 1, response_code = NULL,
+				duration_ms = NULL, last_error = replace($3, '{n}', (attempts + 1)::text), last_attempt_at = $2
+				WHERE id = $1 AND status IN ('pending', 'retrying') RETURNING attempts`, l.DeliveryID, db.Now(), lostWebhookAttemptError).Scan(&l.Attempts)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+			case err != nil:
+				return err
+			default:
+				l.Resend = true
+			}
+			if err := requeue(ctx, tx, l); err != nil {
+				return err
+			}
+			ids = append(ids, l.DeliveryID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: take over lost webhook attempts: %w", err)
+	}
+	return ids, nil
 }
 
 // WebhookEnqueuer inserts the job that delivers a delivery, inside the
@@ -376,15 +466,16 @@ func (db *DB) SetWebhookEndpointEnabled(ctx context.Context, a Actor, w *Webhook
 	return nil
 }
 
-const webhookDeliveryColumns = `d.id, d.endpoint_id, d.message_id, d.event, d.data, d.occurred_at, d.status, d.attempts,
-	d.response_code, d.duration_ms, d.last_error, d.last_attempt_at, d.redelivery_of, d.created_at`
+var webhookDeliveryColumns = `d.id, d.endpoint_id, d.message_id, d.event, d.data, d.occurred_at, d.status, d.attempts,
+	d.response_code, d.duration_ms, d.last_error, d.last_attempt_at, d.redelivery_of, d.created_at,
+	CASE WHEN d.status IN ('pending', 'retrying') THEN ` + webhookInFlight + ` END`
 
 func collectWebhookDelivery(row pgx.CollectableRow) (WebhookDelivery, error) {
 	var d WebhookDelivery
 	var data []byte
 	var ms *int64
 	err := row.Scan(&d.ID, &d.EndpointID, &d.MessageID, &d.Event, &data, &d.OccurredAt, &d.Status, &d.Attempts,
-		&d.ResponseCode, &ms, &d.LastError, &d.LastAttemptAt, &d.RedeliveryOf, &d.CreatedAt)
+		&d.ResponseCode, &ms, &d.LastError, &d.LastAttemptAt, &d.RedeliveryOf, &d.CreatedAt, &d.InFlightSince)
 	if err != nil {
 		return d, err
 	}

@@ -254,6 +254,22 @@ type DeployPlanPage struct {
 	ValueChanges []ValueChangeView
 	// Release is the earlier deploy a rollback deploys again; nil otherwise.
 	Release *RollbackView
+	// HandEdits are fields other field managers own on the Studio's
+	// objects (drift the deploy takes back); HandEditsError says why they
+	// could not be read.
+	HandEdits      []HandEditView
+	HandEditsError string
+}
+
+// HandEditView is one object's fields another manager owns.
+type HandEditView struct {
+	// Object is "Deployment web"; Manager who ("kubectl", through scale).
+	Object, Manager, Via string
+	Since                string
+	Fields               []string
+	// Removed: the object goes with this deploy (a blue-green slot), its
+	// edits with it; otherwise the deploy takes the fields back.
+	Removed bool
 }
 
 // PublicValueView is a value a hostname would publish, by name.

@@ -59,6 +59,9 @@ type WebhookDeliveryRow struct {
 	Error      string
 	When       string
 	Redelivery bool
+	// InFlight says the attempt a process is sending now ("attempt 2 in
+	// flight since 12:04:10 UTC"); empty when none is.
+	InFlight string
 }
 
 // WebhookEventChoice is an event type of the form, checked or not.

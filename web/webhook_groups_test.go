@@ -23,7 +23,7 @@ func TestWebhookEventsChosenByGroup(t *testing.T) {
 	t.Cleanup(receiver.Close)
 	const page = "/projects/plain/environments/production/webhooks"
 	_, form := s.Get(t, admin, page)
-	for _, g := range []string{"group:all", "group:deploys", "group:certificates", "group:backups"} {
+	for _, g := range []string{"group:all", "group:deploys", "group:certificates", "group:backups", "group:approvals"} {
 		if !strings.Contains(form, `value="`+g+`"`) {
 			t.Errorf("the form offers no %s", g)
 		}

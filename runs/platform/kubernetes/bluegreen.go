@@ -86,7 +86,7 @@ func (p *Platform) rolloutBlueGreen(ctx context.Context, n envNames, app string,
 			out.Line(fmt.Sprintf("starting the %s Deployment of %s beside the %s one, which serves until it is ready", target, app, live))
 		}
 	}
-	dep, err := p.Client.Apply(ctx, KindDeployment, slotDeployment(base, app, target, hash))
+	dep, err := p.apply(ctx, KindDeployment, slotDeployment(base, app, target, hash), out)
 	if err != nil {
 		return p.apiError("applying the "+target+" Deployment of "+app, err)
 	}
@@ -106,7 +106,7 @@ func (p *Platform) rolloutBlueGreen(ctx context.Context, n envNames, app string,
 				return p.apiError("scaling the "+target+" Deployment of "+app, err)
 			}
 		}
-		if _, err := p.Client.Apply(ctx, KindHPA, autoscalerOf(n, app, a, p, dnsName(app, target))); err != nil {
+		if _, err := p.apply(ctx, KindHPA, autoscalerOf(n, app, a, p, dnsName(app, target)), out); err != nil {
 			return p.apiError("applying the autoscaler of "+app, err)
 		}
 	}
@@ -115,7 +115,7 @@ func (p *Platform) rolloutBlueGreen(ctx context.Context, n envNames, app string,
 	}
 	s := service(n, app, a, p)
 	s["spec"].(Object)["selector"].(Object)[LabelSlot] = target
-	if _, err := p.Client.Apply(ctx, KindService, s); err != nil {
+	if _, err := p.apply(ctx, KindService, s, out); err != nil {
 		return p.apiError("switching the Service of "+app, err)
 	}
 	if target != live {
@@ -137,6 +137,10 @@ func (p *Platform) dropDeployments(ctx context.Context, n envNames, app, keep st
 		name := str(d, "metadata", "name")
 		if name == keep {
 			continue
+		}
+		// Hand edits of the slot go with it: said, not dropped silently.
+		for _, h := range handEdits(KindDeployment, d) {
+			out.Line("Removed with this switch, with its hand edit: " + handEditText(h))
 		}
 		if err := p.Client.Delete(ctx, KindDeployment, n.namespace, name); err != nil {
 			return p.apiError("deleting the Deployment "+name+" of "+app, err)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +22,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/skali-dev/studio/runs/platform"
 )
 
 // FieldManager is the one field manager of every object the Studio applies.
@@ -51,6 +54,14 @@ type StatusError struct {
 	Message string
 	// retryAfter is the answer's Retry-After in seconds (0: none).
 	retryAfter int
+	// Causes are the answer's details.causes (a server-side apply
+	// conflict names each field and the manager that owns it).
+	Causes []StatusCause
+}
+
+// StatusCause is one cause of a refusal.
+type StatusCause struct {
+	Reason, Message, Field string
 }
 
 func (e *StatusError) Error() string {
@@ -276,19 +287,132 @@ func Kinds() []Kind {
 		KindRoleBinding, KindNetworkPolicy, KindResourceQuota, KindCertificate, KindCertificateRequest, KindOrder, KindChallenge}
 }
 
-// do sends one request. An answer 429 (the API server's priority and
-// fairness, or a kind's storage still initializing after its CRD was
-// installed) is retried after its Retry-After, up to four times: every
-// request the driver makes is idempotent.
+// RetryWindow is how long a request is retried while the API server
+// cannot be reached or answers 5xx (a restart, an upgrade, a blink of the
+// network): as long as a database write is (store.RetryWindow).
+const RetryWindow = 45 * time.Second
+
+// retryWindow is RetryWindow; tests shorten it.
+var retryWindow = RetryWindow
+
+// UnreachableError is a request that failed for RetryWindow because the
+// API server could not be reached or kept answering 5xx.
+type UnreachableError struct {
+	Server string
+	// Cause is the last failure in a few words ("connection refused",
+	// "answered 503 Service Unavailable: …").
+	Cause string
+	Err   error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("the Kubernetes API server at %s could not be reached: %s", e.Server, e.Cause)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// failure says whether err of one request is worth trying again (the API
+// server could not be reached, or answered 429 or 5xx), and why in a few
+// words; unreachable: not an answer of the API server's admission (429).
+func failure(err error) (retry, unreachable bool, cause string) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false, false, ""
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		switch se.Code {
+		case http.StatusTooManyRequests:
+			return true, false, "answered 429 Too Many Requests"
+		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			cause = fmt.Sprintf("answered %d %s", se.Code, http.StatusText(se.Code))
+			if se.Message != "" {
+				cause += ": " + se.Message
+			}
+			return true, true, cause
+		}
+		return false, false, ""
+	}
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) {
+		return false, false, "" // a misconfiguration, not a blink
+	}
+	var sys *os.SyscallError
+	var op *net.OpError
+	var ne net.Error
+	switch {
+	case errors.As(err, &sys):
+		return true, true, sys.Err.Error()
+	case errors.As(err, &op):
+		return true, true, op.Err.Error()
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return true, true, "the connection was closed before an answer came"
+	case errors.As(err, &ne) && ne.Timeout():
+		return true, true, "no answer in time"
+	}
+	return false, false, ""
+}
+
+// viaKubelet reports whether the API server answers path by asking a
+// node's kubelet (a pod's log, exec, port-forward, a proxy).
+func viaKubelet(path string) bool {
+	p, _, _ := strings.Cut(path, "?")
+	return strings.HasSuffix(p, "/log") || strings.HasSuffix(p, "/exec") || strings.HasSuffix(p, "/portforward") || strings.Contains(p, "/proxy")
+}
+
+// do sends one request. While the API server cannot be reached or answers
+// 5xx, it is tried again with backoff for up to RetryWindow (the Waiter of
+// ctx hears that it waits, and when the API server is back); an answer 429
+// (the API server's priority and fairness, or a kind's storage still
+// initializing after its CRD was installed) is tried again after its
+// Retry-After. Every request the driver makes is idempotent (a create
+// tried again finds the object made: the callers take AlreadyExists).
+// After RetryWindow the error is an UnreachableError naming the server
+// and the last cause.
 func (c *Client) do(ctx context.Context, method, path, contentType string, body []byte) (*http.Response, error) {
-	for attempt := 0; ; attempt++ {
+	var since time.Time
+	reported := false
+	w := platform.WaiterFrom(ctx)
+	what := "the Kubernetes API server at " + c.server
+	wait := 250 * time.Millisecond
+	for {
 		resp, err := c.doOnce(ctx, method, path, contentType, body)
+		retry, unreachable, cause := failure(err)
 		var se *StatusError
-		if attempt >= 4 || !errors.As(err, &se) || se.Code != http.StatusTooManyRequests {
+		if retry && unreachable && errors.As(err, &se) && viaKubelet(path) {
+			// A pod's log comes from its node's kubelet: a 5xx is the
+			// kubelet's (or a node that keeps none), not the API server's.
+			retry = false
+		}
+		if !retry || ctx.Err() != nil {
+			if reported && ctx.Err() == nil {
+				w.Reachable(what, since)
+			}
 			return resp, err
 		}
-		wait := time.Duration(max(se.retryAfter, 1)) * time.Second
-		t := time.NewTimer(min(wait, 2*time.Second))
+		if since.IsZero() {
+			since = time.Now()
+		}
+		if time.Since(since) >= retryWindow {
+			// Given up on: the caller fails with the cause (its Waiter
+			// hears of the server again once a request gets an answer).
+			if !unreachable {
+				return nil, err
+			}
+			return nil, &UnreachableError{Server: c.server, Cause: cause, Err: err}
+		}
+		if unreachable && w != nil && !reported {
+			reported = true
+			w.Unreachable(what, since, cause)
+		}
+		next := wait
+		if errors.As(err, &se) && se.retryAfter > 0 {
+			next = time.Duration(se.retryAfter) * time.Second
+		}
+		next = min(next, 2*time.Second, retryWindow-time.Since(since))
+		wait = min(wait*2, 2*time.Second)
+		t := time.NewTimer(max(next, 10*time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -327,9 +451,12 @@ func (c *Client) doOnce(ctx context.Context, method, path, contentType string, b
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		se := &StatusError{Code: resp.StatusCode}
 		se.retryAfter, _ = strconv.Atoi(resp.Header.Get("Retry-After"))
-		var st struct{ Reason, Message string }
+		var st struct {
+			Reason, Message string
+			Details         struct{ Causes []StatusCause }
+		}
 		if json.Unmarshal(data, &st) == nil {
-			se.Reason, se.Message = st.Reason, st.Message
+			se.Reason, se.Message, se.Causes = st.Reason, st.Message, st.Details.Causes
 		}
 		return nil, se
 	}
@@ -362,6 +489,21 @@ func (c *Client) Apply(ctx context.Context, k Kind, obj Object) (Object, error) 
 		return nil, err
 	}
 	return c.object(ctx, http.MethodPatch, k.path(ns, name)+"?fieldManager="+FieldManager, "application/apply-patch+yaml", body)
+}
+
+// ApplyForce is Apply with force: the fields of obj another manager owns
+// (a hand edit) become the Studio's again; fields obj does not set stay
+// theirs.
+func (c *Client) ApplyForce(ctx context.Context, k Kind, obj Object) (Object, error) {
+	md, _ := obj["metadata"].(Object)
+	name, _ := md["name"].(string)
+	ns, _ := md["namespace"].(string)
+	obj["apiVersion"], obj["kind"] = k.APIVersion, k.Kind
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	return c.object(ctx, http.MethodPatch, k.path(ns, name)+"?fieldManager="+FieldManager+"&force=true", "application/apply-patch+yaml", body)
 }
 
 // Create creates obj, and fails with the API server's 409 when an object

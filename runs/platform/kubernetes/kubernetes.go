@@ -682,19 +682,19 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 	}
 	defer clear(values)
 	for vol, v := range a.Volumes {
-		if _, err := p.Client.Apply(ctx, KindPVC, volumeClaim(n, app, vol, v, p)); err != nil {
+		if _, err := p.apply(ctx, KindPVC, volumeClaim(n, app, vol, v, p), out); err != nil {
 			return p.apiError("applying volume "+vol+" of "+app, err)
 		}
 	}
 	if svc := service(n, app, a, p); svc != nil && !blueGreen(a) {
-		if _, err := p.Client.Apply(ctx, KindService, svc); err != nil {
+		if _, err := p.apply(ctx, KindService, svc, out); err != nil {
 			return p.apiError("applying the Service of "+app, err)
 		}
 	}
 	if p.Opts.Gateway != "" {
 		for _, rn := range sortedRoutes(a) {
 			for _, o := range httpRoutes(n, app, rn, a, values, p) {
-				if _, err := p.Client.Apply(ctx, KindHTTPRoute, o); err != nil {
+				if _, err := p.apply(ctx, KindHTTPRoute, o, out); err != nil {
 					return p.apiError("applying route "+rn+" of "+app, err)
 				}
 			}
@@ -703,12 +703,12 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 	if blueGreen(a) {
 		return p.rolloutBlueGreen(ctx, n, app, a, valuesVersion, out)
 	}
-	dep, err := p.Client.Apply(ctx, KindDeployment, withValuesVersion(deployment(n, app, a, p), valuesVersion))
+	dep, err := p.apply(ctx, KindDeployment, withValuesVersion(deployment(n, app, a, p), valuesVersion), out)
 	if err != nil {
 		return p.apiError("applying the Deployment of "+app, err)
 	}
 	if a.Scaling.TargetCPUUtilization > 0 {
-		if _, err := p.Client.Apply(ctx, KindHPA, autoscaler(n, app, a, p)); err != nil {
+		if _, err := p.apply(ctx, KindHPA, autoscaler(n, app, a, p), out); err != nil {
 			return p.apiError("applying the autoscaler of "+app, err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/skali-dev/studio/runs/platform"
 )
 
 // watchHub keeps one watch per kind and environment namespace, on the
@@ -33,6 +35,63 @@ type kindWatch struct {
 	subs   map[string]map[chan Object]struct{} // name ("" for all) → followers
 	users  int                                 // subscriptions, under watchHub.mu
 	cancel context.CancelFunc
+	// waiters are the followers' Waiters: they hear when the watch
+	// cannot reach the API server, and when it can again (down, since
+	// and what say whether it cannot now).
+	waiters   map[platform.Waiter]int
+	down      bool
+	since     time.Time
+	what, why string
+}
+
+// Unreachable implements platform.Waiter for the watch's own requests.
+func (kw *kindWatch) Unreachable(what string, since time.Time, cause string) {
+	kw.mu.Lock()
+	defer kw.mu.Unlock()
+	if kw.down {
+		return // still: since stays the first failure's
+	}
+	kw.down, kw.since, kw.what, kw.why = true, since, what, cause
+	for w := range kw.waiters {
+		w.Unreachable(what, since, cause)
+	}
+}
+
+// Reachable implements platform.Waiter.
+func (kw *kindWatch) Reachable(what string, since time.Time) {
+	kw.mu.Lock()
+	defer kw.mu.Unlock()
+	if !kw.down {
+		return
+	}
+	kw.down = false
+	for w := range kw.waiters {
+		w.Reachable(what, kw.since)
+	}
+}
+
+// addWaiter makes w hear of the watch's reach until the returned func is
+// called; a watch that cannot reach the API server now says so at once.
+func (kw *kindWatch) addWaiter(w platform.Waiter) func() {
+	if w == nil {
+		return func() {}
+	}
+	kw.mu.Lock()
+	defer kw.mu.Unlock()
+	if kw.waiters == nil {
+		kw.waiters = map[platform.Waiter]int{}
+	}
+	kw.waiters[w]++
+	if kw.down {
+		w.Unreachable(kw.what, kw.since, kw.why)
+	}
+	return func() {
+		kw.mu.Lock()
+		defer kw.mu.Unlock()
+		if kw.waiters[w]--; kw.waiters[w] <= 0 {
+			delete(kw.waiters, w)
+		}
+	}
 }
 
 // acquire returns the namespace's watch of the kind, started when nobody
@@ -49,7 +108,7 @@ func (h *watchHub) acquire(k Kind, namespace string) (*kindWatch, func()) {
 		ctx, cancel := context.WithCancel(h.ctx)
 		kw = &kindWatch{subs: map[string]map[chan Object]struct{}{}, cancel: cancel}
 		h.kinds[key] = kw
-		go h.run(ctx, k, namespace, kw)
+		go h.run(platform.WithWaiter(ctx, kw), k, namespace, kw)
 	}
 	kw.users++
 	return kw, func() {
@@ -115,6 +174,7 @@ func (h *watchHub) run(ctx context.Context, k Kind, namespace string, kw *kindWa
 func (h *watchHub) follow(ctx context.Context, k Kind, namespace, name string, seen func(Object) (bool, error)) error {
 	ch, unsubscribe := h.subscribe(k, namespace, name)
 	defer unsubscribe()
+	defer h.hearReach(ctx, k, namespace)()
 	// Subscribed first, then read: no version between the two is missed.
 	o, err := h.client.Get(ctx, k, namespace, name)
 	if err != nil {
@@ -136,6 +196,23 @@ func (h *watchHub) follow(ctx context.Context, k Kind, namespace, name string, s
 			}
 		}
 	}
+}
+
+// hearReach makes the Waiter of ctx hear whether the namespace's watch of
+// the kind reaches the API server, until the returned func is called (the
+// caller holds a subscription, so the watch exists).
+func (h *watchHub) hearReach(ctx context.Context, k Kind, namespace string) func() {
+	w := platform.WaiterFrom(ctx)
+	if w == nil {
+		return func() {}
+	}
+	h.mu.Lock()
+	kw := h.kinds[k.Resource+" "+namespace]
+	h.mu.Unlock()
+	if kw == nil {
+		return func() {}
+	}
+	return kw.addWaiter(w)
 }
 
 // subscribe returns a channel that receives the newest version of the
