@@ -637,22 +637,33 @@ func runRuns(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprint(stderr, usage)
 		return exitRefused
 	}
-	u, err := url.Parse(fs.Arg(0))
-	if err != nil || u.Host == "" || !strings.Contains(u.Path, "/runs/") {
-		fmt.Fprintf(stderr, "studio runs watch: %q is not a run's address, such as https://studio.example.com/projects/p/environments/e/runs/12\n", fs.Arg(0))
+	c, path, ok := runAPITarget("watch", fs.Arg(0), stderr)
+	if !ok {
 		return exitRefused
-	}
-	c, err := newAPIClient(u.Scheme + "://" + u.Host)
-	if err != nil {
-		fmt.Fprintf(stderr, "studio runs watch: %v\n", err)
-		return exitRefused
-	}
-	path := strings.TrimRight(u.EscapedPath(), "/")
-	if !strings.HasPrefix(path, "/api/v1/") {
-		path = "/api/v1" + path
 	}
 	f := &follower{c: c, out: stdout, errOut: stderr, stdin: stdin, asJSON: *asJSON, terminal: isTerminal(stdout), interactive: isTerminal(stdin) && isTerminal(stdout), poll: *poll}
 	return f.follow(ctx, path)
+}
+
+// runAPITarget reads a run's page (or API) address: the client of its
+// Studio and the run's API path. A bad address is said on stderr, with the
+// command's name (studio runs VERB), and ok is false.
+func runAPITarget(verb, arg string, stderr io.Writer) (c *apiClient, path string, ok bool) {
+	u, err := url.Parse(arg)
+	if err != nil || u.Host == "" || !strings.Contains(u.Path, "/runs/") {
+		fmt.Fprintf(stderr, "studio runs %s: %q is not a run's address, such as https://studio.example.com/projects/p/environments/e/runs/12\n", verb, arg)
+		return nil, "", false
+	}
+	c, err = newAPIClient(u.Scheme + "://" + u.Host)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio runs %s: %v\n", verb, err)
+		return nil, "", false
+	}
+	path = strings.TrimRight(u.EscapedPath(), "/")
+	if !strings.HasPrefix(path, "/api/v1/") {
+		path = "/api/v1" + path
+	}
+	return c, path, true
 }
 
 // runApprove implements `studio runs approve RUN_URL`: the token's owner
@@ -672,19 +683,9 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer, us
 		fmt.Fprint(stderr, usage)
 		return exitRefused
 	}
-	u, err := url.Parse(fs.Arg(0))
-	if err != nil || u.Host == "" || !strings.Contains(u.Path, "/runs/") {
-		fmt.Fprintf(stderr, "studio runs approve: %q is not a run's address, such as https://studio.example.com/projects/p/environments/e/runs/12\n", fs.Arg(0))
+	c, path, ok := runAPITarget("approve", fs.Arg(0), stderr)
+	if !ok {
 		return exitRefused
-	}
-	c, err := newAPIClient(u.Scheme + "://" + u.Host)
-	if err != nil {
-		fmt.Fprintf(stderr, "studio runs approve: %v\n", err)
-		return exitRefused
-	}
-	path := strings.TrimRight(u.EscapedPath(), "/")
-	if !strings.HasPrefix(path, "/api/v1/") {
-		path = "/api/v1" + path
 	}
 	var run apiRun
 	if err := c.call(ctx, "POST", path+"/approve", map[string]string{"comment": *comment}, &run); err != nil {
