@@ -24,7 +24,7 @@ func TestTopLevelPathsAreServed(t *testing.T) {
 	}
 
 	admin := s.SignInLocal(t)
-	for _, p := range []string{paths.Home, paths.Validate, paths.Audit, paths.AuditFiltered(url.Values{"action": {"sign-in"}}.Encode()), paths.Admin, paths.Tokens, paths.NewProject} {
+	for _, p := range []string{paths.Home, paths.Validate, paths.Audit, paths.Approvals, paths.AuditFiltered(url.Values{"action": {"sign-in"}}.Encode()), paths.Admin, paths.Tokens, paths.NewProject} {
 		if status, _ := s.Get(t, admin, p); status != http.StatusOK {
 			t.Errorf("GET %s as admin = %d, want 200", p, status)
 		}
@@ -39,7 +39,7 @@ func TestTopLevelPathsAreServed(t *testing.T) {
 	for _, m := range regexp.MustCompile(`href="([^"]*)"`).FindAllStringSubmatch(nav[1], -1) {
 		got = append(got, m[1])
 	}
-	want := []string{paths.Home, paths.Validate, paths.Audit, paths.Tokens, paths.Admin}
+	want := []string{paths.Home, paths.Validate, paths.Audit, paths.Approvals, paths.Tokens, paths.Admin}
 	if len(got) != len(want) {
 		t.Fatalf("top bar links %q, want %q", got, want)
 	}
