@@ -53,6 +53,9 @@ type ProtectionInput struct {
 	Wait         string   `json:"wait"`
 	Expires      string   `json:"expires"`
 	Bypass       string   `json:"bypass"`
+	// FreezeWindows, when sent, replace the environment's freeze windows
+	// (the API; approvals 0 with them: the windows only).
+	FreezeWindows *[]runs.FreezeInput `json:"freeze_windows,omitempty"`
 }
 
 // rule turns in into a store rule: approvers are members' emails or
