@@ -167,7 +167,9 @@ func FrozenAt(windows []store.FreezeWindow, t time.Time) (Freeze, bool) {
 	if f.Until.IsZero() {
 		return f, false
 	}
-	for i := 0; i < 100; i++ {
+	// Followed at most 10 windows on: a cron window longer than its period
+	// (every minute, for 2h) is frozen for ever, and says the tenth end.
+	for i := 0; i < 10; i++ {
 		next := f.Until
 		for _, w := range windows {
 			if end, ok := windowEnd(w, f.Until); ok && end.After(next) {
