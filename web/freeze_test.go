@@ -46,7 +46,7 @@ func TestFreezeWindowFormRefusesABadCronAndAFrozenEnvironmentCountsDown(t *testi
 		t.Fatalf("save window: %d\n%s", resp.StatusCode, pageMain(body))
 	}
 	_, page := s.Get(t, admin, envPath)
-	if !strings.Contains(page, `data-testid="frozen"`) || !strings.Contains(page, "frozen until ") || !strings.Contains(page, " UTC,") ||
+	if !strings.Contains(page, `data-testid="frozen"`) || !strings.Contains(page, "<strong>Frozen</strong> until ") || !strings.Contains(page, " UTC,") ||
 		!strings.Contains(page, ">in 2 h ") {
 		t.Fatalf("environment page does not count the freeze down:\n%s", frozenPart(page))
 	}
