@@ -1380,7 +1380,7 @@ func FreezeCard(project, env string, f FreezeForm) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 135, "<p class=\"hint\">Empty a window's fields to remove it. Cron fields: minute hour day-of-month month day-of-week, such as 0 18 * * 5 (Fridays 18:00 UTC) for 60h.</p><div class=\"actions\"><button class=\"button button-primary\" type=\"submit\">Save freeze windows</button></div></form></div></div>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 135, "<p class=\"subtle freeze-hint\">Empty a window's fields to remove it. Cron fields: minute hour day-of-month month day-of-week, such as 0 18 * * 5 (Fridays 18:00 UTC) for 60h.</p><div class=\"actions\"><button class=\"button button-primary\" type=\"submit\">Save freeze windows</button></div></form></div></div>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
