@@ -64,6 +64,20 @@ func TestFreezeWindowFormRefusesABadCronAndAFrozenEnvironmentCountsDown(t *testi
 	}
 	runPath := resp.Header.Get("Location")
 	assertAudit(t, s, "deploy.started", "run "+runPath[strings.LastIndex(runPath, "/")+1:], "security fix")
+
+	// A window that delays: the deploy waits, the runs list says until when.
+	s.CreateEnvironment(t, plainManifestForFreeze, "staging")
+	const stagingPath = "/projects/shop/environments/staging"
+	fixed.Set("freeze_action", "wait")
+	if resp, body := s.PostForm(t, admin, stagingPath+"/protection", fixed); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("save staging window: %d\n%s", resp.StatusCode, pageMain(body))
+	}
+	if resp, body := s.PostForm(t, admin, stagingPath+"/deploys", url.Values{}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("deploy in a waiting window: %d\n%s", resp.StatusCode, pageMain(body))
+	}
+	if _, list := s.Get(t, admin, stagingPath+"/runs"); !strings.Contains(list, `data-run-status="waiting"`) || !strings.Contains(list, "frozen until ") {
+		t.Fatalf("runs list does not say the run is frozen:\n%s", pageMain(list))
+	}
 }
 
 const plainManifestForFreeze = `name: shop
