@@ -101,3 +101,28 @@ func TestARefusingFreezeWindowAndTheAdminOverride(t *testing.T) {
 		t.Fatalf("audited override %q %v", reason, err)
 	}
 }
+
+// On a protected environment a delaying window applies when the approvals
+// are met: the approval that meets the rule schedules the job at the
+// window's end.
+func TestApprovalsMetInAFreezeWindowStartTheRunAtItsEnd(t *testing.T) {
+	f := newFixture(t, plainManifest, nil)
+	f.db.Now = time.Now
+	p := f.people("alice", "bob")
+	f.protect(store.ProtectionRule{Approvals: 1, ApproverRole: store.RoleDeployer})
+	end := time.Now().Add(time.Hour).Truncate(time.Minute)
+	f.freeze(runs.FreezeInput{From: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), To: end.UTC().Format(time.RFC3339)})
+	svc := runs.NewService(f.db, f.vault, f.local, time.Now, nil)
+	startRiver(t, svc)
+	run, err := svc.StartDeploy(f.ctx, store.Actor{User: p[0]}, f.reloadEnv(), runs.DeployRequest{})
+	if err != nil || run.Status != store.RunWaiting || run.PlanDigest == "" {
+		t.Fatalf("deploy: %v %+v, want waiting for approval", err, run)
+	}
+	out, err := svc.Approve(f.ctx, store.Actor{User: p[1]}, f.env, run.ID, run.PlanDigest, "")
+	if err != nil || !out.Started || !out.StartsAt.Equal(end) {
+		t.Fatalf("approval: %v %+v, want started at the window's end %v", err, out, end)
+	}
+	if at, ok, err := f.db.RunJobScheduledAt(f.ctx, run.ID); err != nil || !ok || !at.Equal(end) {
+		t.Fatalf("job at %v (%v %v), want %v", at, ok, err, end)
+	}
+}
