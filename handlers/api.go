@@ -370,6 +370,9 @@ type deployBody struct {
 	Confirm            string `json:"confirm,omitempty"`
 	Redeploy           bool   `json:"redeploy,omitempty"`
 	ConfirmPublicValue string `json:"confirm_public_value,omitempty"`
+	// FreezeOverride is an installation admin's reason to deploy during
+	// a freeze window.
+	FreezeOverride string `json:"freeze_override,omitempty"`
 	// Release rolls back to that earlier successful deploy (its run id):
 	// its revision and value versions.
 	Release int64 `json:"release,omitempty"`
@@ -401,7 +404,7 @@ func (h *API) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 	}
 	run, err := svc.StartDeploy(r.Context(), ActorOf(r), env, runs.DeployRequest{Revision: body.Revision,
 		Confirm: strings.TrimSpace(body.Confirm), Redeploy: body.Redeploy, ConfirmPublicValue: strings.TrimSpace(body.ConfirmPublicValue),
-		Release: body.Release, Role: role})
+		Release: body.Release, Role: role, FreezeOverride: strings.TrimSpace(body.FreezeOverride)})
 	var refusal *runs.DeployRefusal
 	if errors.As(err, &refusal) {
 		field := refusal.Field

@@ -3,8 +3,10 @@ package handlers
 import (
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -17,6 +19,10 @@ type APIProtection struct {
 	Wait         string   `json:"wait"`
 	Expires      string   `json:"expires"`
 	Bypass       string   `json:"bypass"`
+	// FreezeWindows are the environment's freeze windows; FrozenUntil is
+	// when the one open now ends (omitted when none is).
+	FreezeWindows []runs.FreezeInput `json:"freeze_windows"`
+	FrozenUntil   *time.Time         `json:"frozen_until,omitempty"`
 }
 
 // APIApproval is what a run waiting for approval waits for.
@@ -37,6 +43,18 @@ type APIDecision struct {
 
 func (h *API) protection(r *http.Request, env *store.Environment) (APIProtection, error) {
 	out := APIProtection{Approvers: []string{}, Wait: "0s", Expires: DurationText(store.DefaultApprovalExpiry), Bypass: string(store.BypassNobody)}
+	windows, err := h.DB.FreezeWindows(r.Context(), env.ID)
+	if err != nil {
+		return out, err
+	}
+	out.FreezeWindows = []runs.FreezeInput{}
+	for _, w := range windows {
+		out.FreezeWindows = append(out.FreezeWindows, runs.FreezeInputOf(w))
+	}
+	if fz, ok := runs.FrozenAt(windows, time.Now()); ok {
+		u := fz.Until.UTC()
+		out.FrozenUntil = &u
+	}
 	rule, err := h.DB.ProtectionRule(r.Context(), env.ID)
 	if err != nil || rule == nil {
 		return out, err
@@ -81,10 +99,24 @@ func (h *API) SetProtection(w http.ResponseWriter, r *http.Request) error {
 	if err := readJSON(r, &in); err != nil {
 		return err
 	}
+	var windows []store.FreezeWindow
+	if in.FreezeWindows != nil {
+		// Checked before anything is stored: a bad window changes nothing.
+		if windows, err = runs.CheckFreezeWindows(*in.FreezeWindows); err != nil {
+			WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The freeze windows were refused", Detail: err.Error()})
+			return nil
+		}
+	}
 	p := &Protection{Base: h.Base}
-	rule, err := p.rule(r.Context(), env, in)
-	if err == nil {
-		err = h.DB.PutProtectionRule(r.Context(), ActorOf(r), env, rule)
+	if in.Approvals != 0 || in.FreezeWindows == nil {
+		var rule store.ProtectionRule
+		rule, err = p.rule(r.Context(), env, in)
+		if err == nil {
+			err = h.DB.PutProtectionRule(r.Context(), ActorOf(r), env, rule)
+		}
+	}
+	if err == nil && in.FreezeWindows != nil {
+		err = h.DB.PutFreezeWindows(r.Context(), ActorOf(r), env, windows)
 	}
 	if apperr.CodeOf(err) == apperr.Invalid {
 		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The rule was refused", Detail: apperr.Message(err)})

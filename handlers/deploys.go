@@ -212,7 +212,8 @@ func (h *Deploys) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req := runs.DeployRequest{Revision: rev, Confirm: strings.TrimSpace(r.PostForm.Get("confirm")), Redeploy: r.PostForm.Get("redeploy") == "1",
-		ConfirmPublicValue: strings.TrimSpace(r.PostForm.Get("confirm_public_value")), Release: release, Role: role}
+		ConfirmPublicValue: strings.TrimSpace(r.PostForm.Get("confirm_public_value")), Release: release, Role: role,
+		FreezeOverride: strings.TrimSpace(r.PostForm.Get("freeze_override"))}
 	run, err := svc.StartDeploy(r.Context(), ActorOf(r), env, req)
 	var refusal *runs.DeployRefusal
 	if errors.As(err, &refusal) {

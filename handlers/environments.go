@@ -141,6 +141,12 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		Values:          valuesSummary(store.ValueStates(shown.Contract, stored)),
 	}
 	m.CanDeploy = role.Includes(store.RoleDeployer)
+	if windows, err := h.DB.FreezeWindows(ctx, env.ID); err != nil {
+		return err
+	} else if fz, ok := runs.FrozenAt(windows, h.DB.Now()); ok {
+		now := h.DB.Now()
+		m.Freeze = views.FreezeForm{Frozen: true, Refuse: fz.Refuse, UntilAt: fz.Until, UntilLabel: runs.FreezeClock(fz.Until, now), Now: now}
+	}
 	if env.ActiveRevisionID != nil {
 		m.ActiveRevisionID = *env.ActiveRevisionID
 	}

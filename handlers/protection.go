@@ -53,6 +53,9 @@ type ProtectionInput struct {
 	Wait         string   `json:"wait"`
 	Expires      string   `json:"expires"`
 	Bypass       string   `json:"bypass"`
+	// FreezeWindows, when sent, replace the environment's freeze windows
+	// (the API; approvals 0 with them: the windows only).
+	FreezeWindows *[]runs.FreezeInput `json:"freeze_windows,omitempty"`
 }
 
 // rule turns in into a store rule: approvers are members' emails or
@@ -100,10 +103,10 @@ func (h *Protection) ShowProtectionPage(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	return h.renderProtection(w, r, env, http.StatusOK, nil, "")
+	return h.renderProtection(w, r, env, http.StatusOK, nil, "", nil)
 }
 
-func (h *Protection) renderProtection(w http.ResponseWriter, r *http.Request, env *store.Environment, status int, in *ProtectionInput, problem string) error {
+func (h *Protection) renderProtection(w http.ResponseWriter, r *http.Request, env *store.Environment, status int, in *ProtectionInput, problem string, freeze *views.FreezeForm) error {
 	rule, err := h.DB.ProtectionRule(r.Context(), env.ID)
 	if err != nil {
 		return err
@@ -143,7 +146,96 @@ func (h *Protection) renderProtection(w http.ResponseWriter, r *http.Request, en
 		m.Members = append(m.Members, views.ProtectionMember{ID: mb.UserID, Name: mb.DisplayName(), Email: mb.Email, Role: string(mb.Role),
 			Checked: named[strings.ToLower(mb.Email)]})
 	}
+	if m.Freeze, err = h.freezeForm(r.Context(), env, nil, nil); err != nil {
+		return err
+	}
+	if freeze != nil {
+		m.Freeze = *freeze
+	}
 	return Render(w, r, status, views.Protection(m))
+}
+
+// freezeForm is the freeze windows of env as the page shows them: rows as
+// written (nil: as stored), the problem of one, and a blank row to add one.
+func (h *Protection) freezeForm(ctx context.Context, env *store.Environment, rows []runs.FreezeInput, problem error) (views.FreezeForm, error) {
+	var f views.FreezeForm
+	windows, err := h.DB.FreezeWindows(ctx, env.ID)
+	if err != nil {
+		return f, err
+	}
+	if rows == nil {
+		for _, w := range windows {
+			rows = append(rows, runs.FreezeInputOf(w))
+		}
+	}
+	f.Now = h.Runs.Now()
+	if fz, ok := runs.FrozenAt(windows, f.Now); ok {
+		f.Frozen, f.Refuse, f.UntilAt, f.UntilLabel = true, fz.Refuse, fz.Until, runs.FreezeClock(fz.Until, f.Now)
+	}
+	fe, _ := problem.(*runs.FreezeError)
+	if problem != nil && fe == nil {
+		f.Error = problem.Error()
+	}
+	blank := true
+	for i, in := range rows {
+		row := views.FreezeRow{Cron: in.Cron, Duration: in.Duration, From: in.From, To: in.To, Action: in.Action}
+		if fe != nil && fe.Index == i {
+			row.Error, row.ErrorField = fe.Message, fe.Field
+		}
+		if in.Empty() {
+			blank = false
+		}
+		f.Rows = append(f.Rows, row)
+	}
+	if blank {
+		f.Rows = append(f.Rows, views.FreezeRow{Action: "wait"})
+	}
+	return f, nil
+}
+
+// freezeRowsOf reads the freeze windows of the form (its aligned
+// freeze_cron, freeze_duration, freeze_from, freeze_to, freeze_action).
+func freezeRowsOf(r *http.Request) []runs.FreezeInput {
+	f := r.PostForm
+	n := max(len(f["freeze_cron"]), len(f["freeze_duration"]), len(f["freeze_from"]), len(f["freeze_to"]))
+	at := func(name string, i int) string {
+		if v := f[name]; i < len(v) {
+			return strings.TrimSpace(v[i])
+		}
+		return ""
+	}
+	rows := make([]runs.FreezeInput, 0, n)
+	for i := range n {
+		rows = append(rows, runs.FreezeInput{Cron: at("freeze_cron", i), Duration: at("freeze_duration", i), From: at("freeze_from", i),
+			To: at("freeze_to", i), Action: at("freeze_action", i)})
+	}
+	return rows
+}
+
+// setFreeze stores the form's freeze windows, or shows the page again
+// with the problem beside its field (nothing stored changes).
+func (h *Protection) setFreeze(w http.ResponseWriter, r *http.Request, env *store.Environment) error {
+	rows := freezeRowsOf(r)
+	windows, err := runs.CheckFreezeWindows(rows)
+	if err == nil {
+		err = h.DB.PutFreezeWindows(r.Context(), ActorOf(r), env, windows)
+	}
+	if _, ok := err.(*runs.FreezeError); ok || apperr.CodeOf(err) == apperr.Invalid {
+		f, ferr := h.freezeForm(r.Context(), env, rows, err)
+		if ferr != nil {
+			return ferr
+		}
+		return h.renderProtection(w, r, env, http.StatusUnprocessableEntity, nil, "", &f)
+	}
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("%s has no freeze windows.", env.Name)
+	if len(windows) > 0 {
+		msg = fmt.Sprintf("%s has %d freeze %s.", env.Name, len(windows), humanize.Plural(len(windows), "window", "windows"))
+	}
+	h.Flash(r.Context(), "info", msg)
+	return SeeOther(w, r, paths.Protection(env.Project, env.Name)+"#freeze")
 }
 
 // SetProtection sets the environment's rule from the form, or removes it
@@ -155,6 +247,9 @@ func (h *Protection) SetProtection(w http.ResponseWriter, r *http.Request) error
 	env, _, err := h.Environment(r, store.RoleAdmin)
 	if err != nil {
 		return err
+	}
+	if r.PostForm.Get("section") == "freeze" {
+		return h.setFreeze(w, r, env)
 	}
 	if r.PostForm.Get("remove") == "1" {
 		if err := h.DB.DeleteProtectionRule(r.Context(), ActorOf(r), env); err != nil {
@@ -170,7 +265,7 @@ func (h *Protection) SetProtection(w http.ResponseWriter, r *http.Request) error
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(r.PostForm.Get("approvals")))
 	if err != nil {
-		return h.renderProtection(w, r, env, http.StatusUnprocessableEntity, &in, "Required approvals is a number from 1 to 6.")
+		return h.renderProtection(w, r, env, http.StatusUnprocessableEntity, &in, "Required approvals is a number from 1 to 6.", nil)
 	}
 	in.Approvals = n
 	rule, err := h.rule(r.Context(), env, in)
@@ -178,7 +273,7 @@ func (h *Protection) SetProtection(w http.ResponseWriter, r *http.Request) error
 		err = h.DB.PutProtectionRule(r.Context(), ActorOf(r), env, rule)
 	}
 	if apperr.CodeOf(err) == apperr.Invalid {
-		return h.renderProtection(w, r, env, http.StatusUnprocessableEntity, &in, apperr.Message(err))
+		return h.renderProtection(w, r, env, http.StatusUnprocessableEntity, &in, apperr.Message(err), nil)
 	}
 	if err != nil {
 		return err

@@ -221,7 +221,16 @@ func (s *Service) enqueueAt() func(ctx context.Context, tx pgx.Tx, runID int64, 
 // the approver read; "" approves the current one); the approval that
 // meets the rule inserts the run's job.
 func (s *Service) Approve(ctx context.Context, a store.Actor, env *store.Environment, runID int64, digest, comment string) (*store.ApprovalOutcome, error) {
-	return s.DB.ApproveRun(ctx, a, env, runID, store.ApproveRequest{Digest: digest, Comment: comment, Enqueue: s.enqueueAt()})
+	freeze, frozen, err := s.Frozen(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	req := store.ApproveRequest{Digest: digest, Comment: comment, Enqueue: s.enqueueAt()}
+	if frozen {
+		// Approvals met in a freeze window: the run starts when it ends.
+		req.NotBefore = freeze.Until
+	}
+	return s.DB.ApproveRun(ctx, a, env, runID, req)
 }
 
 // Bypass starts the waiting run without its approvals: installation

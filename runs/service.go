@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -272,6 +273,9 @@ type DeployRequest struct {
 	// a value needs admin here. When empty, the user's own role is looked
 	// up, unless the actor acts through a token (then it may not publish).
 	Role store.Role
+	// FreezeOverride is an installation admin's typed reason to deploy in
+	// a freeze window (audited); empty: the window applies.
+	FreezeOverride string
 }
 
 // DeployRefusal is a deploy that cannot start as asked, with the form
@@ -349,9 +353,37 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 		// Names only: the audit log is read by people who may not read values.
 		nr.AuditDetail["published_values"] = dp.PublicValueNames()
 	}
+	freeze, frozen, err := s.Frozen(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	if frozen && req.FreezeOverride != "" {
+		switch {
+		case a.User == nil || !a.User.IsAdmin:
+			return nil, &DeployRefusal{Field: "freeze_override", Message: FrozenSentence(env.Name, freeze.Until, s.Now()) + ": only installation admins may override a freeze."}
+		case len([]rune(strings.TrimSpace(req.FreezeOverride))) < 3:
+			return nil, &DeployRefusal{Field: "freeze_override", Message: "Type why you deploy during the freeze."}
+		}
+		nr.AuditDetail["freeze_override"] = strings.TrimSpace(req.FreezeOverride)
+		nr.AuditDetail["frozen_until"] = freeze.Until.UTC().Format(time.RFC3339)
+		frozen = false
+	}
+	if frozen && freeze.Refuse {
+		return nil, &DeployRefusal{Field: "freeze", Message: FrozenSentence(env.Name, freeze.Until, s.Now()) + ": deploys started in this window are refused. Deploy again after it ends."}
+	}
 	rule, err := s.DB.ProtectionRule(ctx, env.ID)
 	if err != nil {
 		return nil, err
+	}
+	if frozen && rule == nil {
+		// The run waits; its job is scheduled at the window's end, in the
+		// run's creation transaction (River runs it once, after a crash too).
+		until := freeze.Until
+		nr.Frozen = "Frozen until " + FreezeClock(until, s.Now())
+		nr.AuditDetail["frozen_until"] = until.UTC().Format(time.RFC3339)
+		if at := s.enqueueAt(); at != nil {
+			nr.Enqueue = func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) { return at(ctx, tx, runID, until) }
+		}
 	}
 	if rule != nil {
 		// A protected environment: the run waits for approval of this

@@ -218,6 +218,9 @@ type ApproveRequest struct {
 	// Bypass starts the run without its approvals: installation admins
 	// only, when the rule lets them, with a typed reason (Comment).
 	Bypass bool
+	// NotBefore delays the start of a run whose approvals are met (the end
+	// of a freeze window open now); zero: after the rule's wait.
+	NotBefore time.Time
 	// Enqueue inserts the run's job, to run at the given time.
 	Enqueue func(ctx context.Context, tx pgx.Tx, runID int64, at time.Time) (int64, error)
 }
@@ -314,6 +317,9 @@ func (db *DB) ApproveRun(ctx context.Context, a Actor, env *Environment, runID i
 		if out.Count >= out.Needed || req.Bypass {
 			out.Started = true
 			out.StartsAt = db.Now().Add(rule.Wait)
+			if req.NotBefore.After(out.StartsAt) {
+				out.StartsAt = req.NotBefore
+			}
 			if req.Enqueue != nil {
 				jobID, err := req.Enqueue(ctx, tx, runID, out.StartsAt)
 				if err != nil {

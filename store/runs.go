@@ -143,6 +143,10 @@ type NewRun struct {
 	WaitForApproval bool
 	PlanDigest      string
 	AfterCreate     func(ctx context.Context, tx pgx.Tx, runID int64) error
+	// Frozen creates the run 'waiting' with this reason ("Frozen until
+	// Mon 06:00 UTC"): its job (Enqueue) is scheduled at the freeze
+	// window's end, in this transaction.
+	Frozen string
 	// Publish are the value versions an admin publishes in a hostname
 	// with this deploy (recorded with the run: Publications).
 	Publish []NameVersion
@@ -261,6 +265,14 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 				return err
 			}
 			if _, err := tx.Exec(ctx, `UPDATE runs SET job_id = $2 WHERE id = $1`, id, jobID); err != nil {
+				return err
+			}
+		}
+		if nr.Frozen != "" && !nr.WaitForApproval {
+			if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'waiting', reason = $2 WHERE id = $1`, id, nr.Frozen); err != nil {
+				return err
+			}
+			if _, err := appendRunEvent(ctx, tx, id, nil, runPayload(RunWaiting, nr.Frozen, nr.Frozen)); err != nil {
 				return err
 			}
 		}

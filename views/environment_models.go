@@ -34,6 +34,8 @@ type EnvironmentPage struct {
 	Services []ServiceStateView
 	// LatestRuns are the newest runs (at most LatestRunsShown).
 	LatestRuns []RunView
+	// Freeze is the freeze window open now (Frozen), with its countdown.
+	Freeze FreezeForm
 	// Converging is the revision a failed first deploy still converges to.
 	Converging int
 	// Danger is the delete-this-environment card, nil for non-admins.

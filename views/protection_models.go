@@ -1,5 +1,7 @@
 package views
 
+import "time"
+
 // ApprovalView is the Approval checkpoint of a run waiting for approval:
 // the plan being approved, who may approve, how many have, and who.
 type ApprovalView struct {
@@ -44,6 +46,7 @@ type ProtectionPage struct {
 	UpdatedAt    string
 	Form         ProtectionForm
 	Members      []ProtectionMember
+	Freeze       FreezeForm
 }
 
 // ProtectionForm is the rule as the form shows it.
@@ -81,4 +84,25 @@ type InboxItem struct {
 	Count, Needed int
 	Digest        string
 	Plan          string
+}
+
+// FreezeForm is an environment's freeze windows as the protection page
+// shows them: one row a window, and a blank row to add one.
+type FreezeForm struct {
+	Rows []FreezeRow
+	// Error is a problem not of one row.
+	Error string
+	// Frozen: a window is open now, until Until ("Mon 06:00 UTC").
+	Frozen     bool
+	Refuse     bool
+	UntilLabel string
+	UntilAt    time.Time
+	Now        time.Time
+}
+
+// FreezeRow is one window of the form; Error and ErrorField say what is
+// wrong with it (cron, duration, from, to, action).
+type FreezeRow struct {
+	Cron, Duration, From, To, Action string
+	Error, ErrorField                string
 }

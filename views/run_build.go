@@ -40,6 +40,9 @@ func NewRunView(env *store.Environment, run *store.Run, now time.Time, canCancel
 		Rollback: run.Kind == "deploy" && (det.Rollback || run.ReleaseOf != nil || run.FromRevision > run.Revision && run.Revision > 0)}
 	if run.Status == store.RunWaiting && run.PlanDigest != "" {
 		v.StatusText = "waiting for approval"
+	} else if run.Status == store.RunWaiting && strings.HasPrefix(run.Reason, "Frozen until ") {
+		// A deploy started in a freeze window: "frozen until Mon 06:00 UTC".
+		v.StatusText = "f" + strings.TrimPrefix(run.Reason, "F")
 	}
 	if det.StoppedAt != nil {
 		v.StoppedAt, v.StoppedName = "#checkpoint-"+strconv.Itoa(*det.StoppedAt), det.StoppedName

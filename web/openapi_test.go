@@ -146,6 +146,11 @@ func TestAPIWalkedAgainstItsOpenAPIDocument(t *testing.T) {
 	// approval of its plan, approved through the API.
 	call(token, "GET", env+"/protection", "", 200)
 	call(token, "PUT", env+"/protection", `{"approvals": 9, "approvers": ["admin"]}`, 422)
+	// Freeze windows: a bad cron changes nothing; a window far ahead is kept.
+	call(token, "PUT", env+"/protection", `{"freeze_windows": [{"cron": "0 25 * * *", "duration": "2h", "action": "refuse"}]}`, 422)
+	if got := call(token, "PUT", env+"/protection", `{"freeze_windows": [{"from": "2099-12-24T18:00", "to": "2099-12-27T06:00", "action": "wait"}]}`, 200); !strings.Contains(got, `"freeze_windows":[{"from":"2099-12-24T18:00","to":"2099-12-27T06:00","action":"wait"}]`) {
+		t.Fatalf("freeze windows: %s", got)
+	}
 	call(token, "POST", runPath+"/approve", "", 409)
 	call(token, "POST", runPath+"/reject", `{"comment": "no"}`, 409)
 	call(token, "PUT", env+"/protection", `{"approvals": 1, "approvers": ["admin"], "self_approval": true}`, 200)

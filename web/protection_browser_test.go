@@ -37,6 +37,9 @@ func TestBrowserProtectionPagesFitAndPassAxe(t *testing.T) {
 	}{
 		{admin, envPath + "/values", url.Values{"name": {"API_KEY"}, "value": {"screens-secret"}}},
 		{admin, envPath + "/protection", url.Values{"approvals": {"2"}, "role": {"deployer"}, "expires": {"7d"}, "wait": {"0s"}, "bypass": {"admins"}}},
+		{admin, envPath + "/protection", url.Values{"section": {"freeze"}, "freeze_cron": {"0 18 * * 5", ""}, "freeze_duration": {"60h", ""},
+			"freeze_from": {"", time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04")}, "freeze_to": {"", time.Now().UTC().Add(134 * time.Minute).Format("2006-01-02T15:04")},
+			"freeze_action": {"refuse", "wait"}}},
 		{alice, envPath + "/deploys", url.Values{}},
 	} {
 		if resp, body := s.PostForm(t, step.c, step.path, step.form); resp.StatusCode != http.StatusSeeOther {

@@ -412,6 +412,15 @@ func (f *follower) follow(ctx context.Context, apiPath string) int {
 			}
 		} else {
 			waitingSince = time.Time{}
+			if run.Status == "waiting" && strings.HasPrefix(run.Reason, "Frozen until ") && run.Reason != f.lastApproval {
+				// A deploy started in a freeze window: it starts at its end.
+				f.lastApproval = run.Reason
+				if f.asJSON {
+					f.emit(map[string]any{"event": "frozen", "run": run.ID, "reason": run.Reason, "url": run.URL})
+				} else {
+					fmt.Fprintln(f.out, run.Reason+": the deploy starts then")
+				}
+			}
 		}
 		f.show(&run)
 		if run.Finished {
@@ -528,6 +537,7 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
 	poll := fs.Duration("poll", time.Second, "how often to read the run while following it")
 	approvalTimeout := fs.Duration("approval-timeout", 0, "with --wait: give up (exit 4) when the run still waits for approval after this long (0: keep waiting)")
+	freezeOverride := fs.String("freeze-override", "", "installation admins: deploy during a freeze window, for this reason (audited)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -594,6 +604,9 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	if *release > 0 {
 		body["release"] = *release
+	}
+	if *freezeOverride != "" {
+		body["freeze_override"] = *freezeOverride
 	}
 	var run apiRun
 	if err := c.call(ctx, "POST", envPath+"/deploys", body, &run); err != nil {
