@@ -24,17 +24,21 @@ var approvalDigest = regexp.MustCompile(`data-approval-digest="([0-9a-f]+)"`)
 
 // waitForPage reloads path until its page contains want, as a person
 // watching it would; on timeout it shows what it saw.
-func waitForPage(t *testing.T, s *webtest.Server, c *http.Client, path, want string) string {
+func waitForPage(t *testing.T, s *webtest.Server, c *http.Client, path string, wants ...string) string {
 	t.Helper()
 	var page string
 	for range 600 {
 		_, page = s.Get(t, c, path)
-		if strings.Contains(page, want) {
+		all := true
+		for _, want := range wants {
+			all = all && strings.Contains(page, want)
+		}
+		if all {
 			return page
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s never showed %q:\n%s", path, want, pageMain(page))
+	t.Fatalf("%s never showed all of %q:\n%s", path, wants, pageMain(page))
 	return ""
 }
 
@@ -123,7 +127,9 @@ func TestProtectedProductionNeedsTwoApprovalsAndAChangedValueVoidsThem(t *testin
 	if resp, _ := s.PostForm(t, carol, runPath+"/approve", url.Values{"digest": {digest}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("carol approves: %d", resp.StatusCode)
 	}
-	page = waitForPage(t, s, carol, runPath, `data-testid="approval-changed"`)
+	// The page reads the run and its checkpoints one after the other: wait
+	// for both the checkpoint's words and the run's status.
+	page = waitForPage(t, s, carol, runPath, `data-testid="approval-changed"`, `data-run-status="waiting"`)
 	for _, want := range []string{"value API_KEY changed: version 1 → 2", `data-run-status="waiting"`, "0 of 2 approvals", "API_KEY v2"} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("voided run page lacks %q:\n%s", want, pageMain(page))
