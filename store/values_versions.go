@@ -42,6 +42,12 @@ func (db *DB) EarlierValueVersions(ctx context.Context, envID int64) (map[string
 	rows, _ := db.Pool.Query(ctx, `
 		SELECT name, version, `+displayNameOf("set_by")+`, set_at, superseded_at
 		FROM value_versions WHERE environment_id = $1 ORDER BY name, version DESC`, envID)
+	return groupValueVersions(rows)
+}
+
+// groupValueVersions reads rows of (name, version, set by, set at,
+// superseded at) into versions by name, in the rows' order.
+func groupValueVersions(rows pgx.Rows) (map[string][]ValueVersion, error) {
 	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ValueVersion, error) {
 		var v ValueVersion
 		err := row.Scan(&v.Name, &v.Version, &v.SetBy, &v.SetAt, &v.SupersededAt)
@@ -87,19 +93,7 @@ func (db *DB) EarlierValueVersionsOf(ctx context.Context, envID int64, names []s
 		CROSS JOIN LATERAL (SELECT * FROM value_versions w WHERE w.environment_id = $1 AND w.name = n.name
 		                    ORDER BY w.version DESC OFFSET $3 LIMIT $4) v
 		ORDER BY v.name, v.version DESC`, envID, append([]string{}, names...), offset, limit)
-	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ValueVersion, error) {
-		var v ValueVersion
-		err := row.Scan(&v.Name, &v.Version, &v.SetBy, &v.SetAt, &v.SupersededAt)
-		return v, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: earlier value versions: %w", err)
-	}
-	out := map[string][]ValueVersion{}
-	for _, v := range all {
-		out[v.Name] = append(out[v.Name], v)
-	}
-	return out, nil
+	return groupValueVersions(rows)
 }
 
 // openVersion decrypts one version of name, current or kept. It returns
