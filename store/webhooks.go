@@ -15,6 +15,7 @@ import (
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/humanize"
+	"github.com/skali-dev/studio/paths"
 )
 
 // Webhook event types: what an endpoint may choose to hear of.
@@ -555,7 +556,7 @@ func (db *DB) recordWebhookEvent(ctx context.Context, tx pgx.Tx, envID int64, ev
 		return err
 	}
 	if data.Path == "" {
-		data.Path = "/projects/" + data.Project + "/environments/" + data.Environment
+		data.Path = paths.Environment(data.Project, data.Environment)
 	}
 	body, err := json.Marshal(data)
 	if err != nil {
@@ -623,7 +624,7 @@ func (db *DB) recordRunWebhooks(ctx context.Context, tx pgx.Tx, c RunChange, env
 		run.Deferred = nil
 	}
 	for _, ev := range events {
-		data := WebhookData{Run: run, Path: "/projects/" + project + "/environments/" + env + "/runs/" + strconv.FormatInt(c.RunID, 10)}
+		data := WebhookData{Run: run, Path: paths.Run(project, env, c.RunID)}
 		if err := db.recordWebhookEvent(ctx, tx, envID, ev, data); err != nil {
 			return err
 		}
@@ -648,7 +649,7 @@ func (db *DB) recordApprovalWebhook(ctx context.Context, tx pgx.Tx, envID, runID
 	if needed > 0 && event == WebhookApprovalGranted {
 		run.Reason = fmt.Sprintf("%d of %d approvals", count, needed)
 	}
-	data := WebhookData{Run: run, Path: "/projects/" + project + "/environments/" + env + "/runs/" + strconv.FormatInt(runID, 10)}
+	data := WebhookData{Run: run, Path: paths.Run(project, env, runID)}
 	return db.recordWebhookEvent(ctx, tx, envID, event, data)
 }
 
@@ -712,7 +713,7 @@ func (db *DB) SyncBackupAlarmWebhooks(ctx context.Context) (int, error) {
 				a.EnvironmentID, a.Reason, now); err != nil {
 				return err
 			}
-			data := WebhookData{Alarm: a.Reason, Path: "/projects/" + a.Project + "/environments/" + a.Environment + "/backups"}
+			data := WebhookData{Alarm: a.Reason, Path: paths.Backups(a.Project, a.Environment)}
 			if err := db.recordWebhookEvent(ctx, tx, a.EnvironmentID, WebhookBackupAlarmRaised, data); err != nil {
 				return err
 			}
@@ -727,7 +728,7 @@ func (db *DB) SyncBackupAlarmWebhooks(ctx context.Context) (int, error) {
 				envID).Scan(&project, &env); err != nil {
 				return err
 			}
-			data := WebhookData{Alarm: reason, Path: "/projects/" + project + "/environments/" + env + "/backups"}
+			data := WebhookData{Alarm: reason, Path: paths.Backups(project, env)}
 			if err := db.recordWebhookEvent(ctx, tx, envID, WebhookBackupAlarmCleared, data); err != nil {
 				return err
 			}
