@@ -29,6 +29,7 @@ type stepWaiter struct {
 
 	mu     sync.Mutex
 	down   map[string]time.Time // what → since
+	warned map[string]bool      // warnings already logged
 	writes chan string          // the checkpoint's warning to write
 	done   chan struct{}
 }
@@ -95,6 +96,21 @@ func (w *stepWaiter) Reachable(what string, since time.Time) {
 	if len(w.down) == 0 {
 		w.writes <- ""
 	}
+}
+
+// Warn implements platform.Warner: the warning is a line of the step's
+// log, once per step.
+func (w *stepWaiter) Warn(who, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.warned == nil {
+		w.warned = map[string]bool{}
+	}
+	if w.warned[text] || w.writes == nil {
+		return
+	}
+	w.warned[text] = true
+	w.out.Line(fmt.Sprintf("Warning from %s: %s", who, text))
 }
 
 // close ends the waiter once its notes are written: the step's outcome

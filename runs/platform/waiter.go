@@ -17,6 +17,14 @@ type Waiter interface {
 	Reachable(what string, since time.Time)
 }
 
+// Warner is what a Waiter may also be: told of a warning the platform's
+// server gave with an answer that succeeded (the Kubernetes API server's
+// Warning header: a deprecated API version, a field it will drop), which
+// the step's log shows.
+type Warner interface {
+	Warn(who, text string)
+}
+
 type waiterKey struct{}
 
 // WithWaiter returns ctx carrying w for the platform calls made with it.

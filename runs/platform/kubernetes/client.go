@@ -324,6 +324,12 @@ func failure(err error) (retry, unreachable bool, cause string) {
 		case http.StatusTooManyRequests:
 			return true, false, "answered 429 Too Many Requests"
 		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			if se.Code == http.StatusInternalServerError && strings.Contains(se.Message, "failed to create typed patch object") {
+				// A server-side apply of an object its kind's schema
+				// does not take (a field it lacks): the object's
+				// fault, the same answer every time.
+				return false, false, ""
+			}
 			cause = fmt.Sprintf("answered %d %s", se.Code, http.StatusText(se.Code))
 			if se.Message != "" {
 				cause += ": " + se.Message
@@ -352,6 +358,59 @@ func failure(err error) (retry, unreachable bool, cause string) {
 		return true, true, "no answer in time"
 	}
 	return false, false, ""
+}
+
+// warnings reads the texts of Warning headers (RFC 7234 form, which the
+// API server uses: `299 - "text"`), each once.
+func warnings(headers []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, h := range headers {
+		for _, one := range splitWarnings(h) {
+			_, rest, ok := strings.Cut(strings.TrimSpace(one), " ")
+			if !ok {
+				continue
+			}
+			_, text, ok := strings.Cut(strings.TrimSpace(rest), " ")
+			if !ok {
+				continue
+			}
+			text = strings.TrimSpace(text)
+			if len(text) >= 2 && text[0] == '"' {
+				if u, err := strconv.Unquote(text); err == nil {
+					text = u
+				} else if i := strings.LastIndexByte(text, '"'); i > 0 {
+					text = text[1:i]
+				}
+			}
+			if text != "" && !seen[text] {
+				seen[text] = true
+				out = append(out, text)
+			}
+		}
+	}
+	return out
+}
+
+// splitWarnings splits one header value at the commas between warnings,
+// not at commas inside a quoted text.
+func splitWarnings(h string) []string {
+	var out []string
+	quoted, escaped, start := false, false, 0
+	for i := 0; i < len(h); i++ {
+		switch c := h[i]; {
+		case escaped:
+			escaped = false
+		case c == '\\' && quoted:
+			escaped = true
+		case c == '"':
+			quoted = !quoted
+		case c == ',' && !quoted:
+			out = append(out, h[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, h[start:])
 }
 
 // viaKubelet reports whether the API server answers path by asking a
@@ -446,6 +505,13 @@ func (c *Client) doOnce(ctx context.Context, method, path, contentType string, b
 	if err != nil {
 		return nil, err
 	}
+	if ws := resp.Header.Values("Warning"); len(ws) > 0 {
+		if w, ok := platform.WaiterFrom(ctx).(platform.Warner); ok {
+			for _, text := range warnings(ws) {
+				w.Warn("the Kubernetes API server", text)
+			}
+		}
+	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -479,6 +545,10 @@ func (c *Client) object(ctx context.Context, method, path, contentType string, b
 // Apply applies obj by server-side apply with the Studio's field manager,
 // without forcing: a field another manager owns is a conflict, not taken.
 // An object equal to what is stored is not rewritten by the API server.
+// Fields are validated strictly: a field the kind does not have (a
+// misspelt key, a field a CRD's version lacks) fails the request with the
+// API server's words, instead of being dropped; the server's warnings
+// (a deprecated API, say) reach the step's log (platform.Warner).
 func (c *Client) Apply(ctx context.Context, k Kind, obj Object) (Object, error) {
 	md, _ := obj["metadata"].(Object)
 	name, _ := md["name"].(string)
@@ -488,7 +558,7 @@ func (c *Client) Apply(ctx context.Context, k Kind, obj Object) (Object, error) 
 	if err != nil {
 		return nil, err
 	}
-	return c.object(ctx, http.MethodPatch, k.path(ns, name)+"?fieldManager="+FieldManager, "application/apply-patch+yaml", body)
+	return c.object(ctx, http.MethodPatch, k.path(ns, name)+"?fieldManager="+FieldManager+"&fieldValidation=Strict", "application/apply-patch+yaml", body)
 }
 
 // ApplyForce is Apply with force: the fields of obj another manager owns
@@ -503,7 +573,7 @@ func (c *Client) ApplyForce(ctx context.Context, k Kind, obj Object) (Object, er
 	if err != nil {
 		return nil, err
 	}
-	return c.object(ctx, http.MethodPatch, k.path(ns, name)+"?fieldManager="+FieldManager+"&force=true", "application/apply-patch+yaml", body)
+	return c.object(ctx, http.MethodPatch, k.path(ns, name)+"?fieldManager="+FieldManager+"&fieldValidation=Strict&force=true", "application/apply-patch+yaml", body)
 }
 
 // Create creates obj, and fails with the API server's 409 when an object
@@ -517,7 +587,7 @@ func (c *Client) Create(ctx context.Context, k Kind, obj Object) (Object, error)
 	if err != nil {
 		return nil, err
 	}
-	return c.object(ctx, http.MethodPost, k.path(ns, "")+"?fieldManager="+FieldManager, "application/json", body)
+	return c.object(ctx, http.MethodPost, k.path(ns, "")+"?fieldManager="+FieldManager+"&fieldValidation=Strict", "application/json", body)
 }
 
 // IsAlreadyExists reports whether err is the API server's 409 for a
