@@ -68,7 +68,11 @@ func (s *Service) SetBackupTarget(ctx context.Context, a store.Actor, target str
 	if err != nil {
 		return err
 	}
-	if err := s.Platform.SetTarget(target, inst); err != nil {
+	bp, err := platform.Backups(s.Platform)
+	if err != nil {
+		return &BackupRefusal{Field: "target", Message: err.Error()}
+	}
+	if err := bp.SetTarget(target, inst); err != nil {
 		return &BackupRefusal{Field: "target", Message: err.Error()}
 	}
 	return s.DB.SetBackupTarget(ctx, a, target)
@@ -86,7 +90,11 @@ func (s *Service) TargetProblem(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := s.Platform.CheckTarget(target, inst); err != nil {
+	bp, err := platform.Backups(s.Platform)
+	if err != nil {
+		return err.Error(), nil
+	}
+	if err := bp.CheckTarget(target, inst); err != nil {
 		return sentence(err.Error()), nil
 	}
 	return "", nil
@@ -335,7 +343,11 @@ func (s *Service) RemoveBackup(ctx context.Context, a store.Actor, env *store.En
 	// A snapshot whose target is gone has no files left to delete: it is
 	// only taken off the list.
 	var te *platform.TargetError
-	if err := s.Platform.RemoveSnapshot(ctx, snapshotLocation(b, env, inst)); err != nil && !(errors.As(err, &te) && te.Gone) {
+	bp, err := platform.Backups(s.Platform)
+	if err != nil {
+		return &BackupRefusal{Message: err.Error()}
+	}
+	if err := bp.RemoveSnapshot(ctx, snapshotLocation(b, env, inst)); err != nil && !(errors.As(err, &te) && te.Gone) {
 		return &BackupRefusal{Message: sentence(fmt.Sprintf("The files of snapshot %s cannot be deleted: %s", b.Name, err))}
 	}
 	return s.DB.DeleteBackup(ctx, &a, env, b)
@@ -383,7 +395,11 @@ func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b
 	if len(fs) == 0 {
 		return "It recorded no files.", false, nil
 	}
-	if err := s.Platform.CheckSnapshot(ctx, snapshotLocation(b, env, inst), fs); err != nil {
+	bp, err := platform.Backups(s.Platform)
+	if err != nil {
+		return err.Error(), false, nil
+	}
+	if err := bp.CheckSnapshot(ctx, snapshotLocation(b, env, inst), fs); err != nil {
 		var fe *platform.SnapshotFileError
 		var te *platform.TargetError
 		switch {

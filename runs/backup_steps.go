@@ -117,7 +117,11 @@ func (r *Runner) discardSnapshot(ctx context.Context, b *store.Backup, env *stor
 		return "", nil
 	}
 	loc := snapshotLocation(b, env, inst)
-	err = r.Platform.RemoveSnapshot(ctx, loc)
+	bp, err := platform.Backups(r.Platform)
+	if err != nil {
+		return "", nil // nothing was written
+	}
+	err = bp.RemoveSnapshot(ctx, loc)
 	var te *platform.TargetError
 	switch {
 	case errors.As(err, &te) && te.Gone:
@@ -185,6 +189,10 @@ func (r *Runner) finishBackupRun(ctx context.Context, run *store.Run, env *store
 // backupStep does the work of a backup or restore checkpoint.
 func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkpoint, d CheckpointDetail, fail func(string) stepResult) (stepResult, error) {
 	ok := func() stepResult { return stepResult{status: store.CheckpointSucceeded, detail: d} }
+	bp, err := platform.Backups(r.Platform)
+	if err != nil {
+		return fail(err.Error()), nil
+	}
 	inst, err := installationID(ctx, r.DB)
 	if err != nil {
 		return stepResult{}, err
@@ -198,7 +206,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		if d.Snapshot == nil {
 			return fail("The checkpoint names no service."), nil
 		}
-		file, err := r.Platform.Snapshot(ctx, platformEnv(rc.env), d.Snapshot.Service, snapshotLocation(b, rc.env, inst))
+		file, err := bp.Snapshot(ctx, platformEnv(rc.env), d.Snapshot.Service, snapshotLocation(b, rc.env, inst))
 		if err != nil {
 			if ctx.Err() != nil {
 				return stepResult{}, ctx.Err() // a shutdown: the step resumes
@@ -222,7 +230,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 				var te *platform.TargetError
 				// A snapshot on a target that is gone has no files left
 				// to delete; it is forgotten like the others.
-				if err := r.Platform.RemoveSnapshot(ctx, snapshotLocation(b, rc.env, inst)); err != nil && !(errors.As(err, &te) && te.Gone) {
+				if err := bp.RemoveSnapshot(ctx, snapshotLocation(b, rc.env, inst)); err != nil && !(errors.As(err, &te) && te.Gone) {
 					return fail(fmt.Sprintf("Retention could not delete snapshot %s: %s.", b.Name, err)), nil
 				}
 			}
@@ -247,7 +255,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 			return stepResult{}, err
 		}
 		cctx, cancelled, stop := r.watchCancel(ctx, rc.run.ID)
-		err = r.Platform.VerifySnapshot(cctx, snapshotLocation(b, rc.env, inst), files)
+		err = bp.VerifySnapshot(cctx, snapshotLocation(b, rc.env, inst), files)
 		wasCancelled := cancelled()
 		stop()
 		if err != nil {
@@ -262,7 +270,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		}
 		return ok(), nil
 	case KindStop:
-		if err := r.Platform.StopEnvironment(ctx, platformEnv(rc.env)); err != nil {
+		if err := bp.StopEnvironment(ctx, platformEnv(rc.env)); err != nil {
 			return r.platformFailure(ctx, err, func(s string) stepResult { return fail("Stopping the environment failed: " + s) })
 		}
 		res := ok()
@@ -280,7 +288,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 			return fail("The checkpoint names no service."), nil
 		}
 		cctx, cancelled, stop := r.watchCancel(ctx, rc.run.ID)
-		err = r.Platform.Restore(cctx, platformEnv(rc.env), d.Snapshot.Service, snapshotLocation(b, rc.env, inst), d.Snapshot.SnapshotFile)
+		err = bp.Restore(cctx, platformEnv(rc.env), d.Snapshot.Service, snapshotLocation(b, rc.env, inst), d.Snapshot.SnapshotFile)
 		wasCancelled := cancelled()
 		stop()
 		if err != nil {
@@ -295,7 +303,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		}
 		return ok(), nil
 	case KindStart:
-		if err := r.Platform.StartEnvironment(ctx, platformEnv(rc.env)); err != nil {
+		if err := bp.StartEnvironment(ctx, platformEnv(rc.env)); err != nil {
 			return r.platformFailure(ctx, err, func(s string) stepResult { return fail("Starting the environment failed: " + s) })
 		}
 		res := ok()

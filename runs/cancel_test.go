@@ -20,10 +20,10 @@ type holdingRelease struct {
 	proceed chan struct{}
 }
 
-func (h *holdingRelease) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
+func (h *holdingRelease) Release(ctx context.Context, env platform.Env, app string, a *compiler.Application, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	close(h.started)
 	<-h.proceed
-	return h.Platform.Release(ctx, env, app, cmd, key, out)
+	return h.Platform.Release(ctx, env, app, a, cmd, key, out)
 }
 
 func TestCancelLetsARunningReleaseCommandFinishThenStops(t *testing.T) {
@@ -149,3 +149,5 @@ func TestCancelAWaitingRun(t *testing.T) {
 		t.Fatalf("run %s %q, checkpoint %s %q", got.Status, got.Reason, cp.Status, cp.Warning)
 	}
 }
+
+func (h *holdingRelease) Unwrap() platform.Platform { return h.Platform }

@@ -196,11 +196,11 @@ type watching struct {
 	onRelease func()
 }
 
-func (w *watching) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
+func (w *watching) Release(ctx context.Context, env platform.Env, app string, a *compiler.Application, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	if w.onRelease != nil {
 		w.onRelease()
 	}
-	return w.Platform.Release(ctx, env, app, cmd, key, out)
+	return w.Platform.Release(ctx, env, app, a, cmd, key, out)
 }
 
 // Rollout is where a cluster writes the application's routes (HTTPRoutes

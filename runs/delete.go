@@ -24,7 +24,7 @@ const DefaultDeleteTimeout = 10 * time.Minute
 // platform holds what environments run apart from the Studio's database
 // (Kubernetes). On the local platform the delete is immediate.
 func (s *Service) DeletesAsRun() bool {
-	_, ok := s.Platform.(platform.EnvironmentDeleter)
+	_, ok := platform.As[platform.EnvironmentDeleter](s.Platform)
 	return ok
 }
 
@@ -43,7 +43,7 @@ func (s *Service) StartDelete(ctx context.Context, a store.Actor, env *store.Env
 
 // deletePlatform is the delete run's step.
 func (r *Runner) deletePlatform(ctx context.Context, rc *runContext, ok func() stepResult, fail func(string) stepResult) (stepResult, error) {
-	ed, is := r.Platform.(platform.EnvironmentDeleter)
+	ed, is := platform.As[platform.EnvironmentDeleter](r.Platform)
 	if !is {
 		return ok(), nil
 	}

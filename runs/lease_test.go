@@ -209,9 +209,9 @@ type countingRelease struct {
 	n atomic.Int32
 }
 
-func (c *countingRelease) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
+func (c *countingRelease) Release(ctx context.Context, env platform.Env, app string, a *compiler.Application, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	c.n.Add(1)
-	return c.Platform.Release(ctx, env, app, cmd, key, out)
+	return c.Platform.Release(ctx, env, app, a, cmd, key, out)
 }
 
 func TestAReleaseCommandFoundRunningIsAskedOfThePlatformFirst(t *testing.T) {
@@ -323,3 +323,5 @@ func TestAScheduledFireWaitsForASnapshotWhoseExecutorIsLost(t *testing.T) {
 		}
 	}
 }
+
+func (c *countingRelease) Unwrap() platform.Platform { return c.Platform }

@@ -67,11 +67,11 @@ func (m *meeting) meet(ctx context.Context, kind, app string) error {
 	}
 }
 
-func (m *meeting) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
+func (m *meeting) Release(ctx context.Context, env platform.Env, app string, a *compiler.Application, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	if err := m.meet(ctx, "release command", app); err != nil {
 		return err
 	}
-	return m.Platform.Release(ctx, env, app, cmd, key, out)
+	return m.Platform.Release(ctx, env, app, a, cmd, key, out)
 }
 
 func (m *meeting) Rollout(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) error {

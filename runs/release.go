@@ -63,13 +63,22 @@ func (r *Runner) applyRelease(ctx context.Context, rc *runContext, contract comp
 		}
 		return fail(why), nil
 	}
-	if ep, is := r.Platform.(platform.EnvironmentPreparer); is && rc.def != nil {
-		if err := ep.PrepareEnvironment(ctx, platformEnv(rc.env), rc.def); err != nil {
+	if ep, is := platform.As[platform.EnvironmentPreparer](r.Platform); is && rc.def != nil {
+		var active *compiler.Definition
+		if rc.env.ActiveRevisionID != nil {
+			rev, err := r.DB.RevisionByID(ctx, *rc.env.ActiveRevisionID)
+			if err != nil {
+				clear(values)
+				return stepResult{}, err
+			}
+			active = rev.Definition
+		}
+		if err := ep.PrepareEnvironment(ctx, platformEnv(rc.env), rc.def, active); err != nil {
 			clear(values)
 			return r.platformFailure(ctx, err, func(s string) stepResult { return fail("Preparing the environment on the platform failed: " + s) })
 		}
 	}
-	if vr, is := r.Platform.(platform.ValueReceiver); is {
+	if vr, is := platform.As[platform.ValueReceiver](r.Platform); is {
 		if err := vr.SetValues(ctx, platformEnv(rc.env), values); err != nil {
 			clear(values)
 			return r.platformFailure(ctx, err, func(s string) stepResult { return fail("Handing the values to the platform failed: " + s) })

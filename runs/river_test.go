@@ -191,3 +191,5 @@ func TestARunStoppedMidStepResumesInAnotherProcess(t *testing.T) {
 		t.Fatalf("the certificate was requested %d times", c.Attempts)
 	}
 }
+
+func (c *countingPlatform) Unwrap() platform.Platform { return c.Platform }

@@ -1002,7 +1002,7 @@ func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) 
 		// Not the run's context: a cancel or shutdown lets the command
 		// finish or reach its timeout instead of stopping it halfway.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rcmd.Timeout)
-		err := r.Platform.Release(cctx, platformEnv(rc.env), d.Application, rcmd, platform.ReleaseKey{RunID: rc.run.ID, Position: cp.Position}, rc.output())
+		err := r.Platform.Release(cctx, platformEnv(rc.env), d.Application, a, rcmd, platform.ReleaseKey{RunID: rc.run.ID, Position: cp.Position}, rc.output())
 		timedOut := cctx.Err() != nil
 		cancel()
 		if err != nil {

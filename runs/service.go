@@ -210,10 +210,10 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 		in.StoredValues = append(in.StoredValues, v.Name)
 	}
 	dp.Plan = PlanDeploy(in)
-	if c, ok := s.Platform.(platform.DefinitionChecker); ok {
+	if c, ok := platform.As[platform.DefinitionChecker](s.Platform); ok {
 		dp.Refused = append(dp.Refused, c.CheckDefinition(to.Definition)...)
 	}
-	if hr, ok := s.Platform.(platform.HandEditReader); ok && env.ActiveRevisionID != nil {
+	if hr, ok := platform.As[platform.HandEditReader](s.Platform); ok && env.ActiveRevisionID != nil {
 		hctx, cancel := context.WithTimeout(ctx, handEditsWait)
 		dp.HandEdits, err = hr.HandEdits(hctx, platformEnv(env))
 		cancel()

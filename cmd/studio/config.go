@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skali-dev/studio/runs/platforms"
 )
 
 // Config is every setting of `studio serve`. Each flag has an environment
@@ -161,8 +163,8 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
 	}
-	if c.Platform != "local" && c.Platform != "kubernetes" {
-		return fmt.Errorf("--platform must be local or kubernetes, not %q", c.Platform)
+	if !slices.Contains(platforms.Names, c.Platform) {
+		return fmt.Errorf("--platform must be %s, not %q", strings.Join(platforms.Names, " or "), c.Platform)
 	}
 	if c.Gateway != "" {
 		if ns, name, ok := strings.Cut(c.Gateway, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {

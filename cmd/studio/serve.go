@@ -21,6 +21,7 @@ import (
 	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/runs/platform/kubernetes"
 	"github.com/skali-dev/studio/runs/platform/local"
+	"github.com/skali-dev/studio/runs/platforms"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/pgserver"
 	"github.com/skali-dev/studio/views"
@@ -114,19 +115,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	localPlatform, identity, err := local.New(ctx, db.DB, vault, local.Options{
-		StepDelay: cfg.LocalStepDelay, Resolver: platform.NewResolver(cfg.DNSServer), EdgePort: cfg.EdgePort, Faults: faults})
+	opened, err := platforms.Open(ctx, platforms.Config{Name: cfg.Platform, DB: db.DB, Vault: vault, Logger: logger,
+		Local:      local.Options{StepDelay: cfg.LocalStepDelay, Resolver: platform.NewResolver(cfg.DNSServer), EdgePort: cfg.EdgePort, Faults: faults},
+		Kubeconfig: cfg.Kubeconfig, Kubernetes: kubernetes.Options{Gateway: cfg.Gateway, ClusterIssuer: cfg.ClusterIssuer}})
 	if err != nil {
 		return err
 	}
-	var runPlatform platform.Platform = localPlatform
-	if cfg.Platform == "kubernetes" {
-		client, err := kubernetes.LoadClient(cfg.Kubeconfig)
-		if err != nil {
-			return fmt.Errorf("--platform kubernetes: %w", err)
-		}
-		runPlatform = kubernetes.New(client, db.DB, vault, localPlatform, kubernetes.Options{Gateway: cfg.Gateway, ClusterIssuer: cfg.ClusterIssuer, Logger: logger})
-	}
+	defer opened.Close()
+	identity, runPlatform := opened.Identity, opened.Platform
 	runService := runs.NewService(db.DB, vault, runPlatform, time.Now, logger)
 	runService.PublicAddresses = cfg.publicAddresses
 	// The Studio's own address is no environment's hostname.

@@ -7,6 +7,8 @@ package platform
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
@@ -30,19 +32,44 @@ func (discard) Line(string) {}
 // Discard is an Output that drops every line.
 var Discard Output = discard{}
 
-// Platform does a run's work on a cluster. Every method is idempotent for
+// Platform does a run's work on a cluster: what every platform does.
+// What only some platforms can do are capabilities, each an interface of
+// its own (BackupPlatform, ValueReceiver, EnvironmentPreparer,
+// EnvironmentDeleter, DefinitionChecker, HandEditReader), asserted where
+// it is used; a missing one that a user asked for is refused by
+// NotSupported, in one sentence. A platform is chosen by name with New.
+//
+// Call order. A deploy's plan calls CheckDefinition and BucketBytes; its
+// run calls, in its phases: SetValues and PrepareEnvironment (the values
+// step), ProvisionDatabase and ProvisionBucket, Build, Release (or, for a
+// run resumed after its process stopped, ReleaseOutcome first), Rollout,
+// Probe and Issue (the hostname steps), and Prune once the revision is
+// live. Backups and restores call the BackupPlatform's methods; deleting
+// an environment calls DeleteEnvironment.
+//
+// Concurrency. A platform is called from many goroutines at once, for
+// different environments; every method must be safe for that. For one
+// environment, only the run holding its lease calls the step methods, so
+// those calls never overlap; Probe may be called at any time (the
+// reconciler, Check now) alongside them. Every method is idempotent for
 // the same environment and service, so a resumed run may call it again.
-// The methods that do a step's work write its log lines to out.
+// The methods that do a step's work write its log lines to out; ctx ends
+// a method's work (a step's timeout, a cancel, the process stopping).
 type Platform interface {
+	// Kind is the platform's name, as --platform takes it: "local",
+	// "kubernetes".
+	Kind() string
 	ProvisionDatabase(ctx context.Context, env Env, name string, d *compiler.Database, out Output) error
 	ProvisionBucket(ctx context.Context, env Env, name string, b *compiler.Bucket, out Output) error
 	// BucketBytes is what a live bucket stores.
 	BucketBytes(ctx context.Context, env Env, name string) (int64, error)
 	// Build builds or imports an application's image and returns its reference.
 	Build(ctx context.Context, env Env, app string, a *compiler.Application, out Output) (string, error)
-	// Release runs the application's release command once; ctx carries its
-	// timeout. The platform keeps what the command came to under key.
-	Release(ctx context.Context, env Env, app string, cmd *compiler.ReleaseCommand, key ReleaseKey, out Output) error
+	// Release runs the release command cmd of application app (a, as the
+	// run's revision declares it: its image, environment and resources)
+	// once; ctx carries its timeout. The platform keeps what the command
+	// came to under key.
+	Release(ctx context.Context, env Env, app string, a *compiler.Application, cmd *compiler.ReleaseCommand, key ReleaseKey, out Output) error
 	// ReleaseOutcome says what the release command started under key came
 	// to, for a run resumed after the process that ran it stopped.
 	ReleaseOutcome(ctx context.Context, env Env, key ReleaseKey) (ReleaseOutcome, error)
@@ -59,9 +86,6 @@ type Platform interface {
 	// that revision is live, and for a database or bucket only when the
 	// deploy's plan was confirmed by typing the environment's name.
 	Prune(ctx context.Context, env Env, removed []RemovedService, out Output) error
-
-	// Backups.
-	BackupPlatform
 }
 
 // ValueReceiver is a platform that is handed the plaintext values a
@@ -77,9 +101,11 @@ type ValueReceiver interface {
 // EnvironmentPreparer is a platform that sets an environment up for the
 // definition a deploy brings, in its step that hands over the values,
 // before anything of it runs (on Kubernetes: the namespace's NetworkPolicy
-// and ResourceQuota).
+// and ResourceQuota). active is the definition the environment runs now
+// (nil before its first deploy): its pods run beside the new ones while
+// they roll out.
 type EnvironmentPreparer interface {
-	PrepareEnvironment(ctx context.Context, env Env, def *compiler.Definition) error
+	PrepareEnvironment(ctx context.Context, env Env, def, active *compiler.Definition) error
 }
 
 // EnvironmentDeleter is a platform that holds what an environment runs
@@ -158,7 +184,75 @@ type IssuedCertificate struct {
 	PEM       string
 }
 
-// BackupPlatform snapshots and restores an environment's services.
+// NotSupportedError is a capability a platform lacks, asked for by a user
+// (a backup on a platform that takes none).
+type NotSupportedError struct {
+	Platform   string // its Kind
+	Capability string // "backups"
+	// Detail says what comes instead, or when; may be "".
+	Detail string
+}
+
+func (e *NotSupportedError) Error() string {
+	kind := e.Platform
+	if kind != "" {
+		kind = strings.ToUpper(kind[:1]) + kind[1:]
+	}
+	msg := fmt.Sprintf("The %s platform does not take %s in this version of the Studio", kind, e.Capability)
+	if e.Detail != "" {
+		msg += " (" + e.Detail + ")"
+	}
+	return msg + "; nothing was done."
+}
+
+// Details a platform may give of a capability it lacks (NotSupported).
+type CapabilityDetailer interface {
+	CapabilityDetail(capability string) string
+}
+
+// NotSupported is the one refusal of a capability p lacks.
+func NotSupported(p Platform, capability string) error {
+	e := &NotSupportedError{Platform: p.Kind(), Capability: capability}
+	if d, ok := p.(CapabilityDetailer); ok {
+		e.Detail = d.CapabilityDetail(capability)
+	}
+	return e
+}
+
+// Wrapper is a platform that wraps another to change some of its steps
+// (a test's hooks): capabilities it does not have itself are looked up on
+// the platform it wraps.
+type Wrapper interface {
+	Unwrap() Platform
+}
+
+// As is p's capability C (p itself, or the platform a Wrapper wraps), or
+// false when p lacks it.
+func As[C any](p Platform) (C, bool) {
+	for p != nil {
+		if c, ok := p.(C); ok {
+			return c, true
+		}
+		w, ok := p.(Wrapper)
+		if !ok {
+			break
+		}
+		p = w.Unwrap()
+	}
+	var zero C
+	return zero, false
+}
+
+// Backups is p's BackupPlatform, or the refusal of backups on p.
+func Backups(p Platform) (BackupPlatform, error) {
+	if b, ok := As[BackupPlatform](p); ok {
+		return b, nil
+	}
+	return nil, NotSupported(p, "backups")
+}
+
+// BackupPlatform snapshots and restores an environment's services: a
+// capability (Backups).
 type BackupPlatform interface {
 	// SetTarget checks that target can hold the snapshots of installation
 	// (a directory for the local platform) and marks it as theirs, or says

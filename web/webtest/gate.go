@@ -43,11 +43,11 @@ type heldPlatform struct {
 	d *Deploys
 }
 
-func (h heldPlatform) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
+func (h heldPlatform) Release(ctx context.Context, env platform.Env, app string, a *compiler.Application, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	if err := h.d.HoldRelease.wait(ctx); err != nil {
 		return err
 	}
-	return h.Platform.Release(ctx, env, app, cmd, key, out)
+	return h.Platform.Release(ctx, env, app, a, cmd, key, out)
 }
 
 func (h heldPlatform) Rollout(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) error {
@@ -64,6 +64,10 @@ type deletingPlatform struct {
 	platform.ValueReceiver
 	delete func(env platform.Env) error
 }
+
+// Unwrap implements platform.Wrapper: the wrapped platform's other
+// capabilities (backups) stay.
+func (d deletingPlatform) Unwrap() platform.Platform { return d.Platform }
 
 func (d deletingPlatform) DeleteEnvironment(ctx context.Context, env platform.Env, out platform.Output) error {
 	out.Line("deleting what " + env.Name + " runs")

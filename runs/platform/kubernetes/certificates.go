@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -62,10 +63,13 @@ func certificate(n envNames, name, domain string, p *Platform) Object {
 // the runner's backoff takes over). A Certificate whose last issuance
 // failed is triggered again as `cmctl renew` does, so a retry (the
 // backoff's or Check now's) is a real one. Without a cluster issuer the
-// local platform's development CA issues.
+// installation's development CA issues (Options.DevIssuer).
 func (p *Platform) Issue(ctx context.Context, env platform.Env, domain string, now time.Time, out platform.Output) (*platform.IssuedCertificate, platform.Issuance, error) {
 	if p.Opts.ClusterIssuer == "" {
-		return p.Local.Issue(ctx, env, domain, now, out)
+		if p.Opts.DevIssuer == nil {
+			return nil, platform.Issuance{}, errors.New("no certificate issuer: set a cert-manager ClusterIssuer (--cluster-issuer)")
+		}
+		return p.Opts.DevIssuer.Issue(ctx, env, domain, now, out)
 	}
 	var is platform.Issuance
 	n, err := p.names(ctx, env)

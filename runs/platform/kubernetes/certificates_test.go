@@ -82,7 +82,7 @@ func (f *fixture) useClusterIssuer(issuer string) {
 	opts := old.Opts
 	opts.ClusterIssuer = issuer
 	opts.IssueTimeout = 2 * time.Minute
-	f.platform = kubernetes.New(old.Client, f.db, f.vault, old.Local, opts)
+	f.platform = kubernetes.New(old.Client, opts)
 	old.Close()
 	f.t.Cleanup(f.platform.Close)
 	f.svc = runs.NewService(f.db, f.vault, f.platform, time.Now, opts.Logger)

@@ -39,11 +39,11 @@ type releaseHook struct {
 	before func()
 }
 
-func (h *releaseHook) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
+func (h *releaseHook) Release(ctx context.Context, env platform.Env, app string, a *compiler.Application, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	if h.before != nil {
 		h.before()
 	}
-	return h.Platform.Release(ctx, env, app, cmd, key, out)
+	return h.Platform.Release(ctx, env, app, a, cmd, key, out)
 }
 
 // routeHostnames are the hostnames of the HTTPRoutes in the namespace.

@@ -179,7 +179,7 @@ func quantityValue(s string) int64 {
 // namespace's NetworkPolicy, and its ResourceQuota from the definition's
 // limits (wide enough for the active revision's pods too while the new
 // ones roll out), or none when they do not allow computing one.
-func (p *Platform) PrepareEnvironment(ctx context.Context, env platform.Env, def *compiler.Definition) error {
+func (p *Platform) PrepareEnvironment(ctx context.Context, env platform.Env, def, active *compiler.Definition) error {
 	n, err := p.names(ctx, env)
 	if err != nil {
 		return err
@@ -188,18 +188,8 @@ func (p *Platform) PrepareEnvironment(ctx context.Context, env platform.Env, def
 		return p.apiError("applying the NetworkPolicy of namespace "+n.namespace, err)
 	}
 	q := resourceQuota(n, def, p)
-	if q != nil && p.DB != nil {
-		e, err := p.DB.EnvironmentByID(ctx, env.ID)
-		if err != nil {
-			return err
-		}
-		if e.ActiveRevisionID != nil {
-			rev, err := p.DB.RevisionByID(ctx, *e.ActiveRevisionID)
-			if err != nil {
-				return err
-			}
-			q = widerQuota(q, resourceQuota(n, rev.Definition, p))
-		}
+	if q != nil && active != nil {
+		q = widerQuota(q, resourceQuota(n, active, p))
 	}
 	if q == nil {
 		if err := p.Client.Delete(ctx, KindResourceQuota, n.namespace, ResourceQuotaName); err != nil {

@@ -87,7 +87,7 @@ applications:
 // service account token, the runtime's seccomp profile, no privilege
 // escalation and only the capabilities kept.
 func TestEveryPodRunsWithoutTokenEscalationOrExtraCapabilities(t *testing.T) {
-	p := New(nil, nil, nil, nil, Options{})
+	p := New(nil, Options{})
 	n := envNames{project: "shop", env: "production", namespace: "shop-production", id: 7}
 	def := compiled(t, isolationManifest)
 	pods := map[string]Object{}
@@ -138,7 +138,7 @@ func TestEveryPodRunsWithoutTokenEscalationOrExtraCapabilities(t *testing.T) {
 // whose it is (project, environment, environment id) and enforces the
 // baseline Pod Security profile, warning about restricted.
 func TestNamespaceCarriesTheStudiosAndPodSecurityLabels(t *testing.T) {
-	p := New(nil, nil, nil, nil, Options{})
+	p := New(nil, Options{})
 	ns := roundTrip(t, namespaceObject(envNames{project: "shop", env: "production", namespace: "shop-production", id: 7}, p))
 	want := map[string]string{
 		"app.kubernetes.io/managed-by":       "skali-studio",
@@ -174,7 +174,7 @@ func TestNamespaceCarriesTheStudiosAndPodSecurityLabels(t *testing.T) {
 // without a gateway from its own pods only.
 func TestNetworkPolicyAdmitsTheNamespaceAndTheGatewaysOnly(t *testing.T) {
 	n := envNames{project: "shop", env: "production", namespace: "shop-production", id: 7}
-	np := roundTrip(t, networkPolicy(n, New(nil, nil, nil, nil, Options{Gateway: "infra/edge"})))
+	np := roundTrip(t, networkPolicy(n, New(nil, Options{Gateway: "infra/edge"})))
 	if get(np, "spec", "podSelector") == nil || len(get(np, "spec", "podSelector").(Object)) != 0 {
 		t.Errorf("podSelector %v, want every pod", get(np, "spec", "podSelector"))
 	}
@@ -190,7 +190,7 @@ func TestNetworkPolicyAdmitsTheNamespaceAndTheGatewaysOnly(t *testing.T) {
 		get(from[1], "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name") != "infra" || get(from[1], "podSelector") != nil {
 		t.Errorf("ingress from %v, want the namespace's own pods and namespace infra", from)
 	}
-	np = roundTrip(t, networkPolicy(n, New(nil, nil, nil, nil, Options{})))
+	np = roundTrip(t, networkPolicy(n, New(nil, Options{})))
 	if from := get(np, "spec", "ingress", 0, "from").([]any); len(from) != 1 {
 		t.Errorf("without a gateway, ingress from %v, want the namespace's own pods only", from)
 	}
@@ -201,7 +201,7 @@ func TestNetworkPolicyAdmitsTheNamespaceAndTheGatewaysOnly(t *testing.T) {
 // replicas, a rollout's extra ones, its release Job), per resource every
 // application limits; none otherwise.
 func TestResourceQuotaOnlyWhenEveryApplicationSetsLimits(t *testing.T) {
-	p := New(nil, nil, nil, nil, Options{})
+	p := New(nil, Options{})
 	n := envNames{project: "shop", env: "production", namespace: "shop-production", id: 7}
 	def := compiled(t, isolationManifest)
 	// web: 4 replicas + 1 surge (25% of 4) + 1 release pod = 6;

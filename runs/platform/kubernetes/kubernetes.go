@@ -25,8 +25,6 @@ import (
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs/platform"
-	"github.com/skali-dev/studio/runs/platform/local"
-	"github.com/skali-dev/studio/store"
 )
 
 // Labels every object carries.
@@ -43,9 +41,6 @@ const (
 	// ValuesSecret is the name of the environment's one Secret of values.
 	ValuesSecret = "values"
 )
-
-// ErrBackupsNotSupported refuses backups on Kubernetes.
-var ErrBackupsNotSupported = errors.New("Backups on the Kubernetes platform come with a later version of the Studio (snapshots of CloudNativePG clusters and volumes); nothing was backed up or restored.")
 
 // Options configure the platform.
 type Options struct {
@@ -73,6 +68,23 @@ type Options struct {
 	// binds itself to in each environment namespace it creates
 	// (DefaultEnvironmentRole and DefaultCertManagerRole when empty).
 	EnvironmentRole, CertManagerRole string
+
+	// Prober is the Studio's probe of where a domain points (Probe).
+	Prober *platform.Prober
+	// DevIssuer issues certificates when no ClusterIssuer is set (the
+	// installation's development CA).
+	DevIssuer Issuer
+	// ReleaseValues reads the plaintext values of run runID's release (0:
+	// the environment's unfinished deploy, 0 and no error when there is
+	// none): read only when the values Secret a deploy wrote is found
+	// missing in a later step, to write it again. Without it a missing
+	// Secret fails the step.
+	ReleaseValues func(ctx context.Context, envID, runID int64) (values map[string]string, fromRun int64, err error)
+}
+
+// Issuer issues a domain's certificate (the development CA's DevIssuer).
+type Issuer interface {
+	Issue(ctx context.Context, env platform.Env, domain string, now time.Time, out platform.Output) (*platform.IssuedCertificate, platform.Issuance, error)
 }
 
 // The ClusterRoles of deploy/kubernetes the Studio binds in its
@@ -83,17 +95,12 @@ const (
 )
 
 // Platform implements platform.Platform on a Kubernetes cluster. Probe
-// (DNS and the edge probe) is the local platform's, and so is Issue without
-// a cluster issuer.
+// is Options.Prober's, and Issue without a cluster issuer
+// Options.DevIssuer's. It knows nothing of the Studio's database: what a
+// step needs comes in its arguments (and Options.ReleaseValues).
 type Platform struct {
-	Local  *local.Platform
 	Client *Client
-	DB     *store.DB
-	// Vault is read by the driver only when the values Secret a deploy
-	// wrote (SetValues) is found missing in a later step: the release's
-	// values are written again from it.
-	Vault *store.Vault
-	Opts  Options
+	Opts   Options
 
 	watches *watchHub
 }
@@ -110,8 +117,8 @@ type envNames struct {
 	id                      int64
 }
 
-// New returns the platform; local does probes and certificates.
-func New(client *Client, db *store.DB, vault *store.Vault, lp *local.Platform, o Options) *Platform {
+// New returns the platform.
+func New(client *Client, o Options) *Platform {
 	if o.Registry == "" {
 		o.Registry = "registry.local"
 	}
@@ -124,8 +131,18 @@ func New(client *Client, db *store.DB, vault *store.Vault, lp *local.Platform, o
 	if o.CertManagerRole == "" {
 		o.CertManagerRole = DefaultCertManagerRole
 	}
-	return &Platform{Local: lp, Client: client, DB: db, Vault: vault, Opts: o,
-		watches: newWatchHub(client, o.Logger)}
+	return &Platform{Client: client, Opts: o, watches: newWatchHub(client, o.Logger)}
+}
+
+// Kind implements platform.Platform.
+func (p *Platform) Kind() string { return "kubernetes" }
+
+// CapabilityDetail implements platform.CapabilityDetailer.
+func (p *Platform) CapabilityDetail(capability string) string {
+	if capability == "backups" {
+		return "snapshots of CloudNativePG clusters and volumes come later"
+	}
+	return ""
 }
 
 // Close ends the platform's watches.
@@ -440,23 +457,19 @@ func (p *Platform) readValues(ctx context.Context, n envNames, runID int64, a *c
 // release of run runID (0: the environment's unfinished deploy).
 func (p *Platform) restoreValues(ctx context.Context, n envNames, runID int64) error {
 	missing := fmt.Sprintf("the Secret %s/%s of the values is missing", n.namespace, ValuesSecret)
-	if p.DB == nil || p.Vault == nil {
+	if p.Opts.ReleaseValues == nil {
 		return errors.New(missing)
 	}
-	if runID == 0 {
-		id, err := p.DB.UnfinishedDeploy(ctx, n.id)
-		if err != nil {
-			return err
-		}
-		if id == 0 {
-			return errors.New(missing + ", and no deploy is running to write it again")
-		}
-		runID = id
+	values, fromRun, err := p.Opts.ReleaseValues(ctx, n.id, runID)
+	switch {
+	case err != nil && fromRun == 0:
+		return err
+	case err != nil:
+		return fmt.Errorf("%s, and the values of run %d could not be read to write it again", missing, fromRun)
+	case fromRun == 0:
+		return errors.New(missing + ", and no deploy is running to write it again")
 	}
-	values, err := p.Vault.ResolveReleaseValues(ctx, n.id, runID)
-	if err != nil {
-		return fmt.Errorf("%s, and the values of run %d could not be read to write it again", missing, runID)
-	}
+	runID = fromRun
 	defer clear(values)
 	p.Opts.Logger.Info("values Secret missing: written again", "namespace", n.namespace, "run", runID)
 	return p.writeValues(ctx, n, values)
@@ -533,14 +546,13 @@ func releaseJobName(app string, key platform.ReleaseKey) string {
 // Release implements platform.Platform: a Job (backoffLimit 0,
 // activeDeadlineSeconds from the timeout), followed by a watch until it
 // completes or fails.
-func (p *Platform) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
+func (p *Platform) Release(ctx context.Context, env platform.Env, app string, a *compiler.Application, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	n, err := p.names(ctx, env)
 	if err != nil {
 		return err
 	}
-	a, err := p.application(ctx, key.RunID, app)
-	if err != nil {
-		return err
+	if a == nil {
+		return fmt.Errorf("the application %s is not in the revision this run deploys", app)
 	}
 	// The Job's pod reads the values Secret: one lost since the deploy
 	// wrote it is written again first.
@@ -562,26 +574,6 @@ func (p *Platform) Release(ctx context.Context, env platform.Env, app string, cm
 		p.jobOutput(ctx, n.namespace, name, out)
 	}
 	return err
-}
-
-// application is the application of the revision the run deploys:
-// Release receives only its command, and the Job runs in its image with
-// its environment.
-func (p *Platform) application(ctx context.Context, runID int64, app string) (*compiler.Application, error) {
-	run, err := p.DB.RunByID(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	if run.RevisionID != nil {
-		rev, err := p.DB.RevisionByID(ctx, *run.RevisionID)
-		if err != nil {
-			return nil, err
-		}
-		if a := rev.Definition.Applications[app]; a != nil {
-			return a, nil
-		}
-	}
-	return nil, fmt.Errorf("the application %s is not in the revision this run deploys", app)
 }
 
 // waitJob follows a Job until it completes (nil) or fails (its reason).
@@ -810,49 +802,8 @@ func num(v any) int {
 
 // Backups are refused on Kubernetes, never faked.
 
-// SetTarget implements platform.BackupPlatform.
-func (p *Platform) SetTarget(target, installation string) error { return ErrBackupsNotSupported }
-
-// CheckTarget implements platform.BackupPlatform.
-func (p *Platform) CheckTarget(target, installation string) error { return ErrBackupsNotSupported }
-
-// Snapshot implements platform.BackupPlatform.
-func (p *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation) (platform.SnapshotFile, error) {
-	return platform.SnapshotFile{}, ErrBackupsNotSupported
-}
-
-// CheckSnapshot implements platform.BackupPlatform.
-func (p *Platform) CheckSnapshot(ctx context.Context, loc platform.SnapshotLocation, files []platform.SnapshotFile) error {
-	return ErrBackupsNotSupported
-}
-
-// VerifySnapshot implements platform.BackupPlatform.
-func (p *Platform) VerifySnapshot(ctx context.Context, loc platform.SnapshotLocation, files []platform.SnapshotFile) error {
-	return ErrBackupsNotSupported
-}
-
-// RemoveSnapshot implements platform.BackupPlatform.
-func (p *Platform) RemoveSnapshot(ctx context.Context, loc platform.SnapshotLocation) error {
-	return ErrBackupsNotSupported
-}
-
-// StopEnvironment implements platform.BackupPlatform.
-func (p *Platform) StopEnvironment(ctx context.Context, env platform.Env) error {
-	return ErrBackupsNotSupported
-}
-
-// StartEnvironment implements platform.BackupPlatform.
-func (p *Platform) StartEnvironment(ctx context.Context, env platform.Env) error {
-	return ErrBackupsNotSupported
-}
-
-// Restore implements platform.BackupPlatform.
-func (p *Platform) Restore(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation, file platform.SnapshotFile) error {
-	return ErrBackupsNotSupported
-}
-
-// Probe implements platform.Platform: the Studio's own probe, as on the
-// local platform.
+// Probe implements platform.Platform: the Studio's own probe
+// (Options.Prober), as on the local platform.
 func (p *Platform) Probe(ctx context.Context, domain string) platform.ProbeResult {
-	return p.Local.Probe(ctx, domain)
+	return p.Opts.Prober.Probe(ctx, domain)
 }

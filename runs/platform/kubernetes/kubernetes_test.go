@@ -27,9 +27,11 @@ import (
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/runs/platform/kubernetes"
 	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
 	"github.com/skali-dev/studio/runs/platform/local"
+	"github.com/skali-dev/studio/runs/platforms"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/store/storetest"
 )
@@ -124,7 +126,8 @@ func newFixtureAs(t *testing.T, user, manifest, envName string, values map[strin
 		driver.Impersonate = user
 	}
 	logger := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f.platform = kubernetes.New(driver, f.db, f.vault, lp, kubernetes.Options{Logger: logger, Gateway: "infra/edge",
+	f.platform = kubernetes.New(driver, kubernetes.Options{Logger: logger, Gateway: "infra/edge",
+		Prober: lp.Prober, DevIssuer: lp.DevIssuer(), ReleaseValues: platforms.ReleaseValues(f.db, f.vault),
 		PodAnnotations: func(app, kind string) map[string]string {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -579,7 +582,7 @@ func TestResumedRolloutReattachesInsteadOfRecreating(t *testing.T) {
 	// A new process: a new platform and service on the same database.
 	logger := slog.New(slog.NewTextHandler(f.logs, nil))
 	f.platform.Close()
-	f.platform = kubernetes.New(f.client, f.db, f.vault, f.platform.Local, f.platform.Opts)
+	f.platform = kubernetes.New(f.client, f.platform.Opts)
 	t.Cleanup(f.platform.Close)
 	f.svc = runs.NewService(f.db, f.vault, f.platform, time.Now, logger)
 	f.svc.Runner.Lease = 2 * time.Second
@@ -638,11 +641,14 @@ func TestFailedReleaseJobRollsNothingOut(t *testing.T) {
 	f.checkNoPlaintext()
 }
 
+// TestBackupsAreRefused: the Kubernetes platform has no backup
+// capability yet, and the one refusal says so in one sentence.
 func TestBackupsAreRefused(t *testing.T) {
-	p := kubernetes.New(nil, nil, nil, nil, kubernetes.Options{})
-	err := p.SetTarget("/backups", "x")
-	if err == nil || !strings.Contains(err.Error(), "come with a later version") {
-		t.Fatalf("SetTarget: %v", err)
+	p := kubernetes.New(nil, kubernetes.Options{})
+	_, err := platform.Backups(p)
+	want := "The Kubernetes platform does not take backups in this version of the Studio (snapshots of CloudNativePG clusters and volumes come later); nothing was done."
+	if err == nil || err.Error() != want {
+		t.Fatalf("platform.Backups: %v; want %q", err, want)
 	}
 }
 

@@ -24,7 +24,7 @@ func TestRolloutAndReleaseWriteTheirProgress(t *testing.T) {
 	app := compiler.Compile([]byte(releaseManifest)).Definition.Applications["web"]
 
 	release := &recorder{}
-	if err := f.platform.Release(f.ctx, env, "web", app.Deployment.ReleaseCommand, platform.ReleaseKey{RunID: run.ID, Position: 99}, release); err != nil {
+	if err := f.platform.Release(f.ctx, env, "web", app, app.Deployment.ReleaseCommand, platform.ReleaseKey{RunID: run.ID, Position: 99}, release); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	if release.index("started") < 0 || release.index(" Complete True") < 0 {

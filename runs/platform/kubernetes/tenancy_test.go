@@ -145,7 +145,7 @@ func TestNamespaceDeletedIsMadeAgainInTheSameStep(t *testing.T) {
 	f.waitGone(f.ns)
 	f.annotate("web", "rollout", nil)
 	f.platform.Close()
-	f.platform = kubernetes.New(f.platform.Client, f.db, f.vault, f.platform.Local, f.platform.Opts)
+	f.platform = kubernetes.New(f.platform.Client, f.platform.Opts)
 	t.Cleanup(f.platform.Close)
 	f.svc = runs.NewService(f.db, f.vault, f.platform, time.Now, slog.New(slog.NewTextHandler(f.logs, nil)))
 	f.svc.Runner.Lease = 2 * time.Second
@@ -384,14 +384,14 @@ func TestEveryEntryPointRefusesANamespaceItDidNotCreate(t *testing.T) {
 	out := platform.Discard
 	for name, call := range map[string]func() error{
 		"SetValues":          func() error { return p.SetValues(f.ctx, env, map[string]string{"SESSION_SECRET": secretValue}) },
-		"PrepareEnvironment": func() error { return p.PrepareEnvironment(f.ctx, env, def) },
+		"PrepareEnvironment": func() error { return p.PrepareEnvironment(f.ctx, env, def, nil) },
 		"ProvisionDatabase": func() error {
 			return p.ProvisionDatabase(f.ctx, env, "data", &compiler.Database{Engine: "postgres", Version: 17}, out)
 		},
 		"ProvisionBucket": func() error { return p.ProvisionBucket(f.ctx, env, "media", &compiler.Bucket{}, out) },
 		"Build":           func() error { _, err := p.Build(f.ctx, env, "web", web, out); return err },
 		"Release": func() error {
-			return p.Release(f.ctx, env, "web", &compiler.ReleaseCommand{Command: []string{"/migrate"}, Timeout: time.Minute}, platform.ReleaseKey{RunID: 1, Position: 1}, out)
+			return p.Release(f.ctx, env, "web", web, &compiler.ReleaseCommand{Command: []string{"/migrate"}, Timeout: time.Minute}, platform.ReleaseKey{RunID: 1, Position: 1}, out)
 		},
 		"ReleaseOutcome": func() error {
 			_, err := p.ReleaseOutcome(f.ctx, env, platform.ReleaseKey{RunID: 1, Position: 1})

@@ -6,11 +6,7 @@ package local
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -98,19 +94,7 @@ type Platform struct {
 	values receivedValues
 }
 
-func (l *Platform) step(ctx context.Context) error {
-	if l.StepDelay <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(l.StepDelay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (l *Platform) step(ctx context.Context) error { return sleep(ctx, l.StepDelay) }
 
 // ProvisionDatabase implements platform.Platform.
 func (l *Platform) ProvisionDatabase(ctx context.Context, env platform.Env, name string, d *compiler.Database, out platform.Output) error {
@@ -167,7 +151,7 @@ func (l *Platform) Build(ctx context.Context, env platform.Env, app string, a *c
 
 // Release implements platform.Platform. The simulated command runs inside this
 // process, so it dies with it: the outcome records its start and its end.
-func (l *Platform) Release(ctx context.Context, env platform.Env, app string, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
+func (l *Platform) Release(ctx context.Context, env platform.Env, app string, _ *compiler.Application, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	if l.DB != nil {
 		if err := store.WithRetry(ctx, func(ctx context.Context, _ int) error { return l.DB.StartLocalRelease(ctx, key.RunID, key.Position) }); err != nil {
 			return err
@@ -257,68 +241,19 @@ func (l *Platform) Probe(ctx context.Context, domain string) platform.ProbeResul
 	return l.Prober.Probe(ctx, domain)
 }
 
-// Issue implements platform.Platform: a certificate request, an order and an HTTP-01
-// challenge fetched from the domain through the same resolver and edge port.
+// Issue implements platform.Platform with the installation's DevIssuer.
 func (l *Platform) Issue(ctx context.Context, env platform.Env, domain string, now time.Time, out platform.Output) (*platform.IssuedCertificate, platform.Issuance, error) {
-	var is platform.Issuance
-	if w := l.Faults.get(func(f *Faults) string { return f.RateLimit[domain] }); w != "" {
-		d, err := time.ParseDuration(w)
-		if err != nil {
-			d = time.Hour
-		}
-		until := now.Add(d)
-		say(out, "ACME order for %s refused: rate limited until %s", domain, until.UTC().Format(time.RFC3339))
-		return nil, is, &platform.IssueError{Reason: "urn:ietf:params:acme:error:rateLimited: too many certificates already issued for this domain; retry after " + until.UTC().Format(time.RFC3339), RetryAfter: &until}
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, is, err
-	}
-	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: domain}, DNSNames: []string{domain}}, key)
-	if err != nil {
-		return nil, is, err
-	}
-	csr, err := x509.ParseCertificateRequest(csrDER)
-	if err != nil {
-		return nil, is, err
-	}
-	is.CertificateRequest = "certificaterequest-" + randomToken()[:10]
-	is.Order = "order-" + randomToken()[:10]
-	token := randomToken()
-	is.Challenge = "http-01 " + token[:12]
-	is.ChallengeURL = fmt.Sprintf("http://%s:%d%s%s", domain, l.Prober.EdgePort, platform.ChallengePrefix, token)
-	say(out, "CertificateRequest %s for %s, ACME order %s", is.CertificateRequest, domain, is.Order)
-	say(out, "HTTP-01 challenge %s at %s", token[:12], is.ChallengeURL)
-	if r := l.Faults.get(func(f *Faults) string { return f.Issuance[domain] }); r != "" {
-		is.ChallengeResult = "invalid"
-		say(out, "ACME order %s failed: %s", is.Order, r)
-		return nil, is, &platform.IssueError{Reason: r}
-	}
-	if err := l.step(ctx); err != nil {
-		return nil, is, err
-	}
-	ips, err := l.Prober.Resolver.LookupIP(ctx, "ip", domain)
-	if err != nil || len(ips) == 0 {
-		is.ChallengeResult = "invalid"
-		say(out, "DNS %s: %s", domain, platform.DNSErrorText(err))
-		return nil, is, &platform.IssueError{Reason: "Waiting for HTTP-01 challenge propagation: " + platform.DNSErrorText(err)}
-	}
-	say(out, "DNS %s: %s", domain, joinIPs(ips))
-	body, err := l.Prober.Fetch(ctx, ips[0], domain, platform.ChallengePrefix+token)
-	if err != nil || body != l.Prober.Identity.KeyAuthorization(token) {
-		is.ChallengeResult = "invalid"
-		say(out, "HTTP-01 attempt from %s: wrong status code or key authorization", ips[0])
-		return nil, is, &platform.IssueError{Reason: fmt.Sprintf("Waiting for HTTP-01 challenge propagation: wrong status code or key authorization from %s", ips[0])}
-	}
-	is.ChallengeResult = "valid"
-	say(out, "HTTP-01 attempt from %s: valid", ips[0])
-	cert, err := l.CA.Sign(csr, domain, now)
-	if err != nil {
-		return nil, is, err
-	}
-	say(out, "Certificate issued for %s by the development CA", domain)
-	return cert, is, nil
+	return l.DevIssuer().Issue(ctx, env, domain, now, out)
 }
+
+// DevIssuer is the development CA's issuance this platform does, a value
+// another platform (Kubernetes without a ClusterIssuer) takes too.
+func (l *Platform) DevIssuer() *DevIssuer {
+	return &DevIssuer{CA: l.CA, Prober: l.Prober, Faults: l.Faults, StepDelay: l.StepDelay}
+}
+
+// Kind implements platform.Platform.
+func (l *Platform) Kind() string { return "local" }
 
 // Options configure the local platform.
 type Options struct {
