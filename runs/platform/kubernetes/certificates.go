@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -328,15 +327,6 @@ func retryAfter(reason string) *time.Time {
 	return nil
 }
 
-func conditionOf(o Object, typ string) (condition, bool) {
-	for _, c := range conditions(o) {
-		if c.typ == typ {
-			return c, true
-		}
-	}
-	return condition{}, false
-}
-
 func conditionLine(name string, c condition) string {
 	s := name + " " + c.status
 	if c.reason != "" {
@@ -350,37 +340,4 @@ func withReason(s, reason string) string {
 		return s
 	}
 	return s + ": " + reason
-}
-
-// newest is the object created last (by name when created together).
-func newest(objs []Object) Object {
-	if len(objs) == 0 {
-		return nil
-	}
-	return slices.MaxFunc(objs, func(a, b Object) int {
-		if c := strings.Compare(str(a, "metadata", "creationTimestamp"), str(b, "metadata", "creationTimestamp")); c != 0 {
-			return c
-		}
-		return strings.Compare(str(a, "metadata", "name"), str(b, "metadata", "name"))
-	})
-}
-
-func str(o Object, path ...string) string {
-	var v any = o
-	for _, k := range path {
-		m, _ := v.(Object)
-		v = m[k]
-	}
-	s, _ := v.(string)
-	return s
-}
-
-func list(o Object, path ...string) []any {
-	var v any = o
-	for _, k := range path {
-		m, _ := v.(Object)
-		v = m[k]
-	}
-	l, _ := v.([]any)
-	return l
 }
