@@ -606,21 +606,13 @@ func (h *API) SetValue(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := chi.URLParam(r, "name")
-	if p := store.ValueNameProblem(name); p != "" {
-		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The value was refused", Detail: p, Field: "name"})
-		return nil
-	}
-	if body.Value == nil {
-		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The value was refused", Detail: "The request sent no value field.", Field: "value"})
-		return nil
-	}
-	if p := store.ValueProblem(*body.Value); p != "" {
-		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The value was refused", Detail: p, Field: "value"})
-		return nil
-	}
 	shown, err := h.shownRevision(ctx, env)
 	if err != nil {
 		return err
+	}
+	if field, p := valueInputProblem(shown.Contract, name, body.Value); field != "" {
+		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The value was refused", Detail: p, Field: field})
+		return nil
 	}
 	orphaned := !store.References(shown.Contract, name)
 	if orphaned && !body.ConfirmOrphan {

@@ -218,16 +218,13 @@ func (h *Values) SetValue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if p := store.ValueNameProblem(name); p != "" {
-		if want := suggestName(shown.Contract, name); want != "" {
-			p += " Did you mean " + want + "?"
-		}
+	var value *string
+	if hasValue {
+		value = &values[0]
+	}
+	if field, p := valueInputProblem(shown.Contract, name, value); field == "name" {
 		return rerender(p, "")
-	}
-	if !hasValue {
-		return rerender("", "The form sent no value field.")
-	}
-	if p := store.ValueProblem(values[0]); p != "" {
+	} else if field == "value" {
 		return rerender("", p)
 	}
 	// A name the manifest does not use would be stored only to be
@@ -383,6 +380,27 @@ func problemLine(p string) int {
 
 // suggestName is the name of contract c that name matches when case is
 // ignored ("" when none, or when name is that name).
+// valueInputProblem is the one check of a value a person sets, through
+// the values page or the API: which field is wrong ("name" or "value", ""
+// when neither) and why, in a sentence. A name that matches a name the
+// manifest uses but for its case is given that name ("Did you mean
+// APP_DOMAIN?"). value is nil when the request sent none.
+func valueInputProblem(c compiler.ValueContract, name string, value *string) (field, problem string) {
+	if p := store.ValueNameProblem(name); p != "" {
+		if want := suggestName(c, name); want != "" {
+			p += " Did you mean " + want + "?"
+		}
+		return "name", p
+	}
+	if value == nil {
+		return "value", "The request sent no value field."
+	}
+	if p := store.ValueProblem(*value); p != "" {
+		return "value", p
+	}
+	return "", ""
+}
+
 func suggestName(c compiler.ValueContract, name string) string {
 	names := slices.Clone(c.Required)
 	for n := range c.Optional {

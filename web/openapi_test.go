@@ -126,6 +126,10 @@ func TestAPIWalkedAgainstItsOpenAPIDocument(t *testing.T) {
 	call(token, "PUT", env+"/values/APP_DOMAIN", `{"value": "shop.example.test"}`, 200)
 	call(token, "PUT", env+"/values/NOT_USED", `{"value": "`+secretValue+`"}`, 422)
 	call(token, "PUT", env+"/values/bad-name", `{"value": "x"}`, 422)
+	// The page's check, suggestion included (one function for both).
+	if got := call(token, "PUT", env+"/values/app_domain", `{"value": "x"}`, 422); !strings.Contains(got, "Did you mean APP_DOMAIN?") || !strings.Contains(got, `"field":"name"`) {
+		t.Errorf("a value name in the wrong case: %s; want the page's suggestion on the name field", got)
+	}
 	call(token, "POST", env+"/values/import", `{"dotenv": "APP_DOMAIN=shop.example.test\nOTHER=`+secretValue+`\n"}`, 200)
 	call(token, "POST", env+"/values/import", `{"dotenv": "   "}`, 422)
 	call(token, "POST", env+"/backups", "", 422)
