@@ -6,18 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
-	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
@@ -61,64 +55,6 @@ type Runner struct {
 	// certificate, a rollout) stops waiting at once (yielding).
 	stopOnce sync.Once
 	stopped  chan struct{}
-}
-
-// DefaultLease is how long a run's lease lasts unless renewed.
-const DefaultLease = 20 * time.Second
-
-func (r *Runner) lease() time.Duration { return cmp.Or(r.Lease, DefaultLease) }
-
-// Stop makes every execution of this runner give its run back at its next
-// safe point (between checkpoints, or once the step in flight is recorded),
-// for another process, or this one restarted, to resume.
-// A step that only waits (see yielding) stops waiting at once: it is
-// recorded nowhere, and the next execution takes it up again.
-func (r *Runner) Stop() {
-	if !r.stopping.Swap(true) {
-		close(r.stopChan())
-	}
-}
-
-// stopChan is the channel Stop closes.
-func (r *Runner) stopChan() chan struct{} {
-	r.stopOnce.Do(func() { r.stopped = make(chan struct{}) })
-	return r.stopped
-}
-
-// errYielded means a step that waited was stopped by Stop: its checkpoint
-// stays as it was, for the next execution to take up again.
-var errYielded = errors.New("runs: the step stopped waiting: the process is shutting down")
-
-// yielding reports whether a step of kind only waits for others (the
-// cluster, cert-manager, a rollout, DNS) rather than does work in flight:
-// on a shutdown it stops waiting at once and its run is given back (it is
-// a wait in the database, not a goroutine's). A release command, a build
-// and the steps of a backup or restore are work in flight: they finish
-// (or reach their timeout) first.
-func yielding(kind string) bool {
-	switch kind {
-	case KindCheckValues, KindProvisionDatabase, KindProvisionBucket, KindIssueTLS, KindRollout, KindProbe, KindDeletePlatform:
-		return true
-	}
-	return false
-}
-
-// stepContext is the context of a step of kind: for a step that only
-// waits, one that ends when Stop is called (with errYielded as its cause).
-func (r *Runner) stepContext(ctx context.Context, kind string) (context.Context, context.CancelFunc) {
-	if !yielding(kind) {
-		return ctx, func() {}
-	}
-	sctx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-r.stopChan():
-			cancel(errYielded)
-		case <-done:
-		}
-	}()
-	return sctx, func() { close(done); cancel(nil) }
 }
 
 // Result is where Execute left a run: finished, or waiting until a time.
@@ -177,40 +113,6 @@ type runContext struct {
 	cancelledAt *store.Checkpoint
 }
 
-// processName names this process in lease owners: its machine (host name
-// and pid namespace) and pid, so that an operator reading the runs table
-// sees who executes what, and a process on the same machine can tell an
-// executor that died (see deadHere).
-var processName = machineName() + ":" + strconv.Itoa(os.Getpid())
-
-// machineName is host@pid-namespace: processes with the same machine name
-// see the same process ids.
-func machineName() string {
-	host, _ := os.Hostname()
-	ns, err := os.Readlink("/proc/self/ns/pid") // "pid:[4026531836]"
-	if err != nil {
-		return host
-	}
-	return host + "@" + strings.Trim(strings.TrimPrefix(ns, "pid:"), "[]")
-}
-
-// deadHere reports whether the lease owner names a process of this
-// machine that no longer exists: its lease need not run out before the run
-// is taken over. A process id reused since only delays that (the lease
-// still expires); it never makes a live executor look dead.
-func deadHere(owner string) bool {
-	machine, rest, ok := strings.Cut(owner, ":")
-	if !ok || !strings.Contains(machine, "@") || machine != machineName() {
-		return false
-	}
-	pidText, _, _ := strings.Cut(rest, ":")
-	pid, err := strconv.Atoi(pidText)
-	if err != nil || pid <= 0 || pid == os.Getpid() {
-		return false
-	}
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-}
-
 // Execute works on the run until it finishes or has to wait. It first
 // claims the run's lease; while another live execution holds it, it
 // returns at once with the time that lease would expire.
@@ -261,37 +163,6 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 		}
 	}
 	return res, err
-}
-
-// renew renews the execution's lease until done is closed. When another
-// process holds the lease now, or it could not be renewed before it
-// expired, it cancels the execution with that cause.
-func (r *Runner) renew(ctx context.Context, runID int64, owner string, lost context.CancelCauseFunc, done <-chan struct{}) {
-	every := r.lease() / 4
-	t := time.NewTicker(every)
-	defer t.Stop()
-	expires := time.Now().Add(r.lease())
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-		sent := time.Now()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
-		ok, err := r.DB.RenewRunLease(rctx, runID, owner, r.lease())
-		cancel()
-		switch {
-		case err == nil && ok:
-			expires = sent.Add(r.lease())
-		case err == nil:
-			lost(ErrTakenOver)
-			return
-		case time.Now().After(expires):
-			lost(errLeaseExpired)
-			return
-		}
-	}
 }
 
 func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result, error) {
@@ -403,23 +274,13 @@ func (r *Runner) execute(ctx context.Context, runID int64, owner string) (Result
 	return r.finish(ctx, rc, "", "", nil)
 }
 
-// phases groups the checkpoint kinds whose steps of different services
-// may run at the same time: none waits for another of its phase, and
-// none of them waits (a wait ends the execution).
-var phases = map[string]string{
-	KindProvisionDatabase: "provision", KindProvisionBucket: "provision",
-	KindBuild: "build", KindImport: "build",
-	KindRelease: "release",
-	KindRollout: "rollout",
-}
-
 // phaseEnd returns the end (exclusive) of the phase that starts with
 // cps[i]: it and the checkpoints right after it of the same phase; a
 // checkpoint of no phase is alone in its own.
 func phaseEnd(cps []store.Checkpoint, i int) int {
-	phase := phases[cps[i].Kind]
+	phase := steps[cps[i].Kind].phase
 	j := i + 1
-	for phase != "" && j < len(cps) && phases[cps[j].Kind] == phase {
+	for phase != "" && j < len(cps) && steps[cps[j].Kind].phase == phase {
 		j++
 	}
 	return j
@@ -450,11 +311,11 @@ func unfinished(cps []store.Checkpoint) []store.Checkpoint {
 // wait, which the caller records. cancel reports whether the run has
 // been asked to cancel, as of the last change written.
 func (r *Runner) do(ctx context.Context, rc *runContext, cp store.Checkpoint) (res stepResult, cancel bool, err error) {
-	if cp.Kind == KindRelease && cp.Status == store.CheckpointRunning {
+	if resume := steps[cp.Kind].resume; resume != nil && cp.Status == store.CheckpointRunning {
 		// The process that ran it stopped (or this one could not record
-		// it): ask the platform what the command came to before anything
-		// else, since a release command runs once per deployment.
-		res, again, err := r.releaseOutcome(ctx, rc, cp)
+		// it): ask what it came to before anything else (a release
+		// command runs once per deployment).
+		res, again, err := resume(r, ctx, rc, cp)
 		if err != nil {
 			return stepResult{}, false, err
 		}
@@ -518,8 +379,8 @@ func (r *Runner) doTogether(ctx context.Context, rc *runContext, cps []store.Che
 	// command of the phase starts.
 	var rest []store.Checkpoint
 	for _, cp := range cps {
-		if cp.Kind == KindRelease && cp.Status == store.CheckpointRunning {
-			res, again, err := r.releaseOutcome(ctx, rc, cp)
+		if resume := steps[cp.Kind].resume; resume != nil && cp.Status == store.CheckpointRunning {
+			res, again, err := resume(r, ctx, rc, cp)
 			if err != nil {
 				return nil, false, err
 			}
@@ -627,8 +488,8 @@ func (r *Runner) settleRunning(ctx context.Context, rc *runContext, cps []store.
 // any other step, and a command whose end the platform cannot tell, is
 // skipped with warning why, and never run.
 func (r *Runner) settle(ctx context.Context, rc *runContext, cp store.Checkpoint, why string) (finished bool, err error) {
-	if cp.Kind == KindRelease {
-		res, again, err := r.releaseOutcome(ctx, rc, cp)
+	if resume := steps[cp.Kind].resume; resume != nil {
+		res, again, err := resume(r, ctx, rc, cp)
 		if err != nil {
 			return false, err
 		}
@@ -639,34 +500,6 @@ func (r *Runner) settle(ctx context.Context, rc *runContext, cp store.Checkpoint
 	}
 	_, err = r.record(ctx, rc, cp, stepResult{status: store.CheckpointSkipped, detail: DecodeCheckpointDetail(cp.Detail), warning: why})
 	return false, err
-}
-
-// releaseOutcome decides what becomes of a release command found running
-// when an execution starts: the platform says what it came to. again
-// reports that it never started, so running it now is safe.
-func (r *Runner) releaseOutcome(ctx context.Context, rc *runContext, cp store.Checkpoint) (res stepResult, again bool, err error) {
-	d := DecodeCheckpointDetail(cp.Detail)
-	var out platform.ReleaseOutcome
-	err = store.WithRetry(ctx, func(ctx context.Context, _ int) (err error) {
-		out, err = r.Platform.ReleaseOutcome(ctx, platformEnv(rc.env), platform.ReleaseKey{RunID: rc.run.ID, Position: cp.Position})
-		return err
-	})
-	if err != nil {
-		return stepResult{}, false, err
-	}
-	switch out.State {
-	case platform.ReleaseNotStarted:
-		return stepResult{}, true, nil
-	case platform.ReleaseSucceeded:
-		return stepResult{status: store.CheckpointSucceeded, detail: d}, false, nil
-	case platform.ReleaseFailed:
-		reason := fmt.Sprintf("The release command of %s failed: %s", d.Application, out.Error)
-		d.Error = reason
-		return maskOutcome(r.maskerFor(ctx, rc), stepResult{status: store.CheckpointFailed, detail: d, reason: reason}), false, nil
-	}
-	reason := "The Studio stopped while the release command of " + d.Application + " ran, and the platform cannot tell whether it finished; it is not run again by itself. Deploy again."
-	d.Error = reason
-	return stepResult{status: store.CheckpointFailed, detail: d, reason: reason, unknown: true}, false, nil
 }
 
 // apply writes a change of the run under the execution's lease, retried
@@ -727,379 +560,4 @@ func (rc *runContext) dirtyDetail() any {
 	}
 	rc.detDirty = false
 	return rc.det
-}
-
-// finish ends the run: status "" means it went through every checkpoint.
-func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason string, failed *stepResult) (Result, error) {
-	var cps []store.Checkpoint
-	err := store.WithRetry(ctx, func(ctx context.Context, _ int) (err error) {
-		cps, err = r.DB.Checkpoints(ctx, rc.run.ID)
-		return err
-	})
-	if err != nil {
-		return Result{}, err
-	}
-	det := rc.det
-	if status == store.RunFailed || status == store.RunCancelled {
-		if cps, err = r.markNotRun(ctx, rc, cps); err != nil {
-			return Result{}, err
-		}
-		det.StoppedAt, det.StoppedName, det.StoppedLine = nil, "", 0
-		stopped := rc.cancelledAt
-		for i := range cps {
-			if stopped == nil && cps[i].Status == store.CheckpointFailed {
-				stopped = &cps[i]
-			}
-		}
-		if stopped != nil {
-			det.StoppedAt, det.StoppedName = &stopped.Position, stopped.Name
-			if err := store.WithRetry(ctx, func(ctx context.Context, _ int) (err error) {
-				det.StoppedLine, err = r.DB.LastRunLogLine(ctx, rc.run.ID, stopped.Position)
-				return err
-			}); err != nil {
-				return Result{}, err
-			}
-		}
-	}
-	certs, err := r.certificateStates(ctx, rc.env.ID)
-	if err != nil {
-		return Result{}, err
-	}
-	det.Deferred, det.Warnings = 0, 0
-	for _, cp := range cps {
-		if cp.Warning != "" {
-			det.Warnings++
-		}
-		if TLSDeferred(cp, DecodeCheckpointDetail(cp.Detail)) {
-			det.Deferred++
-		}
-	}
-	if status == "" {
-		status = store.RunSucceeded
-		if det.Warnings > 0 {
-			status = store.RunSucceededWithWarnings
-		}
-	}
-	if rc.run.Kind == "delete" && status == store.RunSucceeded {
-		// The platform holds nothing of the environment any more: its rows
-		// go now, this run's with them.
-		if ok, err := r.DB.FinishEnvironmentDeletion(ctx, rc.run.ID, rc.lease); err != nil {
-			return Result{}, err
-		} else if !ok {
-			return Result{}, ErrTakenOver
-		}
-		r.Logger.Info("environment deleted", "environment", rc.env.ID, "run", rc.run.ID)
-		return Result{Finished: true}, nil
-	}
-	det.Summary = summary(rc.run, status, reason, cps, certs)
-	change := store.RunChange{RunID: rc.run.ID, Status: status, Reason: reason, Detail: det}
-	change.EnvironmentState = restoreOutcomeState(rc.run, status, cps)
-	if failed != nil && failed.converge && rc.run.Kind == "deploy" && rc.run.FromRevisionID == nil && rc.env.ActiveRevisionID == nil {
-		change.Converging = rc.run.RevisionID
-	}
-	change.Lease = rc.lease
-	if _, ok, err := r.apply(ctx, change); err != nil {
-		return Result{}, err
-	} else if !ok {
-		return Result{}, ErrTakenOver
-	}
-	r.finishBackupRun(ctx, rc.run, rc.env, status)
-	return Result{Finished: true}, nil
-}
-
-// markNotRun records every checkpoint a failed or cancelled run never
-// reached as not run, each with its event (a watching page turns its
-// rows), and returns cps with those statuses.
-func (r *Runner) markNotRun(ctx context.Context, rc *runContext, cps []store.Checkpoint) ([]store.Checkpoint, error) {
-	for i, cp := range cps {
-		if cp.Status != store.CheckpointPending {
-			continue
-		}
-		if _, ok, err := r.apply(ctx, store.RunChange{RunID: rc.run.ID, Lease: rc.lease, Checkpoint: &store.CheckpointChange{
-			Position: cp.Position, Status: store.CheckpointNotRun, From: []string{store.CheckpointPending}}}); err != nil {
-			return nil, err
-		} else if !ok {
-			return nil, ErrTakenOver
-		}
-		cps[i].Status = store.CheckpointNotRun
-	}
-	return cps, nil
-}
-
-// certificateStates is the state of each certificate of the environment
-// by domain, as it stands when a run ends: a certificate another run
-// issued meanwhile reads issued in this run's summary.
-func (r *Runner) certificateStates(ctx context.Context, envID int64) (map[string]string, error) {
-	var certs []store.Certificate
-	err := store.WithRetry(ctx, func(ctx context.Context, _ int) (err error) {
-		certs, err = r.DB.Certificates(ctx, envID)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	states := make(map[string]string, len(certs))
-	for _, c := range certs {
-		states[c.Domain] = c.State
-	}
-	return states, nil
-}
-
-// Summary is a run's plain-text summary, like the CLI's ready summary.
-func Summary(run *store.Run, status, reason string, cps []store.Checkpoint) string {
-	return summary(run, status, reason, cps, nil)
-}
-
-// summary is Summary with the environment's certificate states by domain:
-// a TLS checkpoint that did not issue its certificate (not run, cancelled
-// while waiting) reads as its certificate stands now.
-func summary(run *store.Run, status, reason string, cps []store.Checkpoint, certs map[string]string) string {
-	var b strings.Builder
-	what := run.Kind
-	if run.Revision > 0 {
-		what += fmt.Sprintf(" of revision %d", run.Revision)
-		if run.Kind == "deploy" && (DecodeRunDetail(run.Detail).Rollback || run.ReleaseOf != nil) {
-			what = fmt.Sprintf("rollback to revision %d", run.Revision)
-		}
-	}
-	fmt.Fprintf(&b, "%s: %s\n", what, StatusText(status))
-	deferred := 0
-	var warnings []string
-	for _, cp := range cps {
-		d := DecodeCheckpointDetail(cp.Detail)
-		if cp.Kind == KindIssueTLS && d.TLS != nil {
-			state := ""
-			switch {
-			case cp.Status != store.CheckpointSucceeded && certs[d.TLS.Domain] == "issued":
-				// Issued meanwhile (Check now, the reconciler, another run).
-				state = "cert issued"
-			case TLSDeferred(cp, d):
-				deferred++
-				state = "cert deferred · domain not pointing here yet"
-				if d.TLS.IssuedFor != "" {
-					state += " · issued for " + d.TLS.IssuedFor
-				}
-			case cp.Status == store.CheckpointSucceeded:
-				state = "cert issued"
-			case cp.Status == store.CheckpointFailed:
-				state = "cert failed"
-			case cp.Status == store.CheckpointWaiting && d.TLS.NextRetryAt != nil:
-				state = "cert waiting · " + RetryText(*d.TLS.NextRetryAt)
-			case cp.Status == store.CheckpointNotRun && certs[d.TLS.Domain] != "":
-				state = "cert " + certs[d.TLS.Domain] + " · not run"
-			case cp.Status == store.CheckpointNotRun:
-				state = "cert not run"
-			default:
-				state = "cert " + cp.Status
-			}
-			fmt.Fprintf(&b, "  %s  %s  %s\n", d.TLS.Route, d.TLS.Domain, state)
-		}
-		if cp.Warning != "" {
-			warnings = append(warnings, cp.Warning)
-		}
-	}
-	for _, w := range warnings {
-		fmt.Fprintf(&b, "warning: %s\n", w)
-	}
-	if deferred > 0 {
-		fmt.Fprintf(&b, "%d %s deferred\n", deferred, humanize.Plural(deferred, "route", "routes"))
-	}
-	if reason != "" {
-		fmt.Fprintf(&b, "reason: %s\n", reason)
-	}
-	return strings.TrimRight(b.String(), "\n")
-}
-
-// StatusText is how a run status reads.
-func StatusText(status string) string {
-	if status == store.RunSucceededWithWarnings {
-		return "succeeded · with warnings"
-	}
-	return status
-}
-
-// step does one checkpoint's work.
-func (r *Runner) step(ctx context.Context, rc *runContext, cp store.Checkpoint) (stepResult, error) {
-	d := DecodeCheckpointDetail(cp.Detail)
-	ok := func() stepResult { return stepResult{status: store.CheckpointSucceeded, detail: d} }
-	fail := func(reason string) stepResult {
-		d.Error = reason
-		return stepResult{status: store.CheckpointFailed, detail: d, reason: reason}
-	}
-	def := rc.def
-	if def == nil {
-		def = &compiler.Definition{}
-	}
-	switch cp.Kind {
-	case KindApproval:
-		return r.stepApproval(ctx, rc, cp, d)
-	case KindCheckValues:
-		contract := def.ValueContract()
-		stored, err := r.DB.StoredValues(ctx, rc.env.ID)
-		if err != nil {
-			return stepResult{}, err
-		}
-		var missing []string
-		for _, n := range contract.Required {
-			if rc.run.ReleaseOf != nil {
-				// A rollback checks its own release (applyRelease).
-				break
-			}
-			if !slices.ContainsFunc(stored, func(s store.StoredValue) bool { return s.Name == n }) {
-				missing = append(missing, n)
-			}
-		}
-		d.Values = append(slices.Clone(contract.Required), sortedKeys(contract.Optional)...)
-		if len(missing) > 0 {
-			return fail("Required values are missing: " + strings.Join(missing, ", ") + "."), nil
-		}
-		if r.Vault != nil {
-			// Every stored value must decrypt; the plaintext stays here.
-			if _, err := r.Vault.ResolveValuesForDeploy(ctx, rc.env.ID); err != nil {
-				if errors.Is(err, store.ErrValueDoesNotDecrypt) {
-					return fail("A stored value does not decrypt with the configured keys."), nil
-				}
-				return stepResult{}, err
-			}
-		}
-		if rc.run.Kind == "deploy" {
-			return r.applyRelease(ctx, rc, contract, ok, fail)
-		}
-		return ok(), nil
-	case KindProvisionDatabase:
-		if db := def.Databases[d.Service]; db != nil {
-			if err := r.Platform.ProvisionDatabase(ctx, platformEnv(rc.env), d.Service, db, rc.output()); err != nil {
-				return r.platformFailure(ctx, err, fail)
-			}
-		}
-		return ok(), nil
-	case KindProvisionBucket:
-		if b := def.Buckets[d.Service]; b != nil {
-			if err := r.Platform.ProvisionBucket(ctx, platformEnv(rc.env), d.Service, b, rc.output()); err != nil {
-				return r.platformFailure(ctx, err, fail)
-			}
-		}
-		return ok(), nil
-	case KindBuild, KindImport:
-		a := def.Applications[d.Application]
-		if a == nil {
-			return ok(), nil
-		}
-		img, err := r.Platform.Build(ctx, platformEnv(rc.env), d.Application, a, rc.output())
-		if err != nil {
-			return r.platformFailure(ctx, err, func(s string) stepResult {
-				return fail(fmt.Sprintf("%s of %s failed: %s", map[bool]string{true: "Import", false: "Build"}[cp.Kind == KindImport], d.Application, s))
-			})
-		}
-		d.Image = img
-		return ok(), nil
-	case KindRelease:
-		a := def.Applications[d.Application]
-		if a == nil || a.Deployment.ReleaseCommand == nil {
-			return ok(), nil
-		}
-		rcmd := a.Deployment.ReleaseCommand
-		// Not the run's context: a cancel or shutdown lets the command
-		// finish or reach its timeout instead of stopping it halfway.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rcmd.Timeout)
-		err := r.Platform.Release(cctx, platformEnv(rc.env), d.Application, a, rcmd, platform.ReleaseKey{RunID: rc.run.ID, Position: cp.Position}, rc.output())
-		timedOut := cctx.Err() != nil
-		cancel()
-		if err != nil {
-			if timedOut {
-				return fail(fmt.Sprintf("The release command of %s timed out after %s.", d.Application, DurationText(rcmd.Timeout))), nil
-			}
-			return fail(fmt.Sprintf("The release command of %s failed: %s", d.Application, err)), nil
-		}
-		return ok(), nil
-	case KindIssueTLS:
-		return r.issueTLS(ctx, rc, cp, d)
-	case KindRollout:
-		a := def.Applications[d.Application]
-		if a == nil {
-			return ok(), nil
-		}
-		if len(a.Routes) > 0 && rc.run.Kind == "deploy" {
-			// The platform writes the application's routes: only for
-			// hostnames the environment holds.
-			names, why, err := r.releaseHostnames(ctx, rc, []string{d.Application})
-			if err == nil && why == "" {
-				why, err = r.holdsHostnames(ctx, rc, names)
-			}
-			if err != nil {
-				return stepResult{}, err
-			}
-			if why != "" {
-				return fail(why), nil
-			}
-		}
-		rctx, cancel := context.WithTimeout(ctx, a.Deployment.Rollout.Timeout)
-		err := r.Platform.Rollout(rctx, platformEnv(rc.env), d.Application, a, rc.output())
-		timedOut := rctx.Err() != nil && ctx.Err() == nil
-		cancel()
-		if err != nil {
-			if timedOut {
-				return fail(fmt.Sprintf("%s did not become ready within its rollout timeout of %s; the previous revision stays active.", d.Application, DurationText(a.Deployment.Rollout.Timeout))), nil
-			}
-			return r.platformFailure(ctx, err, func(s string) stepResult {
-				return fail(fmt.Sprintf("Rollout of %s failed: %s; the previous revision stays active.", d.Application, s))
-			})
-		}
-		return ok(), nil
-	case KindActivate:
-		if err := r.prune(ctx, rc); err != nil {
-			return r.platformFailure(ctx, err, func(s string) stepResult {
-				return fail("Deleting what the removed services left failed: " + s)
-			})
-		}
-		names, why, err := r.releaseHostnames(ctx, rc, nil)
-		if err != nil {
-			return stepResult{}, err
-		}
-		if why != "" {
-			return fail(why), nil
-		}
-		res := ok()
-		res.activate = rc.run.RevisionID
-		res.activeDomains = []string{}
-		res.activeHostnames = names
-		cps, err := r.DB.Checkpoints(ctx, rc.run.ID)
-		if err != nil {
-			return stepResult{}, err
-		}
-		for _, c := range cps {
-			if t := DecodeCheckpointDetail(c.Detail).TLS; t != nil && t.Domain != "" {
-				res.activeDomains = append(res.activeDomains, t.Domain)
-			}
-		}
-		res.detail.Revision = rc.run.Revision
-		return res, nil
-	case KindProbe:
-		return ok(), nil
-	case KindSnapshot, KindRetention, KindVerify, KindStop, KindRestore, KindStart:
-		return r.backupStep(ctx, rc, cp, d, fail)
-	case KindDeletePlatform:
-		return r.deletePlatform(ctx, rc, ok, fail)
-	}
-	return fail("unknown checkpoint kind " + cp.Kind), nil
-}
-
-// platformFailure turns a platform error into a failed step, unless the
-// run's own context ended (a shutdown): then the step is left to resume.
-func (r *Runner) platformFailure(ctx context.Context, err error, fail func(string) stepResult) (stepResult, error) {
-	if ctx.Err() != nil {
-		return stepResult{}, ctx.Err()
-	}
-	res := fail(err.Error())
-	res.platformError = true
-	return res, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

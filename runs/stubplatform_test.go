@@ -38,7 +38,9 @@ func (s *stubPlatform) Rollout(_ context.Context, _ platform.Env, app string, _ 
 	out.Line("stub: " + app + " rolled out nowhere")
 	return nil
 }
-func (*stubPlatform) Probe(context.Context, string) platform.ProbeResult { return platform.ProbeResult{} }
+func (*stubPlatform) Probe(context.Context, string) platform.ProbeResult {
+	return platform.ProbeResult{}
+}
 func (*stubPlatform) Issue(context.Context, platform.Env, string, time.Time, platform.Output) (*platform.IssuedCertificate, platform.Issuance, error) {
 	return nil, platform.Issuance{}, errors.New("the stub platform issues no certificates")
 }
