@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 )
@@ -42,7 +43,7 @@ type APIDecision struct {
 }
 
 func (h *API) protection(r *http.Request, env *store.Environment) (APIProtection, error) {
-	out := APIProtection{Approvers: []string{}, Wait: "0s", Expires: DurationText(store.DefaultApprovalExpiry), Bypass: string(store.BypassNobody)}
+	out := APIProtection{Approvers: []string{}, Wait: "0s", Expires: humanize.ManifestDuration(store.DefaultApprovalExpiry), Bypass: string(store.BypassNobody)}
 	windows, err := h.DB.FreezeWindows(r.Context(), env.ID)
 	if err != nil {
 		return out, err
@@ -64,7 +65,7 @@ func (h *API) protection(r *http.Request, env *store.Environment) (APIProtection
 		return out, err
 	}
 	out.Protected, out.Approvals, out.SelfApproval = true, rule.Approvals, rule.SelfApproval
-	out.Wait, out.Expires, out.Bypass = DurationText(rule.Wait), DurationText(rule.Expires), string(rule.Bypass)
+	out.Wait, out.Expires, out.Bypass = humanize.ManifestDuration(rule.Wait), humanize.ManifestDuration(rule.Expires), string(rule.Bypass)
 	if rule.ApproverRole != store.RoleNone {
 		out.Approvers = append(out.Approvers, string(rule.ApproverRole))
 	}

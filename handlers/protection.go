@@ -30,21 +30,6 @@ type Protection struct {
 // NewProtection returns the protection handlers.
 func NewProtection(b *Base, svc *runs.Service) *Protection { return &Protection{Base: b, Runs: svc} }
 
-// DurationText writes d in the manifest's units (7d, 2h, 30m, 45s).
-func DurationText(d time.Duration) string {
-	switch {
-	case d == 0:
-		return "0s"
-	case d%(24*time.Hour) == 0:
-		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
-	case d%time.Hour == 0:
-		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
-	case d%time.Minute == 0:
-		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
-	}
-	return strconv.FormatInt(int64(d/time.Second), 10) + "s"
-}
-
 // ProtectionInput is a rule as a form or the API sends it.
 type ProtectionInput struct {
 	Approvals    int      `json:"approvals"`
@@ -121,7 +106,7 @@ func (h *Protection) renderProtection(w http.ResponseWriter, r *http.Request, en
 	if rule != nil {
 		m.Protected, m.UpdatedBy, m.UpdatedAt = true, rule.UpdatedBy, humanize.Clock(rule.UpdatedAt)
 		m.Form = views.ProtectionForm{Approvals: strconv.Itoa(rule.Approvals), Role: string(rule.ApproverRole), SelfApproval: rule.SelfApproval,
-			Wait: DurationText(rule.Wait), Expires: DurationText(rule.Expires), Bypass: string(rule.Bypass), Error: problem}
+			Wait: humanize.ManifestDuration(rule.Wait), Expires: humanize.ManifestDuration(rule.Expires), Bypass: string(rule.Bypass), Error: problem}
 		for _, mb := range members {
 			if slices.Contains(rule.ApproverUsers, mb.UserID) {
 				named[strings.ToLower(mb.Email)] = true

@@ -72,6 +72,27 @@ func Duration(d time.Duration) string {
 	return fmt.Sprintf("%dh %dm", h, m)
 }
 
+// ManifestDuration writes d in the units a manifest takes: 7d, 36h, 5m,
+// 90s (the largest whole unit), 0s; a duration of no whole second as Go
+// writes it (1.5s, 250ms).
+func ManifestDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d < 0:
+		return d.String()
+	case d%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
+}
+
 // Due is what a countdown reads once its time has come: the page checks
 // what happened and the live stream brings the result.
 const Due = "checking…"

@@ -75,3 +75,14 @@ func TestCronText(t *testing.T) {
 		}
 	}
 }
+
+func TestManifestDurationWritesTheLargestWholeUnit(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", 7 * 24 * time.Hour: "7d", 36 * time.Hour: "36h", 5 * time.Minute: "5m",
+		90 * time.Second: "90s", 1500 * time.Millisecond: "1.5s", -time.Second: "-1s",
+	} {
+		if got := humanize.ManifestDuration(d); got != want {
+			t.Errorf("ManifestDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
@@ -52,7 +53,7 @@ func (r *Runner) deletePlatform(ctx context.Context, rc *runContext, ok func() s
 	defer cancel()
 	err := ed.DeleteEnvironment(dctx, platformEnv(rc.env), rc.output())
 	if err != nil && dctx.Err() != nil && ctx.Err() == nil {
-		return fail(fmt.Sprintf("What %s runs on the platform was not gone within %s; the environment stays, marked deleting. Delete it again to retry.", rc.env.Name, DurationText(timeout))), nil
+		return fail(fmt.Sprintf("What %s runs on the platform was not gone within %s; the environment stays, marked deleting. Delete it again to retry.", rc.env.Name, humanize.ManifestDuration(timeout))), nil
 	}
 	if err != nil {
 		return r.platformFailure(ctx, err, func(s string) stepResult {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -119,7 +120,7 @@ func FreezeInputOf(w store.FreezeWindow) FreezeInput {
 		in.Action = "refuse"
 	}
 	if w.Cron != "" {
-		in.Cron, in.Duration = w.Cron, durationText(w.Duration)
+		in.Cron, in.Duration = w.Cron, humanize.ManifestDuration(w.Duration)
 	} else {
 		in.From, in.To = w.From.UTC().Format("2006-01-02T15:04"), w.To.UTC().Format("2006-01-02T15:04")
 	}
@@ -207,17 +208,4 @@ func (s *Service) Frozen(ctx context.Context, env *store.Environment) (Freeze, b
 	}
 	f, ok := FrozenAt(windows, s.Now())
 	return f, ok, nil
-}
-
-// durationText writes d in the manifest's units (3d, 2h, 30m, 45s).
-func durationText(d time.Duration) string {
-	for _, u := range []struct {
-		d time.Duration
-		s string
-	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}} {
-		if d >= u.d && d%u.d == 0 {
-			return fmt.Sprintf("%d%s", d/u.d, u.s)
-		}
-	}
-	return fmt.Sprintf("%ds", d/time.Second)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/humanize"
 )
 
 // Change actions of a plan.
@@ -409,7 +410,7 @@ func flatten(prefix string, v reflect.Value, out map[string]string) {
 	switch {
 	case v.Type() == durationType:
 		if d := time.Duration(v.Int()); d != 0 {
-			out[prefix] = DurationText(d)
+			out[prefix] = humanize.ManifestDuration(d)
 		}
 		return
 	case v.Kind() != reflect.Struct && v.Type().Implements(stringerType) && v.Kind() == reflect.Int64:
@@ -454,21 +455,4 @@ func flatten(prefix string, v reflect.Value, out map[string]string) {
 	case reflect.Bool:
 		out[prefix] = strconv.FormatBool(v.Bool())
 	}
-}
-
-// DurationText writes a duration the way a manifest does: 5m, 36h, 1d, 90s.
-func DurationText(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return d.String()
-	case d%(24*time.Hour) == 0:
-		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
-	case d%time.Hour == 0:
-		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
-	case d%time.Minute == 0:
-		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
-	case d%time.Second == 0:
-		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
-	}
-	return d.String()
 }

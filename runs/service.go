@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
@@ -463,7 +464,7 @@ func DeployCheckpoints(rev *store.Revision, hosts map[string]store.ResolvedHost,
 		a := def.Applications[n]
 		if rc := a.Deployment.ReleaseCommand; rc != nil {
 			cps = append(cps, store.NewCheckpoint{Kind: KindRelease, Name: "Release command " + n, Detail: CheckpointDetail{
-				Application: n, Command: rc.Command, Timeout: DurationText(rc.Timeout), WaitedFor: referencedServices(a)}})
+				Application: n, Command: rc.Command, Timeout: humanize.ManifestDuration(rc.Timeout), WaitedFor: referencedServices(a)}})
 		}
 	}
 	for _, h := range HostnameExpressions(def) {
@@ -481,7 +482,7 @@ func DeployCheckpoints(rev *store.Revision, hosts map[string]store.ResolvedHost,
 	for _, n := range apps {
 		a := def.Applications[n]
 		cps = append(cps, store.NewCheckpoint{Kind: KindRollout, Name: fmt.Sprintf("Roll out %s (%s)", n, a.Deployment.Rollout.Strategy), Detail: CheckpointDetail{
-			Application: n, Strategy: a.Deployment.Rollout.Strategy, Timeout: DurationText(a.Deployment.Rollout.Timeout)}})
+			Application: n, Strategy: a.Deployment.Rollout.Strategy, Timeout: humanize.ManifestDuration(a.Deployment.Rollout.Timeout)}})
 	}
 	cps = append(cps, store.NewCheckpoint{Kind: KindActivate, Name: fmt.Sprintf("Activate revision %d", rev.Number), Detail: CheckpointDetail{Revision: rev.Number}})
 	return cps

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
@@ -59,7 +60,7 @@ func (r *Runner) stepRelease(ctx context.Context, rc *runContext, st *stepCall) 
 	cancel()
 	if err != nil {
 		if timedOut {
-			return st.fail(fmt.Sprintf("The release command of %s timed out after %s.", st.d.Application, DurationText(rcmd.Timeout))), nil
+			return st.fail(fmt.Sprintf("The release command of %s timed out after %s.", st.d.Application, humanize.ManifestDuration(rcmd.Timeout))), nil
 		}
 		return st.fail(fmt.Sprintf("The release command of %s failed: %s", st.d.Application, err)), nil
 	}
@@ -92,7 +93,7 @@ func (r *Runner) stepRollout(ctx context.Context, rc *runContext, st *stepCall) 
 	cancel()
 	if err != nil {
 		if timedOut {
-			return st.fail(fmt.Sprintf("%s did not become ready within its rollout timeout of %s; the previous revision stays active.", st.d.Application, DurationText(a.Deployment.Rollout.Timeout))), nil
+			return st.fail(fmt.Sprintf("%s did not become ready within its rollout timeout of %s; the previous revision stays active.", st.d.Application, humanize.ManifestDuration(a.Deployment.Rollout.Timeout))), nil
 		}
 		return r.platformFailure(ctx, err, func(s string) stepResult {
 			return st.fail(fmt.Sprintf("Rollout of %s failed: %s; the previous revision stays active.", st.d.Application, s))

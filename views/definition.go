@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/humanize"
 )
 
 // NewApplicationView describes an application for the environment page;
@@ -72,7 +72,7 @@ func NewBucketView(name string, b *compiler.Bucket, host func(string) HostView) 
 		{Label: "Visibility", Value: b.Visibility},
 		{Label: "Storage quota", Value: quota},
 		{Label: "Versioning", Value: b.Versioning},
-		{Label: "Abort uploads after", Value: humanDuration(b.Lifecycle.AbortIncompleteUploadsAfter)},
+		{Label: "Abort uploads after", Value: humanize.ManifestDuration(b.Lifecycle.AbortIncompleteUploadsAfter)},
 	}}
 	if b.CORS != nil {
 		v.Settings = append(v.Settings, Setting{Label: "CORS origins", Value: strings.Join(b.CORS.AllowedOrigins, ", ")})
@@ -82,17 +82,6 @@ func NewBucketView(name string, b *compiler.Bucket, host func(string) HostView) 
 		v.Route = &hv
 	}
 	return v
-}
-
-// humanDuration writes whole days and hours the way the manifest does (1d, 36h).
-func humanDuration(d time.Duration) string {
-	switch {
-	case d > 0 && d%(24*time.Hour) == 0:
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	case d > 0 && d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	}
-	return d.String()
 }
 
 // The wording both the environment page and the validator use for the same
