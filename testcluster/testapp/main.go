@@ -16,6 +16,9 @@
 //	    release command).
 //	testapp pause
 //	    waits for SIGTERM, reaping children (the pods' sandbox).
+//	testapp dial --to HOST:PORT,HOST:PORT
+//	    opens a TCP connection to each (3 s each) and prints "HOST:PORT:
+//	    connected" or the error; exits 0 (what a pod can reach).
 //
 // Every flag can also be set in the environment as TESTAPP_ and its name in
 // capitals with _ for -, and the mode as TESTAPP_MODE: TESTAPP_READY_AFTER=3s.
@@ -27,6 +30,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -57,6 +61,7 @@ func run(args []string) int {
 	stdout := fs.String("stdout", "", "print this to stdout at start")
 	stderr := fs.String("stderr", "", "print this to stderr at start")
 	mib := fs.Int("mib", 0, "allocate: MiB to allocate")
+	to := fs.String("to", "", "dial: comma-separated HOST:PORT addresses")
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := os.LookupEnv("TESTAPP_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))); ok {
 			_ = f.Value.Set(v)
@@ -84,8 +89,22 @@ func run(args []string) int {
 		return migrate(ctx)
 	case "pause":
 		return pause(ctx)
+	case "dial":
+		for _, a := range strings.Split(*to, ",") {
+			if a = strings.TrimSpace(a); a == "" {
+				continue
+			}
+			c, err := net.DialTimeout("tcp", a, 3*time.Second)
+			if err != nil {
+				fmt.Printf("%s: %v\n", a, err)
+				continue
+			}
+			c.Close()
+			fmt.Printf("%s: connected\n", a)
+		}
+		return 0
 	}
-	fmt.Fprintf(os.Stderr, "testapp: unknown mode %q (serve, exit, allocate, migrate, pause)\n", mode)
+	fmt.Fprintf(os.Stderr, "testapp: unknown mode %q (serve, exit, allocate, migrate, pause, dial)\n", mode)
 	return 2
 }
 
