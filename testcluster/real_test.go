@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skali-dev/studio/testcluster/images"
 )
 
 // needRealNode skips a real-node test where it cannot run (not root, the
@@ -342,9 +344,120 @@ func TestRealNode(t *testing.T) {
 		}
 	})
 
+	t.Run("TheAppMigratesAndReadsARowOfPostgreSQLInAPod", func(t *testing.T) {
+		reg, _ := os.ReadFile(filepath.Join(rc.dir, "registry"))
+		started := time.Now()
+		img, err := images.Postgres()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := images.Push(strings.TrimSpace(string(reg))+"/skali/postgres:15", img); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the PostgreSQL image was built from this machine's files and pushed in %s", time.Since(started).Round(100*time.Millisecond))
+		rc.kubectl(t, postgresYAML, "apply", "-f", "-")
+		rc.kubectl(t, "", "-n", "realtest", "wait", "deployment/pg", "--for=condition=Available", "--timeout=120s")
+		ip := rc.kubectl(t, "", "-n", "realtest", "get", "service", "pg", "-o", "jsonpath={.spec.clusterIP}")
+		url := "postgres://app:s3cret@" + ip + ":5432/postgres?sslmode=disable"
+		rc.kubectl(t, strings.ReplaceAll(appYAML, "DATABASE_URL_VALUE", url), "apply", "-f", "-")
+		rc.kubectl(t, "", "-n", "realtest", "wait", "job/migrate", "--for=condition=Complete", "--timeout=90s")
+		if logs := rc.kubectl(t, "", "-n", "realtest", "logs", "job/migrate"); !strings.Contains(logs, "row added: from the release command") {
+			t.Fatalf("the release command's output: %q", logs)
+		}
+		rc.kubectl(t, "", "-n", "realtest", "wait", "deployment/app", "--for=condition=Available", "--timeout=90s")
+		appIP := rc.kubectl(t, "", "-n", "realtest", "get", "service", "app", "-o", "jsonpath={.spec.clusterIP}")
+		client := &http.Client{Timeout: 5 * time.Second}
+		deadline := time.Now().Add(30 * time.Second)
+		var last string
+		for {
+			resp, err := client.Get("http://" + appIP + "/rows")
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+				if resp.StatusCode == 200 && string(b) == "1 from the release command\n" {
+					break
+				}
+			} else {
+				last = err.Error()
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the app's rows through its Service: %s", last)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
 	rc.stop(t)
 	sameMachine(t, "after SIGTERM", before, machineState(t))
 }
+
+// postgresYAML runs the PostgreSQL image built from this machine's files:
+// initdb into the pod's /tmp, a password, connections from pods.
+const postgresYAML = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: pg, namespace: realtest}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: pg}}
+  template:
+    metadata: {labels: {app: pg}}
+    spec:
+      containers:
+      - name: postgres
+        image: registry.local/skali/postgres:15
+        command: [/bin/sh, -c, 'echo s3cret > /tmp/pw && initdb -D /tmp/data -U app --pwfile=/tmp/pw --auth=scram-sha-256 -E UTF8 --locale=C >/dev/null && echo "host all all 0.0.0.0/0 scram-sha-256" >> /tmp/data/pg_hba.conf && exec postgres -D /tmp/data -c listen_addresses=*']
+        readinessProbe: {tcpSocket: {port: 5432}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: pg, namespace: realtest}
+spec:
+  selector: {app: pg}
+  ports: [{port: 5432}]
+`
+
+// appYAML is the test application with a database: its release command
+// (a Job) migrates, its page reads the row.
+const appYAML = `apiVersion: batch/v1
+kind: Job
+metadata: {name: migrate, namespace: realtest}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: migrate
+        image: registry.local/skali/testapp:latest
+        args: [migrate]
+        env:
+        - {name: DATABASE_URL, value: "DATABASE_URL_VALUE"}
+        - {name: TESTAPP_NOTE, value: from the release command}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: realtest}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      containers:
+      - name: app
+        image: registry.local/skali/testapp:latest
+        args: [serve]
+        env: [{name: DATABASE_URL, value: "DATABASE_URL_VALUE"}]
+        readinessProbe: {httpGet: {path: /readyz, port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: app, namespace: realtest}
+spec:
+  selector: {app: app}
+  ports: [{port: 80, targetPort: 8080}]
+`
 
 // TestRealNodeKilledIsRestoredByTheNextStart kills a real-node cluster with
 // SIGKILL while a pod runs (its shim, container, mounts, bridge, iptables
