@@ -344,6 +344,15 @@ func TestRealNode(t *testing.T) {
 		}
 	})
 
+	t.Run("AnAppPastItsMemoryLimitIsOOMKilled", func(t *testing.T) {
+		rc.kubectl(t, oomYAML, "apply", "-f", "-")
+		rc.kubectl(t, "", "-n", "realtest", "wait", "pod/hungry", "--for=jsonpath={.status.phase}=Failed", "--timeout=90s")
+		reason := rc.kubectl(t, "", "-n", "realtest", "get", "pod", "hungry", "-o", "jsonpath={.status.containerStatuses[0].state.terminated.reason}")
+		if reason != "OOMKilled" {
+			t.Fatalf("a container past its 32 MiB limit ended with %q, want OOMKilled", reason)
+		}
+	})
+
 	t.Run("TheAppMigratesAndReadsARowOfPostgreSQLInAPod", func(t *testing.T) {
 		reg, _ := os.ReadFile(filepath.Join(rc.dir, "registry"))
 		started := time.Now()
@@ -391,6 +400,18 @@ func TestRealNode(t *testing.T) {
 	rc.stop(t)
 	sameMachine(t, "after SIGTERM", before, machineState(t))
 }
+
+const oomYAML = `apiVersion: v1
+kind: Pod
+metadata: {name: hungry, namespace: realtest}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: hungry
+    image: registry.local/skali/testapp:latest
+    args: [allocate, --mib, "96"]
+    resources: {limits: {memory: 32Mi}}
+`
 
 // postgresYAML runs the PostgreSQL image built from this machine's files:
 // initdb into the pod's /tmp, a password, connections from pods.
