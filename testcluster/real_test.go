@@ -353,7 +353,7 @@ func TestRealNode(t *testing.T) {
 		}
 	})
 
-	t.Run("TheAppMigratesAndReadsARowOfPostgreSQLInAPod", func(t *testing.T) {
+	t.Run("TheAppMigratesAndReadsARowOfPostgreSQLInAPodAndTheStudiosImageRunsAgainstIt", func(t *testing.T) {
 		reg, _ := os.ReadFile(filepath.Join(rc.dir, "registry"))
 		started := time.Now()
 		img, err := images.Postgres()
@@ -395,6 +395,22 @@ func TestRealNode(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+
+		// The Studio's image, built by the image tool's code, runs here
+		// against that database and becomes Ready on /readyz.
+		started = time.Now()
+		studio, err := images.Studio("..")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := images.Push(strings.TrimSpace(string(reg))+"/skali/studio:latest", studio); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the Studio's image was built and pushed in %s", time.Since(started).Round(100*time.Millisecond))
+		started = time.Now()
+		rc.kubectl(t, strings.ReplaceAll(studioYAML, "DATABASE_URL_VALUE", url), "apply", "-f", "-")
+		rc.kubectl(t, "", "-n", "realtest", "wait", "deployment/studio", "--for=condition=Available", "--timeout=120s")
+		t.Logf("the Studio's pod was Ready on /readyz %s after it was applied", time.Since(started).Round(100*time.Millisecond))
 	})
 
 	rc.stop(t)
@@ -436,6 +452,25 @@ metadata: {name: pg, namespace: realtest}
 spec:
   selector: {app: pg}
   ports: [{port: 5432}]
+`
+
+const studioYAML = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: studio, namespace: realtest}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: studio}}
+  template:
+    metadata: {labels: {app: studio}}
+    spec:
+      securityContext: {runAsNonRoot: true}
+      containers:
+      - name: studio
+        image: registry.local/skali/studio:latest
+        env:
+        - {name: DATABASE_URL, value: "DATABASE_URL_VALUE"}
+        - {name: STUDIO_SECRET_KEY, value: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}
+        readinessProbe: {httpGet: {path: /readyz, port: 8080}, periodSeconds: 1}
 `
 
 // appYAML is the test application with a database: its release command
