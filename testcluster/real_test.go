@@ -353,6 +353,39 @@ func TestRealNode(t *testing.T) {
 		}
 	})
 
+	t.Run("KubernetesReportsACrashLoopAnUnpullableImageAndANeverReadyRollout", func(t *testing.T) {
+		rc.kubectl(t, failuresYAML, "apply", "-f", "-")
+		waitJSONPath := func(what, args, jsonpath, want string) {
+			t.Helper()
+			deadline := time.Now().Add(90 * time.Second)
+			var got string
+			for {
+				got = rc.kubectl(t, "", append([]string{"-n", "realtest", "get", "-o", "jsonpath=" + jsonpath}, strings.Fields(args)...)...)
+				if strings.Contains(got, want) {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: %q, want %q", what, got, want)
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+		}
+		waitJSONPath("the crash-looping pod", "pods -l app=crash",
+			"{.items[0].status.containerStatuses[0].state.waiting.reason} exit {.items[0].status.containerStatuses[0].lastState.terminated.exitCode}",
+			"CrashLoopBackOff exit 2")
+		if logs := rc.kubectl(t, "", "-n", "realtest", "logs", "deployment/crash", "--previous"); !strings.Contains(logs, "cannot open the config") {
+			t.Errorf("the crashed container's last log lines: %q", logs)
+		}
+		waitJSONPath("the pod whose image does not exist", "pods -l app=nope",
+			"{.items[0].status.containerStatuses[0].state.waiting.reason}", "ImagePull")
+		msg := rc.kubectl(t, "", "-n", "realtest", "get", "pods", "-l", "app=nope", "-o", "jsonpath={.items[0].status.containerStatuses[0].state.waiting.message}")
+		if !strings.Contains(msg, "registry.local/skali/nope:1") || !strings.Contains(msg, "not found") {
+			t.Errorf("the pull failure's message: %q", msg)
+		}
+		waitJSONPath("the never-ready rollout", "deployment never",
+			`{.status.conditions[?(@.type=="Progressing")].reason}`, "ProgressDeadlineExceeded")
+	})
+
 	t.Run("TheAppMigratesAndReadsARowOfPostgreSQLInAPodAndTheStudiosImageRunsAgainstIt", func(t *testing.T) {
 		reg, _ := os.ReadFile(filepath.Join(rc.dir, "registry"))
 		started := time.Now()
@@ -416,6 +449,49 @@ func TestRealNode(t *testing.T) {
 	rc.stop(t)
 	sameMachine(t, "after SIGTERM", before, machineState(t))
 }
+
+const failuresYAML = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: crash, namespace: realtest}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: crash}}
+  template:
+    metadata: {labels: {app: crash}}
+    spec:
+      containers:
+      - name: crash
+        image: registry.local/skali/testapp:latest
+        args: [exit, --code, "2", --stderr, "cannot open the config"]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: nope, namespace: realtest}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: nope}}
+  template:
+    metadata: {labels: {app: nope}}
+    spec:
+      containers:
+      - {name: nope, image: "registry.local/skali/nope:1"}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: never, namespace: realtest}
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 5
+  selector: {matchLabels: {app: never}}
+  template:
+    metadata: {labels: {app: never}}
+    spec:
+      containers:
+      - name: never
+        image: registry.local/skali/testapp:latest
+        args: [serve, --never-ready]
+        readinessProbe: {httpGet: {path: /readyz, port: 8080}, periodSeconds: 1}
+`
 
 const oomYAML = `apiVersion: v1
 kind: Pod
