@@ -9,6 +9,16 @@
 //
 //	cd testcluster && go run . --dir /tmp/cluster
 //
+// With --nodes real (root only) the cluster has one real node instead:
+// containerd (Debian's), an image registry in this process on loopback
+// (its address in DIR/registry; registry.local/... names it too), the
+// kubelet and kube-proxy, pods on the bridge skalitc0 (10.244.0.0/24, no
+// default route, no masquerade) and the API server reachable from pods at
+// the kubernetes Service. One such cluster runs per machine (a lock); the
+// machine's sysctls, iptables chains, links, mounts and runtime directories
+// are recorded before and restored when it stops, or by the next start
+// after a crash.
+//
 // Pods annotated testcluster.skali.dev/never-ready run but never become
 // Ready; pods annotated testcluster.skali.dev/fail exit with code 1.
 package main
@@ -38,6 +48,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -61,7 +72,7 @@ var kwokStages string
 var (
 	dirFlag   = flag.String("dir", "", "directory for the cluster's data, kubeconfig and binaries (required)")
 	binFlag   = flag.String("bin", "", "directory for the built binaries (default the user cache's skali-testcluster/bin, where the Studio's tests look); several clusters may share one")
-	nodesFlag = flag.Int("nodes", 3, "how many simulated nodes")
+	nodesFlag = flag.String("nodes", "3", "how many simulated nodes (kwok), or real: one real node (containerd, kubelet, kube-proxy; root only)")
 	buildOnly = flag.Bool("build-only", false, "build the binaries into the bin directory and exit")
 	checkOnly = flag.Bool("check-built", false, "exit with status 0 when the bin directory holds this version's binaries, 3 when not")
 )
@@ -112,6 +123,13 @@ func run(ctx context.Context) error {
 		}
 		return nil
 	}
+	real := *nodesFlag == "real"
+	fake := 0
+	if !real {
+		if fake, err = strconv.Atoi(*nodesFlag); err != nil || fake < 1 {
+			return fmt.Errorf("--nodes is a number of simulated nodes or real, not %q", *nodesFlag)
+		}
+	}
 	if err := build(ctx, bin); err != nil {
 		return err
 	}
@@ -127,7 +145,7 @@ func run(ctx context.Context) error {
 			return err
 		}
 	}
-	c := &cluster{dir: dir, bin: bin}
+	c := &cluster{dir: dir, bin: bin, fakeNodes: fake, realNode: real}
 	defer c.stop()
 	if err := c.start(ctx); err != nil {
 		return err
@@ -138,7 +156,7 @@ func run(ctx context.Context) error {
 	return nil
 }
 
-var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"}
+var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy", "kwok"}
 
 // ldflags set the version Kubernetes' binaries report; clients reject the
 // default v0.0.0-master.
@@ -177,7 +195,7 @@ func built(bin string) (bool, error) {
 	return true, nil
 }
 
-// build puts the six binaries in bin, unless a build with the same
+// build puts the binaries in bin, unless a build with the same
 // versions and flags is already there. Go's build cache makes a rebuild
 // after a change of flags a relink.
 func build(ctx context.Context, bin string) error {
@@ -186,10 +204,11 @@ func build(ctx context.Context, bin string) error {
 	}
 	st, _ := stamp()
 	started := time.Now()
-	fmt.Fprintln(os.Stderr, "testcluster: building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (a cold build takes about 15 minutes on 2 cores)")
+	fmt.Fprintln(os.Stderr, "testcluster: building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy and kwok (a cold build takes about 18 minutes on 2 cores)")
 	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", ldflags(), "-o", bin+"/",
 		"./cmd/etcd", "k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
-		"k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubectl")
+		"k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubectl",
+		"k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("building Kubernetes: %w", err)
@@ -208,14 +227,22 @@ func build(ctx context.Context, bin string) error {
 }
 
 type cluster struct {
-	dir, bin string
-	procs    []*exec.Cmd
-	pgid     int
+	dir, bin  string
+	fakeNodes int
+	realNode  bool
+	real      *realNodeState
+	procs     []*exec.Cmd
+	pgid      int
 }
 
 // spawn starts a component in the cluster's process group, its output in
 // DIR/logs/NAME.log.
 func (c *cluster) spawn(name string, args ...string) error {
+	return c.spawnPath(name, filepath.Join(c.bin, name), args...)
+}
+
+// spawnPath starts a program of the machine's (containerd) like spawn.
+func (c *cluster) spawnPath(name, path string, args ...string) error {
 	logs := filepath.Join(c.dir, "logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return err
@@ -225,7 +252,7 @@ func (c *cluster) spawn(name string, args ...string) error {
 		return err
 	}
 	defer f.Close()
-	cmd := exec.Command(filepath.Join(c.bin, name), args...)
+	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: c.pgid, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -259,6 +286,7 @@ func (c *cluster) stop() {
 	// etcd's data (about 70 MB, mostly its preallocated log) is of no use
 	// once stopped: a start begins afresh. The logs stay for a look.
 	_ = os.RemoveAll(filepath.Join(c.dir, "etcd"))
+	c.stopReal()
 }
 
 func freePort() (int, error) {
@@ -283,7 +311,18 @@ func (c *cluster) start(ctx context.Context) error {
 		return err
 	}
 	token := randomHex(24)
-	if err := os.WriteFile(filepath.Join(pki, "tokens.csv"), []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+	tokens := token + `,admin,admin,"system:masters"` + "\n"
+	nodeToken, proxyToken := randomHex(24), randomHex(24)
+	if c.realNode {
+		// The kubelet as its node (Node authorization, NodeRestriction);
+		// kube-proxy as the user the default node-proxier binding names.
+		tokens += nodeToken + ",system:node:" + realNode + ",system:node:" + realNode + `,"system:nodes"` + "\n" +
+			proxyToken + ",system:kube-proxy,system:kube-proxy\n"
+		if err := c.prepareReal(ctx); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(pki, "tokens.csv"), []byte(tokens), 0o600); err != nil {
 		return err
 	}
 
@@ -309,7 +348,13 @@ func (c *cluster) start(ctx context.Context) error {
 		return err
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	if err := c.spawn("kube-apiserver",
+	var realFlags []string
+	if c.realNode {
+		// The kubelet listens on loopback: its node's Hostname address,
+		// localhost, is where the API server finds it.
+		realFlags = append(realFlags, "--kubelet-preferred-address-types=Hostname")
+	}
+	if err := c.spawn("kube-apiserver", append([]string{
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(apiPort),
 		"--tls-cert-file", filepath.Join(pki, "server.crt"), "--tls-private-key-file", filepath.Join(pki, "server.key"),
@@ -324,7 +369,7 @@ func (c *cluster) start(ctx context.Context) error {
 		"--enable-priority-and-fairness=false",
 		"--allow-privileged=true",
 		"--cert-dir", filepath.Join(c.dir, "pki", "apiserver"),
-	); err != nil {
+	}, realFlags...)...); err != nil {
 		return err
 	}
 
@@ -339,7 +384,11 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := c.spawn("kube-controller-manager", "--kubeconfig", kubeconfig,
 		"--controllers", "deployment-controller,replicaset-controller,job-controller,horizontal-pod-autoscaler-controller,"+
 			"serviceaccount-controller,serviceaccount-token-controller,namespace-controller,garbage-collector-controller,"+
-			"endpointslice-controller,ttl-after-finished-controller,persistentvolume-binder-controller,node-lifecycle-controller",
+			"endpointslice-controller,ttl-after-finished-controller,persistentvolume-binder-controller,node-lifecycle-controller,"+
+			// kube-root-ca.crt, which every pod's service-account volume
+			// needs; without the protection controllers a namespace with
+			// a claim never finishes deleting.
+			"root-ca-certificate-publisher-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
 		"--leader-elect=false", "--secure-port=0",
 		"--service-account-private-key-file", filepath.Join(pki, "sa.key"),
 		"--root-ca-file", filepath.Join(pki, "ca.crt"),
@@ -350,22 +399,36 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := c.spawn("kube-scheduler", "--kubeconfig", kubeconfig, "--leader-elect=false", "--secure-port=0"); err != nil {
 		return err
 	}
-	stages := filepath.Join(c.dir, "kwok.yaml")
-	if err := os.WriteFile(stages, []byte(kwokStages), 0o644); err != nil {
-		return err
-	}
-	if err := c.spawn("kwok", "--kubeconfig", kubeconfig, "--config", stages,
-		"--manage-all-nodes=true", "--node-lease-duration-seconds=40", "--server-address="); err != nil {
-		return err
-	}
-
-	if err := c.kubectlApply(ctx, nodesYAML(*nodesFlag)); err != nil {
-		return fmt.Errorf("creating nodes: %w", err)
+	if c.realNode {
+		if err := c.startReal(ctx, apiPort, nodeToken, proxyToken, caPEM); err != nil {
+			return err
+		}
+	} else {
+		stages := filepath.Join(c.dir, "kwok.yaml")
+		if err := os.WriteFile(stages, []byte(kwokStages), 0o644); err != nil {
+			return err
+		}
+		// kwok drives only the nodes annotated as its own, never a real one.
+		if err := c.spawn("kwok", "--kubeconfig", kubeconfig, "--config", stages,
+			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+			"--node-lease-duration-seconds=40", "--server-address="); err != nil {
+			return err
+		}
+		if err := c.kubectlApply(ctx, nodesYAML(c.fakeNodes)); err != nil {
+			return fmt.Errorf("creating nodes: %w", err)
+		}
 	}
 	if err := c.installCRDs(ctx); err != nil {
 		return err
 	}
-	return c.kubectl(ctx, nil, "wait", "--for=condition=Ready", "node", "--all", "--timeout=120s")
+	if err := c.kubectl(ctx, nil, "wait", "--for=condition=Ready", "node", "--all", "--timeout=120s"); err != nil {
+		return err
+	}
+	if c.realNode {
+		// Pods wait for kube-root-ca.crt in ContainerCreating otherwise.
+		return c.kubectl(ctx, nil, "wait", "--for=create", "configmap/kube-root-ca.crt", "-n", "default", "--timeout=60s")
+	}
+	return nil
 }
 
 func (c *cluster) kubectl(ctx context.Context, stdin *strings.Reader, args ...string) error {
@@ -516,7 +579,7 @@ func writePKI(dir string) ([]byte, error) {
 		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}}
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1"), net.ParseIP(gatewayIP)}}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
 	if err != nil {
 		return nil, err
