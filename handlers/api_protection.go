@@ -112,7 +112,7 @@ func (h *API) SetProtection(w http.ResponseWriter, r *http.Request) error {
 		var rule store.ProtectionRule
 		rule, err = p.rule(r.Context(), env, in)
 		if err == nil {
-			err = h.DB.PutProtectionRule(r.Context(), ActorOf(r), env, rule)
+			err = putProtection(r.Context(), h.Runs, h.DB, ActorOf(r), env, rule)
 		}
 	}
 	if err == nil && in.FreezeWindows != nil {

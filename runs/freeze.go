@@ -89,6 +89,10 @@ func CheckFreezeWindows(ins []FreezeInput) ([]store.FreezeWindow, error) {
 			if c.Next(time.Now()).IsZero() {
 				return nil, bad("cron", "%q never fires.", c.Expr)
 			}
+			if gap, ok := c.shortestGap(time.Now(), d); ok {
+				return nil, bad("duration", "each freeze lasts %s, but %q starts the next one %s after a start, so one freeze would run into the next. Make it last less than %s, or start less often.",
+					durationText(d), c.Expr, durationText(gap), durationText(gap))
+			}
 			w.Cron, w.Duration = c.Expr, d
 		} else {
 			if strings.TrimSpace(in.Duration) != "" && strings.TrimSpace(in.From+in.To) == "" {
@@ -109,7 +113,51 @@ func CheckFreezeWindows(ins []FreezeInput) ([]store.FreezeWindow, error) {
 		}
 		out = append(out, w)
 	}
+	// Windows that, together, leave no gap (one opens before the other
+	// closes, again and again) would freeze the environment for ever.
+	now := time.Now()
+	for i, w := range out {
+		start := now
+		if w.Cron != "" {
+			c, _ := ParseCron(w.Cron)
+			start = c.Next(now)
+		} else if w.From.After(now) {
+			start = w.From
+		}
+		alone, _ := windowEnd(w, start)
+		if f, ok := FrozenAt(out, start); ok && f.Until.After(alone) && !f.Until.Before(start.Add(MaxChainedFreeze)) {
+			return nil, &FreezeError{Index: i, Field: "cron", Message: fmt.Sprintf(
+				"Freeze window %d: with the other windows it leaves no gap for a year (each opens before the last one closes), so deploys would never start. Leave a gap between them.", i+1)}
+		}
+	}
 	return out, nil
+}
+
+// MaxChainedFreeze bounds how far FrozenAt follows windows that open
+// before the previous one closes.
+const MaxChainedFreeze = 366 * 24 * time.Hour
+
+// shortestGap is the shortest time between two consecutive fires of c
+// that is at most d (true), looked for over the next four years of fires
+// (a leap day's pattern included), at most 20000 of them (a dense cron repeats its gaps within days).
+func (c *CronSchedule) shortestGap(t time.Time, d time.Duration) (time.Duration, bool) {
+	end := t.AddDate(4, 0, 8)
+	prev := c.Next(t)
+	var shortest time.Duration
+	for i := 0; i < 20000 && !prev.IsZero() && prev.Before(end); i++ {
+		next := c.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		if gap := next.Sub(prev); gap <= d && (shortest == 0 || gap < shortest) {
+			shortest = gap
+			if gap <= time.Minute {
+				break
+			}
+		}
+		prev = next
+	}
+	return shortest, shortest > 0
 }
 
 // FreezeInputOf writes a stored window back as a form or the API shows it.
@@ -167,9 +215,12 @@ func FrozenAt(windows []store.FreezeWindow, t time.Time) (Freeze, bool) {
 	if f.Until.IsZero() {
 		return f, false
 	}
-	// Followed at most 10 windows on: a cron window longer than its period
-	// (every minute, for 2h) is frozen for ever, and says the tenth end.
-	for i := 0; i < 10; i++ {
+	// Windows that open before the freeze ends extend it, followed until
+	// none does, or up to MaxChainedFreeze after t (CheckFreezeWindows
+	// refuses windows that chain for that long, and a cron window that
+	// lasts as long as the time between its fires).
+	horizon := t.Add(MaxChainedFreeze)
+	for i := 0; i < 100000 && f.Until.Before(horizon); i++ {
 		next := f.Until
 		for _, w := range windows {
 			if end, ok := windowEnd(w, f.Until); ok && end.After(next) {
