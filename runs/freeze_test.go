@@ -126,4 +126,7 @@ func TestApprovalsMetInAFreezeWindowStartTheRunAtItsEnd(t *testing.T) {
 	if at, ok, err := f.db.RunJobScheduledAt(f.ctx, run.ID); err != nil || !ok || !at.Equal(end) {
 		t.Fatalf("job at %v (%v %v), want %v", at, ok, err, end)
 	}
+	if got := f.run(run.ID); got.Status != store.RunWaiting || got.Reason != "Frozen until "+runs.FreezeClock(end, time.Now()) {
+		t.Fatalf("the approved run is %s with the reason %q, want waiting, frozen until the end", got.Status, got.Reason)
+	}
 }

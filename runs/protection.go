@@ -221,11 +221,11 @@ func (s *Service) enqueueAt() func(ctx context.Context, tx pgx.Tx, runID int64, 
 // it: its job, scheduled after the rule's wait or, when a freeze window is
 // open then, at the window's end (windows read in that transaction).
 func (s *Service) starter() store.Starter {
-	return store.Starter{Enqueue: s.enqueueAt(), FrozenUntil: func(windows []store.FreezeWindow, at time.Time) time.Time {
+	return store.Starter{Enqueue: s.enqueueAt(), FrozenUntil: func(windows []store.FreezeWindow, at time.Time) (time.Time, string) {
 		if f, ok := FrozenAt(windows, at); ok {
-			return f.Until
+			return f.Until, "Frozen until " + FreezeClock(f.Until, s.Now())
 		}
-		return time.Time{}
+		return time.Time{}, ""
 	}}
 }
 

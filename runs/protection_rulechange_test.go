@@ -3,6 +3,7 @@ package runs_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,6 +130,31 @@ func TestTheApprovalThatMeetsTheRuleReadsTheWindowsInItsTransaction(t *testing.T
 	}
 	if at, ok, err := f.db.RunJobScheduledAt(f.ctx, run.ID); err != nil || !ok || !at.Equal(end) {
 		t.Fatalf("job at %v (%v %v), want %v", at, ok, err, end)
+	}
+	if got := f.run(run.ID); !strings.HasPrefix(got.Reason, "Frozen until ") {
+		t.Fatalf("the approved run's reason %q does not say it waits for the window", got.Reason)
+	}
+}
+
+// The approval that meets a rule with a wait says when the run starts.
+func TestAnApprovedRunSaysWhenTheRulesWaitEnds(t *testing.T) {
+	f := newFixture(t, plainManifest, nil)
+	f.db.Now = time.Now
+	p := f.people("alice", "bob")
+	f.protect(store.ProtectionRule{Approvals: 1, ApproverRole: store.RoleDeployer, Wait: 2 * time.Hour})
+	svc := runs.NewService(f.db, f.vault, f.local, time.Now, nil)
+	startRiver(t, svc)
+	run, err := svc.StartDeploy(f.ctx, store.Actor{User: p[0]}, f.reloadEnv(), runs.DeployRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := svc.Approve(f.ctx, store.Actor{User: p[1]}, f.env, run.ID, run.PlanDigest, "")
+	if err != nil || !out.Started {
+		t.Fatalf("approve: %v %+v", err, out)
+	}
+	want := "Approved: starts at " + out.StartsAt.UTC().Format("Mon 15:04 UTC") + ", after the rule's wait"
+	if got := f.run(run.ID); got.Status != store.RunWaiting || got.Reason != want {
+		t.Fatalf("run %s, reason %q, want waiting with %q", got.Status, got.Reason, want)
 	}
 }
 

@@ -186,12 +186,12 @@ func (db *DB) startMetRunsTx(ctx context.Context, tx pgx.Tx, a Actor, env *Envir
 		if n < rule.Approvals {
 			continue
 		}
-		at, err := db.startMetRunTx(ctx, tx, env.ID, w.id, rule, start)
+		at, reason, err := db.startMetRunTx(ctx, tx, env.ID, w.id, rule, start)
 		if err != nil {
 			return err
 		}
 		summary := fmt.Sprintf("Approved: starting (the rule now asks for %d %s)", rule.Approvals, plural(rule.Approvals, "approval", "approvals"))
-		if _, err := appendRunEvent(ctx, tx, w.id, nil, runPayload(RunWaiting, "", summary)); err != nil {
+		if _, err := appendRunEvent(ctx, tx, w.id, nil, runPayload(RunWaiting, reason, summary)); err != nil {
 			return err
 		}
 		e := a.event("approval.granted")
@@ -283,39 +283,44 @@ type Starter struct {
 	// run's job_id stays unset, for tests of the store alone).
 	Enqueue func(ctx context.Context, tx pgx.Tx, runID int64, at time.Time) (int64, error)
 	// FrozenUntil is when the freeze windows open at a time end (zero: none
-	// is open then); the windows are read in the transaction.
-	FrozenUntil func(windows []FreezeWindow, at time.Time) time.Time
+	// is open then), and the run's reason meanwhile ("Frozen until Mon
+	// 06:00 UTC"); the windows are read in the transaction.
+	FrozenUntil func(windows []FreezeWindow, at time.Time) (time.Time, string)
 }
 
 // startMetRunTx schedules a run whose rule is met: after the rule's wait,
-// or, when a freeze window is open then, at its end. The windows are read
+// or, when a freeze window is open then, at its end. A run that does not
+// start at once says until when in its reason (returned). The windows are read
 // in tx under a share lock of the environment's row, which a change of
 // the windows (PutFreezeWindows) waits for: the run is scheduled by the
 // windows as they are when its transaction commits.
-func (db *DB) startMetRunTx(ctx context.Context, tx pgx.Tx, envID, runID int64, rule *ProtectionRule, s Starter) (time.Time, error) {
-	at := db.Now().Add(rule.Wait)
+func (db *DB) startMetRunTx(ctx context.Context, tx pgx.Tx, envID, runID int64, rule *ProtectionRule, s Starter) (time.Time, string, error) {
+	at, reason := db.Now().Add(rule.Wait), ""
+	if rule.Wait > 0 {
+		reason = fmt.Sprintf("Approved: starts at %s, after the rule's wait", at.UTC().Format("Mon 15:04 UTC"))
+	}
 	if s.FrozenUntil != nil {
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM environments WHERE id = $1 FOR SHARE`, envID); err != nil {
-			return at, err
+			return at, "", err
 		}
 		windows, err := freezeWindows(ctx, tx, envID)
 		if err != nil {
-			return at, err
+			return at, "", err
 		}
-		if until := s.FrozenUntil(windows, at); until.After(at) {
-			at = until
+		if until, why := s.FrozenUntil(windows, at); until.After(at) {
+			at, reason = until, why
 		}
 	}
 	if s.Enqueue != nil {
 		jobID, err := s.Enqueue(ctx, tx, runID, at)
 		if err != nil {
-			return at, err
+			return at, "", err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE runs SET job_id = $2 WHERE id = $1`, runID, jobID); err != nil {
-			return at, err
+		if _, err := tx.Exec(ctx, `UPDATE runs SET job_id = $2, reason = $3 WHERE id = $1`, runID, jobID, reason); err != nil {
+			return at, "", err
 		}
 	}
-	return at, nil
+	return at, reason, nil
 }
 
 // countApprovalsTx counts the approvals of the run's digest given by
@@ -432,9 +437,10 @@ func (db *DB) ApproveRun(ctx context.Context, a Actor, env *Environment, runID i
 			return err
 		}
 		out.Needed = rule.Approvals
+		reason := ""
 		if out.Count >= out.Needed || req.Bypass {
 			out.Started = true
-			if out.StartsAt, err = db.startMetRunTx(ctx, tx, env.ID, runID, rule, req.Start); err != nil {
+			if out.StartsAt, reason, err = db.startMetRunTx(ctx, tx, env.ID, runID, rule, req.Start); err != nil {
 				return err
 			}
 		}
@@ -442,7 +448,7 @@ func (db *DB) ApproveRun(ctx context.Context, a Actor, env *Environment, runID i
 		if out.Started {
 			summary = "Approved: starting"
 		}
-		if _, err := appendRunEvent(ctx, tx, runID, nil, runPayload(RunWaiting, "", summary)); err != nil {
+		if _, err := appendRunEvent(ctx, tx, runID, nil, runPayload(RunWaiting, reason, summary)); err != nil {
 			return err
 		}
 		e := a.event(action)

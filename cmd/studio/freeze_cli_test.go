@@ -111,4 +111,29 @@ func TestStudioDeployInAFreezeWindow(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `SELECT started_at FROM runs ORDER BY id DESC LIMIT 1`).Scan(&started); err != nil || started.Before(end) {
 		t.Fatalf("the run started at %v (%v), before the window's end %v", started, err, end)
 	}
+
+	// Protected, approved during a window: following it says it waits for
+	// the window's end, then follows it.
+	if err := db.PutProtectionRule(ctx, store.Actor{}, env, store.ProtectionRule{Approvals: 1, ApproverRole: store.RoleAdmin,
+		Expires: store.DefaultApprovalExpiry, Bypass: store.BypassNobody}, store.Starter{}); err != nil {
+		t.Fatal(err)
+	}
+	end = time.Now().Add(5 * time.Second).Truncate(time.Second)
+	freeze(time.Now().Add(-time.Hour), end, "wait")
+	if r := deploy(ci, "--redeploy"); r.code != 0 {
+		t.Fatalf("a protected deploy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var runID int64
+	if err := db.Pool.QueryRow(ctx, `SELECT max(id) FROM runs`).Scan(&runID); err != nil {
+		t.Fatal(err)
+	}
+	runURL := fmt.Sprintf("%s/projects/plain/environments/production/runs/%d", studio.addr, runID)
+	if r := studioCLI(t, root, "runs", "approve", runURL); r.code != 0 {
+		t.Fatalf("approve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = studioCLI(t, ci, "runs", "watch", "--poll", "100ms", runURL)
+	want = fmt.Sprintf("Frozen until %s: the deploy starts then", end.UTC().Format("Mon 15:04 UTC"))
+	if r.code != 0 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "succeeded") {
+		t.Fatalf("following a run approved in a window: exit %d, want 0 with %q\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
 }
