@@ -252,7 +252,11 @@ func (h *Protection) SetProtection(w http.ResponseWriter, r *http.Request) error
 		return h.setFreeze(w, r, env)
 	}
 	if r.PostForm.Get("remove") == "1" {
-		if err := h.DB.DeleteProtectionRule(r.Context(), ActorOf(r), env); err != nil {
+		del := func() error { return h.DB.DeleteProtectionRule(r.Context(), ActorOf(r), env, store.Starter{}) }
+		if h.Runs != nil {
+			del = func() error { return h.Runs.DeleteProtection(r.Context(), ActorOf(r), env) }
+		}
+		if err := del(); err != nil {
 			return err
 		}
 		h.Flash(r.Context(), "info", env.Name+" is no longer protected: deploys start at once.")

@@ -243,6 +243,12 @@ func (s *Service) Bypass(ctx context.Context, a store.Actor, env *store.Environm
 	return s.DB.ApproveRun(ctx, a, env, runID, store.ApproveRequest{Comment: reason, Bypass: true, Start: s.starter()})
 }
 
+// DeleteProtection removes the environment's rule; the runs waiting for
+// approval start in the same transaction.
+func (s *Service) DeleteProtection(ctx context.Context, a store.Actor, env *store.Environment) error {
+	return s.DB.DeleteProtectionRule(ctx, a, env, s.starter())
+}
+
 // PutProtection sets the environment's rule; waiting runs whose approvals
 // meet it (it asks for fewer) start in the same transaction.
 func (s *Service) PutProtection(ctx context.Context, a store.Actor, env *store.Environment, rule store.ProtectionRule) error {

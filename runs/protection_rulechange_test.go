@@ -13,7 +13,8 @@ import (
 
 // A rule that asks for fewer approvals starts the waiting runs that have
 // enough already, in the rule change's transaction (their River job
-// inserted there); a run with too few keeps waiting.
+// inserted there); a run with too few keeps waiting, until the rule is
+// removed.
 func TestLoweringRequiredApprovalsStartsRunsThatHaveEnough(t *testing.T) {
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
@@ -66,6 +67,14 @@ func TestLoweringRequiredApprovalsStartsRunsThatHaveEnough(t *testing.T) {
 	}
 	if got := f.run(waiting.ID); got.Status != store.RunWaiting || got.JobID != nil {
 		t.Fatalf("a run with no approval: %s, job %v, want waiting with no job", got.Status, got.JobID)
+	}
+	// Removing the protection starts it: nothing waits for approval any more.
+	if err := svc.DeleteProtection(f.ctx, store.Actor{User: alice}, f.env); err != nil {
+		t.Fatal(err)
+	}
+	waitFinished(t, f.db, []int64{waiting.ID})
+	if got := f.run(waiting.ID); got.Status != store.RunSucceeded {
+		t.Fatalf("after the protection was removed the waiting run is %s (%s), want succeeded", got.Status, got.Reason)
 	}
 }
 

@@ -192,7 +192,7 @@ func TestRejectEndsTheRunAndRemovingARoleVoidsApprovals(t *testing.T) {
 		t.Fatalf("rule of 3: %v", err)
 	}
 	// Unprotected again: a deploy starts as before.
-	if err := f.db.DeleteProtectionRule(f.ctx, store.Actor{}, f.env); err != nil {
+	if err := f.db.DeleteProtectionRule(f.ctx, store.Actor{}, f.env, store.Starter{}); err != nil {
 		t.Fatal(err)
 	}
 	next := f.deployAs(alice)

@@ -160,7 +160,7 @@ func (db *DB) PutProtectionRule(ctx context.Context, a Actor, env *Environment, 
 }
 
 // startMetRunsTx starts the environment's runs waiting for approval whose
-// approvals meet rule (just changed), each with its run event, audit
+// approvals meet rule (just changed; Approvals 0: the rule was removed), each with its run event, audit
 // record and approval.granted webhook event.
 func (db *DB) startMetRunsTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environment, rule *ProtectionRule, start Starter) error {
 	type waiting struct {
@@ -191,6 +191,9 @@ func (db *DB) startMetRunsTx(ctx context.Context, tx pgx.Tx, a Actor, env *Envir
 			return err
 		}
 		summary := fmt.Sprintf("Approved: starting (the rule now asks for %d %s)", rule.Approvals, plural(rule.Approvals, "approval", "approvals"))
+		if rule.Approvals == 0 {
+			summary = fmt.Sprintf("Starting: %s is no longer protected", env.Name)
+		}
 		if _, err := appendRunEvent(ctx, tx, w.id, nil, runPayload(RunWaiting, reason, summary)); err != nil {
 			return err
 		}
@@ -209,8 +212,9 @@ func (db *DB) startMetRunsTx(ctx context.Context, tx pgx.Tx, a Actor, env *Envir
 }
 
 // DeleteProtectionRule removes the environment's rule (deploys no longer
-// wait), with its audit record.
-func (db *DB) DeleteProtectionRule(ctx context.Context, a Actor, env *Environment) error {
+// wait), with its audit record. The runs that wait for approval start, in
+// the same transaction, through start (freeze windows still apply).
+func (db *DB) DeleteProtectionRule(ctx context.Context, a Actor, env *Environment, start Starter) error {
 	return db.InTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM protection_rules WHERE environment_id = $1`, env.ID)
 		if err != nil || tag.RowsAffected() == 0 {
@@ -218,7 +222,10 @@ func (db *DB) DeleteProtectionRule(ctx context.Context, a Actor, env *Environmen
 		}
 		e := a.event("protection.removed")
 		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, env.Name
-		return auditTx(ctx, tx, e)
+		if err := auditTx(ctx, tx, e); err != nil {
+			return err
+		}
+		return db.startMetRunsTx(ctx, tx, a, env, &ProtectionRule{Approvals: 0}, start)
 	})
 }
 
