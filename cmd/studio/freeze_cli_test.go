@@ -99,7 +99,7 @@ func TestStudioDeployInAFreezeWindow(t *testing.T) {
 
 	// A delaying window that ends in a few seconds: --wait says until when,
 	// and follows the run once it starts.
-	end := time.Now().Add(4 * time.Second).Truncate(time.Second)
+	end := time.Now().Add(6 * time.Second).Truncate(time.Second)
 	freeze(time.Now().Add(-time.Hour), end, "wait")
 	r = deploy(ci, "--wait", "--redeploy")
 	want := fmt.Sprintf("Frozen until %s: the deploy starts then", end.UTC().Format("Mon 15:04 UTC"))
@@ -118,7 +118,7 @@ func TestStudioDeployInAFreezeWindow(t *testing.T) {
 		Expires: store.DefaultApprovalExpiry, Bypass: store.BypassNobody}, store.Starter{}); err != nil {
 		t.Fatal(err)
 	}
-	end = time.Now().Add(5 * time.Second).Truncate(time.Second)
+	end = time.Now().Add(8 * time.Second).Truncate(time.Second)
 	freeze(time.Now().Add(-time.Hour), end, "wait")
 	if r := deploy(ci, "--redeploy"); r.code != 0 {
 		t.Fatalf("a protected deploy: exit %d\n%s%s", r.code, r.stdout, r.stderr)

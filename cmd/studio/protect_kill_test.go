@@ -73,7 +73,11 @@ func TestAFreezeWindowsEndStartsItsRunOnceAfterAKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	end := time.Now().Add(8 * time.Second).Truncate(time.Second)
+	a, b := startStudio(t, dbURL, key, "--local-step-delay", "100ms"), startStudio(t, dbURL, key, "--local-step-delay", "100ms")
+	client := signedIn(t, a)
+	// The window is set once both replicas serve: it ends 6 s on, the kill
+	// comes well before.
+	end := time.Now().Add(6 * time.Second).Truncate(time.Second)
 	ws, err := runs.CheckFreezeWindows([]runs.FreezeInput{{From: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), To: end.UTC().Format(time.RFC3339)}})
 	if err != nil {
 		t.Fatal(err)
@@ -81,8 +85,6 @@ func TestAFreezeWindowsEndStartsItsRunOnceAfterAKill(t *testing.T) {
 	if err := db.PutFreezeWindows(ctx, store.Actor{}, env, ws); err != nil {
 		t.Fatal(err)
 	}
-	a, b := startStudio(t, dbURL, key, "--local-step-delay", "100ms"), startStudio(t, dbURL, key, "--local-step-delay", "100ms")
-	client := signedIn(t, a)
 	runID := deployRevision1(t, client, a.addr, db)
 	run, err := db.RunByID(ctx, runID)
 	if err != nil {
