@@ -114,7 +114,8 @@ func CheckFreezeWindows(ins []FreezeInput) ([]store.FreezeWindow, error) {
 		out = append(out, w)
 	}
 	// Windows that, together, leave no gap (one opens before the other
-	// closes, again and again) would freeze the environment for ever.
+	// closes, again and again, further than FrozenAt follows them) would
+	// freeze the environment for ever.
 	now := time.Now()
 	for i, w := range out {
 		start := now
@@ -125,9 +126,9 @@ func CheckFreezeWindows(ins []FreezeInput) ([]store.FreezeWindow, error) {
 			start = w.From
 		}
 		alone, _ := windowEnd(w, start)
-		if f, ok := FrozenAt(out, start); ok && f.Until.After(alone) && !f.Until.Before(start.Add(MaxChainedFreeze)) {
+		if f, ok, endless := frozenAt(out, start); ok && endless && f.Until.After(alone) {
 			return nil, &FreezeError{Index: i, Field: "cron", Message: fmt.Sprintf(
-				"Freeze window %d: with the other windows it leaves no gap for a year (each opens before the last one closes), so deploys would never start. Leave a gap between them.", i+1)}
+				"Freeze window %d: with the other windows it leaves no gap (each opens before the last one closes, on and on), so deploys would never start. Leave a gap between them.", i+1)}
 		}
 	}
 	return out, nil
@@ -184,13 +185,21 @@ func windowEnd(w store.FreezeWindow, t time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	// Fires in (t-d, t] keep the window open; the latest closes it last.
-	var end time.Time
-	f := c.Next(t.Add(-w.Duration))
-	for i := 0; i < 100000 && !f.IsZero() && !f.After(t); i++ {
-		end = f.Add(w.Duration)
-		f = c.Next(f)
+	// It is looked for in (t-back, t], back doubling from a minute up to
+	// d: few fires are read, however dense the cron.
+	for back := time.Minute; ; back *= 2 {
+		back = min(back, w.Duration)
+		f := c.Next(t.Add(-back))
+		if !f.IsZero() && !f.After(t) {
+			for n := c.Next(f); !n.IsZero() && !n.After(t); n = c.Next(n) {
+				f = n
+			}
+			return f.Add(w.Duration), true
+		}
+		if back == w.Duration {
+			return time.Time{}, false
+		}
 	}
-	return end, !end.IsZero()
 }
 
 // Freeze is the windows open at a time: deploys do not start Until.
@@ -203,7 +212,16 @@ type Freeze struct {
 // FrozenAt reports the freeze at t: Until is the end of the open windows,
 // followed through windows that open before the previous one closes.
 func FrozenAt(windows []store.FreezeWindow, t time.Time) (Freeze, bool) {
-	var f Freeze
+	f, ok, _ := frozenAt(windows, t)
+	return f, ok
+}
+
+// maxChained bounds how many windows on FrozenAt follows a freeze.
+const maxChained = 1000
+
+// frozenAt is FrozenAt; endless says it stopped following at its bounds
+// (maxChained windows, or MaxChainedFreeze after t).
+func frozenAt(windows []store.FreezeWindow, t time.Time) (f Freeze, ok, endless bool) {
 	for _, w := range windows {
 		if end, ok := windowEnd(w, t); ok {
 			f.Refuse = f.Refuse || w.Refuse
@@ -213,14 +231,18 @@ func FrozenAt(windows []store.FreezeWindow, t time.Time) (Freeze, bool) {
 		}
 	}
 	if f.Until.IsZero() {
-		return f, false
+		return f, false, false
 	}
 	// Windows that open before the freeze ends extend it, followed until
-	// none does, or up to MaxChainedFreeze after t (CheckFreezeWindows
-	// refuses windows that chain for that long, and a cron window that
-	// lasts as long as the time between its fires).
+	// none does, up to maxChained windows on or MaxChainedFreeze after t
+	// (CheckFreezeWindows refuses windows that chain that far, and a cron
+	// window that lasts as long as the time between its fires; one stored
+	// before it did is frozen as far as this follows it).
 	horizon := t.Add(MaxChainedFreeze)
-	for i := 0; i < 100000 && f.Until.Before(horizon); i++ {
+	for i := 0; ; i++ {
+		if i == maxChained || !f.Until.Before(horizon) {
+			return f, true, true
+		}
 		next := f.Until
 		for _, w := range windows {
 			if end, ok := windowEnd(w, f.Until); ok && end.After(next) {
@@ -232,7 +254,7 @@ func FrozenAt(windows []store.FreezeWindow, t time.Time) (Freeze, bool) {
 		}
 		f.Until = next
 	}
-	return f, true
+	return f, true, false
 }
 
 // FreezeClock writes when a freeze ends as pages say it: "Mon 06:00 UTC"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/store"
 )
 
 // Which windows are open, and until when, as a person reading them expects.
@@ -52,7 +53,7 @@ func TestAFreezeLongerThanItsPeriodIsRefused(t *testing.T) {
 		{[]runs.FreezeInput{{Cron: "0 18 * * 5,6", Duration: "30h"}},
 			`starts the next one 1d after a start`},
 		{[]runs.FreezeInput{{Cron: "0 0 * * *", Duration: "13h"}, {Cron: "0 12 * * *", Duration: "13h"}},
-			`Freeze window 1: with the other windows it leaves no gap for a year (each opens before the last one closes), so deploys would never start. Leave a gap between them.`},
+			`Freeze window 1: with the other windows it leaves no gap (each opens before the last one closes, on and on), so deploys would never start. Leave a gap between them.`},
 	} {
 		start := time.Now()
 		_, err := runs.CheckFreezeWindows(c.in)
@@ -70,4 +71,16 @@ func TestAFreezeLongerThanItsPeriodIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("checked a window of every 5 minutes in %v", time.Since(start))
+}
+
+// A window stored before such windows were refused (every minute, for
+// 2h) is frozen as far as FrozenAt follows it, and reading it stays quick.
+func TestAWindowThatNeverEndsIsReadQuickly(t *testing.T) {
+	ws := []store.FreezeWindow{{Cron: "* * * * *", Duration: 2 * time.Hour}}
+	now := time.Now()
+	f, ok := runs.FrozenAt(ws, now)
+	if d := time.Since(now); !ok || f.Until.Sub(now) < 60*24*time.Hour || d > time.Second {
+		t.Fatalf("frozen %v until %v, read in %v", ok, f.Until, d)
+	}
+	t.Logf("read in %v: frozen until %v", time.Since(now), f.Until)
 }
