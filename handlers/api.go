@@ -443,7 +443,9 @@ type APIRun struct {
 	URL             string          `json:"url"`
 	APIURL          string          `json:"api_url"`
 	Checkpoints     []APICheckpoint `json:"checkpoints"`
-	// Approval is what a deploy of a protected environment waits for.
+	// Approval is what a deploy of a protected environment waits for
+	// (omitted once its approvals are met: then its reason says when it
+	// starts).
 	Approval *APIApproval `json:"approval,omitempty"`
 }
 

@@ -113,7 +113,7 @@ func (h *API) SetProtection(w http.ResponseWriter, r *http.Request) error {
 		var rule store.ProtectionRule
 		rule, err = p.rule(r.Context(), env, in)
 		if err == nil {
-			err = h.DB.PutProtectionRule(r.Context(), ActorOf(r), env, rule)
+			err = putProtection(r.Context(), h.Runs, h.DB, ActorOf(r), env, rule)
 		}
 	}
 	if err == nil && in.FreezeWindows != nil {
@@ -203,7 +203,9 @@ func (h *API) RejectRun(w http.ResponseWriter, r *http.Request) error {
 // apiApproval is the approval a run waits for (nil when none).
 func (h *API) apiApproval(r *http.Request, env *store.Environment, run *store.Run, cps []store.Checkpoint) (*APIApproval, error) {
 	v, err := ApprovalView(r.Context(), h.DB, env, run, cps, nil)
-	if err != nil || v == nil || !v.Waiting {
+	if err != nil || v == nil || !v.Waiting || v.Started {
+		// Approved (or bypassed): the run no longer waits for approval; its
+		// reason says when it starts (a rule's wait, a freeze window).
 		return nil, err
 	}
 	out := &APIApproval{Digest: v.Digest, Approvals: v.Count, Needed: v.Needed, Approvers: append([]string{}, v.Approvers...),

@@ -237,7 +237,11 @@ func (h *Protection) SetProtection(w http.ResponseWriter, r *http.Request) error
 		return h.setFreeze(w, r, env)
 	}
 	if r.PostForm.Get("remove") == "1" {
-		if err := h.DB.DeleteProtectionRule(r.Context(), ActorOf(r), env); err != nil {
+		del := func() error { return h.DB.DeleteProtectionRule(r.Context(), ActorOf(r), env, store.Starter{}) }
+		if h.Runs != nil {
+			del = func() error { return h.Runs.DeleteProtection(r.Context(), ActorOf(r), env) }
+		}
+		if err := del(); err != nil {
 			return err
 		}
 		h.Flash(r.Context(), "info", env.Name+" is no longer protected: deploys start at once.")
@@ -255,7 +259,7 @@ func (h *Protection) SetProtection(w http.ResponseWriter, r *http.Request) error
 	in.Approvals = n
 	rule, err := h.rule(r.Context(), env, in)
 	if err == nil {
-		err = h.DB.PutProtectionRule(r.Context(), ActorOf(r), env, rule)
+		err = putProtection(r.Context(), h.Runs, h.DB, ActorOf(r), env, rule)
 	}
 	if apperr.CodeOf(err) == apperr.Invalid {
 		return h.renderProtection(w, r, env, http.StatusUnprocessableEntity, &in, apperr.Message(err), nil)
@@ -265,6 +269,16 @@ func (h *Protection) SetProtection(w http.ResponseWriter, r *http.Request) error
 	}
 	h.Flash(r.Context(), "info", fmt.Sprintf("%s is protected: a deploy waits for %d %s.", env.Name, rule.Approvals, humanize.Plural(rule.Approvals, "approval", "approvals")))
 	return SeeOther(w, r, paths.Protection(env.Project, env.Name))
+}
+
+// putProtection sets the rule through the runs service, which starts the
+// waiting runs it meets; without one (no value-encryption key, so no
+// deploys) through the store alone.
+func putProtection(ctx context.Context, svc *runs.Service, db *store.DB, a store.Actor, env *store.Environment, rule store.ProtectionRule) error {
+	if svc == nil {
+		return db.PutProtectionRule(ctx, a, env, rule, store.Starter{})
+	}
+	return svc.PutProtection(ctx, a, env, rule)
 }
 
 // ApproveRun approves a waiting run's plan (digest: the one the page

@@ -90,6 +90,10 @@ func CheckFreezeWindows(ins []FreezeInput) ([]store.FreezeWindow, error) {
 			if c.Next(time.Now()).IsZero() {
 				return nil, bad("cron", "%q never fires.", c.Expr)
 			}
+			if gap, ok := c.shortestGap(time.Now(), d); ok {
+				return nil, bad("duration", "each freeze lasts %s, but %q starts the next one %s after a start, so one freeze would run into the next. Make it last less than %s, or start less often.",
+					durationText(d), c.Expr, durationText(gap), durationText(gap))
+			}
 			w.Cron, w.Duration = c.Expr, d
 		} else {
 			if strings.TrimSpace(in.Duration) != "" && strings.TrimSpace(in.From+in.To) == "" {
@@ -110,7 +114,52 @@ func CheckFreezeWindows(ins []FreezeInput) ([]store.FreezeWindow, error) {
 		}
 		out = append(out, w)
 	}
+	// Windows that, together, leave no gap (one opens before the other
+	// closes, again and again, further than FrozenAt follows them) would
+	// freeze the environment for ever.
+	now := time.Now()
+	for i, w := range out {
+		start := now
+		if w.Cron != "" {
+			c, _ := ParseCron(w.Cron)
+			start = c.Next(now)
+		} else if w.From.After(now) {
+			start = w.From
+		}
+		alone, _ := windowEnd(w, start)
+		if f, ok, endless := frozenAt(out, start); ok && endless && f.Until.After(alone) {
+			return nil, &FreezeError{Index: i, Field: "cron", Message: fmt.Sprintf(
+				"Freeze window %d: with the other windows it leaves no gap (each opens before the last one closes, on and on), so deploys would never start. Leave a gap between them.", i+1)}
+		}
+	}
 	return out, nil
+}
+
+// MaxChainedFreeze bounds how far FrozenAt follows windows that open
+// before the previous one closes.
+const MaxChainedFreeze = 366 * 24 * time.Hour
+
+// shortestGap is the shortest time between two consecutive fires of c
+// that is at most d (true), looked for over the next four years of fires
+// (a leap day's pattern included), at most 20000 of them (a dense cron repeats its gaps within days).
+func (c *CronSchedule) shortestGap(t time.Time, d time.Duration) (time.Duration, bool) {
+	end := t.AddDate(4, 0, 8)
+	prev := c.Next(t)
+	var shortest time.Duration
+	for i := 0; i < 20000 && !prev.IsZero() && prev.Before(end); i++ {
+		next := c.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		if gap := next.Sub(prev); gap <= d && (shortest == 0 || gap < shortest) {
+			shortest = gap
+			if gap <= time.Minute {
+				break
+			}
+		}
+		prev = next
+	}
+	return shortest, shortest > 0
 }
 
 // FreezeInputOf writes a stored window back as a form or the API shows it.
@@ -137,13 +186,21 @@ func windowEnd(w store.FreezeWindow, t time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	// Fires in (t-d, t] keep the window open; the latest closes it last.
-	var end time.Time
-	f := c.Next(t.Add(-w.Duration))
-	for i := 0; i < 100000 && !f.IsZero() && !f.After(t); i++ {
-		end = f.Add(w.Duration)
-		f = c.Next(f)
+	// It is looked for in (t-back, t], back doubling from a minute up to
+	// d: few fires are read, however dense the cron.
+	for back := time.Minute; ; back *= 2 {
+		back = min(back, w.Duration)
+		f := c.Next(t.Add(-back))
+		if !f.IsZero() && !f.After(t) {
+			for n := c.Next(f); !n.IsZero() && !n.After(t); n = c.Next(n) {
+				f = n
+			}
+			return f.Add(w.Duration), true
+		}
+		if back == w.Duration {
+			return time.Time{}, false
+		}
 	}
-	return end, !end.IsZero()
 }
 
 // Freeze is the windows open at a time: deploys do not start Until.
@@ -156,7 +213,16 @@ type Freeze struct {
 // FrozenAt reports the freeze at t: Until is the end of the open windows,
 // followed through windows that open before the previous one closes.
 func FrozenAt(windows []store.FreezeWindow, t time.Time) (Freeze, bool) {
-	var f Freeze
+	f, ok, _ := frozenAt(windows, t)
+	return f, ok
+}
+
+// maxChained bounds how many windows on FrozenAt follows a freeze.
+const maxChained = 1000
+
+// frozenAt is FrozenAt; endless says it stopped following at its bounds
+// (maxChained windows, or MaxChainedFreeze after t).
+func frozenAt(windows []store.FreezeWindow, t time.Time) (f Freeze, ok, endless bool) {
 	for _, w := range windows {
 		if end, ok := windowEnd(w, t); ok {
 			f.Refuse = f.Refuse || w.Refuse
@@ -166,11 +232,18 @@ func FrozenAt(windows []store.FreezeWindow, t time.Time) (Freeze, bool) {
 		}
 	}
 	if f.Until.IsZero() {
-		return f, false
+		return f, false, false
 	}
-	// Followed at most 10 windows on: a cron window longer than its period
-	// (every minute, for 2h) is frozen for ever, and says the tenth end.
-	for i := 0; i < 10; i++ {
+	// Windows that open before the freeze ends extend it, followed until
+	// none does, up to maxChained windows on or MaxChainedFreeze after t
+	// (CheckFreezeWindows refuses windows that chain that far, and a cron
+	// window that lasts as long as the time between its fires; one stored
+	// before it did is frozen as far as this follows it).
+	horizon := t.Add(MaxChainedFreeze)
+	for i := 0; ; i++ {
+		if i == maxChained || !f.Until.Before(horizon) {
+			return f, true, true
+		}
 		next := f.Until
 		for _, w := range windows {
 			if end, ok := windowEnd(w, f.Until); ok && end.After(next) {
@@ -182,7 +255,7 @@ func FrozenAt(windows []store.FreezeWindow, t time.Time) (Freeze, bool) {
 		}
 		f.Until = next
 	}
-	return f, true
+	return f, true, false
 }
 
 // FreezeClock writes when a freeze ends as pages say it: "Mon 06:00 UTC"

@@ -70,7 +70,8 @@ func TestARefusingFreezeWindowAndTheAdminOverride(t *testing.T) {
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice")
-	f.freeze(runs.FreezeInput{Cron: "* * * * *", Duration: "2h", Action: "refuse"})
+	now := f.svc.Now()
+	f.freeze(runs.FreezeInput{From: now.Add(-time.Hour).UTC().Format(time.RFC3339), To: now.Add(2 * time.Hour).UTC().Format(time.RFC3339), Action: "refuse"})
 
 	_, err := f.svc.StartDeploy(f.ctx, store.Actor{User: p[0]}, f.reloadEnv(), runs.DeployRequest{})
 	var ref *runs.DeployRefusal
@@ -124,5 +125,8 @@ func TestApprovalsMetInAFreezeWindowStartTheRunAtItsEnd(t *testing.T) {
 	}
 	if at, ok, err := f.db.RunJobScheduledAt(f.ctx, run.ID); err != nil || !ok || !at.Equal(end) {
 		t.Fatalf("job at %v (%v %v), want %v", at, ok, err, end)
+	}
+	if got := f.run(run.ID); got.Status != store.RunWaiting || got.Reason != "Frozen until "+runs.FreezeClock(end, time.Now()) {
+		t.Fatalf("the approved run is %s with the reason %q, want waiting, frozen until the end", got.Status, got.Reason)
 	}
 }

@@ -217,26 +217,42 @@ func (s *Service) enqueueAt() func(ctx context.Context, tx pgx.Tx, runID int64, 
 	}
 }
 
+// starter starts a run whose rule is met, inside the transaction that met
+// it: its job, scheduled after the rule's wait or, when a freeze window is
+// open then, at the window's end (windows read in that transaction).
+func (s *Service) starter() store.Starter {
+	return store.Starter{Enqueue: s.enqueueAt(), FrozenUntil: func(windows []store.FreezeWindow, at time.Time) (time.Time, string) {
+		if f, ok := FrozenAt(windows, at); ok {
+			return f.Until, "Frozen until " + FreezeClock(f.Until, s.Now())
+		}
+		return time.Time{}, ""
+	}}
+}
+
 // Approve records a's approval of the waiting run's plan (digest: the one
 // the approver read; "" approves the current one); the approval that
 // meets the rule inserts the run's job.
 func (s *Service) Approve(ctx context.Context, a store.Actor, env *store.Environment, runID int64, digest, comment string) (*store.ApprovalOutcome, error) {
-	freeze, frozen, err := s.Frozen(ctx, env)
-	if err != nil {
-		return nil, err
-	}
-	req := store.ApproveRequest{Digest: digest, Comment: comment, Enqueue: s.enqueueAt()}
-	if frozen {
-		// Approvals met in a freeze window: the run starts when it ends.
-		req.NotBefore = freeze.Until
-	}
-	return s.DB.ApproveRun(ctx, a, env, runID, req)
+	return s.DB.ApproveRun(ctx, a, env, runID, store.ApproveRequest{Digest: digest, Comment: comment, Start: s.starter()})
 }
 
 // Bypass starts the waiting run without its approvals: installation
-// admins, when the rule lets them, with a typed reason.
+// admins, when the rule lets them, with a typed reason. Freeze windows
+// still apply (overriding one is the deploy's freeze override).
 func (s *Service) Bypass(ctx context.Context, a store.Actor, env *store.Environment, runID int64, reason string) (*store.ApprovalOutcome, error) {
-	return s.DB.ApproveRun(ctx, a, env, runID, store.ApproveRequest{Comment: reason, Bypass: true, Enqueue: s.enqueueAt()})
+	return s.DB.ApproveRun(ctx, a, env, runID, store.ApproveRequest{Comment: reason, Bypass: true, Start: s.starter()})
+}
+
+// DeleteProtection removes the environment's rule; the runs waiting for
+// approval start in the same transaction.
+func (s *Service) DeleteProtection(ctx context.Context, a store.Actor, env *store.Environment) error {
+	return s.DB.DeleteProtectionRule(ctx, a, env, s.starter())
+}
+
+// PutProtection sets the environment's rule; waiting runs whose approvals
+// meet it (it asks for fewer) start in the same transaction.
+func (s *Service) PutProtection(ctx context.Context, a store.Actor, env *store.Environment, rule store.ProtectionRule) error {
+	return s.DB.PutProtectionRule(ctx, a, env, rule, s.starter())
 }
 
 // Reject ends the waiting run as rejected, with a's comment.

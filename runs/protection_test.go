@@ -38,7 +38,7 @@ func (f *fixture) protect(rule store.ProtectionRule) {
 	if rule.Bypass == "" {
 		rule.Bypass = store.BypassNobody
 	}
-	if err := f.db.PutProtectionRule(f.ctx, store.Actor{}, f.env, rule); err != nil {
+	if err := f.db.PutProtectionRule(f.ctx, store.Actor{}, f.env, rule, store.Starter{}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -187,12 +187,12 @@ func TestRejectEndsTheRunAndRemovingARoleVoidsApprovals(t *testing.T) {
 	}
 	// A rule asking for more approvers than there are is refused.
 	err := f.db.PutProtectionRule(f.ctx, store.Actor{}, f.env, store.ProtectionRule{Approvals: 3, ApproverRole: store.RoleDeployer,
-		Expires: store.DefaultApprovalExpiry, Bypass: store.BypassNobody})
+		Expires: store.DefaultApprovalExpiry, Bypass: store.BypassNobody}, store.Starter{})
 	if err == nil || err.Error() != "This rule asks for 3 approvals, but production has only 2 members who may approve." {
 		t.Fatalf("rule of 3: %v", err)
 	}
 	// Unprotected again: a deploy starts as before.
-	if err := f.db.DeleteProtectionRule(f.ctx, store.Actor{}, f.env); err != nil {
+	if err := f.db.DeleteProtectionRule(f.ctx, store.Actor{}, f.env, store.Starter{}); err != nil {
 		t.Fatal(err)
 	}
 	next := f.deployAs(alice)
@@ -271,7 +271,7 @@ func TestBypassExpiryCancelAndTwoWaitingDeploysStayApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := f.db.PutProtectionRule(f.ctx, store.Actor{}, staging, store.ProtectionRule{Approvals: 1, ApproverRole: store.RoleDeployer,
-		Expires: store.DefaultApprovalExpiry, Bypass: store.BypassNobody}); err != nil {
+		Expires: store.DefaultApprovalExpiry, Bypass: store.BypassNobody}, store.Starter{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -22,7 +22,11 @@ type FreezeWindow struct {
 
 // FreezeWindows lists the environment's windows, in the order they were set.
 func (db *DB) FreezeWindows(ctx context.Context, envID int64) ([]FreezeWindow, error) {
-	rows, _ := db.Pool.Query(ctx, `SELECT cron, duration_seconds, starts_at, ends_at, refuse FROM freeze_windows
+	return freezeWindows(ctx, db.Pool, envID)
+}
+
+func freezeWindows(ctx context.Context, q querier, envID int64) ([]FreezeWindow, error) {
+	rows, _ := q.Query(ctx, `SELECT cron, duration_seconds, starts_at, ends_at, refuse FROM freeze_windows
 		WHERE environment_id = $1 ORDER BY position`, envID)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FreezeWindow, error) {
 		var w FreezeWindow
@@ -45,6 +49,11 @@ func (db *DB) FreezeWindows(ctx context.Context, envID int64) ([]FreezeWindow, e
 // the caller: runs.CheckFreezeWindows), with their audit record.
 func (db *DB) PutFreezeWindows(ctx context.Context, a Actor, env *Environment, windows []FreezeWindow) error {
 	return db.InTx(ctx, func(tx pgx.Tx) error {
+		// Waits for approvals being written that read the windows (their
+		// share lock of this row), and makes the next ones wait for this.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM environments WHERE id = $1 FOR NO KEY UPDATE`, env.ID); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM freeze_windows WHERE environment_id = $1`, env.ID); err != nil {
 			return err
 		}

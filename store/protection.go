@@ -99,8 +99,10 @@ func (db *DB) Approvers(ctx context.Context, env *Environment, r *ProtectionRule
 
 // PutProtectionRule sets the environment's rule, with its audit record. A
 // rule asking for more approvals than the environment has approvers is
-// refused with that sentence.
-func (db *DB) PutProtectionRule(ctx context.Context, a Actor, env *Environment, r ProtectionRule) error {
+// refused with that sentence. Runs waiting for approval whose approvals
+// meet the new rule (it asks for fewer) start, in the same transaction,
+// through start (as the approval that meets a rule starts its run).
+func (db *DB) PutProtectionRule(ctx context.Context, a Actor, env *Environment, r ProtectionRule, start Starter) error {
 	switch {
 	case r.Approvals < 1 || r.Approvals > 6:
 		return apperr.Errorf(apperr.Invalid, "Required approvals must be between 1 and 6.")
@@ -150,13 +152,69 @@ func (db *DB) PutProtectionRule(ctx context.Context, a Actor, env *Environment, 
 		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, env.Name
 		e.Detail = map[string]any{"approvals": r.Approvals, "approver_role": string(r.ApproverRole), "approver_users": len(r.ApproverUsers),
 			"self_approval": r.SelfApproval, "wait": r.Wait.String(), "expires": r.Expires.String(), "bypass": string(r.Bypass)}
-		return auditTx(ctx, tx, e)
+		if err := auditTx(ctx, tx, e); err != nil {
+			return err
+		}
+		return db.startMetRunsTx(ctx, tx, a, env, &r, start)
 	})
 }
 
+// startMetRunsTx starts the environment's runs waiting for approval whose
+// approvals meet rule (just changed; Approvals 0: the rule was removed), each with its run event, audit
+// record and approval.granted webhook event.
+func (db *DB) startMetRunsTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environment, rule *ProtectionRule, start Starter) error {
+	type waiting struct {
+		id        int64
+		createdBy *int64
+		digest    string
+	}
+	rows, _ := tx.Query(ctx, `SELECT id, created_by, plan_digest FROM runs
+		WHERE environment_id = $1 AND status = 'waiting' AND plan_digest <> '' AND job_id IS NULL ORDER BY id FOR UPDATE`, env.ID)
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (waiting, error) {
+		var w waiting
+		err := row.Scan(&w.id, &w.createdBy, &w.digest)
+		return w, err
+	})
+	if err != nil {
+		return err
+	}
+	for _, w := range runs {
+		n, err := countApprovalsTx(ctx, tx, env.ID, w.id, w.digest, rule, w.createdBy)
+		if err != nil {
+			return err
+		}
+		if n < rule.Approvals {
+			continue
+		}
+		at, reason, err := db.startMetRunTx(ctx, tx, env.ID, w.id, rule, start)
+		if err != nil {
+			return err
+		}
+		summary := fmt.Sprintf("Approved: starting (the rule now asks for %d %s)", rule.Approvals, plural(rule.Approvals, "approval", "approvals"))
+		if rule.Approvals == 0 {
+			summary = fmt.Sprintf("Starting: %s is no longer protected", env.Name)
+		}
+		if _, err := appendRunEvent(ctx, tx, w.id, nil, runPayload(RunWaiting, reason, summary)); err != nil {
+			return err
+		}
+		e := a.event("approval.granted")
+		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, fmt.Sprintf("run %d", w.id)
+		e.Detail = map[string]any{"digest": w.digest, "approvals": n, "needed": rule.Approvals, "started": true,
+			"starts_at": at.UTC().Format(time.RFC3339), "by_rule_change": true}
+		if err := auditTx(ctx, tx, e); err != nil {
+			return err
+		}
+		if err := db.recordApprovalWebhook(ctx, tx, env.ID, w.id, "approval.granted", n, rule.Approvals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // DeleteProtectionRule removes the environment's rule (deploys no longer
-// wait), with its audit record.
-func (db *DB) DeleteProtectionRule(ctx context.Context, a Actor, env *Environment) error {
+// wait), with its audit record. The runs that wait for approval start, in
+// the same transaction, through start (freeze windows still apply).
+func (db *DB) DeleteProtectionRule(ctx context.Context, a Actor, env *Environment, start Starter) error {
 	return db.InTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM protection_rules WHERE environment_id = $1`, env.ID)
 		if err != nil || tag.RowsAffected() == 0 {
@@ -164,7 +222,10 @@ func (db *DB) DeleteProtectionRule(ctx context.Context, a Actor, env *Environmen
 		}
 		e := a.event("protection.removed")
 		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, env.Name
-		return auditTx(ctx, tx, e)
+		if err := auditTx(ctx, tx, e); err != nil {
+			return err
+		}
+		return db.startMetRunsTx(ctx, tx, a, env, &ProtectionRule{Approvals: 0}, start)
 	})
 }
 
@@ -218,11 +279,80 @@ type ApproveRequest struct {
 	// Bypass starts the run without its approvals: installation admins
 	// only, when the rule lets them, with a typed reason (Comment).
 	Bypass bool
-	// NotBefore delays the start of a run whose approvals are met (the end
-	// of a freeze window open now); zero: after the rule's wait.
-	NotBefore time.Time
-	// Enqueue inserts the run's job, to run at the given time.
+	// Start inserts the job of the run the approval starts.
+	Start Starter
+}
+
+// Starter starts a waiting run whose rule is met, inside the transaction
+// that met it (an approval, a bypass, a rule that asks for fewer).
+type Starter struct {
+	// Enqueue inserts the run's job, to run at the given time (nil: the
+	// run's job_id stays unset, for tests of the store alone).
 	Enqueue func(ctx context.Context, tx pgx.Tx, runID int64, at time.Time) (int64, error)
+	// FrozenUntil is when the freeze windows open at a time end (zero: none
+	// is open then), and the run's reason meanwhile ("Frozen until Mon
+	// 06:00 UTC"); the windows are read in the transaction.
+	FrozenUntil func(windows []FreezeWindow, at time.Time) (time.Time, string)
+}
+
+// startMetRunTx schedules a run whose rule is met: after the rule's wait,
+// or, when a freeze window is open then, at its end. A run that does not
+// start at once says until when in its reason (returned). The windows are read
+// in tx under a share lock of the environment's row, which a change of
+// the windows (PutFreezeWindows) waits for: the run is scheduled by the
+// windows as they are when its transaction commits.
+func (db *DB) startMetRunTx(ctx context.Context, tx pgx.Tx, envID, runID int64, rule *ProtectionRule, s Starter) (time.Time, string, error) {
+	at, reason := db.Now().Add(rule.Wait), ""
+	if rule.Wait > 0 {
+		reason = fmt.Sprintf("Approved: starts at %s, after the rule's wait", at.UTC().Format("Mon 15:04 UTC"))
+	}
+	if s.FrozenUntil != nil {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM environments WHERE id = $1 FOR SHARE`, envID); err != nil {
+			return at, "", err
+		}
+		windows, err := freezeWindows(ctx, tx, envID)
+		if err != nil {
+			return at, "", err
+		}
+		if until, why := s.FrozenUntil(windows, at); until.After(at) {
+			at, reason = until, why
+		}
+	}
+	if s.Enqueue != nil {
+		jobID, err := s.Enqueue(ctx, tx, runID, at)
+		if err != nil {
+			return at, "", err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE runs SET job_id = $2, reason = $3 WHERE id = $1`, runID, jobID, reason); err != nil {
+			return at, "", err
+		}
+	}
+	return at, reason, nil
+}
+
+// countApprovalsTx counts the approvals of the run's digest given by
+// people who may approve under rule now (a rule changed since: an
+// approval by someone it no longer names, or by the deploy's starter when
+// it no longer allows self-approval, does not count).
+func countApprovalsTx(ctx context.Context, tx pgx.Tx, envID, runID int64, digest string, rule *ProtectionRule, createdBy *int64) (int, error) {
+	rows, _ := tx.Query(ctx, `SELECT a.user_id, coalesce(m.role, CASE WHEN u.is_admin THEN 'admin' ELSE '' END)
+		FROM run_approvals a JOIN users u ON u.id = a.user_id
+		LEFT JOIN memberships m ON m.environment_id = $2 AND m.user_id = a.user_id
+		WHERE a.run_id = $1 AND a.digest = $3`, runID, envID, digest)
+	n := 0
+	var userID int64
+	var role string
+	_, err := pgx.ForEachRow(rows, []any{&userID, &role}, func() error {
+		if !rule.MayApprove(userID, Role(role)) {
+			return nil
+		}
+		if !rule.SelfApproval && createdBy != nil && *createdBy == userID {
+			return nil
+		}
+		n++
+		return nil
+	})
+	return n, err
 }
 
 // lockWaitingRun locks a run waiting for approval and returns its creator
@@ -310,31 +440,22 @@ func (db *DB) ApproveRun(ctx context.Context, a Actor, env *Environment, runID i
 				return apperr.Errorf(apperr.Conflict, "You approved run %d already.", runID)
 			}
 		}
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM run_approvals WHERE run_id = $1 AND digest = $2`, runID, digest).Scan(&out.Count); err != nil {
+		if out.Count, err = countApprovalsTx(ctx, tx, env.ID, runID, digest, rule, createdBy); err != nil {
 			return err
 		}
 		out.Needed = rule.Approvals
+		reason := ""
 		if out.Count >= out.Needed || req.Bypass {
 			out.Started = true
-			out.StartsAt = db.Now().Add(rule.Wait)
-			if req.NotBefore.After(out.StartsAt) {
-				out.StartsAt = req.NotBefore
-			}
-			if req.Enqueue != nil {
-				jobID, err := req.Enqueue(ctx, tx, runID, out.StartsAt)
-				if err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, `UPDATE runs SET job_id = $2 WHERE id = $1`, runID, jobID); err != nil {
-					return err
-				}
+			if out.StartsAt, reason, err = db.startMetRunTx(ctx, tx, env.ID, runID, rule, req.Start); err != nil {
+				return err
 			}
 		}
 		summary := fmt.Sprintf("Waiting for approval (%d of %d)", out.Count, out.Needed)
 		if out.Started {
 			summary = "Approved: starting"
 		}
-		if _, err := appendRunEvent(ctx, tx, runID, nil, runPayload(RunWaiting, "", summary)); err != nil {
+		if _, err := appendRunEvent(ctx, tx, runID, nil, runPayload(RunWaiting, reason, summary)); err != nil {
 			return err
 		}
 		e := a.event(action)

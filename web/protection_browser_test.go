@@ -61,11 +61,17 @@ func TestBrowserProtectionPagesFitAndPassAxe(t *testing.T) {
 	})
 
 	// The navigation's count follows the inbox: the run leaves it when it
-	// is rejected, and the open page's count goes without a reload.
-	b.Do(chromedp.Navigate(s.URL+envPath), chromedp.WaitVisible(chromedp.CSS("a[data-approvals-nav] [data-approvals-count]")))
+	// is rejected, and the open environment page's count goes without a
+	// reload, pushed by the page's live stream (well before the 20 s poll).
+	b.Do(chromedp.Navigate(s.URL+envPath), chromedp.WaitVisible(chromedp.CSS("a[data-approvals-nav] [data-approvals-count]")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-stream-status="live"]`)))
+	rejected := time.Now()
 	if resp, _ := s.PostForm(t, bob, runPath+"/reject", url.Values{"comment": {"wrong week"}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("reject: %d", resp.StatusCode)
 	}
-	b.Do(chromedp.Evaluate[chromedp.Void](`document.dispatchEvent(new Event("visibilitychange"))`),
-		chromedp.WaitNotPresent(chromedp.CSS("a[data-approvals-nav] [data-approvals-count]")))
+	b.Do(chromedp.WaitNotPresent(chromedp.CSS("a[data-approvals-nav] [data-approvals-count]")))
+	if d := time.Since(rejected); d > 10*time.Second {
+		t.Fatalf("the count went %v after the rejection: polled, not pushed", d)
+	}
+	t.Logf("the navigation's count went %v after the rejection", time.Since(rejected).Round(time.Millisecond))
 }

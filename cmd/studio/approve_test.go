@@ -53,7 +53,7 @@ func TestStudioDeployWaitsForApprovalAndRunsApprove(t *testing.T) {
 	}
 	ci, boss := token("ci", store.RoleDeployer), token("boss", store.RoleAdmin)
 	if err := db.PutProtectionRule(ctx, store.Actor{}, env, store.ProtectionRule{Approvals: 1, ApproverRole: store.RoleAdmin,
-		Expires: store.DefaultApprovalExpiry, Bypass: store.BypassNobody}); err != nil {
+		Expires: store.DefaultApprovalExpiry, Bypass: store.BypassNobody}, store.Starter{}); err != nil {
 		t.Fatal(err)
 	}
 	studio := startStudio(t, dbURL, key, "--local-step-delay", "30ms")

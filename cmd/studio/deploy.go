@@ -413,12 +413,21 @@ func (f *follower) follow(ctx context.Context, apiPath string) int {
 		} else {
 			waitingSince = time.Time{}
 			if run.Status == "waiting" && strings.HasPrefix(run.Reason, "Frozen until ") && run.Reason != f.lastApproval {
-				// A deploy started in a freeze window: it starts at its end.
+				// A deploy started in a freeze window (or approved in one):
+				// it starts at its end.
 				f.lastApproval = run.Reason
 				if f.asJSON {
 					f.emit(map[string]any{"event": "frozen", "run": run.ID, "reason": run.Reason, "url": run.URL})
 				} else {
 					fmt.Fprintln(f.out, run.Reason+": the deploy starts then")
+				}
+			} else if run.Status == "waiting" && strings.HasPrefix(run.Reason, "Approved: starts at ") && run.Reason != f.lastApproval {
+				// Approved, waiting for the rule's wait after approval.
+				f.lastApproval = run.Reason
+				if f.asJSON {
+					f.emit(map[string]any{"event": "approved", "run": run.ID, "reason": run.Reason, "url": run.URL})
+				} else {
+					fmt.Fprintln(f.out, termsafe.Visible(run.Reason))
 				}
 			}
 		}

@@ -45,7 +45,10 @@
 })();
 
 // The navigation's count of runs waiting for the reader's approval stays
-// live: the inbox is read again every 20 seconds while the page is shown
+// live: a page with a live stream (live.js: a run, an environment, runs
+// lists) reads the inbox again within a second of each event pushed to it
+// (a run starting to wait, approved, rejected, voided); every page reads
+// it again every 20 seconds while shown, and when it is shown again
 // (X-Studio-Refresh keeps a one-time message for the next page).
 (function () {
   "use strict";
@@ -66,6 +69,11 @@
   }
   window.setInterval(update, 20000);
   document.addEventListener("visibilitychange", update);
+  var soon = null;
+  document.addEventListener("studio:event", function () {
+    if (soon) return;
+    soon = window.setTimeout(function () { soon = null; update(); }, 1000);
+  });
 })();
 
 // A pasted .env the Studio refused is kept in this browser, never sent

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/compiler"
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/store/storetest"
+)
+
+// TestStudioDeployInAFreezeWindow runs `studio deploy` against a real
+// `studio serve` in freeze windows: in a refusing window a deployer's
+// --freeze-override is refused with the sentence and an installation
+// admin's deploys, audited; in a delaying window `--wait` says "Frozen
+// until … UTC: the deploy starts then", and then follows the run to its
+// end, which starts after the window's.
+func TestStudioDeployInAFreezeWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Studio processes")
+	}
+	ctx := context.Background()
+	dbURL := storetest.NewURL(t)
+	key := store.GenerateKey()
+	db, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	src := cliProjects["plain"]
+	res := compiler.Compile([]byte(src))
+	p, _, err := db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: "plain", Source: src, Canonical: res.Definition.Canonical(), Hash: res.Hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(subject string, role store.Role, installationAdmin bool) string {
+		u, err := db.UpsertSignIn(ctx, "https://idp.example", subject, subject+"@example.test", subject, installationAdmin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.AddMember(ctx, store.Actor{}, env, u.Email, role); err != nil {
+			t.Fatal(err)
+		}
+		_, tok, err := db.CreateToken(ctx, store.Actor{User: u}, store.NewToken{Name: subject, Scope: []store.TokenGrant{{EnvironmentID: env.ID, Role: role}}, Days: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	ci, root := token("ci", store.RoleDeployer, false), token("root", store.RoleAdmin, true)
+	freeze := func(from, to time.Time, action string) {
+		t.Helper()
+		ws, err := runs.CheckFreezeWindows([]runs.FreezeInput{{From: from.UTC().Format(time.RFC3339), To: to.UTC().Format(time.RFC3339), Action: action}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.PutFreezeWindows(ctx, store.Actor{}, env, ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	studio := startStudio(t, dbURL, key, "--local-step-delay", "30ms", "--admins", "root@example.test")
+	deploy := func(tok string, args ...string) cliResult {
+		return studioCLI(t, tok, append([]string{"deploy", "--url", studio.addr, "--project", "plain", "--env", "production", "--poll", "100ms"}, args...)...)
+	}
+	runs := func() int {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM runs`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// A refusing window, open for two more hours.
+	freeze(time.Now().Add(-time.Hour), time.Now().Add(2*time.Hour), "refuse")
+	r := deploy(ci, "--wait")
+	if r.code != 2 || !strings.Contains(r.stderr, "production is frozen until ") || !strings.Contains(r.stderr, "UTC: deploys started in this window are refused") || runs() != 0 {
+		t.Fatalf("a deploy in a refusing window: exit %d, %d runs\n%s%s", r.code, runs(), r.stdout, r.stderr)
+	}
+	r = deploy(ci, "--wait", "--freeze-override", "hotfix")
+	if r.code != 2 || !strings.Contains(r.stderr, "UTC: only installation admins may override a freeze.") || runs() != 0 {
+		t.Fatalf("a deployer's --freeze-override: exit %d, %d runs\n%s%s", r.code, runs(), r.stdout, r.stderr)
+	}
+	r = deploy(root, "--wait", "--freeze-override", "security fix CVE-1")
+	if r.code != 0 || !strings.Contains(r.stdout, "succeeded") || strings.Contains(r.stdout, "Frozen until") {
+		t.Fatalf("an installation admin's --freeze-override: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var reason string
+	if err := db.Pool.QueryRow(ctx, `SELECT detail->>'freeze_override' FROM audit_events WHERE action = 'deploy.started'`).Scan(&reason); err != nil || reason != "security fix CVE-1" {
+		t.Fatalf("the override's audit record: %q %v", reason, err)
+	}
+
+	// A delaying window that ends in a few seconds: --wait says until when,
+	// and follows the run once it starts.
+	end := time.Now().Add(6 * time.Second).Truncate(time.Second)
+	freeze(time.Now().Add(-time.Hour), end, "wait")
+	r = deploy(ci, "--wait", "--redeploy")
+	want := fmt.Sprintf("Frozen until %s: the deploy starts then", end.UTC().Format("Mon 15:04 UTC"))
+	if r.code != 0 || !strings.Contains(r.stdout, want) || strings.Count(r.stdout, "Frozen until") != 1 || !strings.Contains(r.stdout, "succeeded") ||
+		strings.Index(r.stdout, want) > strings.Index(r.stdout, "checkpoint 1/") {
+		t.Fatalf("a deploy in a delaying window: exit %d, want 0 with %q once, then the run\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+	var started time.Time
+	if err := db.Pool.QueryRow(ctx, `SELECT started_at FROM runs ORDER BY id DESC LIMIT 1`).Scan(&started); err != nil || started.Before(end) {
+		t.Fatalf("the run started at %v (%v), before the window's end %v", started, err, end)
+	}
+
+	// Protected, approved during a window: following it says it waits for
+	// the window's end, then follows it.
+	if err := db.PutProtectionRule(ctx, store.Actor{}, env, store.ProtectionRule{Approvals: 1, ApproverRole: store.RoleAdmin,
+		Expires: store.DefaultApprovalExpiry, Bypass: store.BypassNobody}, store.Starter{}); err != nil {
+		t.Fatal(err)
+	}
+	end = time.Now().Add(8 * time.Second).Truncate(time.Second)
+	freeze(time.Now().Add(-time.Hour), end, "wait")
+	if r := deploy(ci, "--redeploy"); r.code != 0 {
+		t.Fatalf("a protected deploy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var runID int64
+	if err := db.Pool.QueryRow(ctx, `SELECT max(id) FROM runs`).Scan(&runID); err != nil {
+		t.Fatal(err)
+	}
+	runURL := fmt.Sprintf("%s/projects/plain/environments/production/runs/%d", studio.addr, runID)
+	if r := studioCLI(t, root, "runs", "approve", runURL); r.code != 0 {
+		t.Fatalf("approve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = studioCLI(t, ci, "runs", "watch", "--poll", "100ms", runURL)
+	want = fmt.Sprintf("Frozen until %s: the deploy starts then", end.UTC().Format("Mon 15:04 UTC"))
+	if r.code != 0 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "succeeded") {
+		t.Fatalf("following a run approved in a window: exit %d, want 0 with %q\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+}
