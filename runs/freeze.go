@@ -92,7 +92,7 @@ func CheckFreezeWindows(ins []FreezeInput) ([]store.FreezeWindow, error) {
 			}
 			if gap, ok := c.shortestGap(time.Now(), d); ok {
 				return nil, bad("duration", "each freeze lasts %s, but %q starts the next one %s after a start, so one freeze would run into the next. Make it last less than %s, or start less often.",
-					durationText(d), c.Expr, durationText(gap), durationText(gap))
+					humanize.ManifestDuration(d), c.Expr, humanize.ManifestDuration(gap), humanize.ManifestDuration(gap))
 			}
 			w.Cron, w.Duration = c.Expr, d
 		} else {
