@@ -585,7 +585,9 @@ func TestResumedRolloutReattachesInsteadOfRecreating(t *testing.T) {
 	f.platform = kubernetes.New(f.client, f.platform.Opts)
 	t.Cleanup(f.platform.Close)
 	f.svc = runs.NewService(f.db, f.vault, f.platform, time.Now, logger)
-	f.svc.Runner.Lease = 2 * time.Second
+	// Only the stopped process's lease is short (it must expire for the
+	// run to be taken over); the new one keeps the default, so a loaded
+	// machine's late renewal does not lose it (seen: ErrTakenOver).
 	for i := 0; ; i++ {
 		res, err := f.svc.Runner.Execute(f.ctx, run.ID)
 		if err != nil {
