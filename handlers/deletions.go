@@ -50,8 +50,8 @@ func (b *Base) EnvironmentDangerZone(ctx context.Context, env *store.Environment
 		z.Button = "Delete " + env.Name + " again"
 		z.Explain = env.Name + " is being deleted: what it runs on the platform goes first, then its values, members and run history."
 		if len(last) > 0 && (last[0].Status == store.RunFailed || last[0].Status == store.RunCancelled) {
-			z.Explain = fmt.Sprintf("Deleting %s did not finish (run %d %s: %s). Nothing more of it was deleted; it stays marked deleting, and no deploy starts. Delete it again to retry.",
-				env.Name, last[0].ID, last[0].Status, strings.TrimSuffix(last[0].Reason, "."))
+			z.Explain = fmt.Sprintf("Deleting %s did not finish (run #%d %s: %s). Nothing more of it was deleted; it stays marked deleting, and no deploy starts. Delete it again to retry.",
+				env.Name, last[0].Number, last[0].Status, strings.TrimSuffix(last[0].Reason, "."))
 		}
 	}
 	if busy {
@@ -149,7 +149,7 @@ func (h *Deletions) DeleteEnvironment(w http.ResponseWriter, r *http.Request) er
 		if err != nil {
 			return err
 		}
-		h.Flash(r.Context(), "success", fmt.Sprintf("Deleting environment %s of %s (run %d): what it runs on the platform goes first, then its values, members and run history.", env.Name, env.Project, run.ID))
+		h.Flash(r.Context(), "success", fmt.Sprintf("Deleting environment %s of %s (run #%d): what it runs on the platform goes first, then its values, members and run history.", env.Name, env.Project, run.Number))
 		return SeeOther(w, r, paths.Project(env.Project))
 	}
 	err = h.DB.DeleteEnvironment(r.Context(), ActorOf(r), env)
