@@ -29,8 +29,7 @@ func TestBrowserSettingsAndNumberedRunPages(t *testing.T) {
 		INSERT INTO backups (environment_id, origin, run_id, name, target) SELECT $1, 'manual', id, '20261202-170000', '/srv/backups' FROM r`, prod.ID); err != nil {
 		t.Fatal(err)
 	}
-	run := s.CreateRun(t, prod, "reconcile")
-	_ = run
+	s.CreateRun(t, prod, "reconcile")
 	env := wikiEnv
 	pages := []page{
 		{name: "n-environment", path: env},
