@@ -424,8 +424,11 @@ func (h *API) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 
 // APIRun is a run with its checkpoints.
 type APIRun struct {
-	ID   int64  `json:"id"`
-	Kind string `json:"kind"`
+	ID int64 `json:"id"`
+	// Number counts the environment's runs: how its pages name the run
+	// ("#12 of production"). ID is what URLs and the API take.
+	Number int    `json:"number"`
+	Kind   string `json:"kind"`
 	// Status is pending, running, waiting, succeeded,
 	// succeeded-with-warnings, failed or cancelled.
 	Status          string          `json:"status"`
@@ -471,7 +474,7 @@ func (h *API) writeRun(w http.ResponseWriter, r *http.Request, status int, env *
 		return err
 	}
 	det := runs.DecodeRunDetail(run.Detail)
-	out := APIRun{ID: run.ID, Kind: run.Kind, Status: run.Status, Finished: store.RunFinished(run.Status), Reason: run.Reason,
+	out := APIRun{ID: run.ID, Number: run.Number, Kind: run.Kind, Status: run.Status, Finished: store.RunFinished(run.Status), Reason: run.Reason,
 		Revision: run.Revision, FromRevision: run.FromRevision, CreatedBy: run.CreatedBy, CreatedAt: timeText(run.CreatedAt.UTC()),
 		CancelRequested: run.CancelRequested, Deferred: det.Deferred, Warnings: det.Warnings,
 		URL:         h.PublicURL + paths.Run(env.Project, env.Name, run.ID),

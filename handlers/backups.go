@@ -109,7 +109,7 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 	}
 	for i := range list {
 		b := &list[i]
-		row := views.BackupRow{ID: b.ID, Name: b.Name, Origin: b.Origin, At: b.At().UTC().Format("2006-01-02 15:04"), Skipped: b.Skipped}
+		row := views.BackupRow{ID: b.ID, Number: b.Number, Name: b.Name, Origin: b.Origin, At: b.At().UTC().Format("2006-01-02 15:04"), Skipped: b.Skipped}
 		if run := backupRunOf(b, backupRuns); run != nil {
 			rv := views.NewRunView(env, run, now, false)
 			row.Run = &rv

@@ -27,8 +27,8 @@ type Deletions struct {
 // NewDeletions returns the deletion handlers.
 func NewDeletions(b *Base, svc *runs.Service) *Deletions { return &Deletions{Base: b, Runs: svc} }
 
-// EnvironmentDangerZone is the delete-this-environment card for the
-// environment page: nil unless role may delete it; blocked with a sentence
+// EnvironmentDangerZone is the delete-this-environment card of the
+// environment's settings page: nil unless role may delete it; blocked with a sentence
 // while a run is in progress.
 func (b *Base) EnvironmentDangerZone(ctx context.Context, env *store.Environment, role store.Role) (*views.DangerZone, error) {
 	if !role.Includes(store.RoleAdmin) {
@@ -50,8 +50,8 @@ func (b *Base) EnvironmentDangerZone(ctx context.Context, env *store.Environment
 		z.Button = "Delete " + env.Name + " again"
 		z.Explain = env.Name + " is being deleted: what it runs on the platform goes first, then its values, members and run history."
 		if len(last) > 0 && (last[0].Status == store.RunFailed || last[0].Status == store.RunCancelled) {
-			z.Explain = fmt.Sprintf("Deleting %s did not finish (run %d %s: %s). Nothing more of it was deleted; it stays marked deleting, and no deploy starts. Delete it again to retry.",
-				env.Name, last[0].ID, last[0].Status, strings.TrimSuffix(last[0].Reason, "."))
+			z.Explain = fmt.Sprintf("Deleting %s did not finish (run #%d %s: %s). Nothing more of it was deleted; it stays marked deleting, and no deploy starts. Delete it again to retry.",
+				env.Name, last[0].Number, last[0].Status, strings.TrimSuffix(last[0].Reason, "."))
 		}
 	}
 	if busy {
@@ -76,9 +76,36 @@ func environmentZone(env *store.Environment) views.DangerZone {
 func (h *Deletions) renderEnvironment(w http.ResponseWriter, r *http.Request, status int, env *store.Environment, z views.DangerZone) error {
 	return Render(w, r, status, views.Delete(views.DeletePage{
 		Chrome: h.Chrome(r, "Delete "+env.Project+" / "+env.Name, "projects"),
-		Crumbs: views.EnvironmentTrail(env.Project, env.Name).Then("Delete"),
-		Zone:   z,
-		Back:   paths.Environment(env.Project, env.Name),
+		Crumbs: append(views.EnvironmentTrail(env.Project, env.Name),
+			views.Crumb{Label: "Settings", Href: paths.EnvironmentSettings(env.Project, env.Name)}).Then("Delete"),
+		Zone: z,
+		Back: paths.EnvironmentSettings(env.Project, env.Name),
+	}))
+}
+
+// ShowEnvironmentSettingsPage renders the environment's settings page
+// (its admins): links to its members, webhooks and protection, and its
+// danger zone.
+func (h *Deletions) ShowEnvironmentSettingsPage(w http.ResponseWriter, r *http.Request) error {
+	env, role, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	z, err := h.EnvironmentDangerZone(r.Context(), env, role)
+	if err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.Settings(views.SettingsPage{
+		Chrome: h.Chrome(r, "Settings of "+env.Project+" / "+env.Name, "projects"),
+		Crumbs: views.EnvironmentTrail(env.Project, env.Name).Then("Settings"),
+		Title:  env.Name,
+		Intro:  "Who may use " + env.Name + ", who hears of its runs, what a deploy waits for, and deleting it.",
+		Links: []views.SettingsLink{
+			{Label: "Members", Href: paths.Members(env.Project, env.Name), Explain: "Who may view, deploy to and administer " + env.Name + "."},
+			{Label: "Webhooks", Href: paths.Webhooks(env.Project, env.Name), Explain: "Endpoints told of its deploys, certificates and backups."},
+			{Label: "Protection", Href: paths.Protection(env.Project, env.Name), Explain: "The approvals a deploy of " + env.Name + " waits for."},
+		},
+		Zone: *z,
 	}))
 }
 
@@ -122,7 +149,7 @@ func (h *Deletions) DeleteEnvironment(w http.ResponseWriter, r *http.Request) er
 		if err != nil {
 			return err
 		}
-		h.Flash(r.Context(), "success", fmt.Sprintf("Deleting environment %s of %s (run %d): what it runs on the platform goes first, then its values, members and run history.", env.Name, env.Project, run.ID))
+		h.Flash(r.Context(), "success", fmt.Sprintf("Deleting environment %s of %s (run #%d): what it runs on the platform goes first, then its values, members and run history.", env.Name, env.Project, run.Number))
 		return SeeOther(w, r, paths.Project(env.Project))
 	}
 	err = h.DB.DeleteEnvironment(r.Context(), ActorOf(r), env)
@@ -147,7 +174,7 @@ func ProjectDangerZone(r *http.Request, p *store.Project, environments []string)
 	if n := len(environments); n > 0 {
 		z.Blocked = fmt.Sprintf("%s has %d %s (%s). %s; then the project can be deleted.", p.Name, n,
 			countWord(n, "environment", "environments"), strings.Join(environments, ", "),
-			countWord(n, "Delete it first, from the bottom of its page", "Delete them first, each from the bottom of its page"))
+			countWord(n, "Delete it first, from its Settings page", "Delete them first, each from its Settings page"))
 	}
 	return &z
 }
@@ -172,9 +199,10 @@ func projectZone(p *store.Project) views.DangerZone {
 func (h *Deletions) renderProject(w http.ResponseWriter, r *http.Request, status int, p *store.Project, z views.DangerZone) error {
 	return Render(w, r, status, views.Delete(views.DeletePage{
 		Chrome: h.Chrome(r, "Delete "+p.Name, "projects"),
-		Crumbs: views.ProjectTrail(p.Name).Then("Delete"),
-		Zone:   z,
-		Back:   paths.Project(p.Name),
+		Crumbs: append(views.ProjectTrail(p.Name),
+			views.Crumb{Label: "Settings", Href: paths.ProjectSettings(p.Name)}).Then("Delete"),
+		Zone: z,
+		Back: paths.ProjectSettings(p.Name),
 	}))
 }
 
@@ -197,6 +225,22 @@ func (h *Deletions) projectForDeletion(r *http.Request) (*store.Project, []strin
 		names[i] = e.Name
 	}
 	return p, names, nil
+}
+
+// ShowProjectSettingsPage renders the project's settings page
+// (installation admins): its danger zone.
+func (h *Deletions) ShowProjectSettingsPage(w http.ResponseWriter, r *http.Request) error {
+	p, envs, err := h.projectForDeletion(r)
+	if err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.Settings(views.SettingsPage{
+		Chrome: h.Chrome(r, "Settings of "+p.Name, "projects"),
+		Crumbs: views.ProjectTrail(p.Name).Then("Settings"),
+		Title:  p.Name,
+		Intro:  p.Name + " takes its name and what it declares from its manifest; each environment has settings of its own.",
+		Zone:   *ProjectDangerZone(r, p, envs),
+	}))
 }
 
 // ShowDeleteProjectPage renders the project's danger zone on its own.

@@ -32,7 +32,7 @@ func (b *Base) environmentLive(ctx context.Context, env *store.Environment, role
 	m.Status = views.NewEnvironmentStatus(*o, alarm)
 	m.Latest = o.Latest
 	if o.Deploying {
-		m.InProgress = o.LastDeployID
+		m.InProgress, m.InProgressNumber = o.LastDeployID, o.LastDeployNumber
 	}
 	active, err := b.DB.ActiveRelease(ctx, env.ID)
 	if err != nil {

@@ -238,9 +238,6 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 			m.Buckets = append(m.Buckets, views.NewBucketView(name, def.Buckets[name], host))
 		}
 	}
-	if m.Danger, err = h.EnvironmentDangerZone(ctx, env, role); err != nil {
-		return err
-	}
 	if m.Live, err = h.environmentLive(ctx, env, role, shown); err != nil {
 		return err
 	}

@@ -129,11 +129,7 @@ func (h *Projects) projectPage(r *http.Request, p *store.Project, role store.Rol
 		}
 		m.Environments = append(m.Environments, row)
 	}
-	names := make([]string, len(envs))
-	for i, e := range envs {
-		names[i] = e.Name
-	}
-	m.Danger = ProjectDangerZone(r, p, names)
+	m.CanSettings = u != nil && u.IsAdmin
 	ids := make([]int64, len(revs))
 	for i, rev := range revs {
 		ids[i] = rev.ID

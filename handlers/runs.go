@@ -158,7 +158,7 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	now := h.DB.Now()
-	m := views.RunPage{Chrome: h.Chrome(r, fmt.Sprintf("Run %d · %s / %s", run.ID, env.Project, env.Name), "projects"),
+	m := views.RunPage{Chrome: h.Chrome(r, fmt.Sprintf("Run #%d of %s · %s", run.Number, env.Name, env.Project), "projects"),
 		Run: views.NewRunView(env, run, now, role.Includes(store.RoleDeployer))}
 	if !m.Run.Finished {
 		m.Chrome.Refresh = 3
@@ -266,7 +266,7 @@ func (h *Runs) CancelRun(w http.ResponseWriter, r *http.Request) error {
 	if _, err := h.Runs.Cancel(r.Context(), ActorOf(r), env, run.ID); err != nil {
 		return err
 	}
-	h.Flash(r.Context(), "info", fmt.Sprintf("Run %d stops at its next safe point.", run.ID))
+	h.Flash(r.Context(), "info", fmt.Sprintf("Run #%d of %s stops at its next safe point.", run.Number, env.Name))
 	return SeeOther(w, r, paths.Run(env.Project, env.Name, run.ID))
 }
 

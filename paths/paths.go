@@ -77,6 +77,9 @@ func Project(project string) string { return Projects + "/" + project }
 // ProjectDelete is the danger zone that deletes a project.
 func ProjectDelete(project string) string { return Project(project) + "/delete" }
 
+// ProjectSettings is a project's settings page, where its danger zone lives.
+func ProjectSettings(project string) string { return Project(project) + "/settings" }
+
 // Revisions is where a new revision is posted.
 func Revisions(project string) string { return Project(project) + "/revisions" }
 
@@ -94,6 +97,10 @@ func Environment(project, env string) string { return Environments(project) + "/
 
 // EnvironmentDelete is the danger zone that deletes an environment.
 func EnvironmentDelete(project, env string) string { return Environment(project, env) + "/delete" }
+
+// EnvironmentSettings is an environment's settings page: links to its
+// members, webhooks and protection, and its danger zone.
+func EnvironmentSettings(project, env string) string { return Environment(project, env) + "/settings" }
 
 // Values is an environment's values page (and where one value is set).
 func Values(project, env string) string { return Environment(project, env) + "/values" }

@@ -666,7 +666,7 @@ func TestDeployRefusedWhileARestoreWaits(t *testing.T) {
 		t.Fatalf("state %q before the restore's job ran, want it still active (the case under test)", env.State)
 	}
 	_, err = f.svc.StartDeploy(f.ctx, store.Actor{}, f.reloadEnv(), runs.DeployRequest{Redeploy: true})
-	if apperr.CodeOf(err) != apperr.Conflict || !strings.Contains(err.Error(), fmt.Sprintf("Restore run %d", restore.ID)) {
+	if apperr.CodeOf(err) != apperr.Conflict || !strings.Contains(err.Error(), fmt.Sprintf("Restore run #%d", restore.Number)) {
 		t.Fatalf("deploy while restore run %d waits: %v; want it refused, naming the restore", restore.ID, err)
 	}
 	var deploys int
@@ -683,7 +683,7 @@ func TestDeployRefusedWhileARestoreWaits(t *testing.T) {
 	if err != nil {
 		t.Fatalf("deploy after the restore: %v", err)
 	}
-	if _, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production"); apperr.CodeOf(err) != apperr.Conflict || !strings.Contains(err.Error(), fmt.Sprintf("Deploy run %d", dep.ID)) {
+	if _, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production"); apperr.CodeOf(err) != apperr.Conflict || !strings.Contains(err.Error(), fmt.Sprintf("Deploy run #%d", dep.Number)) {
 		t.Fatalf("restore while deploy run %d waits: %v; want it refused, naming the deploy", dep.ID, err)
 	}
 }

@@ -320,7 +320,12 @@ func slackText(d *store.WebhookDelivery, link string) string {
 	b.WriteString(store.WebhookEventLabel(d.Event))
 	b.WriteString(": " + where)
 	if r := d.Data.Run; r != nil {
-		fmt.Fprintf(&b, ", run %d", r.ID)
+		if r.Number > 0 {
+			fmt.Fprintf(&b, ", run #%d", r.Number)
+		} else {
+			// An event recorded before runs were numbered.
+			fmt.Fprintf(&b, ", run %d", r.ID)
+		}
 		if r.Revision > 0 {
 			fmt.Fprintf(&b, " (revision %d)", r.Revision)
 		}

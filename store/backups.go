@@ -38,7 +38,10 @@ type BackupSchedule struct {
 
 // Backup is a snapshot (manual or scheduled) or a skipped scheduled fire.
 type Backup struct {
-	ID            int64
+	ID int64
+	// Number counts the snapshots of its environment (0 for a skipped
+	// fire): what people see; ID stays in URLs.
+	Number        int
 	EnvironmentID int64
 	Origin        string
 	ScheduledAt   *time.Time
@@ -403,14 +406,14 @@ func (db *DB) CreateManualBackup(ctx context.Context, a Actor, env *Environment,
 }
 
 const backupColumns = `b.id, b.environment_id, b.origin, b.scheduled_at, b.run_id, b.skipped, b.name, b.target, COALESCE(b.keep_ms, 0), b.created_at,
-	COALESCE(r.status, ''), r.finished_at, b.leftover,
+	COALESCE(r.status, ''), r.finished_at, b.leftover, COALESCE(b.number, 0),
 	COALESCE((SELECT SUM((c.detail->'snapshot'->>'size')::bigint) FROM run_checkpoints c WHERE c.run_id = b.run_id), 0)`
 
 func collectBackup(row pgx.CollectableRow) (Backup, error) {
 	var b Backup
 	var keepMS int64
 	err := row.Scan(&b.ID, &b.EnvironmentID, &b.Origin, &b.ScheduledAt, &b.RunID, &b.Skipped, &b.Name, &b.Target, &keepMS, &b.CreatedAt,
-		&b.RunStatus, &b.RunFinishedAt, &b.Leftover, &b.Size)
+		&b.RunStatus, &b.RunFinishedAt, &b.Leftover, &b.Number, &b.Size)
 	b.Keep = time.Duration(keepMS) * time.Millisecond
 	return b, err
 }

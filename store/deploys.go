@@ -22,7 +22,9 @@ type EnvironmentOverview struct {
 	Active, Latest int
 	// LastDeploy is the newest deploy run (ID 0: none), with its revision
 	// number; Deploying is true while it is unfinished.
-	LastDeployID       int64
+	LastDeployID int64
+	// LastDeployNumber is its number among the environment's runs.
+	LastDeployNumber   int
 	LastDeployStatus   string
 	LastDeployReason   string
 	LastDeployRevision int
@@ -68,12 +70,12 @@ func (db *DB) environmentOverviews(ctx context.Context, where string, args ...an
 		SELECT e.id, p.name, e.name, e.state,
 		       COALESCE((SELECT number FROM revisions WHERE id = e.active_revision_id), 0),
 		       COALESCE((SELECT max(number) FROM revisions WHERE project_id = p.id), 0),
-		       COALESCE(d.id, 0), COALESCE(d.status, ''), COALESCE(d.reason, ''),
+		       COALESCE(d.id, 0), COALESCE(d.number, 0), COALESCE(d.status, ''), COALESCE(d.reason, ''),
 		       COALESCE((SELECT number FROM revisions WHERE id = d.revision_id), 0),
 		       d.id IS NOT NULL AND d.finished_at IS NULL,
 		       d.id IS NOT NULL AND d.finished_at IS NULL AND d.status = 'waiting' AND d.plan_digest <> '' AND d.job_id IS NULL
 		FROM environments e JOIN projects p ON p.id = e.project_id
-		LEFT JOIN LATERAL (SELECT id, status, reason, revision_id, finished_at, plan_digest, job_id FROM runs
+		LEFT JOIN LATERAL (SELECT id, number, status, reason, revision_id, finished_at, plan_digest, job_id FROM runs
 		    WHERE environment_id = e.id AND kind = 'deploy' ORDER BY id DESC LIMIT 1) d ON true
 		WHERE `+where+`
 		ORDER BY p.name, e.name`, args...)

@@ -52,7 +52,10 @@ func CheckpointDone(status string) bool {
 
 // Run is a deploy, reconcile, backup or restore of one environment.
 type Run struct {
-	ID            int64
+	ID int64
+	// Number counts the runs of its environment (1, 2, …): what people
+	// see ("#12 of production"); ID stays in URLs and the API.
+	Number        int
 	EnvironmentID int64
 	Kind          string
 	Status        string
@@ -90,7 +93,7 @@ type Run struct {
 func (r *Run) scanTargets() []any {
 	return []any{&r.ID, &r.EnvironmentID, &r.Kind, &r.Status, &r.Reason, &r.CancelRequested, &r.RevisionID, &r.FromRevisionID,
 		&r.Revision, &r.FromRevision, &r.CreatedBy, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.JobID, &r.Detail, &r.LastSeq,
-		&r.ExecutorLostAt, &r.ReleaseOf, &r.PlanDigest}
+		&r.ExecutorLostAt, &r.ReleaseOf, &r.PlanDigest, &r.Number}
 }
 
 // Checkpoint is one step of a run.
@@ -191,14 +194,14 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 			// before this one commits is seen here, whatever the state the
 			// caller read (a restore stops the environment only once its
 			// job runs).
-			var other int64
+			var other int
 			var kind string
-			err := tx.QueryRow(ctx, `SELECT id, kind FROM runs WHERE environment_id = $1 AND kind IN ('deploy', 'restore') AND finished_at IS NULL ORDER BY id LIMIT 1`, env.ID).Scan(&other, &kind)
+			err := tx.QueryRow(ctx, `SELECT number, kind FROM runs WHERE environment_id = $1 AND kind IN ('deploy', 'restore') AND finished_at IS NULL ORDER BY id LIMIT 1`, env.ID).Scan(&other, &kind)
 			switch {
 			case err == nil && kind == "restore":
-				return apperr.Errorf(apperr.Conflict, "Restore run %d of %s is still in progress. Wait for it to finish.", other, env.Name)
+				return apperr.Errorf(apperr.Conflict, "Restore run #%d of %s is still in progress. Wait for it to finish.", other, env.Name)
 			case err == nil:
-				return apperr.Errorf(apperr.Conflict, "Deploy run %d of %s is still in progress. Wait for it to finish or cancel it first.", other, env.Name)
+				return apperr.Errorf(apperr.Conflict, "Deploy run #%d of %s is still in progress. Wait for it to finish or cancel it first.", other, env.Name)
 			case !errors.Is(err, pgx.ErrNoRows):
 				return err
 			}
@@ -306,7 +309,7 @@ var runColumns = `r.id, r.environment_id, r.kind, r.status, r.reason, r.cancel_r
 	COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
 	COALESCE((SELECT number FROM revisions WHERE id = r.from_revision_id), 0),
 	` + displayNameOf("r.created_by") + `,
-	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail, r.last_seq, r.executor_lost_at, r.release_of, r.plan_digest`
+	r.created_at, r.started_at, r.finished_at, r.job_id, r.detail, r.last_seq, r.executor_lost_at, r.release_of, r.plan_digest, r.number`
 
 func scanRun(row pgx.Row) (*Run, error) {
 	var r Run

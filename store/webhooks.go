@@ -130,7 +130,10 @@ type WebhookData struct {
 
 // WebhookRun is the run an event concerns.
 type WebhookRun struct {
-	ID       int64  `json:"id"`
+	ID int64 `json:"id"`
+	// Number counts the runs of the environment: how people name the run
+	// ("#12 of production"); id is the run's id in URLs and the API.
+	Number   int    `json:"number"`
 	Kind     string `json:"kind"`
 	Status   string `json:"status"`
 	Reason   string `json:"reason,omitempty"`
@@ -611,13 +614,13 @@ func (db *DB) recordRunWebhooks(ctx context.Context, tx pgx.Tx, c RunChange, env
 	}
 	run := &WebhookRun{ID: c.RunID, Kind: kind, Status: status, Reason: c.Reason}
 	var project, env string
-	if err := tx.QueryRow(ctx, `SELECT p.name, e.name, COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
+	if err := tx.QueryRow(ctx, `SELECT p.name, e.name, r.number, COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
 		    COALESCE((SELECT COALESCE(NULLIF(u.name, ''), u.email) FROM users u WHERE u.id = r.created_by), ''),
 		    ARRAY(SELECT DISTINCT c.detail->'tls'->>'domain' FROM run_checkpoints c
 		          WHERE c.run_id = r.id AND c.kind = 'issue-tls' AND (c.detail->'tls'->>'deferred')::boolean
 		          ORDER BY 1)
 		FROM runs r JOIN environments e ON e.id = r.environment_id JOIN projects p ON p.id = e.project_id WHERE r.id = $1`,
-		c.RunID).Scan(&project, &env, &run.Revision, &run.StartedBy, &run.Deferred); err != nil {
+		c.RunID).Scan(&project, &env, &run.Number, &run.Revision, &run.StartedBy, &run.Deferred); err != nil {
 		return err
 	}
 	if len(run.Deferred) == 0 {
@@ -641,9 +644,9 @@ func (db *DB) recordApprovalWebhook(ctx context.Context, tx pgx.Tx, envID, runID
 	}
 	run := &WebhookRun{ID: runID, Kind: "deploy"}
 	var project, env string
-	if err := tx.QueryRow(ctx, `SELECT p.name, e.name, r.status, r.reason, COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0)
+	if err := tx.QueryRow(ctx, `SELECT p.name, e.name, r.number, r.status, r.reason, COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0)
 		FROM runs r JOIN environments e ON e.id = r.environment_id JOIN projects p ON p.id = e.project_id WHERE r.id = $1`,
-		runID).Scan(&project, &env, &run.Status, &run.Reason, &run.Revision); err != nil {
+		runID).Scan(&project, &env, &run.Number, &run.Status, &run.Reason, &run.Revision); err != nil {
 		return err
 	}
 	if needed > 0 && event == WebhookApprovalGranted {

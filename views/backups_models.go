@@ -68,7 +68,9 @@ type BackupStatusView struct {
 
 // BackupRow is one snapshot or skipped fire.
 type BackupRow struct {
-	ID     int64
+	ID int64
+	// Number counts the environment's snapshots ("#3"); 0 for a skipped fire.
+	Number int
 	Name   string
 	Origin string
 	At     string

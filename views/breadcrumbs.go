@@ -68,8 +68,8 @@ func RunsTrail(project, env string) Trail {
 }
 
 // RunTrail is the trail of a run's page.
-func RunTrail(project, env string, id int64) Trail {
-	return append(RunsTrail(project, env), Crumb{Label: strconv.FormatInt(id, 10), Href: paths.Run(project, env, id)})
+func RunTrail(project, env string, id int64, number int) Trail {
+	return append(RunsTrail(project, env), Crumb{Label: "#" + strconv.Itoa(number), Href: paths.Run(project, env, id)})
 }
 
 // WebhooksTrail is the trail of an environment's webhooks page.

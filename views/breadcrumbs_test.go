@@ -41,8 +41,8 @@ func TestBreadcrumbs(t *testing.T) {
 			open + shop + prod + `<a href="/projects/shop/environments/prod/members">Members</a><span aria-current="page">Remove</span>` + close},
 		{"runs", views.RunsTrail("shop", "prod"),
 			open + shop + prod + `<span aria-current="page">Runs</span>` + close},
-		{"run", views.RunTrail("shop", "prod", 42),
-			open + shop + prod + `<a href="/projects/shop/environments/prod/runs">Runs</a><span aria-current="page">42</span>` + close},
+		{"run", views.RunTrail("shop", "prod", 42, 7),
+			open + shop + prod + `<a href="/projects/shop/environments/prod/runs">Runs</a><span aria-current="page">#7</span>` + close},
 		{"backup action", views.BackupsTrail("shop", "prod").Then("Backup <7>"),
 			open + shop + prod + `<a href="/projects/shop/environments/prod/backups">Backups</a><span aria-current="page">Backup &lt;7&gt;</span>` + close},
 	}

@@ -38,8 +38,6 @@ type EnvironmentPage struct {
 	Freeze FreezeForm
 	// Converging is the revision a failed first deploy still converges to.
 	Converging int
-	// Danger is the delete-this-environment card, nil for non-admins.
-	Danger *DangerZone
 	// Backups is the schedule, last good snapshot and alarm (issue 13).
 	Backups BackupStatusView
 	// Live is the page's live header, notices and releases.

@@ -42,8 +42,9 @@ type ProjectPage struct {
 	// NewEnvironmentName and NewEnvironmentError re-show a failed form.
 	NewEnvironmentName  string
 	NewEnvironmentError string
-	// Danger is the delete-this-project card, nil unless an installation admin.
-	Danger *DangerZone
+	// CanSettings links the project's settings page (its danger zone):
+	// installation admins.
+	CanSettings bool
 }
 
 // EnvironmentRow is one environment on the project page.

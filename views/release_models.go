@@ -85,7 +85,9 @@ func (v ReleaseValueView) Change() string {
 // ReleaseRowView is an earlier successful deploy the environment page
 // offers to roll back to.
 type ReleaseRowView struct {
-	RunID    int64
+	RunID int64
+	// Number is the deploy's number among the environment's runs.
+	Number   int
 	Revision int
 	Finished time.Time
 	// Active is the release the environment runs now (no rollback offered).
@@ -102,7 +104,7 @@ func NewReleaseRows(env *store.Environment, latest []store.Run, active *store.Re
 		if r.Kind != "deploy" || (r.Status != store.RunSucceeded && r.Status != store.RunSucceededWithWarnings) || r.FinishedAt == nil {
 			continue
 		}
-		row := ReleaseRowView{RunID: r.ID, Revision: r.Revision, Finished: *r.FinishedAt}
+		row := ReleaseRowView{RunID: r.ID, Number: r.Number, Revision: r.Revision, Finished: *r.FinishedAt}
 		row.Active = active != nil && active.RunID == r.ID
 		if !row.Active {
 			row.Rollback = paths.RollbackPlan(env.Project, env.Name, r.ID)
@@ -139,6 +141,12 @@ type EnvironmentStatusView struct {
 // Href is the environment page.
 func (s EnvironmentStatusView) Href() string { return paths.Environment(s.Project, s.Env) }
 
+// lastDeploy names o's newest deploy: "#12 (revision 3)", its number
+// counted among the environment's runs.
+func lastDeploy(o store.EnvironmentOverview) string {
+	return "#" + strconv.Itoa(o.LastDeployNumber) + " (revision " + strconv.Itoa(o.LastDeployRevision) + ")"
+}
+
 // NewEnvironmentStatus says what state o is in.
 func NewEnvironmentStatus(o store.EnvironmentOverview, backupAlarm string) EnvironmentStatusView {
 	s := EnvironmentStatusView{Project: o.Project, Env: o.Name, BackupAlarm: backupAlarm}
@@ -153,7 +161,7 @@ func NewEnvironmentStatus(o store.EnvironmentOverview, backupAlarm string) Envir
 		s.Status, s.Label, s.Badge = "restoring", "restoring", "badge-info"
 	case o.AwaitsApproval:
 		s.Status, s.Label, s.Badge = "waiting", "revision "+strconv.Itoa(o.LastDeployRevision)+" waiting for approval", "badge-warn"
-		s.Reason = "A deploy of revision " + strconv.Itoa(o.LastDeployRevision) + " waits for approval: nothing of it runs before."
+		s.Reason = "Deploy " + lastDeploy(o) + " waits for approval: nothing of it runs before."
 		s.FailedRun = paths.Run(o.Project, o.Name, o.LastDeployID)
 	case o.Deploying:
 		s.Status, s.Label, s.Badge = "deploying", "deploying revision "+strconv.Itoa(o.LastDeployRevision), "badge-info"
@@ -164,14 +172,14 @@ func NewEnvironmentStatus(o store.EnvironmentOverview, backupAlarm string) Envir
 		if o.Active == 0 {
 			s.Status, s.Label, s.Badge = "not-deployed", "not deployed yet", "badge-plain"
 		}
-		s.Note = "Deploy of revision " + strconv.Itoa(o.LastDeployRevision) + " was cancelled."
+		s.Note = "Deploy " + lastDeploy(o) + " was cancelled."
 		if o.Active > 0 {
 			s.Note += " Still " + running + "."
 		}
 		s.NoteRun = paths.Run(o.Project, o.Name, o.LastDeployID)
 	case o.LastDeployID != 0 && o.LastDeployStatus == store.RunFailed:
 		s.Status, s.Badge, s.Label = "failed", "badge-danger", "deploy "+o.LastDeployStatus
-		s.Reason = "Deploy of revision " + strconv.Itoa(o.LastDeployRevision) + " " + o.LastDeployStatus
+		s.Reason = "Deploy " + lastDeploy(o) + " " + o.LastDeployStatus
 		if o.LastDeployReason != "" {
 			s.Reason += ": " + strings.TrimSuffix(o.LastDeployReason, ".")
 		}
@@ -209,6 +217,8 @@ type EnvironmentLiveView struct {
 	Latest       int
 	// InProgress is a deploy under way (0: none).
 	InProgress int64
+	// InProgressNumber is its number among the environment's runs.
+	InProgressNumber int
 	// ValueChanges are the values set, changed or deleted since the
 	// active deploy (names and versions only).
 	ValueChanges []ValueChangeView

@@ -32,7 +32,7 @@ func RollbackHref(env *store.Environment, run *store.Run, activeRelease int64) s
 // lists show it.
 func NewRunView(env *store.Environment, run *store.Run, now time.Time, canCancel bool) RunView {
 	det := runs.DecodeRunDetail(run.Detail)
-	v := RunView{Project: env.Project, Env: env.Name, ID: run.ID, Kind: run.Kind, Status: run.Status,
+	v := RunView{Project: env.Project, Env: env.Name, ID: run.ID, Number: run.Number, Kind: run.Kind, Status: run.Status,
 		StatusText: runs.StatusText(run.Status), Reason: run.Reason, Revision: run.Revision, FromRevision: run.FromRevision,
 		CreatedBy: run.CreatedBy, Created: humanize.Clock(run.CreatedAt), Deferred: det.Deferred, Warnings: det.Warnings,
 		Summary: det.Summary, Finished: store.RunFinished(run.Status), CanCancel: canCancel, CancelRequested: run.CancelRequested,

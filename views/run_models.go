@@ -9,6 +9,9 @@ import (
 type RunView struct {
 	Project, Env string
 	ID           int64
+	// Number counts the runs of the environment: what people read
+	// ("#12 of production"); ID stays in URLs.
+	Number int
 	// LastSeq is the run's newest event when the page was rendered: the
 	// page's live stream resumes after it.
 	LastSeq int64

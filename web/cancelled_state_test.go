@@ -46,7 +46,7 @@ func TestACancelledRedeployLeavesARunningEnvironmentAsItWas(t *testing.T) {
 		if m := status.FindStringSubmatch(main); m == nil || m[1] != "running" {
 			t.Errorf("%s: the environment's status is %v, want running", p, m)
 		}
-		for _, want := range []string{"running revision 1", "Deploy of revision 1 was cancelled. Still running revision 1.", `href="` + runPath + `"`} {
+		for _, want := range []string{"running revision 1", "Deploy #2 (revision 1) was cancelled. Still running revision 1.", `href="` + runPath + `"`} {
 			if !strings.Contains(main, want) {
 				t.Errorf("%s lacks %q:\n%s", p, want, envStatusOf(main))
 			}

@@ -37,9 +37,13 @@ func TestDeleteEnvironmentThenProject(t *testing.T) {
 		return n
 	}
 
-	// The environment page offers the danger zone to its admin.
-	if status, page := s.Get(t, envAdmin, envURL); status != 200 || !strings.Contains(page, `id="danger-zone"`) || !strings.Contains(page, `action="`+envURL+`/delete"`) {
-		t.Fatalf("environment page = %d, want the danger zone posting to %s/delete", status, envURL)
+	// The danger zone lives on the environment's Settings page, which the
+	// overview links for its admin; the overview itself has none.
+	if status, page := s.Get(t, envAdmin, envURL); status != 200 || strings.Contains(page, `id="danger-zone"`) || !strings.Contains(page, `href="`+envURL+`/settings"`) {
+		t.Fatalf("environment page = %d, want a Settings link and no danger zone", status)
+	}
+	if status, page := s.Get(t, envAdmin, envURL+"/settings"); status != 200 || !strings.Contains(page, `id="danger-zone"`) || !strings.Contains(page, `action="`+envURL+`/delete"`) {
+		t.Fatalf("settings page = %d, want the danger zone posting to %s/delete", status, envURL)
 	}
 
 	// A wrong name: the form again, the error tied to the field, nothing deleted.
@@ -64,11 +68,23 @@ func TestDeleteEnvironmentThenProject(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict || !strings.Contains(body, "in progress") {
 		t.Fatalf("delete during a run = %d, want 409 saying a run is in progress", resp.StatusCode)
 	}
-	if status, page := s.Get(t, envAdmin, envURL); status != 200 || !strings.Contains(page, "is in progress") || strings.Contains(page, `id="delete-confirm"`) {
-		t.Errorf("environment page during a run = %d, want the danger zone blocked with a sentence and no form", status)
+	if status, page := s.Get(t, envAdmin, envURL+"/settings"); status != 200 || !strings.Contains(page, "is in progress") || strings.Contains(page, `id="delete-confirm"`) {
+		t.Errorf("settings page during a run = %d, want the danger zone blocked with a sentence and no form", status)
 	}
 	if _, err := s.DB.Pool.Exec(t.Context(), `UPDATE runs SET status = 'succeeded', finished_at = now() WHERE environment_id = $1`, prod.ID); err != nil {
 		t.Fatal(err)
+	}
+
+	// The project's danger zone lives on its Settings page too, which the
+	// project page links for an installation admin only.
+	if status, page := s.Get(t, root, "/projects/hello-world"); status != 200 || strings.Contains(page, `id="danger-zone"`) || !strings.Contains(page, `href="/projects/hello-world/settings"`) {
+		t.Errorf("project page = %d, want a Settings link and no danger zone", status)
+	}
+	if _, page := s.Get(t, envAdmin, "/projects/hello-world"); strings.Contains(page, `/settings"`) {
+		t.Errorf("the project page links a Settings page to an environment's admin, who may not open it")
+	}
+	if status, page := s.Get(t, root, "/projects/hello-world/settings"); status != 200 || !strings.Contains(page, `id="danger-zone"`) || strings.Contains(page, `id="delete-confirm"`) || !strings.Contains(page, "each from its Settings page") {
+		t.Errorf("project settings page = %d, want its danger zone, blocked while environments remain", status)
 	}
 
 	// The project cannot go while it has environments.

@@ -38,7 +38,7 @@ func TestAFailedFirstDeployShowsTheNextStep(t *testing.T) {
 	_, page := s.Get(t, admin, wikiEnv)
 	main := page[strings.Index(page, "<main"):]
 	banner := regexp.MustCompile(`(?s)<div class="callout callout-danger callout-action" data-last-deploy-failed>.*?</div>`).FindString(main)
-	for _, want := range []string{"Deploy of revision 1 failed: Issue TLS certificate for wiki.test failed", "the CA refused the order.", `href="` + wikiEnv + `/deploys/new"`, "Deploy again"} {
+	for _, want := range []string{"Deploy #1 (revision 1) failed: Issue TLS certificate for wiki.test failed", "the CA refused the order.", `href="` + wikiEnv + `/deploys/new"`, "Deploy again"} {
 		if !strings.Contains(banner, want) {
 			t.Errorf("the failure banner lacks %q:\n%s", want, banner)
 		}

@@ -43,7 +43,7 @@ func TestBrowserFailedPostOpensAtTheError(t *testing.T) {
 	b.Screenshot("values-failed-set-390")
 
 	b.Do(
-		chromedp.Navigate(s.URL+envPath),
+		chromedp.Navigate(s.URL+envPath+"/settings"),
 		chromedp.WaitVisible(chromedp.CSS("#delete-confirm")),
 		chromedp.SetValue(chromedp.CSS("#delete-confirm"), "prod"),
 		chromedp.Click(chromedp.CSS("#danger-zone button[type=submit]")),

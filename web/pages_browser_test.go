@@ -162,6 +162,8 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 		{name: "values-prune", path: env + "/values/prune"},
 		{name: "members", path: env + "/members", main: true},
 		{name: "member-remove", path: env + "/members/" + strconv.FormatInt(member, 10) + "/remove"},
+		{name: "environment-settings", path: env + "/settings"},
+		{name: "project-settings", path: "/projects/team-wiki/settings"},
 		{name: "environment-delete", path: env + "/delete", fill: map[string]string{"#delete-confirm": "not-it"}},
 		{name: "project-delete", path: "/projects/team-wiki/delete"},
 		{name: "deploy-plan", path: env + "/deploys/new?revision=2", main: true},

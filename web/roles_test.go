@@ -171,6 +171,8 @@ var routeTable = []routeCase{
 	// Revision pages, deletions (a wrong or refused confirmation changes
 	// nothing), the confirmation page of removing a member.
 	{method: "GET", pattern: "/projects/{project}/revisions/{n}", path: "/projects/hello-world/revisions/1", allow: projectMembers},
+	{method: "GET", pattern: "/projects/{project}/settings", path: "/projects/hello-world/settings", allow: installAdmins},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/settings", path: "/projects/hello-world/environments/production/settings", allow: prodAdmins},
 	{method: "GET", pattern: "/projects/{project}/delete", path: "/projects/hello-world/delete", allow: installAdmins},
 	{method: "POST", pattern: "/projects/{project}/delete", path: "/projects/hello-world/delete",
 		form: url.Values{"confirm": {"hello-world"}}, allow: installAdmins, status: http.StatusConflict},

@@ -295,10 +295,13 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/environments/{env}/runs/{run}/reject", a.handle(protection.RejectRun))
 			r.Get("/approvals", a.handle(protection.ShowApprovalsPage))
 
-			// Revision pages, deletions with typed confirmation, and the
+			// Revision pages, settings pages (with their danger zones),
+			// deletions with typed confirmation, and the
 			// confirmation page of removing a member.
 			deletions := handlers.NewDeletions(a.base, a.deps.Runs)
 			r.Get("/projects/{project}/revisions/{n}", a.handle(projects.ShowRevisionPage))
+			r.Get("/projects/{project}/settings", a.handle(deletions.ShowProjectSettingsPage))
+			r.Get("/projects/{project}/environments/{env}/settings", a.handle(deletions.ShowEnvironmentSettingsPage))
 			r.Get("/projects/{project}/delete", a.handle(deletions.ShowDeleteProjectPage))
 			r.Post("/projects/{project}/delete", a.handle(deletions.DeleteProject))
 			r.Get("/projects/{project}/environments/{env}/delete", a.handle(deletions.ShowDeleteEnvironmentPage))

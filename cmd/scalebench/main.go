@@ -308,20 +308,25 @@ func grow(ctx context.Context, db *store.DB, inst *installation, sz sizes) error
 			SELECT e.id, s.cron, s.keep_ms, s.keep_text, s.interval_ms, s.considered_until, s.updated_by
 			FROM environments e, backup_schedules s WHERE s.environment_id = $1 ON CONFLICT DO NOTHING`, []any{inst.busy.ID}},
 		// Runs: the busy environment has busyRuns of them, the rest are spread.
-		{"runs of the busy environment", `INSERT INTO runs (environment_id, kind, status, revision_id, created_at, started_at, finished_at, last_seq, reason)
-			SELECT $1, k.kind, k.status, e.active_revision_id, t, t, t + interval '90 s', $3, k.reason
+		// The bulk copies bring their own per-environment numbers (a
+		// trigger would otherwise update the environment's counter row
+		// once per run); "run and snapshot counters" sets the counters.
+		{"runs of the busy environment", `INSERT INTO runs (environment_id, kind, status, revision_id, created_at, started_at, finished_at, last_seq, reason, number)
+			SELECT $1, k.kind, k.status, e.active_revision_id, t, t, t + interval '90 s', $3, k.reason, e.last_run_number + g
 			FROM environments e, generate_series(1, $2::int) g,
 			     LATERAL (SELECT now() - (g * interval '7 min') AS t) tt,
 			     LATERAL (SELECT (array['deploy','deploy','reconcile','backup','deploy','restore'])[1 + g % 6] AS kind,
 			                     (array['succeeded','succeeded','failed','succeeded-with-warnings','cancelled','succeeded','succeeded'])[1 + g % 7] AS status,
 			                     CASE WHEN g % 7 IN (2, 4) THEN 'the rollout did not become ready' ELSE '' END AS reason) k
 			WHERE e.id = $1`, []any{inst.busy.ID, sz.busyRuns, sz.eventsPerRun}},
-		{"other runs", `INSERT INTO runs (environment_id, kind, status, created_at, started_at, finished_at, last_seq)
+		{"other runs", `INSERT INTO runs (environment_id, kind, status, created_at, started_at, finished_at, last_seq, number)
 			SELECT e.id, (array['deploy','reconcile','backup'])[1 + g % 3], (array['succeeded','failed','succeeded','cancelled'])[1 + g % 4],
-			       now() - g * interval '3 min', now() - g * interval '3 min', now() - g * interval '3 min' + interval '1 min', $3
-			FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS i, count(*) OVER () AS n FROM environments WHERE id <> $1) e,
+			       now() - g * interval '3 min', now() - g * interval '3 min', now() - g * interval '3 min' + interval '1 min', $3,
+			       e.last_run_number + row_number() OVER (PARTITION BY e.id ORDER BY g)
+			FROM (SELECT id, last_run_number, row_number() OVER (ORDER BY id) - 1 AS i, count(*) OVER () AS n FROM environments WHERE id <> $1) e,
 			     generate_series(1, greatest(1, ($2::int) / 1)) g
 			WHERE g % e.n = e.i`, []any{inst.busy.ID, sz.runs - sz.busyRuns, sz.eventsPerRun}},
+		{"run counters", `UPDATE environments e SET last_run_number = s.n FROM (SELECT environment_id, max(number) AS n FROM runs GROUP BY 1) s WHERE s.environment_id = e.id`, nil},
 		{"a queued run", `INSERT INTO runs (environment_id, kind) VALUES ($1, 'reconcile')`, []any{inst.busy.ID}},
 		{"checkpoints", `INSERT INTO run_checkpoints (run_id, position, kind, name, status, started_at, finished_at)
 			SELECT r.id, p, (array['check-values','build','release','rollout','issue-tls','activate'])[1 + p], 'web',
@@ -354,13 +359,18 @@ func grow(ctx context.Context, db *store.DB, inst *installation, sz sizes) error
 			     generate_series(1, greatest(1, $2::int / 3 / (SELECT count(*) FROM environments))) g
 			ON CONFLICT DO NOTHING`, []any{inst.busy.ID, sz.otherValues}},
 		{"snapshots", `WITH r AS (
-				INSERT INTO runs (environment_id, kind, status, created_at, started_at, finished_at)
-				SELECT e.id, 'backup', 'succeeded', now() - g * interval '1 day', now() - g * interval '1 day', now() - g * interval '1 day' + interval '1 min'
-				FROM (SELECT id, row_number() OVER (ORDER BY id <> $1, id) - 1 AS i FROM environments) e, generate_series(1, $2::int) g
+				INSERT INTO runs (environment_id, kind, status, created_at, started_at, finished_at, number)
+				SELECT e.id, 'backup', 'succeeded', now() - g * interval '1 day', now() - g * interval '1 day', now() - g * interval '1 day' + interval '1 min',
+				       e.last_run_number + row_number() OVER (PARTITION BY e.id ORDER BY g)
+				FROM (SELECT id, last_run_number, row_number() OVER (ORDER BY id <> $1, id) - 1 AS i FROM environments) e, generate_series(1, $2::int) g
 				WHERE (e.i = 0 AND g <= least($2::int, 400)) OR (e.i > 0 AND g % (SELECT count(*) FROM environments) = e.i)
 				RETURNING id, environment_id, created_at)
-			INSERT INTO backups (environment_id, origin, scheduled_at, run_id, name, target, keep_ms, created_at)
-			SELECT environment_id, 'scheduled', created_at, id, to_char(created_at, 'YYYYMMDD-HH24MISS') || '-' || id, '/srv/backups', 604800000, created_at FROM r`, []any{inst.busy.ID, sz.snapshots}},
+			INSERT INTO backups (environment_id, origin, scheduled_at, run_id, name, target, keep_ms, created_at, number)
+			SELECT environment_id, 'scheduled', created_at, id, to_char(created_at, 'YYYYMMDD-HH24MISS') || '-' || id, '/srv/backups', 604800000, created_at,
+			       (SELECT last_snapshot_number FROM environments WHERE id = r.environment_id) + row_number() OVER (PARTITION BY environment_id ORDER BY id)
+			FROM r`, []any{inst.busy.ID, sz.snapshots}},
+		{"run and snapshot counters", `UPDATE environments e SET last_run_number = GREATEST(e.last_run_number, (SELECT max(number) FROM runs WHERE environment_id = e.id)),
+			last_snapshot_number = GREATEST(e.last_snapshot_number, COALESCE((SELECT max(number) FROM backups WHERE environment_id = e.id), 0))`, nil},
 		{"audit records", `INSERT INTO audit_events (at, actor_id, actor, action, project, environment_id, environment, target, detail, request_id)
 			SELECT a.at - g * interval '20 s', a.actor_id, a.actor, a.action, a.project, a.environment_id, a.environment, a.target, a.detail, 'bulk-' || g
 			FROM (SELECT *, row_number() OVER (ORDER BY id) - 1 AS i, count(*) OVER () AS n FROM audit_events) a, generate_series(1, $1::int) g

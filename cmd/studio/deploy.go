@@ -230,7 +230,10 @@ func (c *apiClient) call(ctx context.Context, method, path string, body, out any
 
 // apiRun is a run as the API answers it.
 type apiRun struct {
-	ID          int64  `json:"id"`
+	ID int64 `json:"id"`
+	// Number counts the environment's runs, as the pages name it ("#12");
+	// 0 from a Studio older than the numbering.
+	Number      int    `json:"number"`
 	Kind        string `json:"kind"`
 	Status      string `json:"status"`
 	Finished    bool   `json:"finished"`
@@ -254,6 +257,15 @@ type apiRun struct {
 		Approved  []string `json:"approved"`
 		Changed   []string `json:"changed"`
 	} `json:"approval"`
+}
+
+// name is how the run is named to people: "#12", counted per environment
+// (the id from a Studio older than the numbering).
+func (r *apiRun) name() string {
+	if r.Number > 0 {
+		return "#" + strconv.Itoa(r.Number)
+	}
+	return strconv.FormatInt(r.ID, 10)
 }
 
 // isTerminal reports whether w is a terminal (a character device).
@@ -464,9 +476,9 @@ func (f *follower) cancelNow(apiPath string, run *apiRun) int {
 		}
 		f.emit(ev)
 	case err != nil:
-		fmt.Fprintf(f.out, "\nInterrupted. Could not cancel run %d: %v\n%s\n", run.ID, err, run.URL)
+		fmt.Fprintf(f.out, "\nInterrupted. Could not cancel run %s: %v\n%s\n", run.name(), err, run.URL)
 	default:
-		fmt.Fprintf(f.out, "\nInterrupted: asked run %d to cancel; it stops at its next safe point.\n%s\n", run.ID, run.URL)
+		fmt.Fprintf(f.out, "\nInterrupted: asked run %s to cancel; it stops at its next safe point.\n%s\n", run.name(), run.URL)
 	}
 	return exitFailed
 }
@@ -476,7 +488,7 @@ func (f *follower) askCancel(ctx context.Context, apiPath string, run *apiRun) b
 	if !f.interactive {
 		return false
 	}
-	fmt.Fprintf(f.out, "\nCancel run %d? It stops at its next safe point. [y/N] ", run.ID)
+	fmt.Fprintf(f.out, "\nCancel run %s? It stops at its next safe point. [y/N] ", run.name())
 	answer, _ := bufio.NewReader(f.stdin).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 		return false
@@ -498,7 +510,7 @@ func (f *follower) finish(run *apiRun) int {
 		code = exitWithWarnings
 	}
 	if f.asJSON {
-		ev := map[string]any{"event": "finished", "run": run.ID, "status": run.Status, "url": run.URL, "exit": code}
+		ev := map[string]any{"event": "finished", "run": run.ID, "number": run.Number, "status": run.Status, "url": run.URL, "exit": code}
 		if run.Reason != "" {
 			ev["reason"] = run.Reason
 		}
@@ -507,15 +519,15 @@ func (f *follower) finish(run *apiRun) int {
 	}
 	switch code {
 	case exitSucceeded:
-		fmt.Fprintf(f.out, "Run %d succeeded: %s\n", run.ID, run.URL)
+		fmt.Fprintf(f.out, "Run %s succeeded: %s\n", run.name(), run.URL)
 	case exitWithWarnings:
-		fmt.Fprintf(f.out, "Run %d succeeded with warnings (%d deferred): %s\n", run.ID, run.Deferred, run.URL)
+		fmt.Fprintf(f.out, "Run %s succeeded with warnings (%d deferred): %s\n", run.name(), run.Deferred, run.URL)
 	default:
 		reason := ""
 		if run.Reason != "" {
 			reason = ": " + run.Reason
 		}
-		fmt.Fprintf(f.out, "Run %d %s%s\n%s\n", run.ID, run.Status, reason, run.URL)
+		fmt.Fprintf(f.out, "Run %s %s%s\n%s\n", run.name(), run.Status, reason, run.URL)
 	}
 	return code
 }
@@ -622,10 +634,10 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return fail("start the deploy", err)
 	}
 	if *asJSON {
-		b, _ := json.Marshal(map[string]any{"event": "started", "run": run.ID, "url": run.URL})
+		b, _ := json.Marshal(map[string]any{"event": "started", "run": run.ID, "number": run.Number, "url": run.URL})
 		fmt.Fprintln(stdout, string(b))
 	} else {
-		say("Deploy run %d of %s/%s started: %s", run.ID, *project, *env, run.URL)
+		say("Deploy run %s of %s/%s started: %s", run.name(), *project, *env, run.URL)
 	}
 	if !*wait {
 		return exitSucceeded
@@ -718,9 +730,9 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer, us
 		return exitFailed
 	}
 	if line := approvalLine(&run); line != "" {
-		fmt.Fprintf(stdout, "Approved run %d: %s\n", run.ID, strings.TrimPrefix(line, "waiting for approval "))
+		fmt.Fprintf(stdout, "Approved run %s: %s\n", run.name(), strings.TrimPrefix(line, "waiting for approval "))
 	} else {
-		fmt.Fprintf(stdout, "Approved run %d: it starts now. %s\n", run.ID, run.URL)
+		fmt.Fprintf(stdout, "Approved run %s: it starts now. %s\n", run.name(), run.URL)
 	}
 	return exitSucceeded
 }

@@ -313,8 +313,8 @@
       // A pager's "Runs X to Y" follows the list's first and last rows.
       document.querySelectorAll('[data-range-of="' + CSS.escape(into) + '"]').forEach(function (r) {
         var first = r.querySelector("[data-range-first]"), last = r.querySelector("[data-range-last]");
-        if (first && list.firstElementChild) first.textContent = list.firstElementChild.getAttribute("data-run-id");
-        if (last && list.lastElementChild) last.textContent = list.lastElementChild.getAttribute("data-run-id");
+        if (first && list.firstElementChild) first.textContent = list.firstElementChild.getAttribute("data-run-number");
+        if (last && list.lastElementChild) last.textContent = list.lastElementChild.getAttribute("data-run-number");
       });
       var hidden = list.closest("[hidden]");
       if (hidden) hidden.hidden = false;
