@@ -42,7 +42,13 @@ type BackupsPage struct {
 	// Preview lists the next five fires in UTC of Cron.
 	Preview      []string
 	PreviewError string
-	Snapshots    []BackupRow
+	// Snapshots is one page of them, newest first; OlderURL the next
+	// page's link ("" on the last), NewestURL the first page's ("" on it).
+	Snapshots []BackupRow
+	OlderURL  string
+	NewestURL string
+	// Refresh is what the page's script reads again: this page.
+	Refresh string
 }
 
 // BackupStatusView is the schedule, its next fire, the last good snapshot

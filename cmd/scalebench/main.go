@@ -33,6 +33,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -56,6 +57,7 @@ type options struct {
 	values  int
 	only    string
 	explain bool
+	profile string
 }
 
 func main() {
@@ -64,7 +66,8 @@ func main() {
 	flag.IntVar(&o.samples, "samples", 30, "timed samples per page and installation, alternating")
 	flag.IntVar(&o.warmup, "warmup", 8, "untimed requests per page and installation first (more than 5: generic plans)")
 	flag.IntVar(&o.values, "values", 2000, "values in the large installation's busy environment (each with 10 versions)")
-	flag.StringVar(&o.only, "only", "", "time only the pages whose name contains this")
+	flag.StringVar(&o.only, "only", "", "time only the pages whose name contains this (several: separated by commas)")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the timed samples (both installations; the Studio runs in this process) to this file")
 	flag.BoolVar(&o.explain, "explain", false, "print the plans of the slowest statements of the large installation (pg_stat_statements is not needed: the bench EXPLAINs what it knows)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -497,8 +500,19 @@ func measure(ctx context.Context, o options, sm, lg *installation) error {
 	fmt.Printf("\n%d samples per page and installation, alternating, after %d warm-up requests each\n", o.samples, o.warmup)
 	fmt.Printf("%-36s %9s %9s %9s %9s %7s %7s %9s  %s\n", "page", "small p50", "large p50", "small p99", "large p99", "p50 ×", "p99 ×", "large KB", "goal (p50 ≤ 1.5×, p99 ≤ 2×)")
 	failed := 0
+	if o.profile != "" {
+		f, err := os.Create(o.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	for _, pg := range pages() {
-		if o.only != "" && !strings.Contains(pg.name, o.only) {
+		if o.only != "" && !slices.ContainsFunc(strings.Split(o.only, ","), func(w string) bool { return strings.Contains(pg.name, w) }) {
 			continue
 		}
 		res := map[*installation]*result{sm: {}, lg: {}}
