@@ -140,3 +140,37 @@ func TestBackupsPageListsOlderSnapshotsAPageAtATime(t *testing.T) {
 		t.Errorf("the pages list %v, want 60 to 01, newest first, each once", seen)
 	}
 }
+
+// TestHomeCardShowsTheFirstEnvironmentsAndCountsTheOthers: a project of 11
+// environments, of which a member sees 10, shows the first 8 by name on the
+// home page's card and "+2 more" (only what the member may see counted);
+// an admin sees "+3 more".
+func TestHomeCardShowsTheFirstEnvironmentsAndCountsTheOthers(t *testing.T) {
+	s := webtest.Start(t, webtest.WithAdmins("root@example.test"))
+	var names []string
+	for i := range 11 {
+		name := fmt.Sprintf("env-%02d", 10-i)
+		env := s.CreateEnvironment(t, "", name)
+		if name != "env-00" {
+			s.AddMember(t, env, "dev@example.test", "viewer")
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	chips := regexp.MustCompile(`data-env="([a-z0-9-]+)" data-env-status`)
+	shown := func(body string) []string {
+		var out []string
+		for _, m := range chips.FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	_, home := s.Get(t, s.SignInAs(t, "root@example.test", "Root"), "/")
+	if got := shown(home); !slices.Equal(got, names[:8]) || !strings.Contains(home, "+3 more") {
+		t.Errorf("an admin's card shows %v and no +3 more; want %v", got, names[:8])
+	}
+	_, home = s.Get(t, s.SignInAs(t, "dev@example.test", "Dev"), "/")
+	if got := shown(home); !slices.Equal(got, names[1:9]) || !strings.Contains(home, "+2 more") {
+		t.Errorf("a member's card shows %v and no +2 more; want %v", got, names[1:9])
+	}
+}
