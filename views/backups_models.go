@@ -120,11 +120,9 @@ type AdminPage struct {
 	Current        string
 	CurrentProblem string
 	Alarms         []BackupAlarmView
-	// Claims are the installation's hostname claims; Targets the
-	// environments a claim may be moved to. Move is the move form as
-	// posted, MoveError why it was refused.
+	// Claims are the installation's hostname claims. Move is the move
+	// form as posted (its environment typed), MoveError why it was refused.
 	Claims    []HostnameClaimView
-	Targets   []FilterOption
 	Move      HostnameMove
 	MoveError string
 }
