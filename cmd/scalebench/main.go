@@ -444,9 +444,23 @@ func pages() []page {
 		get("run", func(i *installation) string { return fmt.Sprintf("%s/runs/%d", env(i), i.runID) }),
 		{name: "values (2,000 in large)", path: func(i *installation) string { return env(i) + "/values" }, method: http.MethodGet, maxBytes: 100 << 10},
 		get("backups", func(i *installation) string { return env(i) + "/backups" }),
+		get("backups, older page", func(i *installation) string {
+			// The snapshot in the middle of the busy environment's list.
+			var id int64
+			_ = i.db.Pool.QueryRow(context.Background(), `SELECT id FROM backups WHERE environment_id = $1 AND deleted_at IS NULL
+				ORDER BY COALESCE(scheduled_at, created_at) DESC, id DESC OFFSET (SELECT count(*) / 2 FROM backups WHERE environment_id = $1) LIMIT 1`, i.busy.ID).Scan(&id)
+			return fmt.Sprintf("%s/backups?before=%d", env(i), id)
+		}),
 		get("deploy plan", func(i *installation) string { return env(i) + "/deploys/new" }),
 		get("members", func(i *installation) string { return env(i) + "/members" }),
 		get("audit, first page", fixed("/audit")),
+		get("audit, deep page", func(i *installation) string {
+			// Halfway down the whole log: 500,000 records deep at -scale 1.
+			var id int64
+			_ = i.db.Pool.QueryRow(context.Background(), `SELECT id FROM audit_events ORDER BY at DESC, id DESC
+				OFFSET (SELECT count(*) / 2 FROM audit_events) LIMIT 1`).Scan(&id)
+			return fmt.Sprintf("/audit?before=%d", id)
+		}),
 		get("audit, by action", fixed("/audit?action=value.set")),
 		get("audit, by environment", fixed("/audit?environment=shop%2Fproduction")),
 		{name: "audit, text search without a match", path: fixed("/audit?q=nothing-matches-this"), method: http.MethodGet, maxLarge: 50 * time.Millisecond},
