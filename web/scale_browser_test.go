@@ -87,3 +87,32 @@ func TestBrowserTokensPageFindsEnvironmentsWithASearch(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserBackupsPagerShowsOlderSnapshots: with 30 snapshot rows the
+// backups page lists 25; its Older link, followed in the browser, shows
+// the 5 oldest and a way back to the newest, at both widths.
+func TestBrowserBackupsPagerShowsOlderSnapshots(t *testing.T) {
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	env := s.CreateEnvironment(t, backupWebManifest, "production")
+	if _, err := s.DB.Pool.Exec(t.Context(), `INSERT INTO backups (environment_id, origin, scheduled_at, skipped)
+		SELECT $1, 'scheduled', timestamptz '2026-01-01' + make_interval(mins => i), 'skip ' || lpad(i::text, 2, '0')
+		FROM generate_series(1, 30) AS i`, env.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, width := range []int64{1280, 390} {
+		b := browsertest.New(t)
+		b.Emulate(width, "light")
+		b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+		b.Do(chromedp.Navigate(s.URL+"/projects/vault/environments/production/backups"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=older]`)))
+		b.Screenshot(fmt.Sprintf("backups-paged-%d", width))
+		b.Do(chromedp.Click(chromedp.CSS(`[data-testid=older]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=newest]`)))
+		got := b.Text("#snapshots tbody")
+		if !strings.Contains(got, "skip 05") || !strings.Contains(got, "skip 01") || strings.Contains(got, "skip 06") {
+			t.Errorf("at %d px the older page lists %q, want skips 05 to 01", width, got)
+		}
+		b.Screenshot(fmt.Sprintf("backups-older-%d", width))
+		if extra, culprits := b.Overflow(); extra > 0 {
+			t.Errorf("at %d px the page is %d px too wide: %s", width, extra, culprits)
+		}
+	}
+}
