@@ -82,6 +82,7 @@ type sizes struct {
 	runs, busyRuns, eventsPerRun           int
 	busyValues, versions, otherValues      int
 	audit, snapshots, users                int
+	deliveries                             int
 }
 
 func (o options) large() sizes {
@@ -91,6 +92,7 @@ func (o options) large() sizes {
 		runs: n(200000, 200), busyRuns: n(40000, 100), eventsPerRun: 25,
 		busyValues: o.values, versions: 10, otherValues: n(29000, 50),
 		audit: n(1000000, 1000), snapshots: n(20000, 50), users: n(500, 10),
+		deliveries: n(50000, 100),
 	}
 }
 
@@ -100,6 +102,7 @@ func small() sizes {
 		runs: 60, busyRuns: 30, eventsPerRun: 25,
 		busyValues: 10, versions: 2, otherValues: 10,
 		audit: 200, snapshots: 10, users: 3,
+		deliveries: 30,
 	}
 }
 
@@ -368,6 +371,13 @@ func grow(ctx context.Context, db *store.DB, inst *installation, sz sizes) error
 			SELECT a.at - g * interval '20 s', a.actor_id, a.actor, a.action, a.project, a.environment_id, a.environment, a.target, a.detail, 'bulk-' || g
 			FROM (SELECT *, row_number() OVER (ORDER BY id) - 1 AS i, count(*) OVER () AS n FROM audit_events) a, generate_series(1, $1::int) g
 			WHERE g % a.n = a.i`, []any{sz.audit}},
+		{"a webhook endpoint", `INSERT INTO webhook_endpoints (environment_id, url, events, format, last_success_at)
+			VALUES ($1, 'https://hooks.example.test/studio', ARRAY['deploy.finished', 'backup.finished'], 'standard', now())`, []any{inst.busy.ID}},
+		{"webhook deliveries", `INSERT INTO webhook_deliveries (endpoint_id, message_id, event, data, occurred_at, status, attempts, response_code, duration_ms, last_attempt_at, created_at)
+			SELECT (SELECT max(id) FROM webhook_endpoints), 'msg_' || g, 'deploy.finished', jsonb_build_object('run', g), now() - g * interval '1 minute',
+			       CASE WHEN g % 20 = 0 THEN 'failed' ELSE 'succeeded' END, 1 + (g % 20 = 0)::int * 4, CASE WHEN g % 20 = 0 THEN 500 ELSE 200 END, 40,
+			       now() - g * interval '1 minute', now() - g * interval '1 minute'
+			FROM generate_series(1, $1::int) g`, []any{sz.deliveries}},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -452,6 +462,7 @@ func pages() []page {
 			return fmt.Sprintf("%s/backups?before=%d", env(i), id)
 		}),
 		get("deploy plan", func(i *installation) string { return env(i) + "/deploys/new" }),
+		get("webhooks", func(i *installation) string { return env(i) + "/webhooks" }),
 		get("members", func(i *installation) string { return env(i) + "/members" }),
 		get("audit, first page", fixed("/audit")),
 		get("audit, deep page", func(i *installation) string {
@@ -512,7 +523,7 @@ func (inst *installation) do(pg page) (time.Duration, int, int, error) {
 
 func measure(ctx context.Context, o options, sm, lg *installation) error {
 	fmt.Printf("\n%d samples per page and installation, alternating, after %d warm-up requests each\n", o.samples, o.warmup)
-	fmt.Printf("%-36s %9s %9s %9s %9s %7s %7s %9s  %s\n", "page", "small p50", "large p50", "small p99", "large p99", "p50 ×", "p99 ×", "large KB", "goal (p50 ≤ 1.5×, p99 ≤ 2×)")
+	fmt.Printf("%-36s %9s %9s %9s %9s %7s %7s %9s %9s  %s\n", "page", "small p50", "large p50", "small p99", "large p99", "p50 ×", "p99 ×", "small KB", "large KB", "goal (p50 ≤ 1.5×, p99 ≤ 2×)")
 	failed := 0
 	if o.profile != "" {
 		f, err := os.Create(o.profile)
@@ -574,8 +585,8 @@ func measure(ctx context.Context, o options, sm, lg *installation) error {
 			verdict = "FAIL"
 			failed++
 		}
-		fmt.Printf("%-36s %9s %9s %9s %9s %6.1fx %6.1fx %9.1f  %s %s\n", pg.name, ms(s.pct(0.5)), ms(l.pct(0.5)), ms(s.pct(0.99)), ms(l.pct(0.99)),
-			r50, r99, float64(l.bytes)/1024, verdict, strings.Join(notes, ", "))
+		fmt.Printf("%-36s %9s %9s %9s %9s %6.1fx %6.1fx %9.1f %9.1f  %s %s\n", pg.name, ms(s.pct(0.5)), ms(l.pct(0.5)), ms(s.pct(0.99)), ms(l.pct(0.99)),
+			r50, r99, float64(s.bytes)/1024, float64(l.bytes)/1024, verdict, strings.Join(notes, ", "))
 	}
 	if o.explain {
 		if err := explain(ctx, lg); err != nil {
