@@ -273,6 +273,10 @@ func build(ctx context.Context, name string, sz sizes, dbURL string) (*installat
 		Scope: []store.TokenGrant{{EnvironmentID: inst.busy.ID, Project: "shop", Environment: "production", Role: store.RoleAdmin}}}); err != nil {
 		return nil, err
 	}
+	if _, _, err := vault.CreateWebhookEndpoint(ctx, actor, inst.busy, store.NewWebhookEndpoint{URL: "https://hooks.example.test/studio",
+		Events: []string{store.WebhookDeploySucceeded, store.WebhookDeployFailed}, Format: "standard"}); err != nil {
+		return nil, err
+	}
 	if err := grow(ctx, db, inst, sz); err != nil {
 		return nil, err
 	}
@@ -371,10 +375,8 @@ func grow(ctx context.Context, db *store.DB, inst *installation, sz sizes) error
 			SELECT a.at - g * interval '20 s', a.actor_id, a.actor, a.action, a.project, a.environment_id, a.environment, a.target, a.detail, 'bulk-' || g
 			FROM (SELECT *, row_number() OVER (ORDER BY id) - 1 AS i, count(*) OVER () AS n FROM audit_events) a, generate_series(1, $1::int) g
 			WHERE g % a.n = a.i`, []any{sz.audit}},
-		{"a webhook endpoint", `INSERT INTO webhook_endpoints (environment_id, url, events, format, last_success_at)
-			VALUES ($1, 'https://hooks.example.test/studio', ARRAY['deploy.finished', 'backup.finished'], 'standard', now())`, []any{inst.busy.ID}},
 		{"webhook deliveries", `INSERT INTO webhook_deliveries (endpoint_id, message_id, event, data, occurred_at, status, attempts, response_code, duration_ms, last_attempt_at, created_at)
-			SELECT (SELECT max(id) FROM webhook_endpoints), 'msg_' || g, 'deploy.finished', jsonb_build_object('run', g), now() - g * interval '1 minute',
+			SELECT (SELECT max(id) FROM webhook_endpoints), 'msg_' || g, 'deploy.succeeded', jsonb_build_object('run', g), now() - g * interval '1 minute',
 			       CASE WHEN g % 20 = 0 THEN 'failed' ELSE 'succeeded' END, 1 + (g % 20 = 0)::int * 4, CASE WHEN g % 20 = 0 THEN 500 ELSE 200 END, 40,
 			       now() - g * interval '1 minute', now() - g * interval '1 minute'
 			FROM generate_series(1, $1::int) g`, []any{sz.deliveries}},
