@@ -189,7 +189,8 @@ func build(ctx context.Context, name string, sz sizes, dbURL string) (*installat
 		return nil, err
 	}
 	vault := store.NewVault(db, keys)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Errors only (a page answering 500 says why); requests are not logged.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	hub := events.NewHub(db, events.HubOptions{Logger: logger, LatestRuns: views.LatestRunsShown})
 	metrics := web.NewMetrics(db)
 	var handler http.Handler
@@ -376,7 +377,8 @@ func grow(ctx context.Context, db *store.DB, inst *installation, sz sizes) error
 			FROM (SELECT *, row_number() OVER (ORDER BY id) - 1 AS i, count(*) OVER () AS n FROM audit_events) a, generate_series(1, $1::int) g
 			WHERE g % a.n = a.i`, []any{sz.audit}},
 		{"webhook deliveries", `INSERT INTO webhook_deliveries (endpoint_id, message_id, event, data, occurred_at, status, attempts, response_code, duration_ms, last_attempt_at, created_at)
-			SELECT (SELECT max(id) FROM webhook_endpoints), 'msg_' || g, 'deploy.succeeded', jsonb_build_object('run', g), now() - g * interval '1 minute',
+			SELECT (SELECT max(id) FROM webhook_endpoints), 'msg_' || g, 'deploy.succeeded', jsonb_build_object('project', 'shop', 'environment', 'production', 'path', '/projects/shop/environments/production/runs/' || g,
+			           'run', jsonb_build_object('id', g, 'kind', 'deploy', 'status', 'succeeded', 'revision', 1)), now() - g * interval '1 minute',
 			       CASE WHEN g % 20 = 0 THEN 'failed' ELSE 'succeeded' END, 1 + (g % 20 = 0)::int * 4, CASE WHEN g % 20 = 0 THEN 500 ELSE 200 END, 40,
 			       now() - g * interval '1 minute', now() - g * interval '1 minute'
 			FROM generate_series(1, $1::int) g`, []any{sz.deliveries}},
