@@ -75,19 +75,27 @@ func (h *Admin) hostnameClaims(r *http.Request, m *views.AdminPage) error {
 	for _, c := range claims {
 		m.Claims = append(m.Claims, views.HostnameClaimView{Hostname: c.Hostname, Owner: c.Project + " / " + c.Environment, Since: c.Since})
 	}
-	if len(claims) == 0 {
-		// No claim to move: the move form, and its list of every
-		// environment, is not shown.
-		return nil
-	}
-	envs, err := h.DB.AdminEnvironments(r.Context(), CurrentUser(r.Context()))
-	if err != nil {
-		return err
-	}
-	for _, e := range envs {
-		m.Targets = append(m.Targets, views.FilterOption{Value: strconv.FormatInt(e.ID, 10), Label: e.Project + " / " + e.Name})
-	}
+	// The move form's environment is typed (project/environment), so the
+	// page lists no environment: an installation may hold thousands.
 	return nil
+}
+
+// moveTarget finds the environment a move names: typed as
+// project/environment (spaces around the slash allowed), or an id.
+func (h *Admin) moveTarget(r *http.Request, typed string) (int64, string) {
+	if id, err := strconv.ParseInt(typed, 10, 64); err == nil && id > 0 {
+		return id, ""
+	}
+	project, env, ok := strings.Cut(typed, "/")
+	project, env = strings.TrimSpace(project), strings.TrimSpace(env)
+	if !ok || project == "" || env == "" {
+		return 0, ""
+	}
+	e, err := h.DB.EnvironmentByName(r.Context(), project, env)
+	if err != nil {
+		return 0, "No environment is named " + project + "/" + env + ": type it as project/environment, such as shop/production."
+	}
+	return e.ID, ""
 }
 
 // MoveHostname moves a hostname's claim to another environment
@@ -106,12 +114,14 @@ func (h *Admin) MoveHostname(w http.ResponseWriter, r *http.Request) error {
 	refuse := func(msg string) error {
 		return h.renderPage(w, r, http.StatusUnprocessableEntity, func(m *views.AdminPage) { m.Move, m.MoveError = mv, msg })
 	}
-	to, err := strconv.ParseInt(mv.Environment, 10, 64)
+	to, problem := h.moveTarget(r, mv.Environment)
 	switch {
 	case mv.Hostname == "":
 		return refuse("Choose the hostname to move.")
-	case err != nil || to < 1:
-		return refuse("Choose the environment to move " + mv.Hostname + " to.")
+	case problem != "":
+		return refuse(problem)
+	case to < 1:
+		return refuse("Type the environment to move " + mv.Hostname + " to, as project/environment.")
 	case !strings.EqualFold(mv.Confirm, mv.Hostname):
 		return refuse("Type the hostname, " + mv.Hostname + ", to confirm the move.")
 	}

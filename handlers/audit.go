@@ -108,11 +108,13 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	q.Action = wantAction
 
-	m.Page = 1
-	if p, err := strconv.Atoi(params.Get("page")); err == nil && p > 1 && p < 1_000_000 {
-		m.Page = p
+	// Pages continue from a record (a keyset): ?before=ID lists the older
+	// ones, ?after=ID the newer ones just before it.
+	if id, err := strconv.ParseInt(params.Get("before"), 10, 64); err == nil && id > 0 {
+		q.Before = id
+	} else if id, err := strconv.ParseInt(params.Get("after"), 10, 64); err == nil && id > 0 {
+		q.After = id
 	}
-	q.Offset = (m.Page - 1) * AuditPageSize
 	events, more, err := h.DB.AuditEvents(ctx, q)
 	if err != nil {
 		return err
@@ -152,7 +154,7 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 		}
 		m.Events = append(m.Events, row)
 	}
-	pageURL := func(page int) string {
+	pageURL := func(key string, id int64) string {
 		v := url.Values{}
 		if wantEnv != "" {
 			v.Set("environment", wantEnv)
@@ -165,16 +167,27 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 				v.Set(k, val)
 			}
 		}
-		if page > 1 {
-			v.Set("page", strconv.Itoa(page))
+		if key != "" {
+			v.Set(key, strconv.FormatInt(id, 10))
 		}
 		return paths.AuditFiltered(v.Encode())
 	}
-	if m.Page > 1 {
-		m.PrevURL = pageURL(m.Page - 1)
+	// A page after ?before= has newer records (the one it continues
+	// from), one after ?after= older ones; more says whether the list goes
+	// on in the direction read.
+	newer, older := q.Before > 0 || (q.After > 0 && more), q.After > 0 || (q.After == 0 && more)
+	if q.After > 0 && len(events) == 0 {
+		newer, older = false, false
 	}
-	if more {
-		m.NextURL = pageURL(m.Page + 1)
+	if len(events) > 0 {
+		if newer {
+			m.PrevURL, m.NewestURL = pageURL("after", events[0].ID), pageURL("", 0)
+		}
+		if older {
+			m.NextURL = pageURL("before", events[len(events)-1].ID)
+		}
+	} else if q.Before > 0 || q.After > 0 {
+		m.NewestURL = pageURL("", 0)
 	}
 	return Render(w, r, http.StatusOK, views.Audit(m))
 }

@@ -40,6 +40,9 @@ type backupsForm struct {
 	posted                                           bool
 }
 
+// BackupsPageSize is how many snapshots one page of the backups page lists.
+const BackupsPageSize = 25
+
 // ShowBackupsPage renders the backups page (any role).
 func (h *Backups) ShowBackupsPage(w http.ResponseWriter, r *http.Request) error {
 	env, role, err := h.Environment(r, store.RoleViewer)
@@ -89,9 +92,21 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 	if m.Cron != "" {
 		m.Preview, m.PreviewError = previewFires(m.Cron, now)
 	}
-	list, err := h.DB.Backups(ctx, env.ID, 200)
+	// A page of snapshots, newest first; ?before=ID reads the older ones
+	// (a keyset: a deep page reads only its rows).
+	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
+	before = max(before, 0)
+	list, more, err := h.DB.BackupsBefore(ctx, env.ID, before, BackupsPageSize)
 	if err != nil {
 		return err
+	}
+	m.Refresh = paths.Backups(env.Project, env.Name)
+	if before > 0 {
+		m.Refresh += "?before=" + strconv.FormatInt(before, 10)
+		m.NewestURL = paths.Backups(env.Project, env.Name)
+	}
+	if more && len(list) > 0 {
+		m.OlderURL = paths.Backups(env.Project, env.Name) + "?before=" + strconv.FormatInt(list[len(list)-1].ID, 10) + "#snapshots"
 	}
 	missing, err := svc.MissingSnapshots(ctx, env, list)
 	if err != nil {

@@ -39,7 +39,7 @@ func (b *Base) environmentLive(ctx context.Context, env *store.Environment, role
 		return m, err
 	}
 	if active != nil && active.Recorded {
-		changes, err := b.DB.ValueChangesSince(ctx, env.ID, active.Values, func(n string) bool { return store.References(shown.Contract, n) })
+		changes, err := b.DB.ValueChangesSince(ctx, env.ID, active.Values, store.ContractNames(shown.Contract))
 		if err != nil {
 			return m, err
 		}

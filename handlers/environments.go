@@ -103,7 +103,14 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		return err
 	}
-	stored, err := h.DB.StoredValues(ctx, env.ID)
+	// The manifest's names with what is stored for them, and a count of
+	// the others: the page does not read every stored value.
+	referenced := store.ContractNames(shown.Contract)
+	stored, err := h.DB.StoredValuesNamed(ctx, env.ID, referenced)
+	if err != nil {
+		return err
+	}
+	_, orphaned, err := h.DB.OrphanedValues(ctx, env.ID, referenced, "", 0, 0)
 	if err != nil {
 		return err
 	}
@@ -140,6 +147,7 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 		CanManageValues: role.Includes(store.RoleAdmin),
 		Values:          valuesSummary(store.ValueStates(shown.Contract, stored)),
 	}
+	m.Values.Orphaned = orphaned
 	m.CanDeploy = role.Includes(store.RoleDeployer)
 	if windows, err := h.DB.FreezeWindows(ctx, env.ID); err != nil {
 		return err

@@ -43,20 +43,17 @@ func (h *Home) ShowHomePage(w http.ResponseWriter, r *http.Request) error {
 		for i, p := range projects {
 			ids[i] = p.ID
 		}
-		overviews, err := h.DB.EnvironmentOverviewsOfProjects(r.Context(), u, ids)
+		overviews, err := h.DB.FirstEnvironmentOverviewsOfProjects(r.Context(), u, ids, HomeStatusesShown)
 		if err != nil {
 			return err
 		}
 		statuses := statusesByProject(overviews, alarms)
 		for _, p := range projects {
 			card := views.ProjectCard{
-				Name: p.Name, Description: p.Description, Environments: p.Environments, UpdatedAt: p.CreatedAt,
+				Name: p.Name, Description: p.Description, UpdatedAt: p.CreatedAt,
 				Statuses: statuses[p.Name],
 			}
-			if len(card.Statuses) > HomeStatusesShown {
-				card.MoreStatuses = len(card.Statuses) - HomeStatusesShown
-				card.Statuses = card.Statuses[:HomeStatusesShown]
-			}
+			card.MoreStatuses = max(0, p.EnvironmentCount-len(card.Statuses))
 			m.Projects = append(m.Projects, card)
 		}
 		for _, a := range alarms {

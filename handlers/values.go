@@ -41,14 +41,24 @@ func (h *Values) vault() (*store.Vault, error) {
 	return h.Vault, nil
 }
 
-// page builds the values page model; form fields re-show a failed post.
+// page builds the values page model of page 1 without a filter; form
+// fields re-show a failed post.
 func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) (views.ValuesPage, error) {
+	return h.listPage(r, env, role, url.Values{})
+}
+
+// listPage builds the values page model: the names the manifest references
+// (a few, in Go) and then the orphaned ones, counted and read a page at a
+// time in SQL, so that the page reads what it shows, not every stored
+// value. query holds ?filter=, ?history=, ?page= and ?versions=.
+func (h *Values) listPage(r *http.Request, env *store.Environment, role store.Role, query url.Values) (views.ValuesPage, error) {
 	ctx := r.Context()
 	shown, err := h.shownRevision(ctx, env)
 	if err != nil {
 		return views.ValuesPage{}, err
 	}
-	stored, err := h.DB.StoredValues(ctx, env.ID)
+	referenced := store.ContractNames(shown.Contract)
+	stored, err := h.DB.StoredValuesNamed(ctx, env.ID, referenced)
 	if err != nil {
 		return views.ValuesPage{}, err
 	}
@@ -61,23 +71,91 @@ func (h *Values) page(r *http.Request, env *store.Environment, role store.Role) 
 	}
 	uses := compiler.ValueUses(shown.Def)
 	for _, s := range store.ValueStates(shown.Contract, stored) {
-		row := views.ValueRow{Name: s.Name, Kind: string(s.State), State: string(s.State), Uses: uses[s.Name]}
-		switch s.State {
-		case store.OptionalDefault:
-			row.State = "optional · default " + s.Default + " used"
-			if s.Default == "" {
-				row.State = "optional · default (empty) used"
-			}
-		case store.Orphaned:
-			m.Orphaned = append(m.Orphaned, s.Name)
-		}
-		if s.Stored != nil {
-			row.Set, row.Version, row.UpdatedBy, row.UpdatedAt = true, s.Stored.Version, s.Stored.UpdatedBy, s.Stored.UpdatedAt
-		}
-		m.Rows = append(m.Rows, row)
+		m.Rows = append(m.Rows, valueRow(s, uses))
 	}
-	m.Total = len(m.Rows)
-	return m, nil
+	_, orphaned, err := h.DB.OrphanedValues(ctx, env.ID, referenced, "", 0, 0)
+	if err != nil {
+		return views.ValuesPage{}, err
+	}
+	m.OrphanedCount, m.Total = orphaned, len(m.Rows)+orphaned
+
+	// The filter works without JavaScript as a GET form; the script
+	// filters the same rows as one types.
+	filter := ""
+	if f := strings.TrimSpace(query.Get("filter")); f != "" {
+		m.Filter, filter = f, f
+		kept := m.Rows[:0]
+		for _, row := range m.Rows {
+			if strings.Contains(row.FilterText(), strings.ToLower(f)) {
+				kept = append(kept, row)
+			}
+		}
+		m.Rows = kept
+	}
+	// ?history=NAME shows that value alone with its earlier versions, a
+	// page at a time.
+	if n := query.Get("history"); store.ValidValueName(n) {
+		kept := m.Rows[:0]
+		for _, row := range m.Rows {
+			if row.Name == n {
+				kept = append(kept, row)
+			}
+		}
+		m.Rows, m.History = kept, n
+		if len(kept) == 0 && !slices.Contains(referenced, n) {
+			one, err := h.DB.StoredValuesNamed(ctx, env.ID, []string{n})
+			if err != nil {
+				return views.ValuesPage{}, err
+			}
+			for _, sv := range one {
+				m.Rows = append(m.Rows, valueRow(store.ValueState{Name: sv.Name, State: store.Orphaned, Stored: &sv}, uses))
+			}
+		}
+		m.Matched = len(m.Rows)
+		return m, h.pageOfValues(r, env, &m, query)
+	}
+	// The page's rows: the referenced ones first, then the orphaned ones
+	// of the page, read from SQL by position among the orphaned names.
+	_, matchedOrphans, err := h.DB.OrphanedValues(ctx, env.ID, referenced, filter, 0, 0)
+	if err != nil {
+		return views.ValuesPage{}, err
+	}
+	m.Matched = len(m.Rows) + matchedOrphans
+	m.Page = 1
+	if p, err := strconv.Atoi(query.Get("page")); err == nil && p > 1 && p <= (m.Matched+ValuesPageSize-1)/ValuesPageSize {
+		m.Page = p
+	}
+	from := (m.Page - 1) * ValuesPageSize
+	to := min(m.Matched, from+ValuesPageSize)
+	m.More, m.From = to < m.Matched, from+1
+	ref := m.Rows
+	m.Rows = append([]views.ValueRow(nil), ref[min(from, len(ref)):min(to, len(ref))]...)
+	if to > len(ref) {
+		offset := max(from, len(ref)) - len(ref)
+		orphans, _, err := h.DB.OrphanedValues(ctx, env.ID, referenced, filter, offset, to-max(from, len(ref)))
+		if err != nil {
+			return views.ValuesPage{}, err
+		}
+		for i := range orphans {
+			m.Rows = append(m.Rows, valueRow(store.ValueState{Name: orphans[i].Name, State: store.Orphaned, Stored: &orphans[i]}, uses))
+		}
+	}
+	return m, h.pageOfValues(r, env, &m, query)
+}
+
+// valueRow is the values page's row of one state.
+func valueRow(s store.ValueState, uses map[string][]string) views.ValueRow {
+	row := views.ValueRow{Name: s.Name, Kind: string(s.State), State: string(s.State), Uses: uses[s.Name]}
+	if s.State == store.OptionalDefault {
+		row.State = "optional · default " + s.Default + " used"
+		if s.Default == "" {
+			row.State = "optional · default (empty) used"
+		}
+	}
+	if s.Stored != nil {
+		row.Set, row.Version, row.UpdatedBy, row.UpdatedAt = true, s.Stored.Version, s.Stored.UpdatedBy, s.Stored.UpdatedAt
+	}
+	return row
 }
 
 // ValuesPageSize is how many values one page of the values list shows;
@@ -90,21 +168,13 @@ const (
 	HistoryPageSize = 50
 )
 
-// pageOfValues keeps m's rows of the requested page (?page=N) and reads
-// the earlier versions of those rows only: their counts, the versions
-// themselves when they are few, or one history page of m.History.
+// pageOfValues reads the earlier versions of m's rows (a page) only: their
+// counts, the versions themselves when they are few, or one history page
+// of m.History.
 func (h *Values) pageOfValues(r *http.Request, env *store.Environment, m *views.ValuesPage, query url.Values) error {
 	ctx := r.Context()
-	m.Matched = len(m.Rows)
-	m.Page = 1
-	if p, err := strconv.Atoi(query.Get("page")); err == nil && p > 1 && p <= (len(m.Rows)+ValuesPageSize-1)/ValuesPageSize {
-		m.Page = p
-	}
-	if m.History == "" {
-		from := (m.Page - 1) * ValuesPageSize
-		to := min(len(m.Rows), from+ValuesPageSize)
-		m.More, m.From = to < len(m.Rows), from+1
-		m.Rows = m.Rows[from:to]
+	if m.History != "" {
+		m.Page, m.From = 1, 1
 	}
 	names := make([]string, len(m.Rows))
 	for i, row := range m.Rows {
@@ -150,39 +220,13 @@ func (h *Values) ShowValuesPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	m, err := h.page(r, env, role)
+	query := r.URL.Query()
+	m, err := h.listPage(r, env, role, query)
 	if err != nil {
 		return err
 	}
-	query := r.URL.Query()
 	if n := query.Get("name"); store.ValidValueName(n) {
 		m.SetName, m.FocusValue = n, true
-	}
-	// The filter works without JavaScript as a GET form; the script
-	// filters the same rows as one types.
-	if f := strings.TrimSpace(query.Get("filter")); f != "" {
-		m.Filter = f
-		kept := m.Rows[:0]
-		for _, row := range m.Rows {
-			if strings.Contains(row.FilterText(), strings.ToLower(f)) {
-				kept = append(kept, row)
-			}
-		}
-		m.Rows = kept
-	}
-	// ?history=NAME shows that value alone with its earlier versions, a
-	// page at a time.
-	if n := query.Get("history"); store.ValidValueName(n) {
-		kept := m.Rows[:0]
-		for _, row := range m.Rows {
-			if row.Name == n {
-				kept = append(kept, row)
-			}
-		}
-		m.Rows, m.History = kept, n
-	}
-	if err := h.pageOfValues(r, env, &m, query); err != nil {
-		return err
 	}
 	return Render(w, r, http.StatusOK, views.Values(m))
 }

@@ -167,7 +167,7 @@ func (s *Service) valueChangesSinceActive(ctx context.Context, env *store.Enviro
 		contracts = append(contracts, dp.From.Definition.ValueContract())
 	}
 	used := store.UnionContract(contracts...)
-	return s.DB.ValueChangesSince(ctx, env.ID, active.Values, func(n string) bool { return store.References(used, n) })
+	return s.DB.ValueChangesSince(ctx, env.ID, active.Values, store.ContractNames(used))
 }
 
 // ValueChangesSinceActive lists the values set, changed or deleted since

@@ -203,12 +203,8 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 			}
 		}
 	}
-	stored, err := s.DB.StoredValues(ctx, env.ID)
-	if err != nil {
+	if in.StoredValues, err = s.DB.StoredValueNames(ctx, env.ID); err != nil {
 		return nil, err
-	}
-	for _, v := range stored {
-		in.StoredValues = append(in.StoredValues, v.Name)
 	}
 	dp.Plan = PlanDeploy(in)
 	if c, ok := platform.As[platform.DefinitionChecker](s.Platform); ok {
@@ -229,9 +225,25 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 			return nil, err
 		}
 	}
+	// The versions of the values that build a hostname: read by name, not
+	// with every stored value.
+	var public []string
+	all := dp.allPublic
+	if all == nil {
+		all = dp.PublicValues
+	}
+	for _, pv := range all {
+		public = append(public, pv.Name)
+	}
 	versions := map[string]int{}
-	for _, v := range stored {
-		versions[v.Name] = v.Version
+	if len(public) > 0 {
+		stored, err := s.DB.StoredValuesNamed(ctx, env.ID, public)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range stored {
+			versions[v.Name] = v.Version
+		}
 	}
 	withheld, err := s.applyPublications(ctx, env, dp, versions)
 	if err != nil {

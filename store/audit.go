@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,8 +85,11 @@ type AuditQuery struct {
 	// Text, when not empty, keeps records whose action, project,
 	// environment, target or detail contains it (case-insensitive).
 	Text string
-	// Offset and Limit page through the results.
-	Offset, Limit int
+	// Before, when not zero, keeps records older than the record of that
+	// id in the order (at, id); After, records newer than it (the page
+	// just before, still listed newest first). Limit is a page's size.
+	Before, After int64
+	Limit         int
 }
 
 // projectWide selects the records of a project rather than one of its
@@ -145,18 +149,32 @@ func likeEscape(s string) string {
 }
 
 // AuditEvents returns one page of the records q selects, newest first, and
-// whether there are more after it.
+// whether there are more after it (with q.After: newer ones before it).
 func (db *DB) AuditEvents(ctx context.Context, q AuditQuery) ([]AuditRecord, bool, error) {
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
-	where, args, searched := auditWhere(q, []any{q.Offset, q.Limit + 1})
+	where, args, searched := auditWhere(q, []any{q.Limit + 1})
+	// A keyset, not OFFSET: a deep page reads its rows from the index
+	// position of the record it continues from.
+	order := `at DESC, id DESC`
+	keyOf := func(id int64) string {
+		args = append(args, id)
+		return fmt.Sprintf(`(SELECT k.at, k.id FROM audit_events k WHERE k.id = $%d)`, len(args))
+	}
+	switch {
+	case q.Before > 0:
+		where += ` AND (at, id) < ` + keyOf(q.Before)
+	case q.After > 0:
+		where += ` AND (at, id) > ` + keyOf(q.After)
+		order = `at, id`
+	}
 	query := `
 		SELECT id, at, actor_id, actor, action, project, environment_id, environment, target, detail, request_id
 		FROM audit_events
 		WHERE ` + where + `
-		ORDER BY at DESC, id DESC
-		OFFSET $1 LIMIT $2`
+		ORDER BY ` + order + `
+		LIMIT $1`
 	if searched {
 		// A search's plan depends on its words (a trigram index for a rare
 		// one, the newest records first for a common one): planned for
@@ -176,6 +194,9 @@ func (db *DB) AuditEvents(ctx context.Context, q AuditQuery) ([]AuditRecord, boo
 	more := len(out) > q.Limit
 	if more {
 		out = out[:q.Limit]
+	}
+	if q.After > 0 && q.Before == 0 {
+		slices.Reverse(out)
 	}
 	return out, more, nil
 }

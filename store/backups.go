@@ -431,6 +431,34 @@ func (db *DB) Backups(ctx context.Context, envID int64, limit int) ([]Backup, er
 	return out, nil
 }
 
+// BackupsBefore returns a page of the environment's snapshots and skipped
+// fires that are not deleted, newest first, older than the one of id
+// before (0: from the newest), at most limit. It reads one more to say
+// whether older ones follow (more). The order (when, id) is the one of
+// backups_environment_at_idx, so a deep page reads only its rows.
+func (db *DB) BackupsBefore(ctx context.Context, envID, before int64, limit int) (list []Backup, more bool, err error) {
+	// Two statements, not "$2 = 0 OR ...": under a generic plan the OR
+	// would be a filter instead of the index condition.
+	older := ""
+	args := []any{envID, limit + 1}
+	if before > 0 {
+		older = `AND (COALESCE(b.scheduled_at, b.created_at), b.id) <
+		      (SELECT COALESCE(o.scheduled_at, o.created_at), o.id FROM backups o WHERE o.id = $3 AND o.environment_id = $1)`
+		args = append(args, before)
+	}
+	rows, _ := db.Pool.Query(ctx, `SELECT `+backupColumns+` FROM backups b LEFT JOIN runs r ON r.id = b.run_id
+		WHERE b.environment_id = $1 AND b.deleted_at IS NULL `+older+`
+		ORDER BY COALESCE(b.scheduled_at, b.created_at) DESC, b.id DESC LIMIT $2`, args...)
+	list, err = pgx.CollectRows(rows, collectBackup)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: backups: %w", err)
+	}
+	if len(list) > limit {
+		return list[:limit], true, nil
+	}
+	return list, false, nil
+}
+
 // LastGoodBackupAt returns when the environment's newest kept snapshot
 // that succeeded was taken, nil when none did.
 func (db *DB) LastGoodBackupAt(ctx context.Context, envID int64) (*time.Time, error) {

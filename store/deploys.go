@@ -43,14 +43,18 @@ func (db *DB) EnvironmentOverviews(ctx context.Context, u *User, projectID int64
 		  AND ($2 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1))`, u.ID, u.IsAdmin, projectID)
 }
 
-// EnvironmentOverviewsOfProjects is EnvironmentOverviews of the projects
-// projectIDs (a page of them).
-func (db *DB) EnvironmentOverviewsOfProjects(ctx context.Context, u *User, projectIDs []int64) ([]EnvironmentOverview, error) {
+// FirstEnvironmentOverviewsOfProjects returns the overviews of the
+// environments of projectIDs that u may see, keeping the first perProject
+// of each project by name: a page of project cards reads what its chips
+// show, not every environment of a project of hundreds.
+func (db *DB) FirstEnvironmentOverviewsOfProjects(ctx context.Context, u *User, projectIDs []int64, perProject int) ([]EnvironmentOverview, error) {
 	if u == nil {
 		return nil, nil
 	}
-	return db.environmentOverviews(ctx, `p.id = ANY($3)
-		  AND ($2 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1))`, u.ID, u.IsAdmin, append([]int64{}, projectIDs...))
+	return db.environmentOverviewsFrom(ctx, `projects p CROSS JOIN LATERAL (
+		    SELECT e.* FROM environments e WHERE e.project_id = p.id
+		      AND ($2 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1))
+		    ORDER BY e.name LIMIT $4) e`, `p.id = ANY($3)`, u.ID, u.IsAdmin, append([]int64{}, projectIDs...), perProject)
 }
 
 // EnvironmentOverviewOf returns the overview of one environment.
@@ -66,6 +70,10 @@ func (db *DB) EnvironmentOverviewOf(ctx context.Context, envID int64) (*Environm
 }
 
 func (db *DB) environmentOverviews(ctx context.Context, where string, args ...any) ([]EnvironmentOverview, error) {
+	return db.environmentOverviewsFrom(ctx, `environments e JOIN projects p ON p.id = e.project_id`, where, args...)
+}
+
+func (db *DB) environmentOverviewsFrom(ctx context.Context, from, where string, args ...any) ([]EnvironmentOverview, error) {
 	rows, _ := db.Pool.Query(ctx, `
 		SELECT e.id, p.name, e.name, e.state,
 		       COALESCE((SELECT number FROM revisions WHERE id = e.active_revision_id), 0),
@@ -74,7 +82,7 @@ func (db *DB) environmentOverviews(ctx context.Context, where string, args ...an
 		       COALESCE((SELECT number FROM revisions WHERE id = d.revision_id), 0),
 		       d.id IS NOT NULL AND d.finished_at IS NULL,
 		       d.id IS NOT NULL AND d.finished_at IS NULL AND d.status = 'waiting' AND d.plan_digest <> '' AND d.job_id IS NULL
-		FROM environments e JOIN projects p ON p.id = e.project_id
+		FROM `+from+`
 		LEFT JOIN LATERAL (SELECT id, number, status, reason, revision_id, finished_at, plan_digest, job_id FROM runs
 		    WHERE environment_id = e.id AND kind = 'deploy' ORDER BY id DESC LIMIT 1) d ON true
 		WHERE `+where+`

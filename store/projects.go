@@ -58,6 +58,8 @@ type NewRevision struct {
 type ProjectSummary struct {
 	Project
 	Environments []string
+	// EnvironmentCount counts them (VisibleProjectsPage fills only it).
+	EnvironmentCount int
 }
 
 // CreateProject stores a new project and its manifest as revision 1, with
@@ -250,13 +252,13 @@ func (db *DB) VisibleProjectsPage(ctx context.Context, u *User, offset, limit in
 	}
 	rows, _ := db.Pool.Query(ctx, `
 		SELECT p.id, p.name, p.description, p.created_at,
-		       ARRAY(SELECT e.name FROM environments e WHERE e.project_id = p.id AND `+visible+` ORDER BY e.name)
+		       (SELECT count(*) FROM environments e WHERE e.project_id = p.id AND `+visible+`)
 		FROM projects p
 		WHERE `+having+`
 		ORDER BY p.name OFFSET $2 LIMIT $3`, u.ID, offset, limit+1)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ProjectSummary, error) {
 		var s ProjectSummary
-		err := row.Scan(&s.ID, &s.Name, &s.Description, &s.CreatedAt, &s.Environments)
+		err := row.Scan(&s.ID, &s.Name, &s.Description, &s.CreatedAt, &s.EnvironmentCount)
 		return s, err
 	})
 	if err != nil {

@@ -98,6 +98,80 @@ func (db *DB) StoredValues(ctx context.Context, envID int64) ([]StoredValue, err
 	return out, nil
 }
 
+// StoredValuesNamed lists the stored values among names, by name: the
+// ones a contract references, read without the others.
+func (db *DB) StoredValuesNamed(ctx context.Context, envID int64, names []string) ([]StoredValue, error) {
+	return db.storedValuesWhere(ctx, `v.name = ANY($2)`, "", envID, names)
+}
+
+// OrphanedValues counts the stored values of the environment whose names
+// are not among referenced and, with filter, contain it (any case); it
+// reads limit of them by name from offset (none when limit is 0). The
+// count is an index-only scan of environment_values_set_idx: names only,
+// never the sealed values, so it stays small next to a page.
+func (db *DB) OrphanedValues(ctx context.Context, envID int64, referenced []string, filter string, offset, limit int) ([]StoredValue, int, error) {
+	where, args := `v.name <> ALL($2)`, []any{envID, referenced}
+	if filter != "" {
+		where += ` AND strpos(lower(v.name), lower($3)) > 0`
+		args = append(args, filter)
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM environment_values v
+		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL AND `+where, args...).Scan(&n); err != nil {
+		return nil, 0, fmt.Errorf("store: orphaned values: %w", err)
+	}
+	if limit <= 0 || offset >= n {
+		return nil, n, nil
+	}
+	page := fmt.Sprintf(` OFFSET %d LIMIT %d`, max(offset, 0), limit)
+	out, err := db.storedValuesWhere(ctx, where, page, args...)
+	return out, n, err
+}
+
+// StoredValueNames lists the names of the environment's set values, by
+// name (an index-only scan: no sealed value is read).
+func (db *DB) StoredValueNames(ctx context.Context, envID int64) ([]string, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT name FROM environment_values
+		WHERE environment_id = $1 AND ciphertext IS NOT NULL ORDER BY name`, envID)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: stored value names: %w", err)
+	}
+	return out, nil
+}
+
+func (db *DB) storedValuesWhere(ctx context.Context, where, page string, args ...any) ([]StoredValue, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT v.name, v.version,
+		       `+userDisplayName+`,
+		       v.updated_at
+		FROM environment_values v LEFT JOIN users u ON u.id = v.updated_by
+		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL AND `+where+`
+		ORDER BY v.name`+page, args...)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredValue, error) {
+		var s StoredValue
+		err := row.Scan(&s.Name, &s.Version, &s.UpdatedBy, &s.UpdatedAt)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: stored values: %w", err)
+	}
+	return out, nil
+}
+
+// ContractNames lists every name c references.
+func ContractNames(c compiler.ValueContract) []string {
+	out := slices.Clone(c.Required)
+	for n := range c.Optional {
+		out = append(out, n)
+	}
+	if out == nil {
+		out = []string{}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // ValueStateKind is the state of one value name in an environment.
 type ValueStateKind string
 

@@ -359,12 +359,17 @@ type ValueChange struct {
 
 // ValueChangesSince compares the environment's values with a release:
 // names set, changed or deleted since, sorted by name. Only names in
-// within count (nil: all), so that values no revision uses stay quiet.
-func (db *DB) ValueChangesSince(ctx context.Context, envID int64, release []NameVersion, within func(name string) bool) ([]ValueChange, error) {
+// within count (nil: all), so that values no revision uses stay quiet; only
+// their rows are read, not every stored value.
+func (db *DB) ValueChangesSince(ctx context.Context, envID int64, release []NameVersion, within []string) ([]ValueChange, error) {
+	only, args := "", []any{envID}
+	if within != nil {
+		only, args = ` AND v.name = ANY($2)`, append(args, within)
+	}
 	rows, _ := db.Pool.Query(ctx, `
 		SELECT v.name, v.version, v.ciphertext IS NOT NULL, `+userDisplayName+`, v.updated_at
 		FROM environment_values v LEFT JOIN users u ON u.id = v.updated_by
-		WHERE v.environment_id = $1 AND v.version > 0 ORDER BY v.name`, envID)
+		WHERE v.environment_id = $1 AND v.version > 0`+only+` ORDER BY v.name`, args...)
 	type slotRow struct {
 		Name    string
 		Version int
@@ -382,9 +387,6 @@ func (db *DB) ValueChangesSince(ctx context.Context, envID int64, release []Name
 	}
 	var out []ValueChange
 	for _, s := range slots {
-		if within != nil && !within(s.Name) {
-			continue
-		}
 		from, inRelease := was[s.Name]
 		switch {
 		case s.Set && !inRelease:

@@ -17,9 +17,11 @@ type AuditPage struct {
 	Filtered bool
 	// Person, From, To (dates, YYYY-MM-DD) and Text are the other filters as typed.
 	Person, From, To, Text string
-	Page                   int
-	PrevURL                string
-	NextURL                string
+	// PrevURL is the newer page's link, NextURL the older one's, NewestURL
+	// the first page's; "" where there is none.
+	PrevURL   string
+	NextURL   string
+	NewestURL string
 }
 
 // AuditRow is one audit event as the page shows it.

@@ -42,7 +42,13 @@ type BackupsPage struct {
 	// Preview lists the next five fires in UTC of Cron.
 	Preview      []string
 	PreviewError string
-	Snapshots    []BackupRow
+	// Snapshots is one page of them, newest first; OlderURL the next
+	// page's link ("" on the last), NewestURL the first page's ("" on it).
+	Snapshots []BackupRow
+	OlderURL  string
+	NewestURL string
+	// Refresh is what the page's script reads again: this page.
+	Refresh string
 }
 
 // BackupStatusView is the schedule, its next fire, the last good snapshot
@@ -116,11 +122,9 @@ type AdminPage struct {
 	Current        string
 	CurrentProblem string
 	Alarms         []BackupAlarmView
-	// Claims are the installation's hostname claims; Targets the
-	// environments a claim may be moved to. Move is the move form as
-	// posted, MoveError why it was refused.
+	// Claims are the installation's hostname claims. Move is the move
+	// form as posted (its environment typed), MoveError why it was refused.
 	Claims    []HostnameClaimView
-	Targets   []FilterOption
 	Move      HostnameMove
 	MoveError string
 }

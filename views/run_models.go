@@ -226,9 +226,10 @@ type DeployPlanPage struct {
 	Redeploy     bool
 	Changes      []PlanChangeView
 	Missing      []string
-	Orphaned     []string
-	Destructive  []string
-	Refused      []string
+	// Orphaned lists the orphaned names; the page shows OrphanedShown.
+	Orphaned    []string
+	Destructive []string
+	Refused     []string
 	// PublicValues are values a hostname of the revision is built from that
 	// the project also uses outside hostnames (names and expressions only).
 	// Their hostnames are never resolved on the page; only an admin
@@ -355,3 +356,7 @@ func hasPending(svcs []ServiceStateView) bool {
 	}
 	return false
 }
+
+// OrphanedShown is how many orphaned names the deploy plan lists; it links
+// to the values page for the others.
+const OrphanedShown = 20

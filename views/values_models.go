@@ -32,8 +32,8 @@ type ValuesPage struct {
 	// HistoryPage the page of them.
 	History     string
 	HistoryPage int
-	// Orphaned lists the orphaned names, for the prune action.
-	Orphaned []string
+	// OrphanedCount counts the orphaned names, for the prune action.
+	OrphanedCount int
 	// CanManage: environment admins set, import, delete and prune.
 	CanManage bool
 	// SetName re-shows the name of a failed set (never the value).

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,30 +72,77 @@ func TestAuditLogScopes(t *testing.T) {
 	}
 }
 
+// TestAuditLogIsNewestFirstAndPaginated: pages continue from a record (a
+// keyset), newest first in (at, id) order, even where records share a
+// time: each older page shows exactly the next records, its links keep
+// the filters, the last page has no Older link, and Newer goes back to
+// exactly the page before.
 func TestAuditLogIsNewestFirstAndPaginated(t *testing.T) {
 	s := webtest.Start(t)
 	ctx := context.Background()
-	total := handlers.AuditPageSize + 5
+	total := 2*handlers.AuditPageSize + 25
 	for i := range total {
 		if err := s.DB.Audit(ctx, store.AuditEvent{Actor: "script", Action: "test.event", Target: "t" + itoa(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// Ten records share each time, so the id orders them.
+	if _, err := s.DB.Pool.Exec(ctx, `UPDATE audit_events SET at = timestamptz '2026-01-01' + (substr(target, 2)::int / 10) * interval '1 minute'
+		WHERE action = 'test.event'`); err != nil {
+		t.Fatal(err)
+	}
 	c := s.SignInLocal(t)
-	_, page1 := s.Get(t, c, "/audit?action=test.event")
-	last, first := ">t"+itoa(total-1)+"<", ">t0<"
-	if !strings.Contains(page1, last) || strings.Contains(page1, first) {
-		t.Errorf("page 1 does not start with the newest event or already shows the oldest")
+	target := regexp.MustCompile(`>t(\d+)<`)
+	shown := func(body string) []int {
+		var out []int
+		for _, m := range target.FindAllStringSubmatch(body, -1) {
+			n, _ := strconv.Atoi(m[1])
+			out = append(out, n)
+		}
+		return out
 	}
-	if !strings.Contains(page1, `href="/audit?action=test.event&amp;page=2"`) {
-		t.Fatal("page 1 has no link to page 2 keeping the filter")
+	link := func(body, testid string) string {
+		m := regexp.MustCompile(`href="([^"]+)" data-testid="` + testid + `"`).FindStringSubmatch(body)
+		if m == nil {
+			return ""
+		}
+		return strings.ReplaceAll(m[1], "&amp;", "&")
 	}
-	_, page2 := s.Get(t, c, "/audit?action=test.event&page=2")
-	if !strings.Contains(page2, first) || strings.Contains(page2, last) {
-		t.Errorf("page 2 does not hold the oldest events only")
+	newest := func(from, n int) []int {
+		var out []int
+		for i := from; i > from-n && i >= 0; i-- {
+			out = append(out, i)
+		}
+		return out
 	}
-	if strings.Contains(page2, "page=3") {
-		t.Error("page 2 links to a page 3 that is empty")
+	_, page1 := s.Get(t, c, "/audit?action=test.event&q=t")
+	if got := shown(page1); !slices.Equal(got, newest(total-1, handlers.AuditPageSize)) {
+		t.Errorf("page 1 shows %v, want the %d newest", got, handlers.AuditPageSize)
+	}
+	older := link(page1, "older")
+	if !strings.Contains(older, "action=test.event") || !strings.Contains(older, "q=t") || !strings.Contains(older, "before=") {
+		t.Fatalf("page 1's Older link %q does not continue from its last record keeping the filters", older)
+	}
+	_, page2 := s.Get(t, c, older)
+	if got := shown(page2); !slices.Equal(got, newest(total-1-handlers.AuditPageSize, handlers.AuditPageSize)) {
+		t.Errorf("page 2 shows %v, want exactly the next %d", got, handlers.AuditPageSize)
+	}
+	_, page3 := s.Get(t, c, link(page2, "older"))
+	if got := shown(page3); !slices.Equal(got, newest(24, 25)) {
+		t.Errorf("page 3 shows %v, want the 25 oldest", got)
+	}
+	if link(page3, "older") != "" || link(page3, "newest") == "" {
+		t.Error("the last page links to older records, or not to the newest")
+	}
+	back := link(page3, "newer")
+	if !strings.Contains(back, "action=test.event") || !strings.Contains(back, "after=") {
+		t.Fatalf("page 3's Newer link %q does not keep the filters", back)
+	}
+	if _, again := s.Get(t, c, back); !slices.Equal(shown(again), shown(page2)) {
+		t.Errorf("Newer from page 3 shows %v, want page 2 again", shown(again))
+	}
+	if link(page1, "newer") != "" || link(page1, "newest") != "" {
+		t.Error("page 1 links to newer records")
 	}
 }
 

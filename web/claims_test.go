@@ -118,7 +118,18 @@ func TestAnAdminOfOneProjectCannotTakeAnotherProjectsLiveHostname(t *testing.T) 
 	if _, page := s.Get(t, mallory, shopPath+"/deploys/new"); !strings.Contains(page, refused) {
 		t.Fatal("a refused move moved the claim")
 	}
-	resp, _ = s.PostForm(t, admin, "/admin/hostnames/move", move)
+	// The environment is typed, not chosen among every environment.
+	if strings.Contains(page, `<option value="`+strconv.FormatInt(shop.ID, 10)+`"`) || !strings.Contains(page, `id="move-environment" name="environment"`) {
+		t.Fatal("the move form lists the environments instead of a typed field")
+	}
+	unknown := url.Values{"hostname": {live}, "environment": {"team-shop/nowhere"}, "confirm": {live}}
+	resp, body = s.PostForm(t, admin, "/admin/hostnames/move", unknown)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "No environment is named team-shop/nowhere") ||
+		!strings.Contains(body, `value="team-shop/nowhere"`) {
+		t.Fatalf("move to an unknown environment: %d\n%s", resp.StatusCode, pageMain(body))
+	}
+	typed := url.Values{"hostname": {live}, "environment": {"team-shop / production"}, "confirm": {live}}
+	resp, _ = s.PostForm(t, admin, "/admin/hostnames/move", typed)
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("move: %d", resp.StatusCode)
 	}

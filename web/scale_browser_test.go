@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/webtest"
 )
@@ -82,6 +83,66 @@ func TestBrowserTokensPageFindsEnvironmentsWithASearch(t *testing.T) {
 			t.Errorf("at %d px the search for env-37 lists %q", width, got)
 		}
 		b.Screenshot(fmt.Sprintf("tokens-search-%d", width))
+		if extra, culprits := b.Overflow(); extra > 0 {
+			t.Errorf("at %d px the page is %d px too wide: %s", width, extra, culprits)
+		}
+	}
+}
+
+// TestBrowserBackupsPagerShowsOlderSnapshots: with 30 snapshot rows the
+// backups page lists 25; its Older link, followed in the browser, shows
+// the 5 oldest and a way back to the newest, at both widths.
+func TestBrowserBackupsPagerShowsOlderSnapshots(t *testing.T) {
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	env := s.CreateEnvironment(t, backupWebManifest, "production")
+	if _, err := s.DB.Pool.Exec(t.Context(), `INSERT INTO backups (environment_id, origin, scheduled_at, skipped)
+		SELECT $1, 'scheduled', timestamptz '2026-01-01' + make_interval(mins => i), 'skip ' || lpad(i::text, 2, '0')
+		FROM generate_series(1, 30) AS i`, env.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, width := range []int64{1280, 390} {
+		b := browsertest.New(t)
+		b.Emulate(width, "light")
+		b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+		b.Do(chromedp.Navigate(s.URL+"/projects/vault/environments/production/backups"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=older]`)))
+		b.Screenshot(fmt.Sprintf("backups-paged-%d", width))
+		b.Do(chromedp.Click(chromedp.CSS(`[data-testid=older]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=newest]`)))
+		got := b.Text("#snapshots tbody")
+		if !strings.Contains(got, "skip 05") || !strings.Contains(got, "skip 01") || strings.Contains(got, "skip 06") {
+			t.Errorf("at %d px the older page lists %q, want skips 05 to 01", width, got)
+		}
+		b.Screenshot(fmt.Sprintf("backups-older-%d", width))
+		if extra, culprits := b.Overflow(); extra > 0 {
+			t.Errorf("at %d px the page is %d px too wide: %s", width, extra, culprits)
+		}
+	}
+}
+
+// TestBrowserAuditOlderAndNewerPagesKeepTheFilter: the audit log's Older
+// link, followed in the browser, shows the next records of the filtered
+// list and Newer goes back, at both widths.
+func TestBrowserAuditOlderAndNewerPagesKeepTheFilter(t *testing.T) {
+	s := webtest.Start(t)
+	for i := range 60 {
+		if err := s.DB.Audit(t.Context(), store.AuditEvent{Actor: "script", Action: "test.event", Target: fmt.Sprintf("t%02d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, width := range []int64{1280, 390} {
+		b := browsertest.New(t)
+		b.Emulate(width, "light")
+		b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+		b.Do(chromedp.Navigate(s.URL+"/audit?action=test.event"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=older]`)))
+		b.Do(chromedp.Click(chromedp.CSS(`[data-testid=older]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=newer]`)))
+		got := b.Text("main table tbody")
+		if !strings.Contains(got, "t09") || strings.Contains(got, "t10") || strings.Contains(got, "sign-in") {
+			t.Errorf("at %d px the older page lists %q, want the filtered t09 to t00", width, got)
+		}
+		b.Screenshot(fmt.Sprintf("audit-older-%d", width))
+		b.Do(chromedp.Click(chromedp.CSS(`[data-testid=newer]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=older]`)))
+		if got := b.Text("main table tbody"); !strings.Contains(got, "t59") || !strings.Contains(got, "t10") || strings.Contains(got, "t09") {
+			t.Errorf("at %d px Newer lists %q, want t59 to t10", width, got)
+		}
 		if extra, culprits := b.Overflow(); extra > 0 {
 			t.Errorf("at %d px the page is %d px too wide: %s", width, extra, culprits)
 		}

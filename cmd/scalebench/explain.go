@@ -79,14 +79,32 @@ var plannedStatements = []planned{
 	{"last good backup", `SELECT COALESCE(b.scheduled_at, b.created_at) FROM backups b JOIN runs r ON r.id = b.run_id
 		WHERE b.environment_id = $1 AND b.deleted_at IS NULL AND r.status IN ('succeeded', 'succeeded-with-warnings')
 		ORDER BY COALESCE(b.scheduled_at, b.created_at) DESC, b.id DESC LIMIT 1`, busy},
-	{"audit, by action", `SELECT id FROM audit_events WHERE true AND action = $3 ORDER BY at DESC, id DESC OFFSET $1 LIMIT $2`,
-		func(*installation) []any { return []any{0, 51, "value.set"} }},
-	{"audit, by environment", `SELECT id FROM audit_events WHERE true AND (environment_id = $3 OR (environment_id IS NULL AND environment = '' AND project <> ''
-		AND project IN (SELECT p.name FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id = $3))) ORDER BY at DESC, id DESC OFFSET $1 LIMIT $2`,
-		func(i *installation) []any { return []any{0, 51, i.busy.ID} }},
+	{"audit, by action", `SELECT id FROM audit_events WHERE true AND action = $2 ORDER BY at DESC, id DESC LIMIT $1`,
+		func(*installation) []any { return []any{51, "value.set"} }},
+	{"audit, deep page (keyset)", `SELECT id FROM audit_events WHERE true AND (at, id) < (SELECT k.at, k.id FROM audit_events k WHERE k.id = $2) ORDER BY at DESC, id DESC LIMIT $1`,
+		func(i *installation) []any {
+			var id int64
+			_ = i.db.Pool.QueryRow(context.Background(), `SELECT id FROM audit_events ORDER BY at DESC, id DESC OFFSET (SELECT count(*) / 2 FROM audit_events) LIMIT 1`).Scan(&id)
+			return []any{51, id}
+		}},
+	{"audit, by environment", `SELECT id FROM audit_events WHERE true AND (environment_id = $2 OR (environment_id IS NULL AND environment = '' AND project <> ''
+		AND project IN (SELECT p.name FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id = $2))) ORDER BY at DESC, id DESC LIMIT $1`,
+		func(i *installation) []any { return []any{51, i.busy.ID} }},
 	{"audit, text search without a match (planned per search: custom plan shown by EXPLAIN of the literal)",
-		`SELECT id FROM audit_events WHERE true AND audit_text(audit_events) LIKE '%' || lower($3) || '%' ORDER BY at DESC, id DESC OFFSET $1 LIMIT $2`,
-		func(*installation) []any { return []any{0, 51, "nothing-matches-this"} }},
+		`SELECT id FROM audit_events WHERE true AND audit_text(audit_events) LIKE '%' || lower($2) || '%' ORDER BY at DESC, id DESC LIMIT $1`,
+		func(*installation) []any { return []any{51, "nothing-matches-this"} }},
+	{"backups, older page (keyset)", `SELECT b.id FROM backups b WHERE b.environment_id = $1 AND b.deleted_at IS NULL
+		AND (COALESCE(b.scheduled_at, b.created_at), b.id) < (SELECT COALESCE(o.scheduled_at, o.created_at), o.id FROM backups o WHERE o.id = $3 AND o.environment_id = $1)
+		ORDER BY COALESCE(b.scheduled_at, b.created_at) DESC, b.id DESC LIMIT $2`,
+		func(i *installation) []any {
+			var id int64
+			_ = i.db.Pool.QueryRow(context.Background(), `SELECT max(id) FROM backups WHERE environment_id = $1`, i.busy.ID).Scan(&id)
+			return []any{i.busy.ID, 26, id}
+		}},
+	{"orphaned values count", `SELECT count(*) FROM environment_values v WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL AND v.name <> ALL($2)`,
+		func(i *installation) []any {
+			return []any{i.busy.ID, []string{"APP_DOMAIN", "DATABASE_PASSWORD", "SMTP_URL"}}
+		}},
 	{"audit actions", `WITH RECURSIVE a(action) AS (
 			(SELECT action FROM audit_events ORDER BY action LIMIT 1)
 			UNION ALL

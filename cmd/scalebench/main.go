@@ -33,6 +33,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -56,6 +57,7 @@ type options struct {
 	values  int
 	only    string
 	explain bool
+	profile string
 }
 
 func main() {
@@ -64,7 +66,8 @@ func main() {
 	flag.IntVar(&o.samples, "samples", 30, "timed samples per page and installation, alternating")
 	flag.IntVar(&o.warmup, "warmup", 8, "untimed requests per page and installation first (more than 5: generic plans)")
 	flag.IntVar(&o.values, "values", 2000, "values in the large installation's busy environment (each with 10 versions)")
-	flag.StringVar(&o.only, "only", "", "time only the pages whose name contains this")
+	flag.StringVar(&o.only, "only", "", "time only the pages whose name contains this (several: separated by commas)")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the timed samples (both installations; the Studio runs in this process) to this file")
 	flag.BoolVar(&o.explain, "explain", false, "print the plans of the slowest statements of the large installation (pg_stat_statements is not needed: the bench EXPLAINs what it knows)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -79,6 +82,7 @@ type sizes struct {
 	runs, busyRuns, eventsPerRun           int
 	busyValues, versions, otherValues      int
 	audit, snapshots, users                int
+	deliveries                             int
 }
 
 func (o options) large() sizes {
@@ -88,6 +92,7 @@ func (o options) large() sizes {
 		runs: n(200000, 200), busyRuns: n(40000, 100), eventsPerRun: 25,
 		busyValues: o.values, versions: 10, otherValues: n(29000, 50),
 		audit: n(1000000, 1000), snapshots: n(20000, 50), users: n(500, 10),
+		deliveries: n(50000, 100),
 	}
 }
 
@@ -97,6 +102,7 @@ func small() sizes {
 		runs: 60, busyRuns: 30, eventsPerRun: 25,
 		busyValues: 10, versions: 2, otherValues: 10,
 		audit: 200, snapshots: 10, users: 3,
+		deliveries: 30,
 	}
 }
 
@@ -183,7 +189,8 @@ func build(ctx context.Context, name string, sz sizes, dbURL string) (*installat
 		return nil, err
 	}
 	vault := store.NewVault(db, keys)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Errors only (a page answering 500 says why); requests are not logged.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	hub := events.NewHub(db, events.HubOptions{Logger: logger, LatestRuns: views.LatestRunsShown})
 	metrics := web.NewMetrics(db)
 	var handler http.Handler
@@ -265,6 +272,10 @@ func build(ctx context.Context, name string, sz sizes, dbURL string) (*installat
 	}
 	if _, inst.token, err = db.CreateToken(ctx, actor, store.NewToken{Name: "bench", Days: 30,
 		Scope: []store.TokenGrant{{EnvironmentID: inst.busy.ID, Project: "shop", Environment: "production", Role: store.RoleAdmin}}}); err != nil {
+		return nil, err
+	}
+	if _, _, err := vault.CreateWebhookEndpoint(ctx, actor, inst.busy, store.NewWebhookEndpoint{URL: "https://hooks.example.test/studio",
+		Events: []string{store.WebhookDeploySucceeded, store.WebhookDeployFailed}, Format: "standard"}); err != nil {
 		return nil, err
 	}
 	if err := grow(ctx, db, inst, sz); err != nil {
@@ -375,6 +386,12 @@ func grow(ctx context.Context, db *store.DB, inst *installation, sz sizes) error
 			SELECT a.at - g * interval '20 s', a.actor_id, a.actor, a.action, a.project, a.environment_id, a.environment, a.target, a.detail, 'bulk-' || g
 			FROM (SELECT *, row_number() OVER (ORDER BY id) - 1 AS i, count(*) OVER () AS n FROM audit_events) a, generate_series(1, $1::int) g
 			WHERE g % a.n = a.i`, []any{sz.audit}},
+		{"webhook deliveries", `INSERT INTO webhook_deliveries (endpoint_id, message_id, event, data, occurred_at, status, attempts, response_code, duration_ms, last_attempt_at, created_at)
+			SELECT (SELECT max(id) FROM webhook_endpoints), 'msg_' || g, 'deploy.succeeded', jsonb_build_object('project', 'shop', 'environment', 'production', 'path', '/projects/shop/environments/production/runs/' || g,
+			           'run', jsonb_build_object('id', g, 'kind', 'deploy', 'status', 'succeeded', 'revision', 1)), now() - g * interval '1 minute',
+			       CASE WHEN g % 20 = 0 THEN 'failed' ELSE 'succeeded' END, 1 + (g % 20 = 0)::int * 4, CASE WHEN g % 20 = 0 THEN 500 ELSE 200 END, 40,
+			       now() - g * interval '1 minute', now() - g * interval '1 minute'
+			FROM generate_series(1, $1::int) g`, []any{sz.deliveries}},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -451,9 +468,24 @@ func pages() []page {
 		get("run", func(i *installation) string { return fmt.Sprintf("%s/runs/%d", env(i), i.runID) }),
 		{name: "values (2,000 in large)", path: func(i *installation) string { return env(i) + "/values" }, method: http.MethodGet, maxBytes: 100 << 10},
 		get("backups", func(i *installation) string { return env(i) + "/backups" }),
+		get("backups, older page", func(i *installation) string {
+			// The snapshot in the middle of the busy environment's list.
+			var id int64
+			_ = i.db.Pool.QueryRow(context.Background(), `SELECT id FROM backups WHERE environment_id = $1 AND deleted_at IS NULL
+				ORDER BY COALESCE(scheduled_at, created_at) DESC, id DESC OFFSET (SELECT count(*) / 2 FROM backups WHERE environment_id = $1) LIMIT 1`, i.busy.ID).Scan(&id)
+			return fmt.Sprintf("%s/backups?before=%d", env(i), id)
+		}),
 		get("deploy plan", func(i *installation) string { return env(i) + "/deploys/new" }),
+		get("webhooks", func(i *installation) string { return env(i) + "/webhooks" }),
 		get("members", func(i *installation) string { return env(i) + "/members" }),
 		get("audit, first page", fixed("/audit")),
+		get("audit, deep page", func(i *installation) string {
+			// Halfway down the whole log: 500,000 records deep at -scale 1.
+			var id int64
+			_ = i.db.Pool.QueryRow(context.Background(), `SELECT id FROM audit_events ORDER BY at DESC, id DESC
+				OFFSET (SELECT count(*) / 2 FROM audit_events) LIMIT 1`).Scan(&id)
+			return fmt.Sprintf("/audit?before=%d", id)
+		}),
 		get("audit, by action", fixed("/audit?action=value.set")),
 		get("audit, by environment", fixed("/audit?environment=shop%2Fproduction")),
 		{name: "audit, text search without a match", path: fixed("/audit?q=nothing-matches-this"), method: http.MethodGet, maxLarge: 50 * time.Millisecond},
@@ -505,10 +537,21 @@ func (inst *installation) do(pg page) (time.Duration, int, int, error) {
 
 func measure(ctx context.Context, o options, sm, lg *installation) error {
 	fmt.Printf("\n%d samples per page and installation, alternating, after %d warm-up requests each\n", o.samples, o.warmup)
-	fmt.Printf("%-36s %9s %9s %9s %9s %7s %7s %9s  %s\n", "page", "small p50", "large p50", "small p99", "large p99", "p50 ×", "p99 ×", "large KB", "goal (p50 ≤ 1.5×, p99 ≤ 2×)")
+	fmt.Printf("%-36s %9s %9s %9s %9s %7s %7s %9s %9s  %s\n", "page", "small p50", "large p50", "small p99", "large p99", "p50 ×", "p99 ×", "small KB", "large KB", "goal (p50 ≤ 1.5×, p99 ≤ 2×)")
 	failed := 0
+	if o.profile != "" {
+		f, err := os.Create(o.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	for _, pg := range pages() {
-		if o.only != "" && !strings.Contains(pg.name, o.only) {
+		if o.only != "" && !slices.ContainsFunc(strings.Split(o.only, ","), func(w string) bool { return strings.Contains(pg.name, w) }) {
 			continue
 		}
 		res := map[*installation]*result{sm: {}, lg: {}}
@@ -556,8 +599,8 @@ func measure(ctx context.Context, o options, sm, lg *installation) error {
 			verdict = "FAIL"
 			failed++
 		}
-		fmt.Printf("%-36s %9s %9s %9s %9s %6.1fx %6.1fx %9.1f  %s %s\n", pg.name, ms(s.pct(0.5)), ms(l.pct(0.5)), ms(s.pct(0.99)), ms(l.pct(0.99)),
-			r50, r99, float64(l.bytes)/1024, verdict, strings.Join(notes, ", "))
+		fmt.Printf("%-36s %9s %9s %9s %9s %6.1fx %6.1fx %9.1f %9.1f  %s %s\n", pg.name, ms(s.pct(0.5)), ms(l.pct(0.5)), ms(s.pct(0.99)), ms(l.pct(0.99)),
+			r50, r99, float64(s.bytes)/1024, float64(l.bytes)/1024, verdict, strings.Join(notes, ", "))
 	}
 	if o.explain {
 		if err := explain(ctx, lg); err != nil {
