@@ -406,7 +406,7 @@ func Members(m MembersPage) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if m.NoOIDC {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<div class=\"callout callout-warn oidc-note\" data-testid=\"no-oidc\"><p>Only the local sign-in link is configured. People added here by email cannot sign in until an OpenID provider is configured: see <a href=\"https://github.com/skali-dev/studio#signing-in-with-openid-connect\">Signing in with OpenID Connect</a> in the README.</p></div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<div class=\"callout callout-warn oidc-note\" data-testid=\"no-oidc\"><p>Only the local sign-in link is configured. People added here by email cannot sign in until an OpenID provider is configured: see <a href=\"https://github.com/skali-dev/studio/blob/main/docs/configuration.md#signing-in-with-openid-connect\">Signing in with OpenID Connect</a> in the documentation.</p></div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

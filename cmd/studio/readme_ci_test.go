@@ -17,14 +17,14 @@ import (
 // its Validate step's command and its "Deploy and wait" step's script.
 func readmeCISteps(t *testing.T) (validate, deploy string) {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/api-and-cli.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, job, ok := strings.Cut(string(b), "```yaml\nname: deploy staging\n")
 	job, _, _ = strings.Cut(job, "```")
 	if !ok {
-		t.Fatal("the README has no GitHub Actions example (```yaml name: deploy staging)")
+		t.Fatal("docs/api-and-cli.md has no GitHub Actions example (```yaml name: deploy staging)")
 	}
 	lines := strings.Split(job, "\n")
 	for i, l := range lines {
@@ -42,7 +42,7 @@ func readmeCISteps(t *testing.T) (validate, deploy string) {
 		}
 	}
 	if validate == "" || !strings.Contains(deploy, "studio deploy") {
-		t.Fatalf("the README's example has no Validate step or deploy script:\n%s", job)
+		t.Fatalf("the documented example has no Validate step or deploy script:\n%s", job)
 	}
 	return validate, deploy
 }
