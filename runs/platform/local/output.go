@@ -115,14 +115,7 @@ func (l *Platform) part(ctx context.Context, n int) error {
 	if l.StepDelay <= 0 || n <= 1 {
 		return l.step(ctx)
 	}
-	t := time.NewTimer(l.StepDelay / time.Duration(n))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep(ctx, l.StepDelay/time.Duration(n))
 }
 
 // joinIPs lists addresses as a DNS answer reads.
