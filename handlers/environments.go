@@ -149,6 +149,16 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 	}
 	m.Values.Orphaned = orphaned
 	m.CanDeploy = role.Includes(store.RoleDeployer)
+	if env.State == store.EnvironmentDeleting {
+		// The danger zone lives on the Settings page; the overview says
+		// what became of the deletion, and admins get the way to retry.
+		m.Deleting = env.Name + " is being deleted: what it runs on the platform goes first, then its values, members and run history."
+		if z, err := h.EnvironmentDangerZone(ctx, env, store.RoleAdmin); err != nil {
+			return err
+		} else if z != nil {
+			m.Deleting = z.Explain
+		}
+	}
 	if windows, err := h.DB.FreezeWindows(ctx, env.ID); err != nil {
 		return err
 	} else if fz, ok := runs.FrozenAt(windows, h.DB.Now()); ok {

@@ -16,7 +16,10 @@ type EnvironmentPage struct {
 	// rendered: its live stream resumes after it.
 	LastEventSeq int64
 	State        string
-	Role         string
+	// Deleting is what became of the environment's deletion while it is
+	// deleting (in progress, or why it did not finish), "" otherwise.
+	Deleting string
+	Role     string
 	// Revision is the revision shown: the one the environment runs, or the
 	// latest before its first deploy (Deployed false).
 	Revision     int

@@ -34,7 +34,8 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 	}
 	// While it runs, the header says for how long, and keeps counting.
 	b.Do(chromedp.WaitVisible(chromedp.CSS(`#run-header time[data-elapsed]`)))
-	if got := b.Text("#run-header"); !strings.Contains(got, "running for") || strings.Contains(got, "took") {
+	running := func(got string) bool { return strings.Contains(got, "running for") && !strings.Contains(got, "took") }
+	if got := b.TextWithin("#run-header", 10*time.Second, running); !running(got) {
 		t.Errorf("the header of a running run = %q, want how long it has been running", got)
 	}
 	b.Do(chromedp.WaitVisible(chromedp.CSS(`#run-status[data-run-status="succeeded-with-warnings"]`)))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -105,6 +106,23 @@ func (b *Browser) Text(selector string) string {
 		b.tb.Fatalf("browser: text of %s: %v", selector, err)
 	}
 	return text
+}
+
+// TextWithin waits, up to limit, until the text of selector's element
+// satisfies ok (a page that updates itself live may replace the element
+// between two reads), and returns the last text it read: the caller's
+// assertion then reports what was seen.
+func (b *Browser) TextWithin(selector string, limit time.Duration, ok func(string) bool) string {
+	b.tb.Helper()
+	js := `(() => { const e = document.querySelector(` + strconv.Quote(selector) + `); return e ? e.innerText : "" })()`
+	deadline := time.Now().Add(limit)
+	for {
+		text := Eval[string](b, js)
+		if ok(text) || time.Now().After(deadline) {
+			return text
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Eval evaluates a JavaScript expression in the page and returns its value.
