@@ -474,7 +474,7 @@ func (h *API) writeRun(w http.ResponseWriter, r *http.Request, status int, env *
 		return err
 	}
 	det := runs.DecodeRunDetail(run.Detail)
-	out := APIRun{ID: run.ID, Number: run.Number, Kind: run.Kind, Status: run.Status, Finished: store.RunFinished(run.Status), Reason: run.Reason,
+	out := APIRun{ID: run.ID, Number: run.Number, Kind: string(run.Kind), Status: run.Status, Finished: store.RunFinished(run.Status), Reason: run.Reason,
 		Revision: run.Revision, FromRevision: run.FromRevision, CreatedBy: run.CreatedBy, CreatedAt: timeText(run.CreatedAt.UTC()),
 		CancelRequested: run.CancelRequested, Deferred: det.Deferred, Warnings: det.Warnings,
 		URL:         h.PublicURL + paths.Run(env.Project, env.Name, run.ID),

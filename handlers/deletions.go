@@ -42,7 +42,7 @@ func (b *Base) EnvironmentDangerZone(ctx context.Context, env *store.Environment
 	if env.State == store.EnvironmentDeleting {
 		// A delete run in progress, or one that failed: deleting again
 		// retries it.
-		last, err := b.DB.RunsWhere(ctx, env.ID, store.RunFilter{Kind: "delete"}, 1)
+		last, err := b.DB.RunsWhere(ctx, env.ID, store.RunFilter{Kind: store.RunDelete}, 1)
 		if err != nil {
 			return nil, err
 		}

@@ -51,7 +51,7 @@ func runFilter(q url.Values) (store.RunFilter, url.Values, error) {
 		if !slices.ContainsFunc(views.RunKindFilters, func(o views.FilterOption) bool { return o.Value == k }) {
 			return f, nil, apperr.Errorf(apperr.Invalid, "kind must be deploy, reconcile, backup or restore.")
 		}
-		f.Kind = k
+		f.Kind = store.RunKind(k)
 		keep.Set("kind", k)
 	}
 	if s := q.Get("status"); s != "" {

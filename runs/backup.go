@@ -189,7 +189,7 @@ func (s *Service) snapshot(ctx context.Context, env *store.Environment, target, 
 	if origin == "scheduled" {
 		cps = append(cps, store.NewCheckpoint{Kind: KindRetention, Name: "Apply retention (keep " + keep + ")"})
 	}
-	nr := store.NewRun{EnvironmentID: env.ID, Kind: "backup", RevisionID: &rev.ID, Checkpoints: cps, Enqueue: s.enqueue()}
+	nr := store.NewRun{EnvironmentID: env.ID, Kind: store.RunBackup, RevisionID: &rev.ID, Checkpoints: cps, Enqueue: s.enqueue()}
 	if origin == "manual" {
 		nr.AuditAction = "backup.created"
 		nr.AuditDetail = map[string]any{"origin": "manual"}
@@ -309,7 +309,7 @@ func (s *Service) StartRestore(ctx context.Context, a store.Actor, env *store.En
 			Detail: CheckpointDetail{Service: d.Service.Name, Snapshot: &d}})
 	}
 	cps = append(cps, store.NewCheckpoint{Kind: KindStart, Name: "Start " + env.Name})
-	return s.DB.CreateRun(ctx, a, env, store.NewRun{EnvironmentID: env.ID, Kind: "restore", RevisionID: env.ActiveRevisionID,
+	return s.DB.CreateRun(ctx, a, env, store.NewRun{EnvironmentID: env.ID, Kind: store.RunRestore, RevisionID: env.ActiveRevisionID,
 		Checkpoints: cps, Detail: RunDetail{BackupID: b.ID}, ExclusiveDeploy: true,
 		AuditAction: "backup.restore-started", AuditDetail: map[string]any{"snapshot": b.Name, "confirmation": true},
 		Enqueue: s.enqueue()})

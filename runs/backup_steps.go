@@ -161,7 +161,7 @@ func (r *Runner) warn(msg string, args ...any) {
 // the folders earlier snapshots of the environment left over, so that a
 // target that is writable again is cleaned up.
 func (r *Runner) finishBackupRun(ctx context.Context, run *store.Run, env *store.Environment, status string) {
-	if run.Kind != "backup" {
+	if run.Kind != store.RunBackup {
 		return
 	}
 	if status == store.RunFailed || status == store.RunCancelled {
@@ -317,7 +317,7 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 // restore that stopped the environment and did not start it again leaves
 // it down.
 func restoreOutcomeState(run *store.Run, status string, cps []store.Checkpoint) string {
-	if run.Kind != "restore" || status == store.RunSucceeded || status == store.RunSucceededWithWarnings {
+	if run.Kind != store.RunRestore || status == store.RunSucceeded || status == store.RunSucceededWithWarnings {
 		return ""
 	}
 	stopped, started := false, false

@@ -63,7 +63,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 			status = store.RunSucceededWithWarnings
 		}
 	}
-	if rc.run.Kind == "delete" && status == store.RunSucceeded {
+	if rc.run.Kind == store.RunDelete && status == store.RunSucceeded {
 		// The platform holds nothing of the environment any more: its rows
 		// go now, this run's with them.
 		if ok, err := r.DB.FinishEnvironmentDeletion(ctx, rc.run.ID, rc.lease); err != nil {
@@ -77,7 +77,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 	det.Summary = summary(rc.run, status, reason, cps, certs)
 	change := store.RunChange{RunID: rc.run.ID, Status: status, Reason: reason, Detail: det}
 	change.EnvironmentState = restoreOutcomeState(rc.run, status, cps)
-	if failed != nil && failed.converge && rc.run.Kind == "deploy" && rc.run.FromRevisionID == nil && rc.env.ActiveRevisionID == nil {
+	if failed != nil && failed.converge && rc.run.Kind == store.RunDeploy && rc.run.FromRevisionID == nil && rc.env.ActiveRevisionID == nil {
 		change.Converging = rc.run.RevisionID
 	}
 	change.Lease = rc.lease
@@ -138,10 +138,10 @@ func Summary(run *store.Run, status, reason string, cps []store.Checkpoint) stri
 // while waiting) reads as its certificate stands now.
 func summary(run *store.Run, status, reason string, cps []store.Checkpoint, certs map[string]string) string {
 	var b strings.Builder
-	what := run.Kind
+	what := string(run.Kind)
 	if run.Revision > 0 {
 		what += fmt.Sprintf(" of revision %d", run.Revision)
-		if run.Kind == "deploy" && (DecodeRunDetail(run.Detail).Rollback || run.ReleaseOf != nil) {
+		if run.Kind == store.RunDeploy && (DecodeRunDetail(run.Detail).Rollback || run.ReleaseOf != nil) {
 			what = fmt.Sprintf("rollback to revision %d", run.Revision)
 		}
 	}

@@ -274,7 +274,7 @@ func (s *Service) arrive(ctx context.Context, a store.Actor, env *store.Environm
 		TLS: &TLSDetail{Route: c.Route, Expression: c.Domain, Domain: c.Domain, Policy: "automatic"}}}
 	if c.State == store.CertDeferred && force {
 		return s.DB.CreateRun(ctx, a, env, store.NewRun{
-			EnvironmentID: env.ID, Kind: "reconcile",
+			EnvironmentID: env.ID, Kind: store.RunReconcile,
 			Checkpoints: []store.NewCheckpoint{{Kind: KindProbe, Name: "Domain arrived · " + c.Domain, Detail: CheckpointDetail{Probe: &probe}}, issue},
 			Detail:      RunDetail{Domain: c.Domain, Force: force},
 			Enqueue:     s.enqueueKind("reconcile"),
@@ -282,7 +282,7 @@ func (s *Service) arrive(ctx context.Context, a store.Actor, env *store.Environm
 	}
 	if c.State == store.CertDeferred {
 		_, err := s.DB.CreateRun(ctx, a, env, store.NewRun{
-			EnvironmentID: env.ID, Kind: "reconcile",
+			EnvironmentID: env.ID, Kind: store.RunReconcile,
 			Checkpoints: []store.NewCheckpoint{{Kind: KindProbe, Name: "Domain arrived · " + c.Domain, Detail: CheckpointDetail{Probe: &probe}}},
 			Detail:      RunDetail{Domain: c.Domain + " (arrival)"},
 			Enqueue:     s.enqueueKind("reconcile"),
@@ -292,7 +292,7 @@ func (s *Service) arrive(ctx context.Context, a store.Actor, env *store.Environm
 		}
 	}
 	return s.DB.CreateRun(ctx, a, env, store.NewRun{
-		EnvironmentID: env.ID, Kind: "reconcile",
+		EnvironmentID: env.ID, Kind: store.RunReconcile,
 		Checkpoints: []store.NewCheckpoint{issue},
 		Detail:      RunDetail{Domain: c.Domain, Force: force},
 		Enqueue:     s.enqueueKind("reconcile"),

@@ -288,7 +288,7 @@ func (s *Service) releaseCommandsSince(ctx context.Context, env *store.Environme
 	var out []string
 	for i := len(recent) - 1; i >= 0; i-- {
 		r := recent[i]
-		if r.ID <= runID || r.Kind != "deploy" || (r.Status != store.RunSucceeded && r.Status != store.RunSucceededWithWarnings) {
+		if r.ID <= runID || r.Kind != store.RunDeploy || (r.Status != store.RunSucceeded && r.Status != store.RunSucceededWithWarnings) {
 			continue
 		}
 		def := defs[r.Revision]

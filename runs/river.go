@@ -89,9 +89,9 @@ const QueueReconcile = "reconcile"
 // runInsertOpts returns how the job executing a run of kind is inserted:
 // reconcile runs on the reconcile queue, every other run on the default
 // queue. Whatever inserts a run's job again uses it too.
-func runInsertOpts(kind string) *river.InsertOpts {
+func runInsertOpts(kind store.RunKind) *river.InsertOpts {
 	o := &river.InsertOpts{MaxAttempts: 100}
-	if kind == "reconcile" {
+	if kind == store.RunReconcile {
 		o.Queue = QueueReconcile
 	}
 	return o
@@ -351,7 +351,7 @@ func (s *Service) enqueue() func(ctx context.Context, tx pgx.Tx, runID int64) (i
 }
 
 // enqueueKind is enqueue for a run of kind, on its queue (runInsertOpts).
-func (s *Service) enqueueKind(kind string) func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) {
+func (s *Service) enqueueKind(kind store.RunKind) func(ctx context.Context, tx pgx.Tx, runID int64) (int64, error) {
 	if s.river == nil {
 		return nil
 	}

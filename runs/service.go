@@ -350,7 +350,7 @@ func (s *Service) StartDeploy(ctx context.Context, a store.Actor, env *store.Env
 	}
 	nr := store.NewRun{
 		EnvironmentID:   env.ID,
-		Kind:            "deploy",
+		Kind:            store.RunDeploy,
 		RevisionID:      &dp.To.ID,
 		Checkpoints:     DeployCheckpoints(dp.To, dp.resolved, dp.Rolling()),
 		Detail:          RunDetail{Confirmed: dp.NeedsConfirmation(), Redeploy: dp.Redeploy, Rollback: dp.Rollback || dp.Release != nil},

@@ -73,7 +73,7 @@ func (r *Runner) stepRollout(ctx context.Context, rc *runContext, st *stepCall) 
 	if a == nil {
 		return st.ok(), nil
 	}
-	if len(a.Routes) > 0 && rc.run.Kind == "deploy" {
+	if len(a.Routes) > 0 && rc.run.Kind == store.RunDeploy {
 		// The platform writes the application's routes: only for
 		// hostnames the environment holds.
 		names, why, err := r.releaseHostnames(ctx, rc, []string{st.d.Application})

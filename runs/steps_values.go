@@ -39,7 +39,7 @@ func (r *Runner) stepCheckValues(ctx context.Context, rc *runContext, st *stepCa
 			return stepResult{}, err
 		}
 	}
-	if rc.run.Kind == "deploy" {
+	if rc.run.Kind == store.RunDeploy {
 		return r.applyRelease(ctx, rc, contract, st.ok, st.fail)
 	}
 	return st.ok(), nil

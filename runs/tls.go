@@ -31,7 +31,7 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 		return stepResult{status: store.CheckpointFailed, detail: d, reason: why}, nil
 	}
 	now := r.Now()
-	if rc.run.Kind == "deploy" {
+	if rc.run.Kind == store.RunDeploy {
 		if rc.det.Deadline == nil {
 			dl := now.Add(rolloutTimeout(rc))
 			rc.det.Deadline = &dl
@@ -109,7 +109,7 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 			switch {
 			case rc.det.Force:
 				td.Note = "Check now retried the certificate at once; CA rate limits still apply"
-			case rc.run.Kind == "deploy" && !cert.Usable(now) && cert.BypassedFailures != cert.Failures && cp.Status != store.CheckpointWaiting:
+			case rc.run.Kind == store.RunDeploy && !cert.Usable(now) && cert.BypassedFailures != cert.Failures && cp.Status != store.CheckpointWaiting:
 				cert.BypassedFailures = cert.Failures
 				td.Note = "redeploying requested a fresh issuance once for this failure (no usable certificate)"
 			default:
@@ -156,7 +156,7 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 			res.warning = "Check now retried a certificate in backoff; CA rate limits still apply"
 		}
 		res.service = "issued"
-		if rc.run.Kind == "reconcile" {
+		if rc.run.Kind == store.RunReconcile {
 			// A first deployment whose run failed on this certificate keeps
 			// converging: the late issuance activates it.
 			conv, err := r.DB.ConvergingRevision(ctx, rc.env.ID)

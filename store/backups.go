@@ -354,7 +354,7 @@ func fireSkipReason(ctx context.Context, tx pgx.Tx, env *Environment) (string, e
 // "" when none was.
 func runningBackupRun(ctx context.Context, tx pgx.Tx, envID int64, at *time.Time) (string, error) {
 	var id int64
-	var kind string
+	var kind RunKind
 	err := tx.QueryRow(ctx, `SELECT id, kind FROM runs WHERE environment_id = $1 AND kind IN ('backup', 'restore')
 		AND CASE WHEN $2::timestamptz IS NULL THEN finished_at IS NULL
 		         ELSE created_at <= $2 AND (finished_at IS NULL OR finished_at > $2) END
@@ -364,7 +364,7 @@ func runningBackupRun(ctx context.Context, tx pgx.Tx, envID int64, at *time.Time
 		return "", nil
 	case err != nil:
 		return "", err
-	case kind == "restore":
+	case kind == RunRestore:
 		return fmt.Sprintf("a restore (restore run %d) was still running", id), nil
 	}
 	return fmt.Sprintf("the previous snapshot (backup run %d) was still running", id), nil

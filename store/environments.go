@@ -162,11 +162,11 @@ func lockForDeletion(ctx context.Context, tx pgx.Tx, env *Environment, exceptRun
 	if err != nil {
 		return err
 	}
-	var kind string
+	var kind RunKind
 	err = tx.QueryRow(ctx, `SELECT kind FROM runs WHERE environment_id = $1 AND finished_at IS NULL AND id <> $2 ORDER BY id LIMIT 1`,
 		env.ID, exceptRun).Scan(&kind)
 	switch {
-	case err == nil && kind == "delete":
+	case err == nil && kind == RunDelete:
 		return apperr.Errorf(apperr.Conflict, "%s/%s is being deleted already. Its delete run is in progress.", env.Project, env.Name)
 	case err == nil:
 		return apperr.Errorf(apperr.Conflict, "%s/%s cannot be deleted while a run of it is in progress. Wait for it to finish, or cancel it, then delete the environment.", env.Project, env.Name)

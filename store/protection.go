@@ -526,7 +526,7 @@ func endWaitingRunTx(ctx context.Context, tx pgx.Tx, envID, runID int64, status,
 	if _, err := appendRunEvent(ctx, tx, runID, nil, runPayload(status, reason, reason)); err != nil {
 		return err
 	}
-	runRef := &payload.RunRef{ID: runID, Kind: "deploy", Status: status}
+	runRef := &payload.RunRef{ID: runID, Kind: string(RunDeploy), Status: status}
 	if _, err := appendEnvironmentEvent(ctx, tx, envID, &runID, payload.EnvironmentChanged{Type: payload.KindRunFinished, Run: runRef}); err != nil {
 		return err
 	}

@@ -124,7 +124,7 @@ func (db *DB) ExpireRunLease(ctx context.Context, runID int64, owner string) err
 type LostRun struct {
 	ID            int64
 	EnvironmentID int64
-	Kind          string
+	Kind          RunKind
 	// JobID is the job the lost executor worked on, nil when none.
 	JobID *int64
 }

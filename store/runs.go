@@ -50,6 +50,19 @@ func CheckpointDone(status string) bool {
 	return status == CheckpointSucceeded || status == CheckpointFailed || status == CheckpointSkipped || status == CheckpointNotRun
 }
 
+// RunKind is what a run does.
+type RunKind string
+
+// The kinds of runs (the runs table's kind).
+const (
+	RunDeploy    RunKind = "deploy"
+	RunReconcile RunKind = "reconcile"
+	RunBackup    RunKind = "backup"
+	RunRestore   RunKind = "restore"
+	// RunDelete deletes an environment.
+	RunDelete RunKind = "delete"
+)
+
 // Run is a deploy, reconcile, backup or restore of one environment.
 type Run struct {
 	ID int64
@@ -57,7 +70,7 @@ type Run struct {
 	// see ("#12 of production"); ID stays in URLs and the API.
 	Number        int
 	EnvironmentID int64
-	Kind          string
+	Kind          RunKind
 	Status        string
 	// Reason says why the run failed or was cancelled.
 	Reason          string
@@ -119,7 +132,7 @@ type NewCheckpoint struct {
 // NewRun is a run to create with its checkpoints.
 type NewRun struct {
 	EnvironmentID  int64
-	Kind           string
+	Kind           RunKind
 	RevisionID     *int64
 	FromRevisionID *int64
 	Checkpoints    []NewCheckpoint
@@ -186,7 +199,7 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 			return err
 		}
 		// A deleting environment starts no run but its delete runs.
-		if state == EnvironmentDeleting && nr.Kind != "delete" {
+		if state == EnvironmentDeleting && nr.Kind != RunDelete {
 			return apperr.Errorf(apperr.Conflict, "%s/%s is being deleted: no run of it starts.", env.Project, env.Name)
 		}
 		if nr.ExclusiveDeploy {
@@ -195,10 +208,10 @@ func (db *DB) createRunTx(ctx context.Context, tx pgx.Tx, a Actor, env *Environm
 			// caller read (a restore stops the environment only once its
 			// job runs).
 			var other int
-			var kind string
+			var kind RunKind
 			err := tx.QueryRow(ctx, `SELECT number, kind FROM runs WHERE environment_id = $1 AND kind IN ('deploy', 'restore') AND finished_at IS NULL ORDER BY id LIMIT 1`, env.ID).Scan(&other, &kind)
 			switch {
-			case err == nil && kind == "restore":
+			case err == nil && kind == RunRestore:
 				return apperr.Errorf(apperr.Conflict, "Restore run #%d of %s is still in progress. Wait for it to finish.", other, env.Name)
 			case err == nil:
 				return apperr.Errorf(apperr.Conflict, "Deploy run #%d of %s is still in progress. Wait for it to finish or cancel it first.", other, env.Name)
@@ -365,7 +378,7 @@ func (db *DB) RunsBefore(ctx context.Context, envID, before int64, limit int) ([
 // ("" any), Statuses any of these statuses (none: any).
 type RunFilter struct {
 	Before   int64
-	Kind     string
+	Kind     RunKind
 	Statuses []string
 }
 
@@ -516,7 +529,8 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 		}
 	}
 	var envID int64
-	var kind, status string
+	var kind RunKind
+	var status string
 	var wasStarted, wasFinished bool
 	err = db.InTx(ctx, func(tx pgx.Tx) error {
 		// One statement changes the checkpoint (when it still has a status
@@ -589,8 +603,8 @@ func (db *DB) applyRunChange(ctx context.Context, c RunChange) (cancel, applied 
 // and run event, inside its transaction: the environment's events (run
 // started or finished, service state), the certificate, activation and
 // the environment's state.
-func (db *DB) runChangeEffects(ctx context.Context, tx pgx.Tx, c RunChange, envID int64, kind, status string, wasStarted, wasFinished bool, now time.Time) error {
-	runRef := &payload.RunRef{ID: c.RunID, Kind: kind, Status: status}
+func (db *DB) runChangeEffects(ctx context.Context, tx pgx.Tx, c RunChange, envID int64, kind RunKind, status string, wasStarted, wasFinished bool, now time.Time) error {
+	runRef := &payload.RunRef{ID: c.RunID, Kind: string(kind), Status: status}
 	if !wasStarted && c.Status != "" && c.Status != RunPending && c.Status != RunCancelled {
 		if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, payload.EnvironmentChanged{Type: payload.KindRunStarted, Run: runRef}); err != nil {
 			return err

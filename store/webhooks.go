@@ -586,33 +586,33 @@ func (db *DB) recordWebhookEvent(ctx context.Context, tx pgx.Tx, envID int64, ev
 // recordRunWebhooks records the webhook events of a run's change inside
 // its transaction: a deploy started or finished, a backup failed, a
 // restore finished.
-func (db *DB) recordRunWebhooks(ctx context.Context, tx pgx.Tx, c RunChange, envID int64, kind, status string, wasStarted, wasFinished bool) error {
+func (db *DB) recordRunWebhooks(ctx context.Context, tx pgx.Tx, c RunChange, envID int64, kind RunKind, status string, wasStarted, wasFinished bool) error {
 	started := !wasStarted && c.Status != "" && c.Status != RunPending && c.Status != RunCancelled
 	finished := !wasFinished && RunFinished(c.Status)
 	var events []string
-	if kind == "deploy" && started {
+	if kind == RunDeploy && started {
 		events = append(events, WebhookDeployStarted)
 	}
 	if finished {
 		switch {
-		case kind == "deploy" && status == RunSucceeded:
+		case kind == RunDeploy && status == RunSucceeded:
 			events = append(events, WebhookDeploySucceeded)
-		case kind == "deploy" && status == RunSucceededWithWarnings:
+		case kind == RunDeploy && status == RunSucceededWithWarnings:
 			events = append(events, WebhookDeploySucceededWithWarnings)
-		case kind == "deploy" && status == RunFailed:
+		case kind == RunDeploy && status == RunFailed:
 			events = append(events, WebhookDeployFailed)
-		case kind == "deploy" && status == RunCancelled:
+		case kind == RunDeploy && status == RunCancelled:
 			events = append(events, WebhookDeployCancelled)
-		case kind == "backup" && status == RunFailed:
+		case kind == RunBackup && status == RunFailed:
 			events = append(events, WebhookBackupFailed)
-		case kind == "restore":
+		case kind == RunRestore:
 			events = append(events, WebhookRestoreFinished)
 		}
 	}
 	if len(events) == 0 {
 		return nil
 	}
-	run := &WebhookRun{ID: c.RunID, Kind: kind, Status: status, Reason: c.Reason}
+	run := &WebhookRun{ID: c.RunID, Kind: string(kind), Status: status, Reason: c.Reason}
 	var project, env string
 	if err := tx.QueryRow(ctx, `SELECT p.name, e.name, r.number, COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0),
 		    COALESCE((SELECT COALESCE(NULLIF(u.name, ''), u.email) FROM users u WHERE u.id = r.created_by), ''),
@@ -642,7 +642,7 @@ func (db *DB) recordApprovalWebhook(ctx context.Context, tx pgx.Tx, envID, runID
 	if action == "approval.bypassed" {
 		event = WebhookApprovalGranted
 	}
-	run := &WebhookRun{ID: runID, Kind: "deploy"}
+	run := &WebhookRun{ID: runID, Kind: string(RunDeploy)}
 	var project, env string
 	if err := tx.QueryRow(ctx, `SELECT p.name, e.name, r.number, r.status, r.reason, COALESCE((SELECT number FROM revisions WHERE id = r.revision_id), 0)
 		FROM runs r JOIN environments e ON e.id = r.environment_id JOIN projects p ON p.id = e.project_id WHERE r.id = $1`,

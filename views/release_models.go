@@ -101,7 +101,7 @@ type ReleaseRowView struct {
 func NewReleaseRows(env *store.Environment, latest []store.Run, active *store.Release) []ReleaseRowView {
 	var out []ReleaseRowView
 	for _, r := range latest {
-		if r.Kind != "deploy" || (r.Status != store.RunSucceeded && r.Status != store.RunSucceededWithWarnings) || r.FinishedAt == nil {
+		if r.Kind != store.RunDeploy || (r.Status != store.RunSucceeded && r.Status != store.RunSucceededWithWarnings) || r.FinishedAt == nil {
 			continue
 		}
 		row := ReleaseRowView{RunID: r.ID, Number: r.Number, Revision: r.Revision, Finished: *r.FinishedAt}

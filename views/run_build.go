@@ -19,7 +19,7 @@ import (
 // numbered activeRelease, 0 when none), else "". The runs list's rows, as
 // served and as swapped in live, offer it by this one rule.
 func RollbackHref(env *store.Environment, run *store.Run, activeRelease int64) string {
-	if run.Kind != "deploy" || (run.Status != store.RunSucceeded && run.Status != store.RunSucceededWithWarnings) || run.RevisionID == nil {
+	if run.Kind != store.RunDeploy || (run.Status != store.RunSucceeded && run.Status != store.RunSucceededWithWarnings) || run.RevisionID == nil {
 		return ""
 	}
 	if run.ID == activeRelease {
@@ -32,12 +32,12 @@ func RollbackHref(env *store.Environment, run *store.Run, activeRelease int64) s
 // lists show it.
 func NewRunView(env *store.Environment, run *store.Run, now time.Time, canCancel bool) RunView {
 	det := runs.DecodeRunDetail(run.Detail)
-	v := RunView{Project: env.Project, Env: env.Name, ID: run.ID, Number: run.Number, Kind: run.Kind, Status: run.Status,
+	v := RunView{Project: env.Project, Env: env.Name, ID: run.ID, Number: run.Number, Kind: string(run.Kind), Status: run.Status,
 		StatusText: runs.StatusText(run.Status), Reason: run.Reason, Revision: run.Revision, FromRevision: run.FromRevision,
 		CreatedBy: run.CreatedBy, Created: humanize.Clock(run.CreatedAt), Deferred: det.Deferred, Warnings: det.Warnings,
 		Summary: det.Summary, Finished: store.RunFinished(run.Status), CanCancel: canCancel, CancelRequested: run.CancelRequested,
 		Subject: det.Domain, LastSeq: run.LastSeq, ExecutorLost: run.ExecutorLost(),
-		Rollback: run.Kind == "deploy" && (det.Rollback || run.ReleaseOf != nil || run.FromRevision > run.Revision && run.Revision > 0)}
+		Rollback: run.Kind == store.RunDeploy && (det.Rollback || run.ReleaseOf != nil || run.FromRevision > run.Revision && run.Revision > 0)}
 	if run.Status == store.RunWaiting && run.PlanDigest != "" {
 		v.StatusText = "waiting for approval"
 	} else if run.Status == store.RunWaiting && strings.HasPrefix(run.Reason, "Frozen until ") {
