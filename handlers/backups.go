@@ -124,7 +124,7 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 	}
 	for i := range list {
 		b := &list[i]
-		row := views.BackupRow{ID: b.ID, Number: b.Number, Name: b.Name, Origin: b.Origin, At: b.At().UTC().Format("2006-01-02 15:04"), Skipped: b.Skipped}
+		row := views.BackupRow{ID: b.ID, Number: b.Number, Name: b.Name, Origin: b.Origin, At: humanize.Minute(b.At()), Skipped: b.Skipped}
 		if run := backupRunOf(b, backupRuns); run != nil {
 			rv := views.NewRunView(env, run, now, false)
 			row.Run = &rv
@@ -135,7 +135,7 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 			row.CanRestore = m.CanManage && b.Succeeded() && row.Missing == ""
 		}
 		if e := b.ExpiresAt(); e != nil && b.RunID != nil {
-			row.Expires = e.UTC().Format("2006-01-02 15:04")
+			row.Expires = humanize.Minute(*e)
 		}
 		m.Snapshots = append(m.Snapshots, row)
 	}
@@ -167,7 +167,7 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 		v.Scheduled, v.Cron, v.Keep = true, sched.Cron, sched.KeepText
 		if c, err := runs.ParseCron(sched.Cron); err == nil {
 			if next := c.Next(now); !next.IsZero() {
-				v.Next, v.NextAt, v.Now = next.Format("2006-01-02 15:04 UTC"), next, now
+				v.Next, v.NextAt, v.Now = humanize.Time(next), next, now
 			}
 		}
 	}
@@ -176,7 +176,7 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 		return v, err
 	}
 	if last != nil {
-		v.LastSuccess, v.LastAt = last.UTC().Format("2006-01-02 15:04 UTC"), last.UTC().Format(time.RFC3339Nano)
+		v.LastSuccess, v.LastAt = humanize.Time(*last), last.UTC().Format(time.RFC3339Nano)
 		v.LastAge = humanize.Duration(now.Sub(*last))
 	}
 	alarm, err := db.BackupAlarmOf(ctx, env.ID)
@@ -198,7 +198,7 @@ func previewFires(expr string, now time.Time) ([]string, string) {
 	}
 	var out []string
 	for _, t := range c.NextN(now, 5) {
-		out = append(out, t.Format("Mon 2006-01-02 15:04"))
+		out = append(out, humanize.DayMinute(t))
 	}
 	if len(out) == 0 {
 		return nil, "This expression never fires."
@@ -326,7 +326,7 @@ func (h *Backups) confirmPage(r *http.Request, env *store.Environment, b *store.
 	}
 	return views.BackupConfirmPage{Chrome: h.Chrome(r, title+" · "+env.Project+" / "+env.Name, "projects"),
 		Project: env.Project, Env: env.Name, Action: action, ID: b.ID, Name: b.Name, Origin: b.Origin,
-		At: b.At().UTC().Format("2006-01-02 15:04 UTC"), Size: views.ByteSize(b.Size), ConfirmError: problem}
+		At: humanize.Time(b.At()), Size: views.ByteSize(b.Size), ConfirmError: problem}
 }
 
 // ShowRestorePage confirms a restore (admins).

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"errors"
+	"github.com/skali-dev/studio/humanize"
 	"net/http"
 	"strconv"
 	"strings"
@@ -117,7 +118,7 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 	for _, h := range dp.HandEdits {
 		v := views.HandEditView{Object: h.Kind + " " + h.Name, Manager: h.Manager, Via: h.Subresource, Fields: h.Fields, Removed: h.Removed}
 		if !h.Since.IsZero() {
-			v.Since = h.Since.UTC().Format("2006-01-02 15:04 UTC")
+			v.Since = humanize.Time(h.Since)
 		}
 		m.HandEdits = append(m.HandEdits, v)
 	}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"github.com/skali-dev/studio/humanize"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,7 +50,7 @@ func (h *Members) render(w http.ResponseWriter, r *http.Request, status int, env
 		row := views.MemberRow{UserID: mb.UserID, Name: mb.Name, Email: mb.Email, Role: string(mb.Role), Pending: mb.Pending,
 			You: me != nil && me.ID == mb.UserID}
 		if mb.LastSignIn != nil {
-			row.LastSignIn = mb.LastSignIn.UTC().Format("2 Jan 2006 15:04 UTC")
+			row.LastSignIn = humanize.Time(*mb.LastSignIn)
 		}
 		m.Members = append(m.Members, row)
 	}

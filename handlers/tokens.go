@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"fmt"
+	"github.com/skali-dev/studio/humanize"
 	"net/http"
 	"strconv"
 	"strings"
@@ -54,7 +55,7 @@ func (h *Tokens) page(r *http.Request, picked map[string]string) (views.TokensPa
 	now := h.DB.Now()
 	for _, t := range list {
 		row := views.TokenRow{ID: t.ID, Name: t.Name, Owner: t.Owner, State: "active",
-			Created: views.Ago(t.CreatedAt), Expires: t.ExpiresAt.UTC().Format("2006-01-02"),
+			Created: views.Ago(t.CreatedAt), Expires: humanize.Date(t.ExpiresAt),
 			CanRevoke: t.RevokedAt == nil}
 		if t.LastUsedAt != nil {
 			row.LastUsed = views.Ago(*t.LastUsedAt)

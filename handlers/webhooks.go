@@ -170,7 +170,7 @@ func (h *Webhooks) page(r *http.Request, s webhookScope, form views.WebhookForm,
 			// The attempt under way counts: "sending, 1 attempt", never
 			// "pending, 0 attempts" while the endpoint holds it.
 			row.Attempts = d.Attempts + 1
-			row.InFlight = fmt.Sprintf("Attempt %d in flight since %s", row.Attempts, d.InFlightSince.UTC().Format("15:04:05 UTC"))
+			row.InFlight = fmt.Sprintf("Attempt %d in flight since %s", row.Attempts, humanize.HourSecond(*d.InFlightSince))
 		}
 		m.Deliveries = append(m.Deliveries, row)
 	}

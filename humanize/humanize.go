@@ -37,6 +37,44 @@ func Time(t time.Time) string {
 // ("2026-11-30 16:35:07 UTC").
 func Clock(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
 
+// The other ways a time is worded, each in one place. Every one is in UTC.
+
+// Date is a day ("2026-11-30").
+func Date(t time.Time) string { return t.UTC().Format("2006-01-02") }
+
+// Minute is a time to the minute for a table whose heading says UTC
+// ("2026-11-30 16:35").
+func Minute(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") }
+
+// HourMinute is a time of today, to the minute ("16:35 UTC").
+func HourMinute(t time.Time) string { return t.UTC().Format("15:04 UTC") }
+
+// HourSecond is a time of today, to the second ("16:35:07 UTC").
+func HourSecond(t time.Time) string { return t.UTC().Format("15:04:05 UTC") }
+
+// TimeOfDay is a run's step's clock, to the second ("16:35:07"), or to
+// the millisecond with millis ("16:35:07.250").
+func TimeOfDay(t time.Time, millis bool) string {
+	if millis {
+		return t.UTC().Format("15:04:05.000")
+	}
+	return t.UTC().Format("15:04:05")
+}
+
+// Weekday is a time within the coming week, named by its day
+// ("Mon 06:00 UTC"), and with its date beyond a week from now ("Mon 9 Dec
+// 06:00 UTC").
+func Weekday(t, now time.Time) string {
+	if t.Sub(now) < 6*24*time.Hour {
+		return t.UTC().Format("Mon 15:04 UTC")
+	}
+	return t.UTC().Format("Mon 2 Jan 15:04 UTC")
+}
+
+// DayMinute is a time in a list of coming times, with its day
+// ("Mon 2026-12-07 03:00").
+func DayMinute(t time.Time) string { return t.UTC().Format("Mon 2006-01-02 15:04") }
+
 // ShortHash shortens "sha256:abcdef..." to its first twelve hex digits.
 func ShortHash(h string) string {
 	const prefix = "sha256:"

@@ -86,3 +86,25 @@ func TestManifestDurationWritesTheLargestWholeUnit(t *testing.T) {
 		}
 	}
 }
+
+func TestTimesAreWordedInUTC(t *testing.T) {
+	at := time.Date(2026, 12, 7, 3, 4, 5, 250e6, time.FixedZone("CET", 3600))
+	now := time.Date(2026, 12, 2, 20, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ got, want string }{
+		{humanize.Date(at), "2026-12-07"},
+		{humanize.Minute(at), "2026-12-07 02:04"},
+		{humanize.Time(at), "2026-12-07 02:04 UTC"},
+		{humanize.HourMinute(at), "02:04 UTC"},
+		{humanize.HourSecond(at), "02:04:05 UTC"},
+		{humanize.TimeOfDay(at, false), "02:04:05"},
+		{humanize.TimeOfDay(at, true), "02:04:05.250"},
+		{humanize.DayMinute(at), "Mon 2026-12-07 02:04"},
+		// Within six days the day's name is enough; beyond it the date too.
+		{humanize.Weekday(at, now), "Mon 02:04 UTC"},
+		{humanize.Weekday(at.Add(7*24*time.Hour), now), "Mon 14 Dec 02:04 UTC"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package runs
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/skali-dev/studio/humanize"
 	"strings"
 	"time"
 
@@ -169,5 +170,5 @@ func Backoff(failures int) time.Duration {
 
 // RetryText is how a failed certificate's service state reads.
 func RetryText(next time.Time) string {
-	return fmt.Sprintf("cert failed · retry at %s", next.UTC().Format("15:04 UTC"))
+	return fmt.Sprintf("cert failed · retry at %s", humanize.HourMinute(next))
 }

@@ -261,11 +261,7 @@ func frozenAt(windows []store.FreezeWindow, t time.Time) (f Freeze, ok, endless 
 // FreezeClock writes when a freeze ends as pages say it: "Mon 06:00 UTC"
 // within a week, with the date beyond.
 func FreezeClock(until, now time.Time) string {
-	u := until.UTC()
-	if u.Sub(now) < 6*24*time.Hour {
-		return u.Format("Mon 15:04 UTC")
-	}
-	return u.Format("Mon 2 Jan 15:04 UTC")
+	return humanize.Weekday(until, now)
 }
 
 // FrozenSentence is "production is frozen until Mon 06:00 UTC".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skali-dev/studio/humanize"
 	"strings"
 	"time"
 
@@ -130,7 +131,7 @@ func (r *Runner) issueTLS(ctx context.Context, rc *runContext, cp store.Checkpoi
 				// A reconcile run records the outcome; the next due retry is
 				// the reconciler's.
 				td.State = "failed"
-				res := done(store.CheckpointSkipped, fmt.Sprintf("certificate for %s in backoff until %s", td.Domain, wait.UTC().Format("15:04 UTC")))
+				res := done(store.CheckpointSkipped, fmt.Sprintf("certificate for %s in backoff until %s", td.Domain, humanize.HourMinute(*wait)))
 				return res, nil
 			}
 			res := done(store.CheckpointWaiting, "")

@@ -76,7 +76,7 @@ func (w *stepWaiter) Unreachable(what string, since time.Time, cause string) {
 		return
 	}
 	w.down[what] = since
-	text := fmt.Sprintf("Waiting for %s since %s: %s.", what, since.UTC().Format("15:04:05 UTC"), cause)
+	text := fmt.Sprintf("Waiting for %s since %s: %s.", what, humanize.HourSecond(since), cause)
 	w.out.Line(text)
 	w.writes <- text
 }
@@ -91,8 +91,8 @@ func (w *stepWaiter) Reachable(what string, since time.Time) {
 	}
 	delete(w.down, what)
 	now := time.Now()
-	w.out.Line(fmt.Sprintf("%s answers again at %s (unreachable since %s, %s).", upperFirst(what), now.UTC().Format("15:04:05 UTC"),
-		first.UTC().Format("15:04:05 UTC"), humanize.Duration(now.Sub(first).Round(time.Second))))
+	w.out.Line(fmt.Sprintf("%s answers again at %s (unreachable since %s, %s).", upperFirst(what), humanize.HourSecond(now),
+		humanize.HourSecond(first), humanize.Duration(now.Sub(first).Round(time.Second))))
 	if len(w.down) == 0 {
 		w.writes <- ""
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skali-dev/studio/humanize"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -667,12 +668,12 @@ func (db *DB) backupAlarms(ctx context.Context, envID int64) ([]BackupAlarm, err
 		a := BackupAlarm{EnvironmentID: id, Project: project, Environment: env}
 		switch {
 		case lastAt != nil && skipped != "":
-			a.Reason = fmt.Sprintf("The scheduled backup of %s UTC was skipped: %s.", lastAt.UTC().Format("2006-01-02 15:04"), skipped)
+			a.Reason = fmt.Sprintf("The scheduled backup of %s was skipped: %s.", humanize.Time(*lastAt), skipped)
 		case lastAt != nil && (status == RunFailed || status == RunCancelled):
 			// Why it failed (the target is gone, say) is what to act on.
-			a.Reason = fmt.Sprintf("The last scheduled fire (%s UTC) %s.", lastAt.UTC().Format("2006-01-02 15:04"), status)
+			a.Reason = fmt.Sprintf("The last scheduled fire (%s) %s.", humanize.Time(*lastAt), status)
 			if status == RunFailed && reason != "" {
-				a.Reason = fmt.Sprintf("The last scheduled fire (%s UTC) failed: %s", lastAt.UTC().Format("2006-01-02 15:04"), reason)
+				a.Reason = fmt.Sprintf("The last scheduled fire (%s) failed: %s", humanize.Time(*lastAt), reason)
 			}
 			if runID != nil {
 				a.RunID = new(*runID)

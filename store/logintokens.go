@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"github.com/skali-dev/studio/humanize"
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
@@ -55,6 +56,6 @@ func (db *DB) UseLoginToken(ctx context.Context, token string) error {
 	case used:
 		return apperr.Errorf(apperr.Unauthorized, "This sign-in link has already been used. Run 'studio login-link' for a new one.")
 	default:
-		return apperr.Errorf(apperr.Unauthorized, "This sign-in link expired at %s. Run 'studio login-link' for a new one.", expires.UTC().Format("15:04 UTC"))
+		return apperr.Errorf(apperr.Unauthorized, "This sign-in link expired at %s. Run 'studio login-link' for a new one.", humanize.HourMinute(expires))
 	}
 }

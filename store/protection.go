@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skali-dev/studio/humanize"
 	"slices"
 	"time"
 
@@ -302,9 +303,10 @@ type Starter struct {
 // the windows (PutFreezeWindows) waits for: the run is scheduled by the
 // windows as they are when its transaction commits.
 func (db *DB) startMetRunTx(ctx context.Context, tx pgx.Tx, envID, runID int64, rule *ProtectionRule, s Starter) (time.Time, string, error) {
-	at, reason := db.Now().Add(rule.Wait), ""
+	now := db.Now()
+	at, reason := now.Add(rule.Wait), ""
 	if rule.Wait > 0 {
-		reason = fmt.Sprintf("Approved: starts at %s, after the rule's wait", at.UTC().Format("Mon 15:04 UTC"))
+		reason = fmt.Sprintf("Approved: starts at %s, after the rule's wait", humanize.Weekday(at, now))
 	}
 	if s.FrozenUntil != nil {
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM environments WHERE id = $1 FOR SHARE`, envID); err != nil {

@@ -239,10 +239,10 @@ func (db *DB) AuthenticateToken(ctx context.Context, secret string) (*Token, err
 		return nil, fmt.Errorf("store: authenticate token: %w", err)
 	}
 	if t.RevokedAt != nil {
-		return nil, apperr.Errorf(apperr.Unauthorized, "The token %s was revoked on %s. Create a new one on the Tokens page.", t.Name, t.RevokedAt.UTC().Format("2006-01-02"))
+		return nil, apperr.Errorf(apperr.Unauthorized, "The token %s was revoked on %s. Create a new one on the Tokens page.", t.Name, humanize.Date(*t.RevokedAt))
 	}
 	if t.Expired(db.Now()) {
-		return nil, apperr.Errorf(apperr.Unauthorized, "The token %s expired on %s. Create a new one on the Tokens page.", t.Name, t.ExpiresAt.UTC().Format("2006-01-02"))
+		return nil, apperr.Errorf(apperr.Unauthorized, "The token %s expired on %s. Create a new one on the Tokens page.", t.Name, humanize.Date(t.ExpiresAt))
 	}
 	if err := db.loadScopes(ctx, []*Token{t}); err != nil {
 		return nil, fmt.Errorf("store: token scope: %w", err)

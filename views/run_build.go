@@ -135,7 +135,7 @@ func newTLSView(cp store.Checkpoint, t *runs.TLSDetail, deferred bool, now time.
 	}
 	tv.Now = now
 	if t.NextRetryAt != nil && (cp.Status == store.CheckpointWaiting || t.State == "failed") {
-		tv.Wait = "next retry at " + t.NextRetryAt.UTC().Format("15:04 UTC")
+		tv.Wait = "next retry at " + humanize.HourMinute(*t.NextRetryAt)
 		tv.WaitAt = *t.NextRetryAt
 	}
 	if cp.Status == store.CheckpointWaiting && t.Deadline != nil {
@@ -147,7 +147,7 @@ func newTLSView(cp store.Checkpoint, t *runs.TLSDetail, deferred bool, now time.
 	for _, a := range t.Attempts {
 		av := AttemptView{Number: a.Number, At: humanize.Clock(a.At), Outcome: a.Outcome, Reason: a.Reason}
 		if a.Outcome == "failed" && a.NextRetryAt != nil {
-			av.Wait = "retry at " + a.NextRetryAt.UTC().Format("15:04 UTC")
+			av.Wait = "retry at " + humanize.HourMinute(*a.NextRetryAt)
 		}
 		if a.Outcome == "deferred" {
 			av.Number = 0
@@ -192,7 +192,7 @@ func newTLSView(cp store.Checkpoint, t *runs.TLSDetail, deferred bool, now time.
 	}
 	add("Serial", t.Serial)
 	if t.NotBefore != nil && t.NotAfter != nil {
-		add("Valid", t.NotBefore.UTC().Format("2006-01-02")+" to "+t.NotAfter.UTC().Format("2006-01-02"))
+		add("Valid", humanize.Date(*t.NotBefore)+" to "+humanize.Date(*t.NotAfter))
 	}
 	add("Issued for", t.IssuedFor)
 	add("Note", t.Note)

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"github.com/skali-dev/studio/humanize"
 	"strconv"
 	"strings"
 	"time"
@@ -59,18 +60,18 @@ const logOpenLines = 20
 func lineID(n int64) string { return "L" + strconv.FormatInt(n, 10) }
 
 // clockMillis is a log line's time of day.
-func clockMillis(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+func clockMillis(t time.Time) string { return humanize.TimeOfDay(t, true) }
 
 // newTimeline places checkpoint cp on the timeline of run, as of now.
 func newTimeline(run *store.Run, cp store.Checkpoint, now time.Time) *TimelineView {
 	if cp.StartedAt == nil {
 		return nil
 	}
-	tv := &TimelineView{Started: cp.StartedAt.UTC().Format("15:04:05"), StartedAt: cp.StartedAt.UTC().Format(time.RFC3339Nano)}
+	tv := &TimelineView{Started: humanize.TimeOfDay(*cp.StartedAt, false), StartedAt: cp.StartedAt.UTC().Format(time.RFC3339Nano)}
 	end := now
 	if cp.FinishedAt != nil {
 		end = *cp.FinishedAt
-		tv.Ended, tv.EndedAt = cp.FinishedAt.UTC().Format("15:04:05"), cp.FinishedAt.UTC().Format(time.RFC3339Nano)
+		tv.Ended, tv.EndedAt = humanize.TimeOfDay(*cp.FinishedAt, false), cp.FinishedAt.UTC().Format(time.RFC3339Nano)
 	} else if store.RunFinished(run.Status) && run.FinishedAt != nil {
 		end = *run.FinishedAt
 	} else {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/skali-dev/studio/humanize"
 	"net/http"
 	"regexp"
 	"slices"
@@ -37,7 +38,7 @@ func sinceText(h HandEdit) string {
 		parts = append(parts, "through "+h.Subresource)
 	}
 	if !h.Since.IsZero() {
-		parts = append(parts, "since "+h.Since.UTC().Format("2006-01-02 15:04:05 UTC"))
+		parts = append(parts, "since "+humanize.Clock(h.Since))
 	}
 	return strings.Join(parts, ", ")
 }
