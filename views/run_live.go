@@ -23,6 +23,11 @@ type Fragment struct {
 	HTML string `json:"html"`
 }
 
+// CheckpointID is the element id of a run's checkpoint at position: the
+// row on the run page and the fragment a live frame replaces
+// ("checkpoint-3").
+func CheckpointID(position int) string { return "checkpoint-" + strconv.Itoa(position) }
+
 // RunFragments renders the parts of the run page that its event stream
 // swaps in place, from the state read with the event: its heading (id
 // run-header), its summary (id run-summary) and, when cp is set, that
@@ -45,7 +50,7 @@ func RunFragments(ctx context.Context, now time.Time, run *store.Run, env *store
 		return nil
 	}
 	if cp != nil {
-		if err := render("checkpoint-"+strconv.Itoa(cp.Position), CheckpointRow(NewCheckpointView(env, run, *cp, now))); err != nil {
+		if err := render(CheckpointID(cp.Position), CheckpointRow(NewCheckpointView(env, run, *cp, now))); err != nil {
 			return nil, err
 		}
 	}
