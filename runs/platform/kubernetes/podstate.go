@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs/platform"
 )
 
@@ -114,7 +116,7 @@ func classifyContainer(pod, cs Object, events []Object) (platform.PodProblem, bo
 		limit := str(spec, "resources", "limits", "memory")
 		reason := fmt.Sprintf("container %s was killed for passing its memory limit", cname)
 		if limit != "" {
-			reason = fmt.Sprintf("container %s was killed for passing its memory limit of %s", cname, limit)
+			reason = fmt.Sprintf("container %s was killed for passing its memory limit of %s", cname, limitWords(limit))
 		}
 		if restarts > 0 {
 			reason += fmt.Sprintf(" (restarted %s)", times(restarts))
@@ -124,7 +126,8 @@ func classifyContainer(pod, cs Object, events []Object) (platform.PodProblem, bo
 	}
 
 	crashed := wreason == "CrashLoopBackOff" || wreason == "RunContainerError" ||
-		(restarts > 0 && last != nil && num(last["exitCode"]) != 0)
+		(restarts > 0 && last != nil && num(last["exitCode"]) != 0) ||
+		(term != nil && num(term["exitCode"]) != 0 && restartsAlways(pod, cname))
 	if crashed {
 		p := platform.PodProblem{State: platform.StateCrashLooping, Container: cname, Count: restarts}
 		if ended != nil {
@@ -161,6 +164,22 @@ func classifyContainer(pod, cs Object, events []Object) (platform.PodProblem, bo
 	return platform.PodProblem{}, false
 }
 
+// limitWords says a memory limit as a manifest writes it: 32MB for the
+// API server's 32M (or 32000000), 32MiB for 32Mi.
+func limitWords(limit string) string {
+	if b, err := strconv.ParseInt(limit, 10, 64); err == nil {
+		return compiler.ByteSize(b).String()
+	}
+	for _, u := range []struct{ k8s, user string }{{"Ki", "KiB"}, {"Mi", "MiB"}, {"Gi", "GiB"}, {"Ti", "TiB"}, {"k", "KB"}, {"M", "MB"}, {"G", "GB"}, {"T", "TB"}} {
+		if n, ok := strings.CutSuffix(limit, u.k8s); ok {
+			if _, err := strconv.ParseInt(n, 10, 64); err == nil {
+				return n + u.user
+			}
+		}
+	}
+	return limit
+}
+
 func str2(o Object, path ...string) any {
 	var v any = o
 	for _, k := range path {
@@ -185,6 +204,22 @@ func containerSpec(pod Object, name string) Object {
 		}
 	}
 	return Object{}
+}
+
+// restartsAlways is whether the kubelet starts the container again
+// whenever it ends (an application's pod, not a Job's; no init
+// container).
+func restartsAlways(pod Object, container string) bool {
+	if rp := str(pod, "spec", "restartPolicy"); rp != "" && rp != "Always" {
+		return false
+	}
+	for _, v := range list(pod, "spec", "initContainers") {
+		c, _ := v.(Object)
+		if n, _ := c["name"].(string); n == container {
+			return false
+		}
+	}
+	return true
 }
 
 func exitCode(term Object) *int {
