@@ -44,8 +44,8 @@ func newRealFixture(t *testing.T, manifest, envName string) *fixture {
 	return newFixtureOn(t, clustertest.StartReal(t), "", manifest, envName, map[string]string{"SESSION_SECRET": secretValue})
 }
 
-// runLog is the stored log of the run (what its page shows), masked.
-func (f *fixture) runLog(run *store.Run) string {
+// stepLog is the stored log of the run (what its page shows), masked.
+func (f *fixture) stepLog(run *store.Run) string {
 	f.t.Helper()
 	rows, err := f.db.Pool.Query(f.ctx, `SELECT text FROM run_log_lines WHERE run_id = $1 ORDER BY position, n`, run.ID)
 	if err != nil {
@@ -92,7 +92,7 @@ func TestRealPodCrashLoopFailsTheRolloutWithItsExitCodeAndLastLines(t *testing.T
     command: ["/testapp", "exit", "--code", "2"]
 `), "crashloop")
 	run := f.deployFails(90*time.Second, "crash looping", "exited with code 2", "web: pod web-")
-	log := f.runLog(run)
+	log := f.stepLog(run)
 	if !strings.Contains(log, "cannot open the config") {
 		t.Errorf("the step's log lacks the container's last lines:\n%s", log)
 	}
@@ -144,7 +144,7 @@ func TestRealReleaseCommandThatExits3LogsItsOutputAndCode(t *testing.T) {
 	m = strings.Replace(m, "    deployment:\n", "    deployment:\n      releaseCommand:\n        command: [\"/testapp\", \"exit\", \"--code\", \"3\"]\n        timeout: 1m\n", 1)
 	f := newRealFixture(t, m, "release-exit3")
 	run := f.deployFails(90*time.Second, "the command exited with code 3")
-	log := f.runLog(run)
+	log := f.stepLog(run)
 	for _, want := range []string{"migrating to 7 as ", "error: column note is missing"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the release step's log lacks %q:\n%s", want, log)
