@@ -105,7 +105,8 @@ type Platform struct {
 	Client *Client
 	Opts   Options
 
-	watches *watchHub
+	watches  *watchHub
+	identity clusterID
 }
 
 var (
