@@ -9,6 +9,8 @@ package kubernetes_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +195,79 @@ func TestRealRollingUpdateWithReadinessProbesServesTheNewVersion(t *testing.T) {
 		if env := str(p, "spec", "containers", 0, "env"); !strings.Contains(env, "two") {
 			t.Errorf("pod %s still runs the old version", str(p, "metadata", "name"))
 		}
+	}
+}
+
+// TestRealBlueGreenSwitchIsSeenThroughTheService asks the Service (its
+// ClusterIP, from the host, a new connection each time) throughout a
+// blue-green deploy: the old version answers until the switch, then only
+// the new one.
+func TestRealBlueGreenSwitchIsSeenThroughTheService(t *testing.T) {
+	m := strings.Replace(realManifest("bluegreen", `      TESTAPP_SAY: "one"
+    command: ["/testapp", "serve", "--ready-after", "2s"]
+    health:
+      readiness:
+        http:
+          port: http
+          path: /readyz
+`), "        strategy: rolling\n", "        strategy: blue-green\n", 1)
+	f := newRealFixture(t, m, "bluegreen")
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
+	}
+	ip := str(f.get(kubernetes.KindService, "web"), "spec", "clusterIP")
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	ask := func() string {
+		resp, err := client.Get("http://" + ip + ":8080/")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if w := strings.Fields(string(b)); resp.StatusCode == http.StatusOK && len(w) > 0 {
+			return w[0]
+		}
+		return ""
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for ask() != "one" {
+		if time.Now().After(deadline) {
+			t.Fatal("the first version never answered through the Service")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	f.addRevision(strings.Replace(m, `TESTAPP_SAY: "one"`, `TESTAPP_SAY: "two"`, 1))
+	done := make(chan *store.Run, 1)
+	go func() { done <- f.deploy() }()
+	var seen []string
+	var run *store.Run
+	for run == nil {
+		select {
+		case run = <-done:
+		default:
+		}
+		if a := ask(); a != "" && (len(seen) == 0 || seen[len(seen)-1] != a) {
+			seen = append(seen, a)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if run.Status != store.RunSucceeded {
+		t.Fatalf("second deploy %s: %s", run.Status, run.Reason)
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for ask() != "two" {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the switch the Service does not answer two (answers seen: %v)", seen)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := 0; i < 20; i++ {
+		if a := ask(); a != "" && a != "two" {
+			t.Fatalf("after the switch the Service answered %q", a)
+		}
+	}
+	t.Logf("answers through the Service during the deploy, in order: %v", seen)
+	if len(seen) > 2 || seen[0] != "one" {
+		t.Fatalf("answers in order %v: want the old version until the switch, then only the new one", seen)
 	}
 }
