@@ -167,6 +167,11 @@ func (h *Environments) ShowEnvironmentPage(w http.ResponseWriter, r *http.Reques
 	}
 	if env.ActiveRevisionID != nil {
 		m.ActiveRevisionID = *env.ActiveRevisionID
+		if h.Runs != nil {
+			if m.OtherCluster, err = h.Runs.OtherCluster(ctx, env); err != nil {
+				return err
+			}
+		}
 	}
 	if m.Backups, err = BackupStatus(r, h.DB, nil, env); err != nil {
 		return err

@@ -109,6 +109,10 @@ type DeployPlan struct {
 	// scale or set image) own on the objects the Studio applied: the
 	// deploy takes back those it sets, and a blue-green slot it replaces
 	// goes with its edits. HandEditsError says why they could not be read.
+	// OtherCluster says the active revision runs on another cluster or
+	// platform than this Studio's (OtherCluster); the plan then deploys
+	// everything.
+	OtherCluster   string
 	HandEdits      []platform.HandEdit
 	HandEditsError string
 }
@@ -192,7 +196,12 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 	for _, r := range revisions {
 		in.Revisions[r.Number] = r.Definition
 	}
-	if env.ActiveRevisionID != nil {
+	// On another cluster than the active revision's, nothing of it runs
+	// here: the plan deploys everything, as a first deploy does.
+	if dp.OtherCluster, err = s.OtherCluster(ctx, env); err != nil {
+		return nil, err
+	}
+	if env.ActiveRevisionID != nil && dp.OtherCluster == "" {
 		if dp.From, err = s.DB.RevisionByID(ctx, *env.ActiveRevisionID); err != nil {
 			return nil, err
 		}

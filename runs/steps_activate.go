@@ -16,6 +16,7 @@ func (r *Runner) stepActivate(ctx context.Context, rc *runContext, st *stepCall)
 	if why != "" {
 		return st.fail(why), nil
 	}
+	r.recordCluster(ctx, rc.env.ID)
 	res := st.ok()
 	res.activate = rc.run.RevisionID
 	res.activeDomains = []string{}

@@ -19,7 +19,10 @@ type EnvironmentPage struct {
 	// Deleting is what became of the environment's deletion while it is
 	// deleting (in progress, or why it did not finish), "" otherwise.
 	Deleting string
-	Role     string
+	// OtherCluster says the active revision runs on another cluster or
+	// platform than this Studio's (runs.Service.OtherCluster), "" if not.
+	OtherCluster string
+	Role         string
 	// Revision is the revision shown: the one the environment runs, or the
 	// latest before its first deploy (Deployed false).
 	Revision     int

@@ -230,6 +230,9 @@ type DeployPlanPage struct {
 	Orphaned    []string
 	Destructive []string
 	Refused     []string
+	// OtherCluster says the active revision runs on another cluster, so
+	// the plan deploys everything (runs.DeployPlan.OtherCluster).
+	OtherCluster string
 	// PublicValues are values a hostname of the revision is built from that
 	// the project also uses outside hostnames (names and expressions only).
 	// Their hostnames are never resolved on the page; only an admin

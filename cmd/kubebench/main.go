@@ -16,10 +16,18 @@
 // p50 of both, their ratio (goal ≤ 1.3) and the API requests each made per
 // deploy, counted by a proxy in front of the API server. A last row
 // deploys one application whose pods take 3 to 5 s to become ready: the
-// Studio's requests must not grow with the time spent waiting.
+// Studio's requests must not grow with the time spent waiting. The floor
+// waits for the databases' Clusters Ready before the release Jobs, as the
+// Studio does.
+//
+// With -nodes real (as root) the cluster has one real node
+// (testcluster --nodes real) and each application is the test
+// application's image with real readiness probes and a release command
+// that runs; there is no slow row.
 //
 //	go run ./cmd/kubebench                      # starts the test cluster
 //	go run ./cmd/kubebench -kubeconfig /tmp/skali-cluster/kubeconfig
+//	go run ./cmd/kubebench -nodes real -iterations 3 -services 1,3
 package main
 
 import (
@@ -74,6 +82,9 @@ type bench struct {
 	floorAPI   *clustertest.Proxy // kubectl's requests
 	production map[string]any
 	verbose    bool
+	// real: the cluster's node is real (testcluster --nodes real) and the
+	// applications are the test application's real pods.
+	real bool
 }
 
 func run() error {
@@ -83,7 +94,11 @@ func run() error {
 	sizes := flag.String("services", "1,3,6", "numbers of applications")
 	ephemeral := flag.Bool("ephemeral", false, "run the Studio's PostgreSQL without fsync")
 	verbose := flag.Bool("v", false, "print each deploy")
+	nodes := flag.String("nodes", "kwok", "kwok (simulated nodes) or real (one real node, the test application's pods; root only)")
 	flag.Parse()
+	if *nodes != "kwok" && *nodes != "real" {
+		return fmt.Errorf("-nodes must be kwok or real, not %q", *nodes)
+	}
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -104,7 +119,7 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b := &bench{dir: dir, kubeconfig: *kubeconfig, kubectl: *kubectlPath, verbose: *verbose}
+	b := &bench{dir: dir, kubeconfig: *kubeconfig, kubectl: *kubectlPath, verbose: *verbose, real: *nodes == "real"}
 	ctx := context.Background()
 
 	if b.kubeconfig == "" {
@@ -180,8 +195,12 @@ func run() error {
 		_ = b.studio.Wait()
 	}()
 
-	fmt.Printf("kubebench: %d CPUs; %d deploys per size, each to a new namespace; kwok's fast stages; Studio's PostgreSQL durable=%v\n",
-		numCPU(), *iterations, !*ephemeral)
+	nodesSaid := "kwok's fast stages"
+	if b.real {
+		nodesSaid = "one real node, the test application's pods (testcluster plays CloudNativePG and the bucket provisioner)"
+	}
+	fmt.Printf("kubebench: %d CPUs; %d deploys per size, each to a new namespace; %s; Studio's PostgreSQL durable=%v\n",
+		numCPU(), *iterations, nodesSaid, !*ephemeral)
 	if d, err := b.kubectlStart(); err == nil {
 		fmt.Printf("kubebench: one kubectl process (version --client) takes %s here; the floor starts 3 + one per application\n", ms(d))
 	}
@@ -193,6 +212,9 @@ func run() error {
 		}
 		fmt.Println(r)
 		fmt.Println(r.Steps())
+	}
+	if b.real {
+		return nil // the slow pods are a kwok stage
 	}
 	r, err := b.size(ctx, 1, max(1, *iterations/2), "slow")
 	if err != nil {
@@ -266,6 +288,19 @@ func (b *bench) manifest(project string, n int, tag string) (string, error) {
 	if tag != "" {
 		delete(web, "build")
 		web["image"] = "registry.local/web:" + tag
+	}
+	if b.real {
+		// The test application in place of the wiki: the same probes'
+		// ports, its own paths; its release command succeeds; requests
+		// small enough for both slots of every application on 2 cores.
+		delete(web, "build")
+		web["image"] = "registry.local/skali/testapp:latest"
+		web["command"] = []any{"/testapp", "serve", "--ready-after", "1s"}
+		health := web["health"].(map[string]any)
+		health["readiness"].(map[string]any)["http"].(map[string]any)["path"] = "/readyz"
+		dep := web["deployment"].(map[string]any)
+		dep["releaseCommand"].(map[string]any)["command"] = []any{"/testapp", "exit", "--code", "0", "--stdout", "migrated"}
+		web["resources"].(map[string]any)["requests"].(map[string]any)["cpu"] = 0.02
 	}
 	for i := 2; i <= n; i++ {
 		c := deepCopy(web).(map[string]any)
@@ -565,6 +600,12 @@ func (b *bench) deployFloor(ns, objects, deployments string, jobs []string) (tim
 	if err := kubectl(objects, "apply", "--server-side", "--field-manager", "kubebench", "-f", "-"); err != nil {
 		return 0, 0, err
 	}
+	// As the Studio does: the databases accept connections first.
+	if strings.Contains(objects, "kind: Cluster") || strings.Contains(objects, `"kind":"Cluster"`) {
+		if err := kubectl("", "-n", ns, "wait", "--for=condition=Ready", "clusters.postgresql.cnpg.io", "--all", "--timeout=2m"); err != nil {
+			return 0, 0, err
+		}
+	}
 	if len(jobs) > 0 {
 		args := []string{"-n", ns, "wait", "--for=condition=complete", "--timeout=5m"}
 		for _, j := range jobs {
@@ -663,7 +704,11 @@ func (b *bench) startCluster(root string) (func(), error) {
 		return nil, fmt.Errorf("building testcluster: %v: %s", err, out)
 	}
 	fmt.Fprintln(os.Stderr, "kubebench: starting the test cluster (its first build takes 15-25 minutes)")
-	cmd := exec.Command(prog, "--dir", dir)
+	args := []string{"--dir", dir}
+	if b.real {
+		args = append(args, "--nodes", "real")
+	}
+	cmd := exec.Command(prog, args...)
 	cmd.Dir = build.Dir
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}

@@ -349,6 +349,27 @@ applications:
         command: ["/app/migrate"]
 `
 
+// neverReadyManifest's pods run but never become ready (the test
+// cluster's "never" tag): the rollout fails at its deadline, and its reason
+// reads the probe and the kubelet's events of the pod.
+const neverReadyManifest = `name: neverready
+applications:
+  web:
+    image: registry.local/web:never-1
+    ports:
+      http:
+        port: 8080
+    health:
+      readiness:
+        http:
+          port: http
+          path: /ready
+    deployment:
+      rollout:
+        strategy: rolling
+        timeout: 10s
+`
+
 const slowReleaseManifest = `name: slowrelease
 applications:
   web:
@@ -553,7 +574,8 @@ func TestStudioManifestsRunOnTheClusterAndGrantExactlyWhatTheStudioCalls(t *test
 	addKubeProject(t, db, key, failingReleaseManifest, nil)
 	addKubeProject(t, db, key, slowReleaseManifest, nil)
 	addKubeProject(t, db, key, prunedManifest, nil)
-	for _, ns := range []string{"team-wiki-production", "failing-production", "slowrelease-production", "pruned-production"} {
+	addKubeProject(t, db, key, neverReadyManifest, nil)
+	for _, ns := range []string{"team-wiki-production", "failing-production", "slowrelease-production", "pruned-production", "neverready-production"} {
 		t.Cleanup(func() { kubectl(t, cluster, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=false") })
 	}
 	// The volume's claim binds to a volume the test provides as a cluster
@@ -640,6 +662,11 @@ spec:
 	if status, reason := runOutcome(t, db, run); status != store.RunFailed || !strings.Contains(reason, "exited with code 1") {
 		t.Fatalf("a failing release: %s: %s, want failed with its exit code", status, reason)
 	}
+	run = deployNewest(t, studio, client, db, "neverready")
+	waitForRunEnd(t, db, run)
+	if status, reason := runOutcome(t, db, run); status != store.RunFailed || !strings.Contains(reason, "fails its readiness probe GET /ready on port 8080") {
+		t.Fatalf("a rollout that never becomes ready: %s: %s, want failed at its deadline with the probe", status, reason)
+	}
 	run = deployNewest(t, studio, client, db, "slowrelease")
 	waitFor(t, func() bool {
 		return checkpointStatus(db, run, "release") == store.CheckpointRunning &&
@@ -668,7 +695,7 @@ spec:
 			t.Errorf("the Studio called %s in a namespace it did not create", r)
 		}
 	}
-	for _, ns := range []string{"team-wiki-production", "failing-production", "slowrelease-production", "pruned-production"} {
+	for _, ns := range []string{"team-wiki-production", "failing-production", "slowrelease-production", "pruned-production", "neverready-production"} {
 		if !created[ns] {
 			t.Errorf("the Studio did not create namespace %s itself", ns)
 		}
