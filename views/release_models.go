@@ -224,4 +224,9 @@ type EnvironmentLiveView struct {
 	ValueChanges []ValueChangeView
 	Releases     []ReleaseRowView
 	CanDeploy    bool
+	// Health is what the platform last reported of what runs; AppNames,
+	// DatabaseNames and BucketNames the services shown, whose health
+	// parts a refresh replaces.
+	Health                                 HealthView
+	AppNames, DatabaseNames, BucketNames []string
 }
