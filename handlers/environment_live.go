@@ -3,8 +3,8 @@ package handlers
 import (
 	"context"
 	"maps"
-	"slices"
 	"net/http"
+	"slices"
 
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"

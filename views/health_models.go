@@ -16,9 +16,9 @@ type HealthView struct {
 	Level string
 	// Label is the header's words; Note says why nothing is known.
 	Label, Badge, Note string
-	Apps              map[string]AppHealthView
-	Databases         map[string]ServiceHealthView
-	Buckets           map[string]ServiceHealthView
+	Apps               map[string]AppHealthView
+	Databases          map[string]ServiceHealthView
+	Buckets            map[string]ServiceHealthView
 	// At is when the Studio stored the report.
 	At time.Time
 }

@@ -227,6 +227,6 @@ type EnvironmentLiveView struct {
 	// Health is what the platform last reported of what runs; AppNames,
 	// DatabaseNames and BucketNames the services shown, whose health
 	// parts a refresh replaces.
-	Health                                 HealthView
+	Health                               HealthView
 	AppNames, DatabaseNames, BucketNames []string
 }
