@@ -110,7 +110,10 @@ func (db *DB) SyncHealth(ctx context.Context, envID int64, h platform.Environmen
 		if err != nil {
 			return err
 		}
-		if bytes.Equal(report, stored) {
+		// jsonb keeps its own key order: compare the stored report as this
+		// code writes it.
+		was, _ := json.Marshal(old)
+		if bytes.Equal(report, was) {
 			return nil
 		}
 		var still []string
