@@ -421,6 +421,9 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := c.installCRDs(ctx); err != nil {
 		return err
 	}
+	// No CloudNativePG or bucket provisioner runs here: the cluster plays
+	// them (operators.go).
+	newOperators(server, caPEM, token).run(ctx)
 	if err := c.kubectl(ctx, nil, "wait", "--for=condition=Ready", "node", "--all", "--timeout=120s"); err != nil {
 		return err
 	}

@@ -86,7 +86,7 @@ func TestKubernetesSIGTERMDuringACertificateWaitExitsAtOnceAndTheNextProcessResu
 	port := strconv.Itoa(freePort(t))
 	// The edge port is the Studio's own: the probe finds the domain
 	// answering as this installation.
-	flags := []string{"--platform", "kubernetes", "--kubeconfig", cluster.Kubeconfig, "--cluster-issuer", "test-issuer",
+	flags := []string{"--platform", "kubernetes", "--kubeconfig", cluster.Kubeconfig, "--gateway", "infra/edge", "--cluster-issuer", "test-issuer",
 		"--addr", "127.0.0.1:" + port, "--edge-port", port, "--dns-server", loopbackDNS(t), "--shutdown-timeout", "30s"}
 	first := startStudio(t, dbURL, key, flags...)
 	runID := deployNewest(t, first, signedIn(t, first), db, "certwait")

@@ -64,6 +64,11 @@ func certificate(n envNames, name, domain string, p *Platform) Object {
 // backoff's or Check now's) is a real one. Without a cluster issuer the
 // installation's development CA issues (Options.DevIssuer).
 func (p *Platform) Issue(ctx context.Context, env platform.Env, domain string, now time.Time, out platform.Output) (*platform.IssuedCertificate, platform.Issuance, error) {
+	if p.Opts.Gateway == "" {
+		// No HTTPRoute is written without a Gateway: the route is never
+		// said to be issued (the plan refuses such a deploy first).
+		return nil, platform.Issuance{}, fmt.Errorf("%s is not served: this Studio was started without --gateway, so no HTTPRoute was written for it", domain)
+	}
 	if p.Opts.ClusterIssuer == "" {
 		if p.Opts.DevIssuer == nil {
 			return nil, platform.Issuance{}, errors.New("no certificate issuer: set a cert-manager ClusterIssuer (--cluster-issuer)")

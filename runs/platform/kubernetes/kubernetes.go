@@ -56,6 +56,9 @@ type Options struct {
 	// IssueTimeout bounds the wait for cert-manager to issue a
 	// certificate (DefaultIssueTimeout when zero).
 	IssueTimeout time.Duration
+	// ProvisionTimeout bounds the wait for a database's or a bucket's
+	// operator (ProvisionTimeout, a minute, when zero).
+	ProvisionTimeout time.Duration
 	// StorageClass of volumes, databases and buckets ("" = the cluster's
 	// default; buckets default to "object-bucket").
 	StorageClass string
@@ -481,24 +484,32 @@ func withValuesVersion(dep Object, version string) Object {
 	return dep
 }
 
-// ProvisionDatabase implements platform.Platform: a CloudNativePG Cluster.
+// ProvisionDatabase implements platform.Platform: a CloudNativePG Cluster,
+// waited for until it is Ready (provision.go).
 func (p *Platform) ProvisionDatabase(ctx context.Context, env platform.Env, name string, d *compiler.Database, out platform.Output) error {
 	n, err := p.names(ctx, env)
 	if err != nil {
 		return err
 	}
-	_, err = p.Client.Apply(ctx, KindPGCluster, databaseCluster(n, name, d, p))
-	return p.apiError("applying database "+name, err)
+	obj, err := p.Client.Apply(ctx, KindPGCluster, databaseCluster(n, name, d, p))
+	if err != nil {
+		return p.apiError("applying database "+name, err)
+	}
+	return p.waitProvisioned(ctx, KindPGCluster, n.namespace, dnsName(name), "database "+name, obj, databaseState, out)
 }
 
-// ProvisionBucket implements platform.Platform: an ObjectBucketClaim.
+// ProvisionBucket implements platform.Platform: an ObjectBucketClaim,
+// waited for until it is Bound.
 func (p *Platform) ProvisionBucket(ctx context.Context, env platform.Env, name string, b *compiler.Bucket, out platform.Output) error {
 	n, err := p.names(ctx, env)
 	if err != nil {
 		return err
 	}
-	_, err = p.Client.Apply(ctx, KindBucketClaim, bucketClaim(n, name, p))
-	return p.apiError("applying bucket "+name, err)
+	obj, err := p.Client.Apply(ctx, KindBucketClaim, bucketClaim(n, name, p))
+	if err != nil {
+		return p.apiError("applying bucket "+name, err)
+	}
+	return p.waitProvisioned(ctx, KindBucketClaim, n.namespace, dnsName(name), "bucket "+name, obj, bucketState, out)
 }
 
 // BucketBytes implements platform.Platform: an ObjectBucketClaim does not say

@@ -94,7 +94,13 @@ func newFixture(t *testing.T, manifest, envName string, values map[string]string
 // test reads back as the cluster's admin).
 func newFixtureAs(t *testing.T, user, manifest, envName string, values map[string]string) *fixture {
 	t.Helper()
-	cluster := clustertest.Start(t)
+	return newFixtureOn(t, clustertest.Start(t), user, manifest, envName, values)
+}
+
+// newFixtureOn is newFixtureAs on the given cluster (StartReal's, for
+// real pods).
+func newFixtureOn(t *testing.T, cluster *clustertest.Cluster, user, manifest, envName string, values map[string]string) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	f := &fixture{t: t, ctx: ctx, logs: &syncBuffer{}, annotations: map[string]map[string]string{}}
 	f.db = storetest.NewDB(t)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs/platform"
@@ -16,7 +17,8 @@ var _ platform.DefinitionChecker = (*Platform)(nil)
 // namespace (a blue-green application web's slot web-blue and an
 // application named web-blue, a route web's "api-public" and an
 // application web-api's route "public") would overwrite each other, so the
-// plan is refused, naming both and the object.
+// plan is refused, naming both and the object. Routes are refused on a
+// Studio started without a Gateway (NoGatewayRefusal).
 func (p *Platform) CheckDefinition(def *compiler.Definition) []string {
 	if def == nil {
 		return nil
@@ -61,5 +63,24 @@ func (p *Platform) CheckDefinition(def *compiler.Definition) []string {
 			claim("PersistentVolumeClaim", dnsName(app, vol), app, fmt.Sprintf("volume %s of %s", vol, app))
 		}
 	}
+	if p.Opts.Gateway == "" {
+		var routes []string
+		for _, app := range slices.Sorted(maps.Keys(def.Applications)) {
+			for _, rn := range sortedRoutes(def.Applications[app]) {
+				routes = append(routes, fmt.Sprintf("route %s of %s", rn, app))
+			}
+		}
+		if len(routes) > 0 {
+			refused = append(refused, NoGatewayRefusal(routes))
+		}
+	}
 	return refused
+}
+
+// NoGatewayRefusal is the plan's refusal of routes on a Studio started
+// without --gateway: nothing would write their HTTPRoutes, so nothing
+// would reach them, and no route is said to be issued.
+func NoGatewayRefusal(routes []string) string {
+	return fmt.Sprintf("On Kubernetes, routes attach to a Gateway, and this Studio was started without --gateway: no HTTPRoute would be written for %s, so nothing would reach it; start the Studio with --gateway NAMESPACE/NAME.",
+		strings.Join(routes, ", "))
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs/platform"
@@ -68,10 +69,15 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 }
 
 // waitRollout follows a Deployment until its new revision is available
-// with at least minReady replicas.
+// with at least minReady replicas, and its pods meanwhile (podWatch): one
+// of the new revision that Kubernetes reports failing ends the wait at
+// once with what it said.
 func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep Object, minReady int, out platform.Output) error {
+	name := str(dep, "metadata", "name")
+	pw := newPodWatch(p, n.namespace, app, dep)
 	last := ""
 	check := func(o Object) (bool, error) {
+		pw.observed(o)
 		s := rolloutState(o)
 		if st, _ := o["status"].(Object); s.done && num(st["availableReplicas"]) < minReady {
 			s.done = false
@@ -82,6 +88,9 @@ func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep 
 			out.Line(s.text)
 		}
 		if s.failed != "" {
+			if why := pw.atDeadline(ctx); why != "" {
+				return true, fmt.Errorf("%s; %s", s.failed, why)
+			}
 			return true, errors.New(s.failed)
 		}
 		return s.done, nil
@@ -89,9 +98,42 @@ func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep 
 	if done, err := check(dep); done {
 		return err
 	}
-	md, _ := dep["metadata"].(Object)
-	name, _ := md["name"].(string)
-	return p.watches.follow(ctx, KindDeployment, n.namespace, name, check)
+	// The pods are subscribed to first, then listed (podWatch.run): none
+	// between the two is missed.
+	pods, unsubscribe := p.watches.subscribeBuffered(KindPod, n.namespace, "", 64)
+	defer unsubscribe()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	failed := make(chan platform.PodProblem, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if prob, ok := pw.run(wctx, pods); ok {
+			failed <- prob
+			cancel()
+		}
+	}()
+	err := p.watches.follow(wctx, KindDeployment, n.namespace, name, check)
+	if err == nil && !probed(dep) {
+		// Without a readiness probe a container counts as ready once it
+		// started: one that crashes at once would pass. The pods are
+		// watched until each new container has run for rolloutSettle.
+		err = pw.settle(wctx)
+	}
+	cancel()
+	wg.Wait()
+	if err == nil {
+		return nil // available: a pod that failed meanwhile was replaced
+	}
+	select {
+	case prob := <-failed:
+		if ctx.Err() == nil {
+			return pw.report(ctx, prob, out)
+		}
+	default:
+	}
+	return err
 }
 
 type rollout struct {

@@ -219,8 +219,15 @@ func (h *watchHub) hearReach(ctx context.Context, k Kind, namespace string) func
 // object (of every managed object of the namespace when name is "") each
 // time it changes, until unsubscribe is called.
 func (h *watchHub) subscribe(k Kind, namespace, name string) (ch chan Object, unsubscribe func()) {
+	return h.subscribeBuffered(k, namespace, name, 1)
+}
+
+// subscribeBuffered is subscribe keeping up to n versions the follower
+// has not read: a follower of every object of the namespace (name "")
+// loses no object's change while it is behind by fewer than n.
+func (h *watchHub) subscribeBuffered(k Kind, namespace, name string, n int) (ch chan Object, unsubscribe func()) {
 	kw, release := h.acquire(k, namespace)
-	ch = make(chan Object, 1)
+	ch = make(chan Object, n)
 	kw.mu.Lock()
 	if kw.subs[name] == nil {
 		kw.subs[name] = map[chan Object]struct{}{}

@@ -36,6 +36,10 @@ type Cluster struct {
 	Kubeconfig string
 	Kubectl    string
 	Dir        string
+	// Registry is a real-node cluster's image registry (host:port on
+	// loopback, DIR/registry), which its node pulls registry.local/...
+	// from; empty for simulated nodes.
+	Registry string
 }
 
 var (
@@ -43,7 +47,65 @@ var (
 	shared  *Cluster
 	errOnce error
 	skip    bool
+
+	realOnce  sync.Once
+	realShare *Cluster
+	realErr   error
+	realSkip  bool
 )
+
+// StartReal returns the test binary's real-node cluster (testcluster
+// --nodes real: containerd, a kubelet and kube-proxy running real pods,
+// with the test application's image, registry.local/skali/testapp:latest,
+// in its registry), starting it at first use; every test of the binary
+// shares it, and test binaries of one go test run queue on testcluster's
+// machine-wide lock. SKALI_TEST_REAL_KUBECONFIG names a running one to
+// use instead. Where it cannot run (not root, the runtime or the binaries
+// missing) the test skips with a note, and fails with CI=true.
+func StartReal(t testing.TB) *Cluster {
+	t.Helper()
+	realOnce.Do(func() { realShare, realSkip, realErr = startReal() })
+	if realErr != nil {
+		if realSkip && os.Getenv("CI") != "true" {
+			t.Skipf("no real-node test cluster: %v", realErr)
+		}
+		t.Fatalf("no real-node test cluster: %v", realErr)
+	}
+	return realShare
+}
+
+func startReal() (*Cluster, bool, error) {
+	if kc := os.Getenv("SKALI_TEST_REAL_KUBECONFIG"); kc != "" {
+		c := &Cluster{Kubeconfig: kc, Dir: filepath.Dir(kc)}
+		if k := filepath.Join(c.Dir, "bin", "kubectl"); fileExists(k) {
+			c.Kubectl = k
+		}
+		reg, err := os.ReadFile(filepath.Join(c.Dir, "registry"))
+		if err != nil {
+			return nil, false, fmt.Errorf("SKALI_TEST_REAL_KUBECONFIG: no registry beside it: %v", err)
+		}
+		c.Registry = strings.TrimSpace(string(reg))
+		return c, false, nil
+	}
+	if os.Geteuid() != 0 {
+		return nil, true, errors.New("real pods need root (containerd, the kubelet and kube-proxy, a bridge)")
+	}
+	for _, tool := range []string{"containerd", "runc", "iptables", "conntrack", "nft"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, true, fmt.Errorf("real pods need %s: apt-get install containerd runc containernetworking-plugins iptables conntrack nftables", tool)
+		}
+	}
+	c, skip, err := run("--nodes", "real")
+	if err != nil {
+		return nil, skip, err
+	}
+	reg, err := os.ReadFile(filepath.Join(c.Dir, "registry"))
+	if err != nil {
+		return nil, false, err
+	}
+	c.Registry = strings.TrimSpace(string(reg))
+	return c, false, nil
+}
 
 // Start returns the test binary's cluster, starting it at first use. It
 // skips the test when no cluster can be had, or fails it under CI=true.
@@ -67,6 +129,12 @@ func start() (*Cluster, bool, error) {
 		}
 		return c, false, nil
 	}
+	return run()
+}
+
+// run builds testcluster and runs it with args until the test binary
+// ends.
+func run(args ...string) (*Cluster, bool, error) {
 	src, err := sourceDir()
 	if err != nil {
 		return nil, true, err
@@ -106,7 +174,7 @@ func start() (*Cluster, bool, error) {
 	// process does.
 	go func() {
 		runtime.LockOSThread()
-		cmd := exec.Command(prog, "--dir", dir, "--bin", bin)
+		cmd := exec.Command(prog, append([]string{"--dir", dir, "--bin", bin}, args...)...)
 		cmd.Dir = src
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 		logf, err := os.Create(filepath.Join(dir, "testcluster.log"))

@@ -1,0 +1,197 @@
+package kubernetes_test
+
+// Runs on real pods (clustertest.StartReal: containerd, a kubelet and
+// kube-proxy, the test application's image): only what needs a running
+// container — a crash with its output, a kill for memory, an image pull,
+// the scheduler's refusal, a readiness probe answered by the process, a
+// release command's own output and exit code. They skip where a real node
+// cannot run (not root), and fail with CI=true.
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/runs/platform/kubernetes"
+	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
+	"github.com/skali-dev/studio/store"
+)
+
+const testApp = "registry.local/skali/testapp:latest"
+
+// realManifest is one application of the test application's image, with
+// the given lines added to it (command, environment, health, resources).
+func realManifest(name, extra string) string {
+	return fmt.Sprintf(`name: %s
+applications:
+  web:
+    image: %s
+    environment:
+      SESSION_SECRET: "${SESSION_SECRET}"
+%s    ports:
+      http:
+        port: 8080
+    deployment:
+      rollout:
+        strategy: rolling
+        timeout: 3m
+`, name, testApp, extra)
+}
+
+func newRealFixture(t *testing.T, manifest, envName string) *fixture {
+	t.Helper()
+	return newFixtureOn(t, clustertest.StartReal(t), "", manifest, envName, map[string]string{"SESSION_SECRET": secretValue})
+}
+
+// stepLog is the stored log of the run (what its page shows), masked.
+func (f *fixture) stepLog(run *store.Run) string {
+	f.t.Helper()
+	rows, err := f.db.Pool.Query(f.ctx, `SELECT text FROM run_log_lines WHERE run_id = $1 ORDER BY position, n`, run.ID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			f.t.Fatal(err)
+		}
+		b.WriteString(s + "\n")
+	}
+	return b.String()
+}
+
+// deployFails deploys, and checks the run failed well before the
+// rollout's 3-minute deadline with a reason holding each of want.
+func (f *fixture) deployFails(within time.Duration, want ...string) *store.Run {
+	f.t.Helper()
+	started := time.Now()
+	run := f.deploy()
+	took := time.Since(started)
+	if run.Status != store.RunFailed {
+		f.t.Fatalf("deploy %s: %s, want failed", run.Status, run.Reason)
+	}
+	f.t.Logf("failed in %s: %s", took.Round(100*time.Millisecond), run.Reason)
+	if took > within {
+		f.t.Errorf("the deploy failed after %s, want within %s of Kubernetes reporting it", took.Round(time.Second), within)
+	}
+	for _, w := range want {
+		if !strings.Contains(run.Reason, w) {
+			f.t.Errorf("reason %q lacks %q", run.Reason, w)
+		}
+	}
+	f.checkNoPlaintext()
+	return run
+}
+
+func TestRealPodCrashLoopFailsTheRolloutWithItsExitCodeAndLastLines(t *testing.T) {
+	f := newRealFixture(t, realManifest("crash", `      TESTAPP_STDOUT: "connecting with ${SESSION_SECRET}"
+      TESTAPP_STDERR: "cannot open the config"
+    command: ["/testapp", "exit", "--code", "2"]
+`), "crashloop")
+	run := f.deployFails(90*time.Second, "crash looping", "exited with code 2", "web: pod web-")
+	log := f.stepLog(run)
+	if !strings.Contains(log, "cannot open the config") {
+		t.Errorf("the step's log lacks the container's last lines:\n%s", log)
+	}
+	// The value the app printed is in the log masked.
+	if !strings.Contains(log, "connecting with ") {
+		t.Errorf("the step's log lacks the line that printed the value:\n%s", log)
+	}
+}
+
+func TestRealPodPastItsMemoryLimitFailsTheRolloutWithTheLimit(t *testing.T) {
+	f := newRealFixture(t, realManifest("oom", `    command: ["/testapp", "allocate", "--mib", "96"]
+    resources:
+      limits:
+        memory: 32MB
+`), "oomkilled")
+	f.deployFails(90*time.Second, "killed for memory", "memory limit of 32MB")
+}
+
+func TestRealPodWhoseImageCannotBePulledFailsTheRollout(t *testing.T) {
+	f := newRealFixture(t, strings.Replace(realManifest("nope", ""), testApp, "registry.local/skali/nope:1", 1), "imagepull")
+	f.deployFails(90*time.Second, "image cannot be pulled", "registry.local/skali/nope:1", "not found")
+}
+
+func TestRealPodThatNoNodeCanRunFailsTheRolloutWithTheSchedulersMessage(t *testing.T) {
+	f := newRealFixture(t, realManifest("big", `    resources:
+      requests:
+        cpu: 64
+`), "unschedulable")
+	f.deployFails(60*time.Second, "waiting for room", "Insufficient cpu")
+}
+
+func TestRealPodNeverReadyFailsAtTheDeadlineWithItsProbe(t *testing.T) {
+	m := strings.Replace(realManifest("never", `    command: ["/testapp", "serve", "--never-ready"]
+    health:
+      readiness:
+        http:
+          port: http
+          path: /readyz
+`), "timeout: 3m", "timeout: 15s", 1)
+	f := newRealFixture(t, m, "neverready")
+	f.deployFails(90*time.Second, "has timed out progressing", "fails its readiness probe GET /readyz on port 8080", "statuscode: 503")
+}
+
+func TestRealReleaseCommandThatExits3LogsItsOutputAndCode(t *testing.T) {
+	m := realManifest("release", `      TESTAPP_STDOUT: "migrating to 7 as ${SESSION_SECRET}"
+      TESTAPP_STDERR: "error: column note is missing"
+    command: ["/testapp", "serve"]
+`)
+	m = strings.Replace(m, "    deployment:\n", "    deployment:\n      releaseCommand:\n        command: [\"/testapp\", \"exit\", \"--code\", \"3\"]\n        timeout: 1m\n", 1)
+	f := newRealFixture(t, m, "release-exit3")
+	run := f.deployFails(90*time.Second, "the command exited with code 3")
+	log := f.stepLog(run)
+	for _, want := range []string{"migrating to 7 as ", "error: column note is missing"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the release step's log lacks %q:\n%s", want, log)
+		}
+	}
+	if deps, _ := f.client.List(f.ctx, kubernetes.KindDeployment, f.ns, ""); len(deps) != 0 {
+		t.Errorf("the rollout started after a failed release command")
+	}
+}
+
+func TestRealRollingUpdateWithReadinessProbesServesTheNewVersion(t *testing.T) {
+	m := realManifest("rolling", `      TESTAPP_SAY: "one"
+    command: ["/testapp", "serve", "--ready-after", "1s"]
+    health:
+      readiness:
+        http:
+          port: http
+          path: /readyz
+    scaling:
+      replicas:
+        min: 2
+        max: 2
+`)
+	f := newRealFixture(t, m, "rolling")
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
+	}
+	f.addRevision(strings.Replace(m, `TESTAPP_SAY: "one"`, `TESTAPP_SAY: "two"`, 1))
+	started := time.Now()
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("second deploy %s: %s", run.Status, run.Reason)
+	}
+	t.Logf("the rolling update succeeded in %s", time.Since(started).Round(100*time.Millisecond))
+	dep := f.get(kubernetes.KindDeployment, "web")
+	if str(dep, "status", "readyReplicas") != "2" || str(dep, "status", "updatedReplicas") != "2" {
+		t.Fatalf("status %v", at(dep, "status"))
+	}
+	pods, err := f.client.List(f.ctx, kubernetes.KindPod, f.ns, kubernetes.LabelComponent+"=application")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if at(p, "metadata", "deletionTimestamp") != nil {
+			continue
+		}
+		if env := str(p, "spec", "containers", 0, "env"); !strings.Contains(env, "two") {
+			t.Errorf("pod %s still runs the old version", str(p, "metadata", "name"))
+		}
+	}
+}
