@@ -136,6 +136,9 @@ type EnvironmentStatusView struct {
 	Available int
 	// BackupAlarm is the backup alarm's reason, "" when none.
 	BackupAlarm string
+	// Health is what the platform last reported of what runs, in one word
+	// (healthy, degraded, down), and its badge; "" when nothing was.
+	Health, HealthBadge string
 }
 
 // Href is the environment page.

@@ -90,4 +90,19 @@ func TestBrowserSeesAnApplicationsHealthChangeLive(t *testing.T) {
 	if got := browsertest.Eval[string](b, `window.studioMarker || "reloaded"`); got != "not reloaded" {
 		t.Fatal("the environment page reloaded itself; it should have followed the environment's stream")
 	}
+
+	// The home and project pages say the same per environment.
+	faults.Set(func(f *local.Faults) {
+		f.Runtime = map[string]*local.RuntimeFault{"web": {State: platform.StateNotReady, Ready: 1, Reason: "GET /healthz answered 503"}}
+	})
+	waitTrue(t, b, `document.getElementById("env-health").dataset.healthLevel === "degraded"`)
+	for _, page := range []string{"/", "/projects/team-wiki"} {
+		b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS("h1")))
+		if got := browsertest.Eval[string](b, `(document.querySelector('[data-env="production"] [data-health-level]') || {}).textContent || ""`); got != "degraded" {
+			t.Errorf("%s shows production's health as %q, want degraded", page, got)
+		}
+		if page == "/projects/team-wiki" {
+			b.Screenshot("project-health")
+		}
+	}
 }
