@@ -104,6 +104,9 @@ func (db *DB) SyncHealth(ctx context.Context, envID int64, h platform.Environmen
 				old.Apps[j].State == a.State && !old.Apps[j].Since.IsZero() {
 				a.Since = old.Apps[j].Since
 			}
+			if a.Since.IsZero() {
+				a.Since = db.Now() // the platform cannot tell: first seen now
+			}
 			a.Since = a.Since.UTC().Truncate(time.Second)
 		}
 		report, err := json.Marshal(h)

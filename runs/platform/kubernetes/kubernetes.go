@@ -106,6 +106,8 @@ type Platform struct {
 	Opts   Options
 
 	watches *watchHub
+	// health is what the environments' watches saw (health.go).
+	health healthWatch
 }
 
 var (
