@@ -34,7 +34,7 @@ type namespaceObjects struct {
 	env     platform.Env
 	ready   chan struct{}
 	objects map[string]map[string]Object // resource → name → object
-	gone    map[string]time.Time          // Deployment name → when its deletion was seen
+	gone    map[string]time.Time         // Deployment name → when its deletion was seen
 }
 
 // healthKinds are the kinds an environment's health is read from.
