@@ -2,7 +2,9 @@ package handlers
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
@@ -52,6 +54,16 @@ func (b *Base) environmentLive(ctx context.Context, env *store.Environment, role
 	m.Releases = views.NewReleaseRows(env, recent, active)
 	if len(m.Releases) > 5 {
 		m.Releases = m.Releases[:5]
+	}
+	health, err := b.DB.HealthOf(ctx, env.ID)
+	if err != nil {
+		return m, err
+	}
+	m.Health = views.NewHealthView(health, shown.Deployed)
+	if shown.Def != nil {
+		m.AppNames = slices.Sorted(maps.Keys(shown.Def.Applications))
+		m.DatabaseNames = slices.Sorted(maps.Keys(shown.Def.Databases))
+		m.BucketNames = slices.Sorted(maps.Keys(shown.Def.Buckets))
 	}
 	return m, nil
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -48,6 +49,9 @@ func (h *Home) ShowHomePage(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		statuses := statusesByProject(overviews, alarms)
+		if err := withHealth(r.Context(), h.Base, overviews, statuses); err != nil {
+			return err
+		}
 		for _, p := range projects {
 			card := views.ProjectCard{
 				Name: p.Name, Description: p.Description, UpdatedAt: p.CreatedAt,
@@ -86,7 +90,29 @@ func environmentStatuses(r *http.Request, b *Base, u *store.User, projectID int6
 	if err != nil {
 		return nil, err
 	}
-	return statusesByProject(overviews, alarms), nil
+	out := statusesByProject(overviews, alarms)
+	return out, withHealth(r.Context(), b, overviews, out)
+}
+
+// withHealth adds to each deployed environment's status what its
+// platform last reported, in one word.
+func withHealth(ctx context.Context, b *Base, overviews []store.EnvironmentOverview, out map[string][]views.EnvironmentStatusView) error {
+	ids := make([]int64, 0, len(overviews))
+	for _, o := range overviews {
+		ids = append(ids, o.ID)
+	}
+	levels, err := b.DB.HealthLevels(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, o := range overviews {
+		for i := range out[o.Project] {
+			if st := &out[o.Project][i]; st.Env == o.Name && st.Status != "not-deployed" {
+				st.Health, st.HealthBadge = views.HealthLevelView(levels[o.ID])
+			}
+		}
+	}
+	return nil
 }
 
 // statusesByProject is each overview's status with its backup alarm, by

@@ -57,6 +57,8 @@ var WebhookEventTypes = []WebhookEventType{
 	{WebhookApprovalRequested, "Approval requested"},
 	{WebhookApprovalGranted, "Approval granted"},
 	{WebhookApprovalRejected, "Approval rejected"},
+	{WebhookAppUnhealthy, "Application unhealthy"},
+	{WebhookAppRecovered, "Application recovered"},
 }
 
 // WebhookEventLabel is the words for event type name (the name itself when
@@ -126,6 +128,9 @@ type WebhookData struct {
 	Certificate *WebhookCertificate `json:"certificate,omitempty"`
 	// Alarm is the backup alarm's reason (raised) or the one it had (cleared).
 	Alarm string `json:"alarm,omitempty"`
+	// App is the application whose health changed (app.unhealthy,
+	// app.recovered).
+	App *WebhookApp `json:"app,omitempty"`
 }
 
 // WebhookRun is the run an event concerns.

@@ -136,6 +136,9 @@ type EnvironmentStatusView struct {
 	Available int
 	// BackupAlarm is the backup alarm's reason, "" when none.
 	BackupAlarm string
+	// Health is what the platform last reported of what runs, in one word
+	// (healthy, degraded, down), and its badge; "" when nothing was.
+	Health, HealthBadge string
 }
 
 // Href is the environment page.
@@ -224,4 +227,9 @@ type EnvironmentLiveView struct {
 	ValueChanges []ValueChangeView
 	Releases     []ReleaseRowView
 	CanDeploy    bool
+	// Health is what the platform last reported of what runs; AppNames,
+	// DatabaseNames and BucketNames the services shown, whose health
+	// parts a refresh replaces.
+	Health                               HealthView
+	AppNames, DatabaseNames, BucketNames []string
 }

@@ -75,6 +75,7 @@ func (a *app) apiRoutes(r chi.Router) {
 			r.Get("/projects/{project}/environments/{env}/plan", a.handle(api.ShowPlan))
 			r.Post("/projects/{project}/environments/{env}/deploys", a.handle(api.StartDeploy))
 			r.Get("/projects/{project}/environments/{env}/runs/{run}", a.handle(api.ShowRun))
+			r.Get("/projects/{project}/environments/{env}/health", a.handle(api.ShowHealth))
 			r.Post("/projects/{project}/environments/{env}/runs/{run}/cancel", a.handle(api.CancelRun))
 			r.Post("/projects/{project}/environments/{env}/runs/{run}/approve", a.handle(api.ApproveRun))
 			r.Post("/projects/{project}/environments/{env}/runs/{run}/reject", a.handle(api.RejectRun))

@@ -118,6 +118,10 @@ func TestAPIWalkedAgainstItsOpenAPIDocument(t *testing.T) {
 		t.Errorf("a manifest that does not compile answers without diagnostics: %s", got)
 	}
 	call(token, "GET", env+"/plan", "", 200)
+	// Never deployed: nothing is claimed.
+	if got := call(token, "GET", env+"/health", "", 200); !strings.Contains(got, `"level":"unknown"`) || !strings.Contains(got, `"reported":false`) {
+		t.Errorf("health of an environment never deployed = %s, want unknown and not reported", got)
+	}
 	call(token, "GET", env+"/plan?revision=99", "", 404)
 	// Refused: the required value is missing; the sentence is the page's.
 	if got := call(token, "POST", env+"/deploys", `{}`, 422); !strings.Contains(got, "Required values are missing") {

@@ -313,6 +313,8 @@ var routeTable = []routeCase{
 		api: true, json: `{"revision": 1}`, allow: prodDeployers, ok: []int{http.StatusUnprocessableEntity, http.StatusConflict}},
 	{method: "GET", pattern: "/api/v1/projects/{project}/environments/{env}/runs/{run}", path: "/api/v1/projects/hello-world/environments/production/runs/{run}",
 		api: true, allow: prodViewers},
+	{method: "GET", pattern: "/api/v1/projects/{project}/environments/{env}/health", path: "/api/v1/projects/hello-world/environments/production/health",
+		api: true, allow: prodViewers},
 	{method: "POST", pattern: "/api/v1/projects/{project}/environments/{env}/runs/{run}/cancel",
 		path: "/api/v1/projects/hello-world/environments/production/runs/{run}/cancel", api: true, allow: prodDeployers, ok: []int{http.StatusConflict}},
 	{method: "POST", pattern: "/api/v1/projects/{project}/environments/{env}/runs/{run}/approve",

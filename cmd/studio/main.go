@@ -27,6 +27,7 @@ commands:
   keys         value-encryption keys: studio keys generate | studio keys rotate
   deploy       start a deploy through the API and follow it: studio deploy --url URL --project P --env E --wait
   values       import a .env file through the API: studio values import --url URL --project P --env E FILE
+  status       what runs now, as the platform reports it: studio status --url URL --project P --env E
   runs         follow a run through the API: studio runs watch RUN_URL
 
 Run 'studio COMMAND --help' for the flags of a command.
@@ -57,6 +58,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runValues(ctx, rest, stdin, stdout, stderr)
 	case "runs":
 		return runRuns(ctx, rest, stdin, stdout, stderr)
+	case "status":
+		return runStatus(ctx, rest, stdout, stderr)
 	}
 	var err error
 	switch cmd {

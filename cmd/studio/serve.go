@@ -155,6 +155,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Lease: cfg.RunLease, ValueRetention: cfg.ValueRetention, Webhooks: webhooks}); err != nil {
 		return err
 	}
+	// What runs now: every process keeps the environments' health in step
+	// with what the platform reports (the store announces a change once).
+	go func() {
+		if err := runService.WatchHealth(ctx); err != nil {
+			logger.Warn("health: the platform's reports are not followed", "err", err)
+		}
+	}()
 	// stopRuns stops taking runs and lets the running ones reach a safe
 	// point within the shutdown timeout (once, whichever way serve ends).
 	stopRuns := sync.OnceValue(func() error {

@@ -32,6 +32,9 @@ const (
 	KindServiceChecked Kind = "service.checked"
 	// KindEnvironmentState: the environment's state changed (a restore).
 	KindEnvironmentState Kind = "environment.state"
+	// KindHealth: what the platform reports of the environment's
+	// applications changed (the page reads its health again).
+	KindHealth Kind = "health"
 )
 
 // Run statuses. A run is pending until an executor takes it, running or

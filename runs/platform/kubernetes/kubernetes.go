@@ -107,6 +107,8 @@ type Platform struct {
 
 	watches  *watchHub
 	identity clusterID
+	// health is what the environments' watches saw (health.go).
+	health healthWatch
 }
 
 var (

@@ -47,6 +47,13 @@ type Faults struct {
 	// stand for the plaintext of value NAME in those encodings (for tests
 	// and demos of masking: the lines are masked before they are stored).
 	Output map[string]map[string][]string `json:"output,omitempty"`
+	// Runtime makes a deployed application misbehave after its rollout
+	// (crash loop, memory, image, room, probe, scaled to zero, deleted),
+	// by application; the platform's health reports it at once.
+	Runtime map[string]*RuntimeFault `json:"runtime,omitempty"`
+
+	// changed hears of every Set (the platform's health watchers).
+	changed func()
 }
 
 // LoadFaults reads faults from a JSON file.
@@ -65,8 +72,12 @@ func LoadFaults(path string) (*Faults, error) {
 // Set changes faults under the lock.
 func (f *Faults) Set(change func(f *Faults)) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	change(f)
+	changed := f.changed
+	f.mu.Unlock()
+	if changed != nil {
+		changed()
+	}
 }
 
 func (f *Faults) get(read func(f *Faults) string) string {
@@ -92,6 +103,8 @@ type Platform struct {
 	CA        *DevCA
 	// values keeps what SetValues received, as a cluster keeps a Secret.
 	values receivedValues
+	// sim is what its applications do now (health.go).
+	sim simulation
 }
 
 func (l *Platform) step(ctx context.Context) error { return sleep(ctx, l.StepDelay) }
@@ -223,6 +236,8 @@ func (l *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 		say(out, "0 of %d replicas ready: %s", max(a.Scaling.Min, 1), r)
 		return fmt.Errorf("%s", r)
 	}
+	l.setRolling(env, app, true)
+	defer l.setRolling(env, app, false)
 	if err := l.rolloutLines(ctx, env, app, a, out); err != nil {
 		return err
 	}
@@ -294,8 +309,12 @@ func New(ctx context.Context, db *store.DB, vault *store.Vault, o Options) (*Pla
 		o.Faults = &Faults{}
 	}
 	id := platform.Identity{Secret: secret}
-	return &Platform{DB: db, StepDelay: o.StepDelay, Faults: o.Faults, CA: ca,
-		Prober: &platform.Prober{Resolver: o.Resolver, EdgePort: o.EdgePort, Identity: id, Timeout: o.ProbeTimeout}}, id, nil
+	l := &Platform{DB: db, StepDelay: o.StepDelay, Faults: o.Faults, CA: ca,
+		Prober: &platform.Prober{Resolver: o.Resolver, EdgePort: o.EdgePort, Identity: id, Timeout: o.ProbeTimeout}}
+	o.Faults.mu.Lock()
+	o.Faults.changed = func() { l.healthChanged(platform.Env{}) }
+	o.Faults.mu.Unlock()
+	return l, id, nil
 }
 
 var (
