@@ -58,26 +58,6 @@ func SnapshotServices(def *compiler.Definition) []platform.SnapshotService {
 
 const nothingToSnapshot = "The latest revision declares no database, bucket or volume: there is nothing to snapshot."
 
-// SetBackupTarget checks target with the platform and stores it.
-func (s *Service) SetBackupTarget(ctx context.Context, a store.Actor, target string) error {
-	target = strings.TrimSpace(target)
-	if target == "" {
-		return &BackupRefusal{Field: "target", Message: "Write the directory snapshots are written to, such as /var/backups/skali."}
-	}
-	inst, err := installationID(ctx, s.DB)
-	if err != nil {
-		return err
-	}
-	bp, err := platform.Backups(s.Platform)
-	if err != nil {
-		return &BackupRefusal{Field: "target", Message: err.Error()}
-	}
-	if err := bp.SetTarget(target, inst); err != nil {
-		return &BackupRefusal{Field: "target", Message: err.Error()}
-	}
-	return s.DB.SetBackupTarget(ctx, a, target)
-}
-
 // TargetProblem says why snapshots cannot be written to the installation's
 // backup target now (gone, unmounted, another installation's, read-only),
 // or "" when they can or no target is set.
@@ -90,14 +70,18 @@ func (s *Service) TargetProblem(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bp, err := platform.Backups(s.Platform)
-	if err != nil {
+	if _, err := platform.Backups(s.Platform); err != nil {
 		return err.Error(), nil
 	}
-	if err := bp.CheckTarget(target, inst); err != nil {
+	t, err := s.Runner.openTarget(ctx, target)
+	if err == nil {
+		err = t.Check(ctx, inst, true)
+	}
+	var te *platform.TargetError
+	if errors.As(err, &te) {
 		return sentence(err.Error()), nil
 	}
-	return "", nil
+	return "", err
 }
 
 // sentence starts text with a capital and ends it with a full stop.
@@ -336,18 +320,17 @@ func (s *Service) RemoveBackup(ctx context.Context, a store.Actor, env *store.En
 	} else if busy {
 		return &BackupRefusal{Message: fmt.Sprintf("A snapshot or restore of %s is running. Remove snapshots once it has finished.", env.Name)}
 	}
-	inst, err := installationID(ctx, s.DB)
-	if err != nil {
-		return err
-	}
 	// A snapshot whose target is gone has no files left to delete: it is
 	// only taken off the list.
 	var te *platform.TargetError
-	bp, err := platform.Backups(s.Platform)
-	if err != nil {
+	if _, err := platform.Backups(s.Platform); err != nil {
 		return &BackupRefusal{Message: err.Error()}
 	}
-	if err := bp.RemoveSnapshot(ctx, snapshotLocation(b, env, inst)); err != nil && !(errors.As(err, &te) && te.Gone) {
+	loc, err := s.Runner.location(ctx, b, env)
+	if err == nil {
+		err = loc.Target.Remove(ctx, loc.Installation, loc.Dir)
+	}
+	if err != nil && !(errors.As(err, &te) && te.Gone) {
 		return &BackupRefusal{Message: sentence(fmt.Sprintf("The files of snapshot %s cannot be deleted: %s", b.Name, err))}
 	}
 	return s.DB.DeleteBackup(ctx, &a, env, b)
@@ -384,10 +367,6 @@ func (s *Service) snapshotFiles(ctx context.Context, b *store.Backup) ([]Snapsho
 // snapshot cannot be restored (its target is gone, a file is missing or
 // not the size recorded), or "", and whether the whole target is gone.
 func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b *store.Backup, files []SnapshotDetail) (problem string, targetGone bool, err error) {
-	inst, err := installationID(ctx, s.DB)
-	if err != nil {
-		return "", false, err
-	}
 	var fs []platform.SnapshotFile
 	for _, d := range files {
 		fs = append(fs, d.SnapshotFile)
@@ -395,11 +374,14 @@ func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b
 	if len(fs) == 0 {
 		return "It recorded no files.", false, nil
 	}
-	bp, err := platform.Backups(s.Platform)
-	if err != nil {
+	if _, err := platform.Backups(s.Platform); err != nil {
 		return err.Error(), false, nil
 	}
-	if err := bp.CheckSnapshot(ctx, snapshotLocation(b, env, inst), fs); err != nil {
+	loc, err := s.Runner.location(ctx, b, env)
+	if err == nil {
+		err = platform.CheckSnapshot(ctx, loc, fs)
+	}
+	if err != nil {
 		var fe *platform.SnapshotFileError
 		var te *platform.TargetError
 		switch {
