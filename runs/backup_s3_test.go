@@ -332,3 +332,59 @@ func TestBackupS3RetentionMatchesTheDirectoryTarget(t *testing.T) {
 		t.Fatalf("uploads left: %v", ups)
 	}
 }
+
+// The target's keys are sealed with the value keyring: never stored in
+// plain, sealed again by a key rotation, after which the new key alone
+// opens them and the target still takes snapshots.
+func TestBackupS3KeysRotateResealsCredentials(t *testing.T) {
+	f, srv := newS3BackupFixture(t)
+	sealedWith := func() string {
+		var v string
+		if err := f.db.Pool.QueryRow(f.ctx, `SELECT value FROM installation_settings WHERE key = 'sealed:backup-target-credentials'`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		var all string
+		if err := f.db.Pool.QueryRow(f.ctx, `SELECT string_agg(key || '=' || value, ' ') FROM installation_settings`).Scan(&all); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(all, srv.Secret) || strings.Contains(all, srv.Access) {
+			t.Fatal("a key of the target is stored in plain")
+		}
+		return strings.SplitN(v, ":", 2)[0]
+	}
+	oldID := sealedWith()
+	newKey := store.GenerateKey()
+	rotator, err := store.OpenKeyring(f.ctx, f.db, store.KeyringOptions{SecretKey: newKey + "," + f.secretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.NewVault(f.db, rotator).RotateKey(f.ctx, store.Actor{RequestID: "test"}, rotator.IDs()[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newID := sealedWith(); newID != rotator.IDs()[0] || newID == oldID || len(res.Retired) != 1 || res.Retired[0] != oldID {
+		t.Fatalf("after the rotation the keys are sealed with %s (was %s), rotation %+v", newID, oldID, res)
+	}
+	newOnly, err := store.OpenKeyring(f.ctx, f.db, store.KeyringOptions{SecretKey: newKey})
+	if err != nil {
+		t.Fatalf("the new key alone after the rotation: %v", err)
+	}
+	svc := runs.NewService(f.db, store.NewVault(f.db, newOnly), f.local, f.clock.Now, nil)
+	if problem, err := svc.TargetProblem(f.ctx); err != nil || problem != "" {
+		t.Fatalf("target after the rotation: %q %v", problem, err)
+	}
+	run, err := svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Runner.Execute(f.ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.run(run.ID); got.Status != store.RunSucceeded {
+		t.Fatalf("backup with the new key alone: %s (%s)", got.Status, got.Reason)
+	}
+	b, _ := f.db.BackupByRun(f.ctx, run.ID)
+	if objs := objectsOf(t, srv, b); len(objs) != 3 {
+		t.Fatalf("objects of the snapshot after the rotation: %v", objs)
+	}
+}
