@@ -206,7 +206,7 @@ func targetField(m AdminPage) string {
 // it is left empty.
 func keyPlaceholder(set bool) string {
 	if set {
-		return "Leave empty to keep the stored key"
+		return "Empty: keep the stored key"
 	}
 	return ""
 }
