@@ -519,6 +519,9 @@ func (t *Target) Remove(ctx context.Context, installation, dir string) error {
 		}
 	}
 	ups, err := t.c.ListMultipart(ctx, prefix)
+	if c := ErrorCode(err); c == "AccessDenied" || c == "NotImplemented" {
+		ups, err = nil, nil // keys that may not list uploads: the objects are gone
+	}
 	if err != nil {
 		return errors.New(shortError(err))
 	}
