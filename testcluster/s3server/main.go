@@ -5,7 +5,7 @@
 // multipart uploads. It is a module of its own so that the gateway's
 // dependencies stay out of the Studio's go.mod (and testcluster's).
 //
-//	s3server --addr 127.0.0.1:PORT --dir DIR --access AK --secret SK [--region R] [--bucket NAME]... [--readonly]
+//	s3server --addr 127.0.0.1:PORT --dir DIR --access AK --secret SK [--region R] [--bucket NAME]... [--readonly] [--virtual-domain D]
 //
 // It prints "ready" once the address answers and each --bucket exists
 // (created empty, owned by the key pair), and runs until SIGTERM or SIGINT.
@@ -40,6 +40,7 @@ func main() {
 	access := flag.String("access", "", "the root access key")
 	secret := flag.String("secret", "", "the root secret key")
 	region := flag.String("region", "us-east-1", "region")
+	virtual := flag.String("virtual-domain", "", "serve virtual-hosted requests: Host BUCKET.DOMAIN[:port]")
 	readonly := flag.Bool("readonly", false, "refuse every write (AccessDenied), as storage whose policy allows reads only")
 	var buckets list
 	flag.Var(&buckets, "bucket", "a bucket to create empty (repeatable)")
@@ -99,6 +100,7 @@ func main() {
 		MultipartMaxParts: 10000,
 		Quiet:             true,
 		Readonly:          *readonly,
+		VirtualDomain:     *virtual,
 	})
 	if err != nil && ctx.Err() == nil {
 		log.Fatal(err)

@@ -58,6 +58,16 @@ func NewClient(endpoint, region, bucket string, pathStyle bool, access, secret s
 		now:  time.Now}, nil
 }
 
+// DialVia sends every connection of the client to addr, whatever host
+// the request names: for tests of virtual-hosted addressing on loopback
+// (BUCKET.domain resolves nowhere).
+func (c *Client) DialVia(addr string) {
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	c.http.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
 // Close releases the client's idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 

@@ -236,3 +236,39 @@ func TestParseURL(t *testing.T) {
 		}
 	}
 }
+
+// Virtual-hosted addressing: the bucket in the host name, signed as such
+// (the server checks the signature over its Host header).
+func TestVirtualHostedAddressing(t *testing.T) {
+	srv := s3test.Start(t, "backups")
+	ctx := context.Background()
+	_, port, _ := net.SplitHostPort(srv.Addr)
+	tg := target(t, srv, "s3://backups/studio", func(c *s3target.Config) {
+		c.Endpoint = "http://" + s3test.VirtualDomain + ":" + port
+		c.PathStyle = false
+	})
+	tg.Client().DialVia(srv.Addr)
+	if err := tg.Mark(ctx, "inst"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := tg.Create(ctx, "inst", "shop/production/snap", "volume-a-b.snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(w, "virtual")
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	objs := srv.Objects(t, "backups", "")
+	if objs["studio/shop/production/snap/volume-a-b.snapshot"] != 7 || objs["studio/.skali-backup-target"] == 0 {
+		t.Fatalf("objects written virtual-hosted: %v", objs)
+	}
+	// A wrong secret key is refused there too: the signature is checked.
+	bad := target(t, srv, "s3://backups/studio", func(c *s3target.Config) {
+		c.Endpoint, c.PathStyle, c.SecretKey = "http://"+s3test.VirtualDomain+":"+port, false, "wrong"
+	})
+	bad.Client().DialVia(srv.Addr)
+	if err := bad.Mark(ctx, "inst"); s3target.FieldOf(err) != "secret_key" {
+		t.Fatalf("a wrong secret key, virtual-hosted: %v", err)
+	}
+}

@@ -26,12 +26,19 @@ import (
 	"github.com/skali-dev/studio/runs/platform/s3target"
 )
 
+// VirtualDomain is the domain the server takes virtual-hosted requests
+// for (Host: BUCKET.s3.test:PORT); a client reaches it through
+// Client.DialVia, never the resolver.
+const VirtualDomain = "s3.test"
+
 // Server is a running S3 test server.
 type Server struct {
 	Endpoint string
-	Region   string
-	Access   string
-	Secret   string
+	// Addr is its loopback host:port.
+	Addr   string
+	Region string
+	Access string
+	Secret string
 	// Dir holds its data: Dir/data/BUCKET/KEY are the objects' files.
 	Dir string
 }
@@ -70,9 +77,9 @@ func start(t testing.TB, readonly bool, buckets []string) *Server {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	s := &Server{Endpoint: "http://" + addr, Region: "us-east-1", Access: "SKALITEST" + strings.ToUpper(rand.Text()[:11]),
+	s := &Server{Endpoint: "http://" + addr, Addr: addr, Region: "us-east-1", Access: "SKALITEST" + strings.ToUpper(rand.Text()[:11]),
 		Secret: rand.Text() + rand.Text(), Dir: t.TempDir()}
-	args := []string{"--addr", addr, "--dir", s.Dir, "--access", s.Access, "--secret", s.Secret, "--region", s.Region}
+	args := []string{"--addr", addr, "--dir", s.Dir, "--access", s.Access, "--secret", s.Secret, "--region", s.Region, "--virtual-domain", VirtualDomain}
 	for _, b := range buckets {
 		args = append(args, "--bucket", b)
 	}
