@@ -73,6 +73,9 @@ func (s *Service) TargetProblem(ctx context.Context) (string, error) {
 	if _, err := platform.Backups(s.Platform); err != nil {
 		return err.Error(), nil
 	}
+	// Pages ask: a target that does not answer soon reads as unreachable.
+	ctx, cancel := context.WithTimeout(ctx, targetCheckTimeout)
+	defer cancel()
 	t, err := s.Runner.openTarget(ctx, target)
 	if err == nil {
 		err = t.Check(ctx, inst, true)
@@ -83,6 +86,9 @@ func (s *Service) TargetProblem(ctx context.Context) (string, error) {
 	}
 	return "", err
 }
+
+// targetCheckTimeout bounds the checks of a target that pages make.
+const targetCheckTimeout = 10 * time.Second
 
 // sentence starts text with a capital and ends it with a full stop.
 func sentence(text string) string {
@@ -400,6 +406,8 @@ func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b
 // them as missing, without a restore button. Each distinct target is
 // looked at once when it is gone; nothing is read or written.
 func (s *Service) MissingSnapshots(ctx context.Context, env *store.Environment, list []store.Backup) (map[int64]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, targetCheckTimeout)
+	defer cancel()
 	out := map[int64]string{}
 	gone := map[string]string{}
 	for i := range list {
