@@ -272,3 +272,37 @@ func TestVirtualHostedAddressing(t *testing.T) {
 		t.Fatalf("a wrong secret key, virtual-hosted: %v", err)
 	}
 }
+
+// A file written again after its writer was lost mid-upload (the Studio
+// process was killed; the run resumes the step) aborts the upload left
+// behind: only the new one remains, and once it completes, none.
+func TestCreateAbortsTheUploadALostWriterLeft(t *testing.T) {
+	srv := s3test.Start(t, "backups")
+	ctx := context.Background()
+	tg := target(t, srv, "s3://backups/studio", nil)
+	if err := tg.Mark(ctx, "inst"); err != nil {
+		t.Fatal(err)
+	}
+	lost, err := tg.Create(ctx, "inst", "shop/production/snap", "database-main.snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost.Write(make([]byte, 6<<20)) // one part uploaded, then the process dies
+	if ups, _ := tg.Client().ListMultipart(ctx, "studio/"); len(ups) != 1 {
+		t.Fatalf("uploads after the lost writer: %v", ups)
+	}
+	again, err := tg.Create(ctx, "inst", "shop/production/snap", "database-main.snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ups, _ := tg.Client().ListMultipart(ctx, "studio/"); len(ups) != 0 {
+		t.Fatalf("the lost writer's upload is still there: %v", ups)
+	}
+	again.Write(make([]byte, 6<<20))
+	if f, err := again.Commit(); err != nil || f.Size != 6<<20 {
+		t.Fatalf("commit %+v %v", f, err)
+	}
+	if ups, _ := tg.Client().ListMultipart(ctx, "studio/"); len(ups) != 0 {
+		t.Fatalf("uploads left: %v", ups)
+	}
+}
