@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -373,10 +374,7 @@ func (s *Service) snapshotFiles(ctx context.Context, b *store.Backup) ([]Snapsho
 // snapshot cannot be restored (its target is gone, a file is missing or
 // not the size recorded), or "", and whether the whole target is gone.
 func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b *store.Backup, files []SnapshotDetail) (problem string, targetGone bool, err error) {
-	var fs []platform.SnapshotFile
-	for _, d := range files {
-		fs = append(fs, d.SnapshotFile)
-	}
+	fs := snapshotFileList(files)
 	if len(fs) == 0 {
 		return "It recorded no files.", false, nil
 	}
@@ -387,18 +385,59 @@ func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b
 	if err == nil {
 		err = platform.CheckSnapshot(ctx, loc, fs)
 	}
-	if err != nil {
-		var fe *platform.SnapshotFileError
-		var te *platform.TargetError
-		switch {
-		case errors.As(err, &fe):
-			return "Its file " + fe.Error() + ".", false, nil
-		case errors.As(err, &te):
-			return sentence(err.Error()), te.Gone, nil
-		}
-		return sentence(err.Error()), false, nil
+	var te *platform.TargetError
+	return filesProblem(err), errors.As(err, &te) && te.Gone, nil
+}
+
+// filesProblem is a snapshot check's error as the sentence pages show, or
+// "" for none.
+func filesProblem(err error) string {
+	var fe *platform.SnapshotFileError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &fe):
+		return "Its file " + fe.Error() + "."
 	}
-	return "", false, nil
+	return sentence(err.Error())
+}
+
+// snapshotFileList is the files of a snapshot's details.
+func snapshotFileList(details []SnapshotDetail) []platform.SnapshotFile {
+	out := make([]platform.SnapshotFile, 0, len(details))
+	for _, d := range details {
+		out = append(out, d.SnapshotFile)
+	}
+	return out
+}
+
+// subMap is the entries of m under prefix, the prefix cut.
+func subMap(m map[string]int64, prefix string) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range m {
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			out[rest] = v
+		}
+	}
+	return out
+}
+
+// listSnapshots lists the sizes of every file under env's folder on b's
+// target, when the target lists (S3), or nil.
+func (s *Service) listSnapshots(ctx context.Context, b *store.Backup, env *store.Environment) map[string]int64 {
+	loc, err := s.Runner.location(ctx, b, env)
+	if err != nil {
+		return nil
+	}
+	l, ok := loc.Target.(platform.TargetLister)
+	if !ok {
+		return nil
+	}
+	sizes, err := l.Sizes(ctx, loc.Installation, path.Dir(loc.Dir))
+	if err != nil {
+		return nil
+	}
+	return sizes
 }
 
 // MissingSnapshots says, for each completed snapshot of list whose files
@@ -410,6 +449,9 @@ func (s *Service) MissingSnapshots(ctx context.Context, env *store.Environment, 
 	defer cancel()
 	out := map[int64]string{}
 	gone := map[string]string{}
+	// A target that lists (S3) is listed once, under the environment's
+	// folder, once the first snapshot on it checked it.
+	listed := map[string]map[string]int64{}
 	for i := range list {
 		b := &list[i]
 		if !b.Succeeded() || b.RunID == nil {
@@ -423,9 +465,20 @@ func (s *Service) MissingSnapshots(ctx context.Context, env *store.Environment, 
 		if err != nil {
 			return nil, err
 		}
-		problem, targetGone, err := s.snapshotProblem(ctx, env, b, files)
-		if err != nil {
-			return nil, err
+		var problem string
+		var targetGone bool
+		if sizes, ok := listed[b.Target]; ok && len(files) > 0 {
+			problem = filesProblem(platform.CheckSnapshotSizes(snapshotFileList(files), subMap(sizes, b.Name+"/")))
+		} else {
+			problem, targetGone, err = s.snapshotProblem(ctx, env, b, files)
+			if err != nil {
+				return nil, err
+			}
+			if !targetGone {
+				if sizes := s.listSnapshots(ctx, b, env); sizes != nil {
+					listed[b.Target] = sizes
+				}
+			}
 		}
 		if targetGone {
 			gone[b.Target] = problem

@@ -388,3 +388,42 @@ func TestBackupS3KeysRotateResealsCredentials(t *testing.T) {
 		t.Fatalf("objects of the snapshot after the rotation: %v", objs)
 	}
 }
+
+// The backups page's check of many snapshots on S3 lists the bucket
+// instead of asking for each object, and says the same: a missing object
+// or one of another size makes its snapshot missing, the others not.
+func TestBackupS3MissingSnapshotsListed(t *testing.T) {
+	f, srv := newS3BackupFixture(t)
+	f.local.SnapshotSize = 100
+	var list []store.Backup
+	for range 3 {
+		run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.execute(run.ID)
+		b, err := f.db.BackupByRun(f.ctx, run.ID)
+		if err != nil || !b.Succeeded() {
+			t.Fatalf("backup: %v %v", b, err)
+		}
+		list = append([]store.Backup{*b}, list...) // newest first, as the page lists them
+	}
+	c := srv.Client(t, "backups")
+	if err := c.Delete(f.ctx, "studio/vault/production/"+list[1].Name+"/bucket-files.snapshot"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Put(f.ctx, "studio/vault/production/"+list[2].Name+"/database-main.snapshot", []byte("short")); err != nil {
+		t.Fatal(err)
+	}
+	missing, err := f.svc.MissingSnapshots(f.ctx, f.reloadEnv(), list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]string{
+		list[1].ID: "Its file bucket-files.snapshot is missing.",
+		list[2].ID: "Its file database-main.snapshot is not the size recorded when it was written.",
+	}
+	if len(missing) != len(want) || missing[list[1].ID] != want[list[1].ID] || missing[list[2].ID] != want[list[2].ID] {
+		t.Fatalf("missing = %v, want %v", missing, want)
+	}
+}

@@ -140,15 +140,42 @@ func CheckSnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotFi
 	if err := loc.Target.Check(ctx, loc.Installation, false); err != nil {
 		return err
 	}
+	return checkSizes(files, func(name string) (int64, error) {
+		return loc.Target.Size(ctx, loc.Installation, loc.Dir, name)
+	})
+}
+
+// TargetLister is a target that lists the files under a folder with their
+// sizes in a few requests (an S3 prefix), so that checking many snapshots
+// needs no request per file.
+type TargetLister interface {
+	// Sizes returns the size of every file under dir, by its path
+	// relative to dir.
+	Sizes(ctx context.Context, installation, dir string) (map[string]int64, error)
+}
+
+// CheckSnapshotSizes is CheckSnapshot's verdict on a snapshot's files from
+// sizes listed beforehand (by file name), its target checked already.
+func CheckSnapshotSizes(files []SnapshotFile, sizes map[string]int64) error {
+	return checkSizes(files, func(name string) (int64, error) {
+		n, ok := sizes[name]
+		if !ok {
+			return 0, fs.ErrNotExist
+		}
+		return n, nil
+	})
+}
+
+func checkSizes(files []SnapshotFile, size func(name string) (int64, error)) error {
 	for _, file := range files {
 		if !validFileName(file.File) {
 			return &SnapshotFileError{File: file.File, Problem: "is not a snapshot file name"}
 		}
-		size, err := loc.Target.Size(ctx, loc.Installation, loc.Dir, file.File)
+		n, err := size(file.File)
 		if err != nil {
 			return fileProblem(file, err)
 		}
-		if size != file.Size {
+		if n != file.Size {
 			return &SnapshotFileError{File: file.File, Problem: "is not the size recorded when it was written"}
 		}
 	}

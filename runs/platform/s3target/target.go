@@ -533,7 +533,27 @@ func (t *Target) Remove(ctx context.Context, installation, dir string) error {
 	return nil
 }
 
+// Sizes implements platform.TargetLister: one listing of dir's prefix.
+func (t *Target) Sizes(ctx context.Context, installation, dir string) (map[string]int64, error) {
+	prefix, err := t.snapshotKey(dir, "")
+	if err != nil {
+		return nil, err
+	}
+	objs, err := t.c.List(ctx, prefix, 100000)
+	if err != nil {
+		return nil, t.fileError(err)
+	}
+	out := make(map[string]int64, len(objs))
+	for _, o := range objs {
+		out[strings.TrimPrefix(o.Key, prefix)] = o.Size
+	}
+	return out, nil
+}
+
 // Endpoint is the endpoint's URL as configured (for pages).
 func (t *Target) Endpoint() string { return t.endpoint }
 
-var _ platform.Target = (*Target)(nil)
+var (
+	_ platform.Target       = (*Target)(nil)
+	_ platform.TargetLister = (*Target)(nil)
+)
