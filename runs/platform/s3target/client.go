@@ -212,9 +212,50 @@ func hmacSHA256(key []byte, data string) []byte {
 	return m.Sum(nil)
 }
 
+// retries is how many times a request that failed for a passing reason
+// (the storage busy or failing, a connection cut) is sent again, after
+// retryWait, then twice as long.
+const retries = 3
+
+var retryWait = 250 * time.Millisecond
+
 // do sends one signed request with body (nil for none) and returns the
 // answer when its status is 2xx; otherwise the S3 error, its body read.
+// Every request the client sends is idempotent (a part or an object is
+// sent whole again), so one that failed for a passing reason is retried.
 func (c *Client) do(ctx context.Context, op, method, key string, query url.Values, body []byte, header http.Header) (*http.Response, error) {
+	wait := retryWait
+	for attempt := 0; ; attempt++ {
+		resp, err := c.once(ctx, op, method, key, query, body, header)
+		if err == nil || attempt == retries || !passing(err) || ctx.Err() != nil {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// passing reports whether err may go away when the request is sent again:
+// the storage answered 5xx, SlowDown or RequestTimeout, or a connection
+// was cut (not refused: an endpoint that cannot be reached says so at once).
+func passing(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	if e.Err != nil {
+		var op *net.OpError
+		return !(errors.As(e.Err, &op) && op.Op == "dial") && !errors.Is(e.Err, context.Canceled) && !errors.Is(e.Err, context.DeadlineExceeded)
+	}
+	return e.Status >= 500 || e.Code == "SlowDown" || e.Code == "RequestTimeout"
+}
+
+// once sends a request one time.
+func (c *Client) once(ctx context.Context, op, method, key string, query url.Values, body []byte, header http.Header) (*http.Response, error) {
 	u := c.objectURL(key, query)
 	var rd io.Reader
 	hash := emptySHA256

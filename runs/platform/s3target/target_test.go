@@ -10,7 +10,12 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/skali-dev/studio/runs/platform"
@@ -304,5 +309,49 @@ func TestCreateAbortsTheUploadALostWriterLeft(t *testing.T) {
 	}
 	if ups, _ := tg.Client().ListMultipart(ctx, "studio/"); len(ups) != 0 {
 		t.Fatalf("uploads left: %v", ups)
+	}
+}
+
+// A storage that answers 503 SlowDown (or cuts a connection) now and then
+// does not fail a snapshot: the request is sent again, signed again.
+func TestPassingFailuresAreRetried(t *testing.T) {
+	srv := s3test.Start(t, "backups")
+	ctx := context.Background()
+	up, _ := url.Parse(srv.Endpoint)
+	proxy := httputil.NewSingleHostReverseProxy(up)
+	var n atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n.Add(1) % 3 {
+		case 1: // every third request: the storage is busy
+			io.Copy(io.Discard, r.Body)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+		default:
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	defer front.Close()
+	tg := target(t, srv, "s3://backups/studio", func(c *s3target.Config) { c.Endpoint = front.URL })
+	if err := tg.Mark(ctx, "inst"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := tg.Create(ctx, "inst", "shop/production/snap", "database-main.snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 11<<20)
+	rand.Read(data)
+	w.Write(data)
+	f, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	loc := platform.SnapshotLocation{Target: tg, Installation: "inst", Dir: "shop/production/snap"}
+	if err := platform.VerifyFile(ctx, loc, platform.SnapshotFile{File: f.File, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}); err != nil {
+		t.Fatal(err)
+	}
+	if n.Load() < 9 {
+		t.Fatalf("only %d requests reached the front: the failures were not exercised", n.Load())
 	}
 }
