@@ -192,10 +192,16 @@ func build() (string, error) {
 		return "", err
 	}
 	out := filepath.Join(cache, "skali-s3server", "s3server")
-	cmd := exec.Command("go", "build", "-o", out, ".")
+	// Test binaries of several packages build at once: each into a name
+	// of its own, renamed into place (a no-op relink when nothing changed).
+	tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
+	cmd := exec.Command("go", "build", "-o", tmp, ".")
 	cmd.Dir = src
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %v: %s", src, err, b)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return "", err
 	}
 	return out, nil
 }
