@@ -192,7 +192,7 @@ func Admin(m AdminPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = s3Field(m, "endpoint", "Endpoint", m.S3.Endpoint, "https://s3.eu-central-1.amazonaws.com", "url").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = s3Field(m, "endpoint", "Endpoint", m.S3.Endpoint, "https://s3.example.com", "url").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
