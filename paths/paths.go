@@ -228,7 +228,9 @@ const Approvals = "/approvals"
 
 // AppLogs is an application's runtime logs page; with ?download=1 its
 // filtered lines as a file.
-func AppLogs(project, env, app string) string { return Environment(project, env) + "/apps/" + app + "/logs" }
+func AppLogs(project, env, app string) string {
+	return Environment(project, env) + "/apps/" + app + "/logs"
+}
 
 // AppLogsFollow is the websocket that follows an application's runtime
 // log live.
