@@ -42,9 +42,11 @@ type LogContainerView struct {
 // RuntimeLineView is one line of a runtime log.
 type RuntimeLineView struct {
 	// At is the line's time of day (UTC, milliseconds); Datetime RFC 3339.
-	At, Datetime   string
-	Pod, Container string
-	Text           string
+	At        string `json:"at"`
+	Datetime  string `json:"datetime"`
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	Text      string `json:"text"`
 }
 
 // NewRuntimeLine is l as the page shows it.

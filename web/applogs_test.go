@@ -243,7 +243,12 @@ func TestRuntimeLogsAreMaskedFilteredAndDownloaded(t *testing.T) {
 		frames++
 		assertNoSecret(t, "a follow frame", string(raw))
 		var f struct {
-			Lines []struct{ Datetime, Pod, Container, Text string }
+			Lines []struct {
+				Datetime  string `json:"datetime"`
+				Pod       string `json:"pod"`
+				Container string `json:"container"`
+				Text      string `json:"text"`
+			} `json:"lines"`
 		}
 		if err := json.Unmarshal(raw, &f); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,7 +91,7 @@ func (s *streams) followAppLogs(w http.ResponseWriter, r *http.Request) error {
 	}()
 
 	var mu sync.Mutex
-	var pending []views.RuntimeLineView
+	var pending []platform.LogLine
 	dropped := 0
 	wake := make(chan struct{}, 1)
 	followErr := make(chan error, 1)
@@ -101,7 +102,7 @@ func (s *streams) followAppLogs(w http.ResponseWriter, r *http.Request) error {
 				pending = pending[1:]
 				dropped++
 			}
-			pending = append(pending, views.NewRuntimeLine(l))
+			pending = append(pending, l)
 			mu.Unlock()
 			select {
 			case wake <- struct{}{}:
@@ -162,9 +163,15 @@ func (s *streams) followAppLogs(w http.ResponseWriter, r *http.Request) error {
 			for {
 				mu.Lock()
 				n := min(len(pending), logFrameLines)
-				f := logFrame{Lines: pending[:n:n], Dropped: dropped}
+				batch := pending[:n:n]
+				f := logFrame{Lines: make([]views.RuntimeLineView, 0, n), Dropped: dropped}
 				pending, dropped = pending[n:], 0
 				mu.Unlock()
+				// The pods' lines, in the order they were printed.
+				slices.SortStableFunc(batch, func(a, b platform.LogLine) int { return a.At.Compare(b.At) })
+				for _, l := range batch {
+					f.Lines = append(f.Lines, views.NewRuntimeLine(l))
+				}
 				if n == 0 && f.Dropped == 0 {
 					break
 				}
