@@ -1,0 +1,137 @@
+package kubernetes_test
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/runs/platform"
+	"github.com/skali-dev/studio/runs/platform/kubernetes"
+	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
+	"github.com/skali-dev/studio/store"
+)
+
+// TestLogContainersAreTheApplicationsPodsFromTheSharedWatch deploys on the
+// kwok cluster as the Studio's own account (its least-privilege Role) and
+// lists web's containers: exactly the pods of its Deployment, each with
+// its container, read from the environment's pod watch (a second listing
+// costs no request). kwok's nodes keep no logs, so reading them is left
+// to the real-node test.
+func TestLogContainersAreTheApplicationsPodsFromTheSharedWatch(t *testing.T) {
+	f := asStudioAccount(t, rollingManifest, "logs-containers", map[string]string{"SESSION_SECRET": secretValue})
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy %s: %s", run.Status, run.Reason)
+	}
+	env := platform.Env{ID: f.env.ID, Project: f.env.Project, Name: f.env.Name}
+	var cs []platform.LogContainer
+	eventually(t, "web's two pods to be listed", func() bool {
+		var err error
+		cs, err = f.platform.LogContainers(f.ctx, env, "web")
+		if err != nil {
+			t.Fatalf("LogContainers: %v", err)
+		}
+		return len(cs) == 2
+	})
+	pods, err := f.client.List(f.ctx, kubernetes.KindPod, f.ns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pods {
+		md, _ := p["metadata"].(kubernetes.Object)
+		if n, _ := md["name"].(string); strings.HasPrefix(n, "web-") {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for i, c := range cs {
+		if i >= len(names) || c.Pod != names[i] || c.Container != "web" {
+			t.Errorf("container %d = %s/%s, want a container web of the pods %v", i, c.Pod, c.Container, names)
+		}
+	}
+	before := f.platform.Client.Requests.Load()
+	if _, err := f.platform.LogContainers(f.ctx, env, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.platform.Client.Requests.Load() - before; n != 0 {
+		t.Errorf("listing the containers again made %d API requests, want none (the pod watch knows them)", n)
+	}
+	if cs, err := f.platform.LogContainers(f.ctx, env, "nope"); err != nil || len(cs) != 0 {
+		t.Errorf("an application that does not exist has containers %v (%v)", cs, err)
+	}
+}
+
+// TestRealPodsRestartedContainerPreviousLogIsRead: on a real node, as the
+// Studio's own account, a crash-looping application's container prints a
+// line with a value and one on stderr, exits 2 and is restarted; its
+// previous container's log is read through the pod log endpoint (both
+// lines, with their times), and so is the current one's.
+func TestRealPodsRestartedContainerPreviousLogIsRead(t *testing.T) {
+	cluster := clustertest.StartReal(t)
+	if cluster.Kubectl == "" {
+		t.Skip("no kubectl beside the cluster's kubeconfig")
+	}
+	if out, err := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "apply", "--server-side",
+		"-f", "../../../deploy/kubernetes/studio.yaml").CombinedOutput(); err != nil {
+		t.Fatalf("applying deploy/kubernetes: %v: %s", err, out)
+	}
+	f := newFixtureOn(t, cluster, studioAccount, realManifest("logs", `      TESTAPP_STDOUT: "connecting with ${SESSION_SECRET}"
+      TESTAPP_STDERR: "cannot open the config"
+    command: ["/testapp", "exit", "--code", "2"]
+`), "logs-previous", map[string]string{"SESSION_SECRET": secretValue})
+	f.deployFails(90*time.Second, "crash looping")
+	env := platform.Env{ID: f.env.ID, Project: f.env.Project, Name: f.env.Name}
+
+	var restarted platform.LogContainer
+	eventually(t, "a container of web to be restarted", func() bool {
+		cs, err := f.platform.LogContainers(f.ctx, env, "web")
+		if err != nil {
+			t.Fatalf("LogContainers: %v", err)
+		}
+		for _, c := range cs {
+			if c.Restarts > 0 {
+				restarted = c
+				return true
+			}
+		}
+		return false
+	})
+	read := func(previous bool) []platform.LogLine {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
+		defer cancel()
+		var lines []platform.LogLine
+		err := f.platform.ReadLogs(ctx, env, platform.LogQuery{App: "web", Previous: previous, TailLines: 100, LimitBytes: 1 << 20}, func(l platform.LogLine) error {
+			if l.Pod == restarted.Pod {
+				lines = append(lines, l)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("ReadLogs(previous %v): %v", previous, err)
+		}
+		return lines
+	}
+	check := func(what string, lines []platform.LogLine) {
+		t.Helper()
+		var texts []string
+		for _, l := range lines {
+			if l.At.IsZero() || time.Since(l.At) > 10*time.Minute || l.Container != "web" {
+				t.Errorf("%s: a line at %v of container %q, want a recent time of container web", what, l.At, l.Container)
+			}
+			texts = append(texts, strings.ReplaceAll(l.Text, secretValue, "<the value>"))
+		}
+		if !slices.Contains(texts, "connecting with <the value>") || !slices.Contains(texts, "cannot open the config") {
+			t.Errorf("%s of %s reads %q, want its stdout line (with the value) and its stderr line", what, restarted.Pod, texts)
+		}
+	}
+	check("the previous container's log", read(true))
+	// The current container printed the same, or has not started yet
+	// (back-off): its log, when there is one, is read as well.
+	if cur := read(false); len(cur) > 0 {
+		check("the current container's log", cur)
+	}
+}
