@@ -154,7 +154,13 @@ func showLine(m *mask.Masker, l platform.LogLine) platform.LogLine {
 		}
 		text = m.MaskCut(mask.Clean(m.MaskCut(text[:cut]))) + "…"
 	} else {
-		text = m.Mask(mask.Clean(m.Mask(text)))
+		// Masked as printed, then cleaned (as the store cleans run logs)
+		// and masked again when cleaning changed it.
+		masked := m.Mask(text)
+		if cleaned := mask.Clean(masked); cleaned != masked {
+			masked = m.Mask(cleaned)
+		}
+		text = masked
 	}
 	l.Text = termsafe.Visible(text)
 	l.Pod = termsafe.Visible(l.Pod)
@@ -167,10 +173,13 @@ func showLine(m *mask.Masker, l platform.LogLine) platform.LogLine {
 type logMatcher struct {
 	req   LogRequest
 	query string
+	// maskInQuery: the query holds a character of mask.Mask.
+	maskInQuery bool
 }
 
 func newLogMatcher(req LogRequest) logMatcher {
-	return logMatcher{req: req, query: strings.ToLower(req.Query)}
+	q := strings.ToLower(req.Query)
+	return logMatcher{req: req, query: q, maskInQuery: strings.ContainsAny(q, mask.Mask)}
 }
 
 // inWindow is whether l's time is in the request's window.
@@ -182,6 +191,20 @@ func (m logMatcher) inWindow(l platform.LogLine) bool {
 // matches is whether shown (a line as shown) contains the query.
 func (m logMatcher) matches(shown platform.LogLine) bool {
 	return m.query == "" || containsFold(shown.Text, m.query)
+}
+
+// keep is l as shown when it matches the query. A line with nothing to
+// make visible (no control character, valid UTF-8) is shown as masked,
+// and masking only replaces parts of it by mask.Mask: a query without
+// the mask's glyph found in what is shown is found in the line as
+// printed. So such a line that lacks the query is passed over without
+// being masked (a search reads many lines and keeps few).
+func (m logMatcher) keep(mk *mask.Masker, l platform.LogLine) (platform.LogLine, bool) {
+	if m.query != "" && !m.maskInQuery && len(l.Text) <= LogLineBytes && !containsFold(l.Text, m.query) && termsafe.Visible(l.Text) == l.Text {
+		return platform.LogLine{}, false
+	}
+	shown := showLine(mk, l)
+	return shown, m.matches(shown)
 }
 
 // containsFold is whether s contains lower (lower case), ignoring case.
@@ -246,7 +269,7 @@ func (s *Service) AppLogs(ctx context.Context, env *store.Environment, req LogRe
 		if !match.inWindow(l) {
 			return nil
 		}
-		if shown := showLine(m, l); match.matches(shown) {
+		if shown, ok := match.keep(m, l); ok {
 			res.Lines = append(res.Lines, shown)
 		}
 		return nil
@@ -324,7 +347,7 @@ func (s *Service) FollowAppLogs(ctx context.Context, env *store.Environment, req
 			}
 			seen[key] = true
 		}
-		if shown := showLine(m, l); match.matches(shown) {
+		if shown, ok := match.keep(m, l); ok {
 			return emit(shown)
 		}
 		return nil
