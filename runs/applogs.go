@@ -3,6 +3,7 @@ package runs
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -119,10 +120,7 @@ func (s *Service) runtimeMasker(ctx context.Context, envID int64) (*mask.Masker,
 		return nil, refuse(err)
 	}
 	defer clear(current)
-	values := make([]string, 0, len(current))
-	for _, v := range current {
-		values = append(values, v)
-	}
+	values := slices.AppendSeq(make([]string, 0, len(current)), maps.Values(current))
 	runID, err := s.DB.ActiveReleaseRun(ctx, envID)
 	if err != nil {
 		return nil, refuse(err)
@@ -132,9 +130,7 @@ func (s *Service) runtimeMasker(ctx context.Context, envID int64) (*mask.Masker,
 		if err != nil {
 			return nil, refuse(err)
 		}
-		for _, v := range release {
-			values = append(values, v)
-		}
+		values = slices.AppendSeq(values, maps.Values(release))
 		clear(release)
 	}
 	m := mask.New(values)

@@ -33,15 +33,8 @@ const logLineMax = 64 << 10
 // appPods are app's pods in the environment's watched objects, by name.
 func (p *Platform) appPods(ctx context.Context, env platform.Env, app string) ([]Object, bool, error) {
 	ns := NamespaceName(env.Project, env.Name)
-	p.health.mu.Lock()
-	_, following := p.health.spaces[ns]
-	p.health.mu.Unlock()
-	if !following {
-		if _, err := p.Client.Get(ctx, KindNamespace, "", ns); IsNotFound(err) {
-			return nil, false, nil // never deployed on this cluster
-		} else if err != nil {
-			return nil, false, p.apiError("reading namespace "+ns, err)
-		}
+	if known, err := p.namespaceKnown(ctx, ns); err != nil || !known {
+		return nil, false, err // !known: never deployed on this cluster
 	}
 	o, err := p.followNamespace(ctx, env, ns)
 	if err != nil {
