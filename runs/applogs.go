@@ -104,6 +104,14 @@ func (s *Service) logApp(ctx context.Context, env *store.Environment, app string
 	return lr, nil
 }
 
+// CheckAppLogs says why app's runtime log of env cannot be read (the
+// platform keeps none, the environment runs nothing or no such
+// application), or nil: what a follow checks before it starts.
+func (s *Service) CheckAppLogs(ctx context.Context, env *store.Environment, app string) error {
+	_, err := s.logApp(ctx, env, app)
+	return err
+}
+
 // runtimeMasker hides what env's applications may print: every value
 // stored now and every value of the release they run (a rollback runs
 // earlier versions). Without them nothing is shown.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,20 +47,49 @@ func assertNoSecret(t *testing.T, where, text string) {
 
 // logsWiki deploys the wiki whose web application prints SESSION_SECRET
 // in its runtime log (plain, base64, URL, JSON and Go-quoted) and a line
-// with terminal control sequences, a line every 20ms per pod.
-func logsWiki(t *testing.T) (*webtest.Server, *http.Client, *webtest.Deploys) {
-	t.Helper()
+// with terminal control sequences, a line every 20ms per pod. It returns
+// once web's pods print.
+func logsWiki(tb testing.TB) (*webtest.Server, *http.Client, *webtest.Deploys) {
+	return logsWikiEvery(tb, 20*time.Millisecond)
+}
+
+func logsWikiEvery(tb testing.TB, every time.Duration) (*webtest.Server, *http.Client, *webtest.Deploys) {
+	tb.Helper()
 	faults := &local.Faults{Output: map[string]map[string][]string{local.OutputRuntime: {"web": {
 		"session loaded: ${SESSION_SECRET}",
 		"cookie=${SESSION_SECRET|base64} next=${SESSION_SECRET|url}",
 		`config {"secret":"${SESSION_SECRET|json}","quoted":"${SESSION_SECRET|quoted}"}`,
 		"\x1b[31mred alert\x1b[0m \x1b]0;title\x07",
 	}}}}
-	d := &webtest.Deploys{Faults: faults, LogEvery: 20 * time.Millisecond}
-	s, admin := deployableWiki(t, d, &webtest.Resolver{}, "127.0.0.2")
-	setValue(t, s, admin, "SESSION_SECRET", logsSecret)
-	startDeploy(t, s, admin, url.Values{})
-	return s, admin, d
+	dns := &webtest.Resolver{}
+	d := &webtest.Deploys{Faults: faults, LogEvery: every, Resolver: dns}
+	s := webtest.Start(tb, webtest.WithDeploys(d))
+	manifest, err := os.ReadFile("../compiler/testdata/production.skali.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.CreateEnvironment(tb, string(manifest), "production")
+	admin := s.SignInLocal(tb)
+	for name, value := range map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logsSecret} {
+		if resp, _ := s.PostForm(tb, admin, wikiEnv+"/values", url.Values{"name": {name}, "value": {value}}); resp.StatusCode != http.StatusSeeOther {
+			tb.Fatalf("set %s: %d", name, resp.StatusCode)
+		}
+	}
+	dns.Set("wiki.test", "127.0.0.2")
+	if resp, body := s.PostForm(tb, admin, wikiEnv+"/deploys", url.Values{}); resp.StatusCode != http.StatusSeeOther {
+		tb.Fatalf("deploy: %d\n%s", resp.StatusCode, pageMain(body))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		status, page := s.Get(tb, admin, wikiEnv+"/apps/web/logs")
+		if status == http.StatusOK && strings.Contains(page, `class="log-line"`) {
+			return s, admin, d
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("web printed nothing within a minute of its deploy; its logs page answers %d:\n%s", status, pageMain(page))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 var (

@@ -112,7 +112,7 @@ var routeTable = []routeCase{
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/events",
 		path: "/projects/hello-world/environments/production/events?after=0", allow: prodViewers, ok: []int{http.StatusBadRequest}},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/apps/{app}/logs/follow",
-		path: "/projects/hello-world/environments/production/apps/web/logs/follow", allow: prodViewers, ok: []int{http.StatusBadRequest}},
+		path: "/projects/hello-world/environments/production/apps/web/logs/follow", allow: prodViewers, ok: []int{http.StatusBadRequest, http.StatusNotFound}},
 
 	// Sign-in and sign-out.
 	{method: "GET", pattern: "/login", path: "/login", allow: everyone},

@@ -61,6 +61,9 @@ func (s *streams) followAppLogs(w http.ResponseWriter, r *http.Request) error {
 	if req.Previous || !req.Until.IsZero() {
 		return apperr.Errorf(apperr.Invalid, "Only a log that grows can be followed: leave out previous and until.")
 	}
+	if err := s.a.deps.Runs.CheckAppLogs(r.Context(), ad.env, req.App); err != nil {
+		return err
+	}
 	if !isWebsocketUpgrade(r) {
 		return apperr.Errorf(apperr.Invalid, "This address is a websocket: open it from the application's logs page.")
 	}

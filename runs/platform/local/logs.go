@@ -241,15 +241,15 @@ func (l *Platform) ReadLogs(ctx context.Context, env platform.Env, q platform.Lo
 		return nil
 	}
 	// Follow: hand over each line as its time comes, re-reading the pods
-	// at each tick (a rollout starts new ones: they join from their first
-	// line).
-	tick := time.NewTicker(min(l.logEvery(), 250*time.Millisecond))
-	defer tick.Stop()
+	// at least every followRecheck (a rollout starts new ones: they join
+	// from their first line).
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-timer.C:
 		}
 		cur, ok := l.podsOf(env, q.App)
 		if !ok {
@@ -275,7 +275,16 @@ func (l *Platform) ReadLogs(ctx context.Context, env platform.Env, q platform.Lo
 			}
 			next[s.pod] = max(next[s.pod], to)
 		}
+		// Wake when the next line is due.
+		wait := followRecheck
+		for _, s := range srcs {
+			wait = min(wait, time.Until(s.at(next[s.pod])))
+		}
+		timer.Reset(max(wait, time.Millisecond))
 	}
 }
+
+// followRecheck is how often a follow looks for new pods.
+const followRecheck = 250 * time.Millisecond
 
 var _ platform.LogReader = (*Platform)(nil)
