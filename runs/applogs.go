@@ -89,7 +89,7 @@ type LogResult struct {
 func (s *Service) logApp(ctx context.Context, env *store.Environment, app string) (platform.LogReader, error) {
 	lr, err := platform.Logs(s.Platform)
 	if err != nil {
-		return nil, err
+		return nil, apperr.Errorf(apperr.Unavailable, "%s", err.Error())
 	}
 	if env.ActiveRevisionID == nil {
 		return nil, apperr.Errorf(apperr.NotFound, "Environment %s runs nothing yet: deploy it first.", env.Name)
@@ -250,15 +250,15 @@ func (s *Service) AppLogs(ctx context.Context, env *store.Environment, req LogRe
 		return nil, err
 	}
 	penv := platform.Env{ID: env.ID, Project: env.Project, Name: env.Name}
-	containers, err := lr.LogContainers(ctx, penv, req.App)
-	if err != nil {
-		return nil, err
-	}
-	sortContainers(containers)
 	m, err := s.runtimeMasker(ctx, env.ID)
 	if err != nil {
 		return nil, err
 	}
+	containers, err := lr.LogContainers(ctx, penv, req.App)
+	if err != nil {
+		return nil, platformLogError(m, req.App, err)
+	}
+	sortContainers(containers)
 	q := platform.LogQuery{App: req.App, Previous: req.Previous, Since: req.Since, Until: req.Until,
 		TailLines: LogPageLines, LimitBytes: LogPageBytes + LogPageLines*LogLineBytes/64}
 	if req.Query != "" || !req.Until.IsZero() {
@@ -279,7 +279,7 @@ func (s *Service) AppLogs(ctx context.Context, env *store.Environment, req LogRe
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, platformLogError(m, req.App, err)
 	}
 	for _, n := range read {
 		if n >= q.TailLines {
@@ -359,7 +359,20 @@ func (s *Service) FollowAppLogs(ctx context.Context, env *store.Environment, req
 	if ctx.Err() != nil {
 		return nil
 	}
+	if err != nil && apperr.CodeOf(err) == apperr.Internal {
+		return platformLogError(m, req.App, err)
+	}
 	return err
+}
+
+// platformLogError is what a reader is told when the platform failed to
+// hand over app's logs: its error in one sentence, masked (an error may
+// quote what it read).
+func platformLogError(m *mask.Masker, app string, err error) error {
+	if apperr.CodeOf(err) != apperr.Internal {
+		return err
+	}
+	return apperr.Errorf(apperr.Unavailable, "The logs of %s could not be read from the platform: %s", app, termsafe.Visible(m.Mask(err.Error())))
 }
 
 // sortContainers orders containers by pod, then container.
