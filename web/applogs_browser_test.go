@@ -19,6 +19,7 @@ func TestBrowserFollowsAnApplicationsLogLive(t *testing.T) {
 	b := browsertest.New(t)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
 	b.Do(chromedp.Navigate(s.URL+wikiEnv), chromedp.WaitVisible(chromedp.CSS(`[data-app="web"] [data-testid="app-logs"]`)))
+	b.Screenshot("environment-app-logs-link")
 	b.Do(chromedp.Click(chromedp.CSS(`[data-app="web"] [data-testid="app-logs"]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid="runtime-log"]`)))
 	if got := browsertest.Eval[string](b, `location.pathname`); got != wikiEnv+"/apps/web/logs" {
 		t.Fatalf("the Logs link led to %s", got)

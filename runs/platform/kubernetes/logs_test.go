@@ -147,3 +147,64 @@ func TestRealPodsRestartedContainerPreviousLogIsRead(t *testing.T) {
 		check("the current container's log", cur)
 	}
 }
+
+// TestRealPodsFollowedLogJoinsTheNextRevisionsPod: on a real node, as the
+// Studio's own account, a follow of web's log hands over what its pod
+// printed at start, then, after a deploy of a new revision replaces the
+// pod, what the new pod prints: a pod that starts during a follow joins it.
+func TestRealPodsFollowedLogJoinsTheNextRevisionsPod(t *testing.T) {
+	cluster := clustertest.StartReal(t)
+	applyStudioRole(t, cluster)
+	m := realManifest("follow", `      TESTAPP_SAY: "one"
+      TESTAPP_STDOUT: "connecting with ${SESSION_SECRET}"
+    command: ["/testapp", "serve"]
+`)
+	f := newFixtureOn(t, cluster, studioAccount, m, "logs-follow", map[string]string{"SESSION_SECRET": secretValue})
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy %s: %s", run.Status, run.Reason)
+	}
+	env := platform.Env{ID: f.env.ID, Project: f.env.Project, Name: f.env.Name}
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	lines := make(chan platform.LogLine, 1000)
+	done := make(chan error, 1)
+	go func() {
+		done <- f.platform.ReadLogs(ctx, env, platform.LogQuery{App: "web", TailLines: 20, Follow: true}, func(l platform.LogLine) error {
+			lines <- l
+			return nil
+		})
+	}()
+	var seen []string
+	wait := func(what string, ok func(platform.LogLine) bool) platform.LogLine {
+		t.Helper()
+		timeout := time.After(90 * time.Second)
+		for {
+			select {
+			case l := <-lines:
+				seen = append(seen, l.Pod+": "+strings.ReplaceAll(l.Text, secretValue, "<the value>"))
+				if ok(l) {
+					return l
+				}
+			case err := <-done:
+				t.Fatalf("the follow ended (%v) before %s; it handed over %q", err, what, seen)
+			case <-timeout:
+				t.Fatalf("no %s within 90s; the follow handed over %q", what, seen)
+			}
+		}
+	}
+	first := wait("start line of the first pod", func(l platform.LogLine) bool { return l.Text == "connecting with "+secretValue })
+	f.addRevision(strings.Replace(m, `TESTAPP_SAY: "one"`, `TESTAPP_SAY: "two"`, 1))
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("second deploy %s: %s", run.Status, run.Reason)
+	}
+	next := wait("line of the new revision's pod", func(l platform.LogLine) bool {
+		return l.Pod != first.Pod && strings.HasPrefix(l.Text, "testapp: serving on")
+	})
+	if !next.At.After(first.At) {
+		t.Errorf("the new pod's line is dated %v, before the first pod's %v", next.At, first.At)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("a follow ended by its context returned %v, want nil", err)
+	}
+}
