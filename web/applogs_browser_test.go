@@ -55,6 +55,15 @@ func TestBrowserFollowsAnApplicationsLogLive(t *testing.T) {
 		b.Emulate(w.width, "light")
 		b.Screenshot("app-logs-" + w.name)
 	}
+	// Each state of the page fits a phone, keeps its controls in sight and
+	// passes axe-core, light and dark.
+	logs := wikiEnv + "/apps/web/logs"
+	visitAll(t, b, s, []page{
+		{name: "app-logs", path: logs},
+		{name: "app-logs-search", path: logs + "?q=cookie&since=15m"},
+		{name: "app-logs-previous-none", path: logs + "?previous=1"},
+		{name: "app-logs-invalid", path: logs + "?since=yesterday"},
+	})
 }
 
 // waitLogs waits up to 20s until expression is true on the logs page,
