@@ -183,19 +183,29 @@ func (p *Platform) watchNamespace(env platform.Env, ns string, o *namespaceObjec
 	}
 }
 
+// namespaceKnown is whether the environment's namespace ns is on the
+// cluster: followed already, or found by a get.
+func (p *Platform) namespaceKnown(ctx context.Context, ns string) (bool, error) {
+	p.health.mu.Lock()
+	_, following := p.health.spaces[ns]
+	p.health.mu.Unlock()
+	if following {
+		return true, nil
+	}
+	if _, err := p.Client.Get(ctx, KindNamespace, "", ns); IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, p.apiError("reading namespace "+ns, err)
+	}
+	return true, nil
+}
+
 // Health implements platform.HealthReader from the environment's watches:
 // a request only the first time (the namespace, then one list per kind).
 func (p *Platform) Health(ctx context.Context, env platform.Env, def *compiler.Definition) (platform.EnvironmentHealth, error) {
 	ns := NamespaceName(env.Project, env.Name)
-	p.health.mu.Lock()
-	_, following := p.health.spaces[ns]
-	p.health.mu.Unlock()
-	if !following {
-		if _, err := p.Client.Get(ctx, KindNamespace, "", ns); IsNotFound(err) {
-			return platform.EnvironmentHealth{}, nil // never deployed on this cluster
-		} else if err != nil {
-			return platform.EnvironmentHealth{}, p.apiError("reading namespace "+ns, err)
-		}
+	if known, err := p.namespaceKnown(ctx, ns); err != nil || !known {
+		return platform.EnvironmentHealth{}, err // !known: never deployed on this cluster
 	}
 	if def == nil {
 		return platform.EnvironmentHealth{}, nil

@@ -48,7 +48,8 @@ type simulation struct {
 	mu        sync.Mutex
 	rolling   map[int64]map[string]bool
 	deployed  map[int64]platform.Env
-	since     map[string]stateSince // "env app" → state and since
+	since     map[string]stateSince        // "env app" → state and since
+	pods      map[int64]map[string]simPods // env → app → its pods (logs.go)
 	watchers  map[int]func(platform.Env)
 	nextWatch int
 }
@@ -63,6 +64,7 @@ func (s *simulation) init() {
 		s.rolling = map[int64]map[string]bool{}
 		s.deployed = map[int64]platform.Env{}
 		s.since = map[string]stateSince{}
+		s.pods = map[int64]map[string]simPods{}
 		s.watchers = map[int]func(platform.Env){}
 	}
 }
