@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,6 +201,20 @@ stringData:
 	}
 	svcIP := strings.TrimSpace(kubectl(t, cluster, "", "-n", "skali-studio", "get", "service", "skali-studio", "-o", "jsonpath={.spec.clusterIP}"))
 	studio := &studioProcess{addr: "http://" + svcIP, link: "/login/local?token=" + tok}
+	// The Service answers once kube-proxy has the ready pods' endpoints
+	// (until then it refuses connections).
+	var last string
+	waitFor(t, func() bool {
+		resp, err := http.Get(studio.addr + "/readyz")
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		resp.Body.Close()
+		last = resp.Status
+		return resp.StatusCode == http.StatusOK
+	})
+	t.Logf("the Studio's Service answers /readyz: %s", last)
 	runID := deployNewest(t, studio, signedIn(t, studio), db, "inside")
 
 	// Delete the replica that executes the run once the rollout is under
@@ -243,7 +258,8 @@ stringData:
 		t.Errorf("after the run: the environment's Deployment has %q ready replicas, want 3 (status %v)", field(dep, "status", "readyReplicas"), dep["status"])
 	}
 	var applied bool
-	entries, _ := dep["metadata"].(map[string]any)["managedFields"].([]any)
+	withFields := kubeObject(t, cluster, "-n", "inside-production", "deployment", "web", "--show-managed-fields")
+	entries, _ := withFields["metadata"].(map[string]any)["managedFields"].([]any)
 	for _, e := range entries {
 		applied = applied || (field(e, "manager") == "skali-studio" && field(e, "operation") == "Apply")
 	}
