@@ -771,7 +771,12 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 shutdownGracePeriod: 0s
-`, containerdAddress, filepath.Join(stateDir, "pod-logs"))
+# Service names resolve through the test cluster's own DNS on the bridge
+# (dns.go); the machine's resolv.conf is not handed to pods.
+clusterDNS: [%s]
+clusterDomain: %s
+resolvConf: ""
+`, containerdAddress, filepath.Join(stateDir, "pod-logs"), gatewayIP, clusterDomain)
 	kubeletFile := filepath.Join(kdir, "config.yaml")
 	if err := os.WriteFile(kubeletFile, []byte(kubeletConf), 0o644); err != nil {
 		return err
@@ -861,5 +866,6 @@ func (c *cluster) stopReal() {
 		}
 	}
 	_ = os.Remove(filepath.Join(c.dir, "registry"))
+	_ = os.Remove(filepath.Join(c.dir, "cnpg"))
 	r.lock.Close()
 }

@@ -52,10 +52,10 @@ type realCluster struct {
 	stderr *strings.Builder
 }
 
-func startReal(t *testing.T, prog, bin string) *realCluster {
+func startReal(t *testing.T, prog, bin string, args ...string) *realCluster {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command(prog, "--dir", dir, "--bin", bin, "--nodes", "real")
+	cmd := exec.Command(prog, append([]string{"--dir", dir, "--bin", bin, "--nodes", "real"}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
 	out, err := cmd.StdoutPipe()
@@ -103,6 +103,17 @@ func (rc *realCluster) kubectl(t *testing.T, stdin string, args ...string) strin
 		t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// kubectlErr runs kubectl and returns its output and error, for
+// commands that are meant to fail.
+func (rc *realCluster) kubectlErr(stdin string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(rc.dir, "bin", "kubectl"), append([]string{"--kubeconfig", filepath.Join(rc.dir, "kubeconfig")}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 func (rc *realCluster) stop(t *testing.T) {

@@ -159,7 +159,7 @@ func TestPostgresImageHoldsTheServerAndWhatItLoads(t *testing.T) {
 	}
 	cf, files := pushAndPull(t, img)
 	t.Logf("built and pushed in %s", time.Since(started).Round(100*time.Millisecond))
-	if cf.Config.User != "999:999" {
+	if cf.Config.User != "26:26" {
 		t.Errorf("user %q", cf.Config.User)
 	}
 	for _, f := range []string{"/usr/lib/postgresql/15/bin/postgres", "/usr/lib/postgresql/15/bin/initdb", "/usr/share/postgresql/15/postgres.bki",
@@ -171,7 +171,7 @@ func TestPostgresImageHoldsTheServerAndWhatItLoads(t *testing.T) {
 	if h := files["/bin"]; h != nil && (h.Typeflag != tar.TypeSymlink || h.Linkname != "usr/bin") {
 		t.Errorf("/bin is not a link to usr/bin: %+v", h)
 	}
-	if h := files["/var/lib/postgresql"]; h == nil || h.Uid != 999 {
+	if h := files["/var/lib/postgresql"]; h == nil || h.Uid != PostgresUID {
 		t.Errorf("/var/lib/postgresql: %+v", h)
 	}
 }

@@ -39,6 +39,16 @@ func migrate(ctx context.Context) int {
 		return 1
 	}
 	defer c.close()
+	// The session as the server sees it: the user, and the TLS version
+	// of the connection ("no TLS" without).
+	who, err := c.query(`SELECT current_user, coalesce((SELECT version FROM pg_stat_ssl WHERE pid = pg_backend_pid() AND ssl), 'no TLS')`)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testapp migrate:", err)
+		return 1
+	}
+	if len(who) == 1 && len(who[0]) == 2 {
+		fmt.Printf("testapp migrate: connected as %s, %s\n", who[0][0], who[0][1])
+	}
 	if _, err := c.query(`CREATE TABLE IF NOT EXISTS testapp_rows (id serial PRIMARY KEY, note text NOT NULL, created timestamptz NOT NULL DEFAULT now())`); err != nil {
 		fmt.Fprintln(os.Stderr, "testapp migrate:", err)
 		return 1
