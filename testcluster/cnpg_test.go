@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -48,7 +49,9 @@ spec:
   imageName: `+postgresImage+`
   storage: {size: 1Gi}
 `, "apply", "--server-side", "--validate=strict", "-f", "-")
-	rc.kubectl(t, "", "-n", "cnpgtest", "wait", "cluster/pg", "--for=condition=Ready", "--timeout=240s")
+	if out, err := rc.kubectlErr("", "-n", "cnpgtest", "wait", "clusters.postgresql.cnpg.io/pg", "--for=condition=Ready", "--timeout=240s"); err != nil {
+		t.Fatalf("the Cluster did not become Ready: %v: %s\n%s", err, out, rc.cnpgState("cnpgtest"))
+	}
 	t.Logf("the Cluster was Ready %s after it was applied", time.Since(started).Round(100*time.Millisecond))
 	if phase := rc.kubectl(t, "", "-n", "cnpgtest", "get", "pvc", "pg-1", "-o", "jsonpath={.status.phase} {.spec.storageClassName}"); phase != "Bound "+storageClass {
 		t.Errorf("the instance's claim: %q", phase)
@@ -83,4 +86,22 @@ spec:
 
 	rc.stop(t)
 	sameMachine(t, "after SIGTERM", before, machineState(t))
+}
+
+// cnpgState is what a failed wait for a Cluster prints: the objects, the
+// Cluster's status, the events, the instance pods' and the operator's
+// last log lines.
+func (rc *realCluster) cnpgState(ns string) string {
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"-n", ns, "get", "clusters.postgresql.cnpg.io,pods,pvc,jobs", "-o", "wide"},
+		{"-n", ns, "get", "clusters.postgresql.cnpg.io", "-o", "jsonpath={.items[*].status}"},
+		{"-n", ns, "get", "events", "--sort-by=.lastTimestamp"},
+		{"-n", ns, "logs", "-l", "cnpg.io/cluster", "--all-containers", "--tail=30", "--prefix"},
+		{"-n", cnpgNamespace, "logs", "deployment/" + cnpgDeployment, "--tail=30"},
+	} {
+		out, _ := rc.kubectlErr("", args...)
+		fmt.Fprintf(&b, "$ kubectl %s\n%s\n", strings.Join(args, " "), out)
+	}
+	return b.String()
 }
