@@ -455,10 +455,12 @@ func sharedLibraries(files []string) ([]string, error) {
 }
 
 // CNPGOperator is CloudNativePG's operator image from its manager binary
-// (a static Go binary): what the project's Dockerfile makes, /manager on
-// distroless/static's contents, as nonroot. The operator runs it as the
-// controller, and its init container copies it into every instance pod
-// (/manager bootstrap /controller/manager).
+// (a static Go binary): what the project's Dockerfile makes, the binary
+// at /operator/manager_amd64 (the operator finds the architectures it can
+// hand to instances by that name, from the working directory /) and
+// /manager linked to it, on distroless/static's contents, as nonroot. The
+// operator runs it as the controller, and its init container copies it
+// into every instance pod (/manager bootstrap /controller/manager).
 func CNPGOperator(manager string) (v1.Image, error) {
 	data, err := os.ReadFile(manager)
 	if err != nil {
@@ -468,13 +470,16 @@ func CNPGOperator(manager string) (v1.Image, error) {
 	if err := base(l); err != nil {
 		return nil, err
 	}
-	if err := l.File("/manager", data, 0o755, 0, 0); err != nil {
+	if err := l.File("/operator/manager_amd64", data, 0o755, 0, 0); err != nil {
+		return nil, err
+	}
+	if err := l.Symlink("/manager", "operator/manager_amd64"); err != nil {
 		return nil, err
 	}
 	layer, err := l.Done()
 	if err != nil {
 		return nil, err
 	}
-	return Image(v1.Config{Entrypoint: []string{"/manager"}, User: "65532:65532",
+	return Image(v1.Config{Entrypoint: []string{"/manager"}, User: "65532:65532", WorkingDir: "/",
 		Env: []string{"PATH=" + defaultPath, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}}, layer)
 }

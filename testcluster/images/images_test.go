@@ -175,3 +175,27 @@ func TestPostgresImageHoldsTheServerAndWhatItLoads(t *testing.T) {
 		t.Errorf("/var/lib/postgresql: %+v", h)
 	}
 }
+
+// The operator's image is laid out as CloudNativePG's Dockerfile lays it
+// out: the operator lists the architectures it can give instances from
+// operator/manager_* in its working directory, and runs /manager.
+func TestCNPGOperatorImageHasTheReleaseLayout(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "manager")
+	if err := os.WriteFile(bin, []byte("\x7fELF not really"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := CNPGOperator(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, files := pushAndPull(t, img)
+	if strings.Join(cf.Config.Entrypoint, " ") != "/manager" || cf.Config.WorkingDir != "/" || cf.Config.User != "65532:65532" {
+		t.Errorf("entrypoint %v, working directory %q, user %q", cf.Config.Entrypoint, cf.Config.WorkingDir, cf.Config.User)
+	}
+	if h := files["/operator/manager_amd64"]; h == nil || h.Typeflag != tar.TypeReg || h.Mode&0o111 == 0 {
+		t.Errorf("/operator/manager_amd64: %+v", h)
+	}
+	if h := files["/manager"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "operator/manager_amd64" {
+		t.Errorf("/manager: %+v", h)
+	}
+}
