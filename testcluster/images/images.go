@@ -313,8 +313,8 @@ const PostgresUID = 26
 
 // Postgres makes a PostgreSQL 15 image from the machine's Debian files:
 // the server's binaries, extensions and share directory, the libraries
-// they load (as ldd finds them), time zones, /bin/sh, and a postgres user
-// with uid 26; /usr is merged (/bin, /lib, /lib64 and /sbin link into it).
+// they load (as ldd finds them), time zones, the C.UTF-8 locale, /bin/sh,
+// and a postgres user with uid 26; /usr is merged (/bin, /lib, /lib64 and /sbin link into it).
 // It is also CloudNativePG's operand image: the operator's init container
 // copies its instance manager to /controller, which runs initdb, pg_ctl
 // and postgres from PATH and archive commands through /bin/sh.
@@ -356,7 +356,8 @@ func Postgres() (v1.Image, error) {
 		return nil, err
 	}
 	var elfs []string
-	for _, d := range append(PostgresDirs, "/usr/share/zoneinfo") {
+	// C.UTF-8, the image's LANG (initdb checks every locale category).
+	for _, d := range append(PostgresDirs, "/usr/share/zoneinfo", "/usr/lib/locale/C.utf8") {
 		if err := l.Copy(d, d); err != nil {
 			return nil, err
 		}

@@ -163,7 +163,7 @@ func TestPostgresImageHoldsTheServerAndWhatItLoads(t *testing.T) {
 		t.Errorf("user %q", cf.Config.User)
 	}
 	for _, f := range []string{"/usr/lib/postgresql/15/bin/postgres", "/usr/lib/postgresql/15/bin/initdb", "/usr/share/postgresql/15/postgres.bki",
-		"/usr/lib64/ld-linux-x86-64.so.2", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/sh", "/bin", "/etc/passwd", "/usr/share/zoneinfo/UTC"} {
+		"/usr/lib64/ld-linux-x86-64.so.2", "/usr/lib/locale/C.utf8/LC_CTYPE", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/sh", "/bin", "/etc/passwd", "/usr/share/zoneinfo/UTC"} {
 		if files[f] == nil {
 			t.Errorf("%s is missing", f)
 		}
