@@ -700,6 +700,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 		{"link", "add", bridgeName, "type", "bridge"},
 		{"addr", "add", gatewayIP + "/24", "dev", bridgeName},
 		{"link", "set", bridgeName, "up"},
+		// The Service range onto the bridge: the host's packets to a
+		// ClusterIP kube-proxy has not programmed (yet) go nowhere instead
+		// of to the machine's default route. The route goes with the link.
+		{"route", "add", serviceNet, "dev", bridgeName},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
