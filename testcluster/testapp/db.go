@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -33,7 +34,7 @@ func migrate(ctx context.Context) int {
 	if note == "" {
 		note = "migrated"
 	}
-	c, err := connect(ctx)
+	c, err := connectWaiting(ctx, 30*time.Second)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testapp migrate:", err)
 		return 1
@@ -59,6 +60,35 @@ func migrate(ctx context.Context) int {
 	}
 	fmt.Println("testapp migrate: table testapp_rows ready, row added:", note)
 	return 0
+}
+
+// connectWaiting connects, trying again for up to wait while the address
+// refuses connections or the name does not resolve yet (as migration tools
+// wait for a database that was just made: a Service's rules reach the
+// node a moment after its endpoint is ready), saying so; any other error
+// (authentication, TLS) ends it at once.
+func connectWaiting(ctx context.Context, wait time.Duration) (*pgConn, error) {
+	deadline := time.Now().Add(wait)
+	said := ""
+	for {
+		c, err := connect(ctx)
+		if err == nil {
+			return c, nil
+		}
+		var dnsErr *net.DNSError
+		if !(errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dnsErr)) || time.Now().After(deadline) {
+			return nil, err
+		}
+		if err.Error() != said {
+			said = err.Error()
+			fmt.Println("testapp migrate: waiting for the database:", said)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func readRows(ctx context.Context) ([]string, error) {
