@@ -63,20 +63,9 @@ func cnpgStamp() (string, error) {
 
 const cnpgLdflags = "-s -w"
 
+// cnpgBuilt reports whether bin holds the operator of this stamp.
 func cnpgBuilt(bin string) (bool, error) {
-	st, err := cnpgStamp()
-	if err != nil {
-		return false, err
-	}
-	if old, err := os.ReadFile(filepath.Join(bin, "cnpg-stamp")); err != nil || string(old) != st {
-		return false, nil
-	}
-	for _, n := range cnpgBinaries {
-		if _, err := os.Stat(filepath.Join(bin, n)); err != nil {
-			return false, nil
-		}
-	}
-	return true, nil
+	return builtWith(bin, "cnpg-stamp", cnpgStamp, cnpgBinaries)
 }
 
 // buildCNPG builds the operator's manager (static, as its release does)

@@ -199,14 +199,20 @@ func stamp() (string, error) {
 
 // built reports whether bin holds the binaries of this stamp.
 func built(bin string) (bool, error) {
+	return builtWith(bin, "stamp", stamp, binaries)
+}
+
+// builtWith reports whether bin holds the names and a stamp file whose
+// content is what stamp returns.
+func builtWith(bin, stampFile string, stamp func() (string, error), names []string) (bool, error) {
 	st, err := stamp()
 	if err != nil {
 		return false, err
 	}
-	if old, err := os.ReadFile(filepath.Join(bin, "stamp")); err != nil || string(old) != st {
+	if old, err := os.ReadFile(filepath.Join(bin, stampFile)); err != nil || string(old) != st {
 		return false, nil
 	}
-	for _, n := range binaries {
+	for _, n := range names {
 		if _, err := os.Stat(filepath.Join(bin, n)); err != nil {
 			return false, nil
 		}
