@@ -99,8 +99,11 @@ type Platform struct {
 	DB        *store.DB
 	StepDelay time.Duration
 	Faults    *Faults
-	Prober    *platform.Prober
-	CA        *DevCA
+	// SnapshotSize is how many random bytes each simulated snapshot file
+	// holds after its header (4096 when zero).
+	SnapshotSize int64
+	Prober       *platform.Prober
+	CA           *DevCA
 	// values keeps what SetValues received, as a cluster keeps a Secret.
 	values receivedValues
 	// sim is what its applications do now (health.go).
