@@ -25,7 +25,7 @@ func TestRealNodeRunsCloudNativePG(t *testing.T) {
 		t.Skipf("the CloudNativePG operator is not built in %s (go run . --dir /tmp/tc --bin %s --build-only --cnpg)", bin, bin)
 	}
 	prog := buildProg(t)
-	before := machineState(t)
+	before := idleMachineState(t)
 	rc := startReal(t, prog, bin, "--cnpg")
 
 	avail := rc.kubectl(t, "", "-n", cnpgNamespace, "get", "deployment", cnpgDeployment, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status} {.spec.template.spec.containers[0].image}`)
@@ -85,7 +85,7 @@ spec:
 	t.Logf("migration: %s", strings.TrimSpace(logs))
 
 	rc.stop(t)
-	sameMachine(t, "after SIGTERM", before, machineState(t))
+	sameMachine(t, "after SIGTERM", before, idleMachineState(t))
 }
 
 // cnpgState is what a failed wait for a Cluster prints: the objects, the

@@ -191,6 +191,23 @@ func machineState(t *testing.T) map[string]string {
 	return st
 }
 
+// idleMachineState is machineState read while no real-node cluster runs:
+// it holds the machine's lock while it reads (waiting for another test
+// binary's cluster to stop), so that a cluster of another go test binary
+// is never part of a "before" or an "after".
+func idleMachineState(t *testing.T) map[string]string {
+	t.Helper()
+	f, err := os.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // releases the lock
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	return machineState(t)
+}
+
 // sameMachine fails with every difference: a key that existed before has
 // another value or is gone, or a key that did not exist is there (a new
 // sysctl is allowed only where a module the node loaded added it, never
@@ -287,7 +304,7 @@ spec:
 func TestRealNode(t *testing.T) {
 	bin := needRealNode(t)
 	prog := buildProg(t)
-	before := machineState(t)
+	before := idleMachineState(t)
 	rc := startReal(t, prog, bin)
 
 	if reg, err := os.ReadFile(filepath.Join(rc.dir, "registry")); err != nil || !strings.HasPrefix(string(reg), "127.0.0.1:") {
@@ -480,7 +497,7 @@ func TestRealNode(t *testing.T) {
 	})
 
 	rc.stop(t)
-	sameMachine(t, "after SIGTERM", before, machineState(t))
+	sameMachine(t, "after SIGTERM", before, idleMachineState(t))
 }
 
 const failuresYAML = `apiVersion: apps/v1
@@ -631,7 +648,7 @@ spec:
 func TestRealNodeKilledIsRestoredByTheNextStart(t *testing.T) {
 	bin := needRealNode(t)
 	prog := buildProg(t)
-	before := machineState(t)
+	before := idleMachineState(t)
 	rc := startReal(t, prog, bin)
 	rc.kubectl(t, webYAML, "apply", "-f", "-")
 	rc.kubectl(t, "", "-n", "realtest", "wait", "deployment/web", "--for=condition=Available", "--timeout=120s")
@@ -648,5 +665,5 @@ func TestRealNodeKilledIsRestoredByTheNextStart(t *testing.T) {
 		t.Errorf("the next start did not say it restored the machine: %s", rc.stderr.String())
 	}
 	rc.stop(t)
-	sameMachine(t, "after SIGKILL, a start and a SIGTERM", before, machineState(t))
+	sameMachine(t, "after SIGKILL, a start and a SIGTERM", before, idleMachineState(t))
 }
