@@ -19,6 +19,11 @@
 // are recorded before and restored when it stops, or by the next start
 // after a crash.
 //
+// With --cnpg as well, the CloudNativePG operator (built from its Go
+// module, in cnpg/) runs in the cluster from its release manifest, with
+// the real CRDs, and its instances run the PostgreSQL image built from
+// the machine's Debian files; claims get hostPath volumes.
+//
 // Pods annotated testcluster.skali.dev/never-ready run but never become
 // Ready; pods annotated testcluster.skali.dev/fail exit with code 1.
 package main
@@ -75,6 +80,7 @@ var (
 	nodesFlag = flag.String("nodes", "3", "how many simulated nodes (kwok), or real: one real node (containerd, kubelet, kube-proxy; root only)")
 	buildOnly = flag.Bool("build-only", false, "build the binaries into the bin directory and exit")
 	checkOnly = flag.Bool("check-built", false, "exit with status 0 when the bin directory holds this version's binaries, 3 when not")
+	cnpgFlag  = flag.Bool("cnpg", false, "with --nodes real: run the CloudNativePG operator (built from its Go module) instead of playing it; with --build-only and --check-built: its binary too")
 )
 
 func main() {
@@ -118,6 +124,11 @@ func run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if ok && *cnpgFlag {
+			if ok, err = cnpgBuilt(bin); err != nil {
+				return err
+			}
+		}
 		if !ok {
 			os.Exit(3)
 		}
@@ -130,8 +141,16 @@ func run(ctx context.Context) error {
 			return fmt.Errorf("--nodes is a number of simulated nodes or real, not %q", *nodesFlag)
 		}
 	}
+	if *cnpgFlag && !real && !*buildOnly {
+		return errors.New("--cnpg needs --nodes real: the operator and its instances run in real pods")
+	}
 	if err := build(ctx, bin); err != nil {
 		return err
+	}
+	if *cnpgFlag {
+		if err := buildCNPG(ctx, bin); err != nil {
+			return err
+		}
 	}
 	if *buildOnly {
 		return nil
@@ -145,7 +164,7 @@ func run(ctx context.Context) error {
 			return err
 		}
 	}
-	c := &cluster{dir: dir, bin: bin, fakeNodes: fake, realNode: real}
+	c := &cluster{dir: dir, bin: bin, fakeNodes: fake, realNode: real, cnpg: *cnpgFlag}
 	defer c.stop()
 	if err := c.start(ctx); err != nil {
 		return err
@@ -180,14 +199,20 @@ func stamp() (string, error) {
 
 // built reports whether bin holds the binaries of this stamp.
 func built(bin string) (bool, error) {
+	return builtWith(bin, "stamp", stamp, binaries)
+}
+
+// builtWith reports whether bin holds the names and a stamp file whose
+// content is what stamp returns.
+func builtWith(bin, stampFile string, stamp func() (string, error), names []string) (bool, error) {
 	st, err := stamp()
 	if err != nil {
 		return false, err
 	}
-	if old, err := os.ReadFile(filepath.Join(bin, "stamp")); err != nil || string(old) != st {
+	if old, err := os.ReadFile(filepath.Join(bin, stampFile)); err != nil || string(old) != st {
 		return false, nil
 	}
-	for _, n := range binaries {
+	for _, n := range names {
 		if _, err := os.Stat(filepath.Join(bin, n)); err != nil {
 			return false, nil
 		}
@@ -230,9 +255,12 @@ type cluster struct {
 	dir, bin  string
 	fakeNodes int
 	realNode  bool
-	real      *realNodeState
-	procs     []*exec.Cmd
-	pgid      int
+	// cnpg: the CloudNativePG operator runs (cnpg.go) instead of being
+	// played.
+	cnpg  bool
+	real  *realNodeState
+	procs []*exec.Cmd
+	pgid  int
 }
 
 // spawn starts a component in the cluster's process group, its output in
@@ -421,15 +449,38 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := c.installCRDs(ctx); err != nil {
 		return err
 	}
-	// No CloudNativePG or bucket provisioner runs here: the cluster plays
-	// them (operators.go).
-	newOperators(server, caPEM, token).run(ctx)
+	// No bucket provisioner runs here, nor CloudNativePG without --cnpg:
+	// the cluster plays them (operators.go), and on a real node a
+	// provisioner of hostPath volumes.
+	ops := newOperators(server, caPEM, token)
+	ops.playCNPG = !c.cnpg
+	if c.realNode {
+		ops.volumes = filepath.Join(stateDir, "volumes")
+		if err := c.kubectlApply(ctx, storageYAML); err != nil {
+			return err
+		}
+		// The pods' cluster DNS (dns.go), on the bridge only.
+		conn, err := net.ListenPacket("udp4", net.JoinHostPort(gatewayIP, "53"))
+		if err != nil {
+			return fmt.Errorf("the cluster DNS: %w", err)
+		}
+		go ops.serveDNS(ctx, conn)
+	}
+	ops.run(ctx)
 	if err := c.kubectl(ctx, nil, "wait", "--for=condition=Ready", "node", "--all", "--timeout=120s"); err != nil {
 		return err
 	}
 	if c.realNode {
 		// Pods wait for kube-root-ca.crt in ContainerCreating otherwise.
-		return c.kubectl(ctx, nil, "wait", "--for=create", "configmap/kube-root-ca.crt", "-n", "default", "--timeout=60s")
+		if err := c.kubectl(ctx, nil, "wait", "--for=create", "configmap/kube-root-ca.crt", "-n", "default", "--timeout=60s"); err != nil {
+			return err
+		}
+	}
+	if c.cnpg {
+		if err := c.pushCNPGImages(); err != nil {
+			return err
+		}
+		return c.installCNPG(ctx)
 	}
 	return nil
 }
@@ -501,6 +552,9 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 		for _, f := range files {
 			if strings.Contains(filepath.Base(f), "vap_") {
 				continue // a ValidatingAdmissionPolicy against upgrades, not a CRD
+			}
+			if c.cnpg && strings.HasPrefix(filepath.Base(f), "postgresql.cnpg.io_") {
+				continue // the operator's release manifest installs the real ones
 			}
 			if err := c.kubectl(ctx, nil, "apply", "--server-side", "--field-manager=testcluster", "-f", f); err != nil {
 				return fmt.Errorf("installing CRDs: %w", err)

@@ -1,13 +1,18 @@
 package main
 
 // The test cluster plays the operators it does not run, as kwok plays the
-// kubelet: CloudNativePG (a Cluster gets its application Secret, then
-// Ready, and status.secretsResourceVersion names that Secret's version)
-// and a bucket provisioner (an ObjectBucketClaim gets its Secret and
-// ConfigMap, then Bound). A Cluster or claim whose name starts with
-// "stuck" is never made ready: the Cluster says why in its Ready
-// condition, the claim stays Pending (for tests of a provisioning that
-// times out). No database or bucket exists behind them.
+// kubelet: CloudNativePG unless --cnpg runs the real one (a Cluster gets
+// its application Secret, then Ready, and status.secretsResourceVersion
+// names that Secret's version) and a bucket provisioner (an
+// ObjectBucketClaim gets its Secret and ConfigMap, then Bound). A Cluster
+// or claim whose name starts with "stuck" is never made ready: the Cluster
+// says why in its Ready condition, the claim stays Pending (for tests of a
+// provisioning that times out). No database or bucket exists behind them.
+//
+// On a real node it also provisions volumes: a claim of the default
+// StorageClass gets a hostPath PersistentVolume, a directory under the
+// node's state directory that any user may write (the kubelet applies no
+// fsGroup to hostPath), removed with the volume once its claim is gone.
 
 import (
 	"bufio"
@@ -20,6 +25,8 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -30,12 +37,16 @@ const stuckMessage = "instance 1 cannot start: the test cluster plays an operato
 type operators struct {
 	server, token string
 	client        *http.Client
+	// playCNPG: play CloudNativePG (false when the real one runs).
+	playCNPG bool
+	// volumes, when set, is where claims' hostPath volumes go.
+	volumes string
 }
 
 func newOperators(server string, caPEM []byte, token string) *operators {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	return &operators{server: server, token: token,
+	return &operators{server: server, token: token, playCNPG: true,
 		client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
 }
 
@@ -66,10 +77,16 @@ func (o *operators) do(ctx context.Context, method, path, contentType string, bo
 	return out, resp.StatusCode, nil
 }
 
-// run plays both operators until ctx ends.
+// run plays the operators until ctx ends.
 func (o *operators) run(ctx context.Context) {
-	go o.watch(ctx, "/apis/postgresql.cnpg.io/v1/clusters", o.cluster)
+	if o.playCNPG {
+		go o.watch(ctx, "/apis/postgresql.cnpg.io/v1/clusters", o.cluster)
+	}
 	go o.watch(ctx, "/apis/objectbucket.io/v1alpha1/objectbucketclaims", o.claim)
+	if o.volumes != "" {
+		go o.watch(ctx, "/api/v1/persistentvolumeclaims", o.volumeClaim)
+		go o.watch(ctx, "/api/v1/persistentvolumes", o.volume)
+	}
 }
 
 // watch hands every added or changed object of the resource to act,
@@ -230,4 +247,65 @@ func (o *operators) claim(ctx context.Context, c map[string]any) {
 		return
 	}
 	o.patchStatus(ctx, path, map[string]any{"phase": "Bound"})
+}
+
+// volumeClaim provisions a hostPath volume for a pending claim of the
+// played provisioner's class, bound to it by its claimRef.
+func (o *operators) volumeClaim(ctx context.Context, c map[string]any) {
+	if field(c, "metadata", "deletionTimestamp") != nil || text(c, "status", "phase") != "Pending" || text(c, "spec", "volumeName") != "" {
+		return
+	}
+	if text(c, "spec", "storageClassName") != storageClass {
+		return
+	}
+	uid := text(c, "metadata", "uid")
+	name := "pvc-" + uid
+	dir := filepath.Join(o.volumes, name)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		log.Printf("testcluster: provisioning a volume: %v", err)
+		return
+	}
+	// Any user of the pod may write it (no fsGroup for hostPath); the
+	// umask is not applied by chmod.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		log.Printf("testcluster: provisioning a volume: %v", err)
+		return
+	}
+	size, _ := field(c, "spec", "resources", "requests", "storage").(string)
+	if _, err := o.ensure(ctx, "/api/v1/persistentvolumes", name, map[string]any{
+		"apiVersion": "v1", "kind": "PersistentVolume",
+		"metadata": map[string]any{"name": name, "annotations": map[string]any{"pv.kubernetes.io/provisioned-by": volumeProvisioner}},
+		"spec": map[string]any{
+			"capacity":                      map[string]any{"storage": size},
+			"accessModes":                   field(c, "spec", "accessModes"),
+			"volumeMode":                    field(c, "spec", "volumeMode"),
+			"storageClassName":              storageClass,
+			"persistentVolumeReclaimPolicy": "Delete",
+			"hostPath":                      map[string]any{"path": dir, "type": "Directory"},
+			"claimRef": map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+				"namespace": text(c, "metadata", "namespace"), "name": text(c, "metadata", "name"), "uid": uid},
+		},
+	}); err != nil {
+		log.Printf("testcluster: provisioning a volume: %v", err)
+	}
+}
+
+// volume deletes a played volume whose claim is gone, with its directory.
+func (o *operators) volume(ctx context.Context, v map[string]any) {
+	if text(v, "metadata", "annotations", "pv.kubernetes.io/provisioned-by") != volumeProvisioner {
+		return
+	}
+	if phase := text(v, "status", "phase"); phase != "Released" && phase != "Failed" {
+		return
+	}
+	name := text(v, "metadata", "name")
+	if field(v, "metadata", "deletionTimestamp") == nil {
+		if _, code, err := o.do(ctx, http.MethodDelete, "/api/v1/persistentvolumes/"+name, "", nil); err != nil || (code >= 300 && code != http.StatusNotFound) {
+			log.Printf("testcluster: deleting volume %s: %d %v", name, code, err)
+			return
+		}
+	}
+	if dir := text(v, "spec", "hostPath", "path"); strings.HasPrefix(dir, o.volumes+"/") {
+		_ = os.RemoveAll(dir)
+	}
 }

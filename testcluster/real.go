@@ -700,6 +700,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 		{"link", "add", bridgeName, "type", "bridge"},
 		{"addr", "add", gatewayIP + "/24", "dev", bridgeName},
 		{"link", "set", bridgeName, "up"},
+		// The Service range onto the bridge: the host's packets to a
+		// ClusterIP kube-proxy has not programmed (yet) go nowhere instead
+		// of to the machine's default route. The route goes with the link.
+		{"route", "add", serviceNet, "dev", bridgeName},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
@@ -771,7 +775,12 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 shutdownGracePeriod: 0s
-`, containerdAddress, filepath.Join(stateDir, "pod-logs"))
+# Service names resolve through the test cluster's own DNS on the bridge
+# (dns.go); the machine's resolv.conf is not handed to pods.
+clusterDNS: [%s]
+clusterDomain: %s
+resolvConf: ""
+`, containerdAddress, filepath.Join(stateDir, "pod-logs"), gatewayIP, clusterDomain)
 	kubeletFile := filepath.Join(kdir, "config.yaml")
 	if err := os.WriteFile(kubeletFile, []byte(kubeletConf), 0o644); err != nil {
 		return err
@@ -861,5 +870,6 @@ func (c *cluster) stopReal() {
 		}
 	}
 	_ = os.Remove(filepath.Join(c.dir, "registry"))
+	_ = os.Remove(filepath.Join(c.dir, "cnpg"))
 	r.lock.Close()
 }

@@ -52,10 +52,10 @@ type realCluster struct {
 	stderr *strings.Builder
 }
 
-func startReal(t *testing.T, prog, bin string) *realCluster {
+func startReal(t *testing.T, prog, bin string, args ...string) *realCluster {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command(prog, "--dir", dir, "--bin", bin, "--nodes", "real")
+	cmd := exec.Command(prog, append([]string{"--dir", dir, "--bin", bin, "--nodes", "real"}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
 	out, err := cmd.StdoutPipe()
@@ -103,6 +103,17 @@ func (rc *realCluster) kubectl(t *testing.T, stdin string, args ...string) strin
 		t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// kubectlErr runs kubectl and returns its output and error, for
+// commands that are meant to fail.
+func (rc *realCluster) kubectlErr(stdin string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(rc.dir, "bin", "kubectl"), append([]string{"--kubeconfig", filepath.Join(rc.dir, "kubeconfig")}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 func (rc *realCluster) stop(t *testing.T) {
@@ -178,6 +189,23 @@ func machineState(t *testing.T) map[string]string {
 	sort.Strings(left)
 	st["processes"] = strings.Join(left, "\n")
 	return st
+}
+
+// idleMachineState is machineState read while no real-node cluster runs:
+// it holds the machine's lock while it reads (waiting for another test
+// binary's cluster to stop), so that a cluster of another go test binary
+// is never part of a "before" or an "after".
+func idleMachineState(t *testing.T) map[string]string {
+	t.Helper()
+	f, err := os.OpenFile(lockFile, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // releases the lock
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	return machineState(t)
 }
 
 // sameMachine fails with every difference: a key that existed before has
@@ -276,7 +304,7 @@ spec:
 func TestRealNode(t *testing.T) {
 	bin := needRealNode(t)
 	prog := buildProg(t)
-	before := machineState(t)
+	before := idleMachineState(t)
 	rc := startReal(t, prog, bin)
 
 	if reg, err := os.ReadFile(filepath.Join(rc.dir, "registry")); err != nil || !strings.HasPrefix(string(reg), "127.0.0.1:") {
@@ -469,7 +497,7 @@ func TestRealNode(t *testing.T) {
 	})
 
 	rc.stop(t)
-	sameMachine(t, "after SIGTERM", before, machineState(t))
+	sameMachine(t, "after SIGTERM", before, idleMachineState(t))
 }
 
 const failuresYAML = `apiVersion: apps/v1
@@ -620,7 +648,7 @@ spec:
 func TestRealNodeKilledIsRestoredByTheNextStart(t *testing.T) {
 	bin := needRealNode(t)
 	prog := buildProg(t)
-	before := machineState(t)
+	before := idleMachineState(t)
 	rc := startReal(t, prog, bin)
 	rc.kubectl(t, webYAML, "apply", "-f", "-")
 	rc.kubectl(t, "", "-n", "realtest", "wait", "deployment/web", "--for=condition=Available", "--timeout=120s")
@@ -637,5 +665,5 @@ func TestRealNodeKilledIsRestoredByTheNextStart(t *testing.T) {
 		t.Errorf("the next start did not say it restored the machine: %s", rc.stderr.String())
 	}
 	rc.stop(t)
-	sameMachine(t, "after SIGKILL, a start and a SIGTERM", before, machineState(t))
+	sameMachine(t, "after SIGKILL, a start and a SIGTERM", before, idleMachineState(t))
 }

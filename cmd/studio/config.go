@@ -49,6 +49,7 @@ type Config struct {
 	Kubeconfig         string
 	Gateway            string
 	ClusterIssuer      string
+	PostgresImages     string
 	WebhookAllow       string
 
 	// publicAddresses is PublicAddresses read as addresses.
@@ -96,6 +97,7 @@ func (c *Config) settings() []setting {
 		{"kubeconfig", "STUDIO_KUBECONFIG", "kubeconfig of the cluster for --platform kubernetes (default: the in-cluster service account, then $KUBECONFIG)", &c.Kubeconfig, ""},
 		{"gateway", "STUDIO_GATEWAY", "NAMESPACE/NAME of the Gateway API gateway routes attach to (--platform kubernetes)", &c.Gateway, ""},
 		{"cluster-issuer", "STUDIO_CLUSTER_ISSUER", "cert-manager ClusterIssuer of route certificates (--platform kubernetes)", &c.ClusterIssuer, ""},
+		{"postgres-images", "STUDIO_POSTGRES_IMAGES", "repository of the PostgreSQL images CloudNativePG runs, tagged by major (--platform kubernetes; a mirror of ghcr.io/cloudnative-pg/postgresql)", &c.PostgresImages, ""},
 		{"webhook-allow-networks", "STUDIO_WEBHOOK_ALLOW_NETWORKS", "comma-separated addresses or CIDR ranges webhook deliveries may reach although they are refused by default (loopback, link-local, private such as 10.0.0.0/8; never the Studio's own listeners or database)", &c.WebhookAllow, ""},
 	}
 }
@@ -169,6 +171,12 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 	if c.Gateway != "" {
 		if ns, name, ok := strings.Cut(c.Gateway, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 			return fmt.Errorf("--gateway must be NAMESPACE/NAME, not %q", c.Gateway)
+		}
+	}
+	if c.PostgresImages != "" {
+		last := c.PostgresImages[strings.LastIndex(c.PostgresImages, "/")+1:]
+		if strings.ContainsAny(last, ":@") || strings.ContainsAny(c.PostgresImages, " \t") || last == "" {
+			return fmt.Errorf("--postgres-images must be a repository without a tag or digest (the major is its tag), not %q", c.PostgresImages)
 		}
 	}
 	proxies, err := parseNetworks("--trusted-proxies", c.TrustedProxies)

@@ -51,13 +51,16 @@ func TestPlatformFlags(t *testing.T) {
 		t.Fatalf("default platform %q (%v), want local", cfg.Platform, err)
 	}
 	cfg = Config{}
-	if err := cfg.parseFlags("serve", []string{"--platform", "kubernetes", "--kubeconfig", "/tmp/kc", "--gateway", "infra/edge", "--cluster-issuer", "letsencrypt"}, &out); err != nil {
+	if err := cfg.parseFlags("serve", []string{"--platform", "kubernetes", "--kubeconfig", "/tmp/kc", "--gateway", "infra/edge", "--cluster-issuer", "letsencrypt",
+		"--postgres-images", "mirror.example:5000/cnpg/postgresql"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Platform != "kubernetes" || cfg.Kubeconfig != "/tmp/kc" || cfg.Gateway != "infra/edge" || cfg.ClusterIssuer != "letsencrypt" {
+	if cfg.Platform != "kubernetes" || cfg.Kubeconfig != "/tmp/kc" || cfg.Gateway != "infra/edge" || cfg.ClusterIssuer != "letsencrypt" ||
+		cfg.PostgresImages != "mirror.example:5000/cnpg/postgresql" {
 		t.Fatalf("config %+v", cfg)
 	}
-	for _, args := range [][]string{{"--platform", "k8s"}, {"--gateway", "edge"}, {"--gateway", "infra/"}} {
+	for _, args := range [][]string{{"--platform", "k8s"}, {"--gateway", "edge"}, {"--gateway", "infra/"},
+		{"--postgres-images", "ghcr.io/cloudnative-pg/postgresql:17"}, {"--postgres-images", "mirror/postgresql@sha256:00"}} {
 		cfg = Config{}
 		err := cfg.parseFlags("serve", args, &out)
 		if err == nil || !strings.Contains(err.Error(), args[1]) {

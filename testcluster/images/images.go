@@ -1,8 +1,9 @@
 // Package images builds OCI images from files on this machine, without a
 // container daemon, and pushes them to a registry: the test application's
 // image (also the pause image), the Studio's image (the contents the
-// repository's Dockerfile describes) and a PostgreSQL operand image from
-// the machine's Debian postgresql-15 files.
+// repository's Dockerfile describes), a PostgreSQL operand image from
+// the machine's Debian postgresql-15 files and CloudNativePG's operator
+// image from its manager binary.
 package images
 
 import (
@@ -305,10 +306,18 @@ func Studio(src string) (v1.Image, error) {
 // image holds.
 var PostgresDirs = []string{"/usr/lib/postgresql/15", "/usr/share/postgresql/15"}
 
+// PostgresUID is the operand image's postgres user: CloudNativePG runs
+// its instances as 26 (its own images' and Red Hat's postgres user), and
+// initdb and peer authentication need the user in /etc/passwd.
+const PostgresUID = 26
+
 // Postgres makes a PostgreSQL 15 image from the machine's Debian files:
 // the server's binaries, extensions and share directory, the libraries
-// they load (as ldd finds them), time zones, /bin/sh, and a postgres user
-// with uid 999; /usr is merged (/bin, /lib, /lib64 and /sbin link into it).
+// they load (as ldd finds them), time zones, the C.UTF-8 locale, /bin/sh,
+// and a postgres user with uid 26; /usr is merged (/bin, /lib, /lib64 and /sbin link into it).
+// It is also CloudNativePG's operand image: the operator's init container
+// copies its instance manager to /controller, which runs initdb, pg_ctl
+// and postgres from PATH and archive commands through /bin/sh.
 func Postgres() (v1.Image, error) {
 	for _, d := range PostgresDirs {
 		if _, err := os.Stat(d); err != nil {
@@ -326,8 +335,8 @@ func Postgres() (v1.Image, error) {
 			return nil, err
 		}
 	}
-	passwd := "root:x:0:0:root:/root:/bin/sh\npostgres:x:999:999:PostgreSQL:/var/lib/postgresql:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-	group := "root:x:0:\npostgres:x:999:\nnogroup:x:65534:\n"
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\npostgres:x:%d:%d:PostgreSQL:/var/lib/postgresql:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", PostgresUID, PostgresUID)
+	group := fmt.Sprintf("root:x:0:\npostgres:x:%d:\nnogroup:x:65534:\n", PostgresUID)
 	if err := l.File("/etc/passwd", []byte(passwd), 0o644, 0, 0); err != nil {
 		return nil, err
 	}
@@ -337,17 +346,18 @@ func Postgres() (v1.Image, error) {
 	if err := l.Dir("/tmp", 0o1777, 0, 0); err != nil {
 		return nil, err
 	}
-	if err := l.Dir("/var/lib/postgresql", 0o755, 999, 999); err != nil {
+	if err := l.Dir("/var/lib/postgresql", 0o755, PostgresUID, PostgresUID); err != nil {
 		return nil, err
 	}
-	if err := l.Dir("/var/run/postgresql", 0o2775, 999, 999); err != nil {
+	if err := l.Dir("/var/run/postgresql", 0o2775, PostgresUID, PostgresUID); err != nil {
 		return nil, err
 	}
-	if err := l.Dir("/run/postgresql", 0o2775, 999, 999); err != nil {
+	if err := l.Dir("/run/postgresql", 0o2775, PostgresUID, PostgresUID); err != nil {
 		return nil, err
 	}
 	var elfs []string
-	for _, d := range append(PostgresDirs, "/usr/share/zoneinfo") {
+	// C.UTF-8, the image's LANG (initdb checks every locale category).
+	for _, d := range append(PostgresDirs, "/usr/share/zoneinfo", "/usr/lib/locale/C.utf8") {
 		if err := l.Copy(d, d); err != nil {
 			return nil, err
 		}
@@ -391,7 +401,7 @@ func Postgres() (v1.Image, error) {
 		return nil, err
 	}
 	return Image(v1.Config{
-		User: "999:999",
+		User: fmt.Sprintf("%d:%d", PostgresUID, PostgresUID),
 		Env:  []string{"PATH=/usr/lib/postgresql/15/bin:" + defaultPath, "PGDATA=/var/lib/postgresql/data", "LANG=C.UTF-8"},
 		Cmd:  []string{"/usr/lib/postgresql/15/bin/postgres"}, ExposedPorts: map[string]struct{}{"5432/tcp": {}},
 	}, layer)
@@ -443,4 +453,34 @@ func sharedLibraries(files []string) ([]string, error) {
 	}
 	sort.Strings(libs)
 	return libs, nil
+}
+
+// CNPGOperator is CloudNativePG's operator image from its manager binary
+// (a static Go binary): what the project's Dockerfile makes, the binary
+// at /operator/manager_amd64 (the operator finds the architectures it can
+// hand to instances by that name, from the working directory /) and
+// /manager linked to it, on distroless/static's contents, as nonroot. The
+// operator runs it as the controller, and its init container copies it
+// into every instance pod (/manager bootstrap /controller/manager).
+func CNPGOperator(manager string) (v1.Image, error) {
+	data, err := os.ReadFile(manager)
+	if err != nil {
+		return nil, err
+	}
+	l := NewLayer()
+	if err := base(l); err != nil {
+		return nil, err
+	}
+	if err := l.File("/operator/manager_amd64", data, 0o755, 0, 0); err != nil {
+		return nil, err
+	}
+	if err := l.Symlink("/manager", "operator/manager_amd64"); err != nil {
+		return nil, err
+	}
+	layer, err := l.Done()
+	if err != nil {
+		return nil, err
+	}
+	return Image(v1.Config{Entrypoint: []string{"/manager"}, User: "65532:65532", WorkingDir: "/",
+		Env: []string{"PATH=" + defaultPath, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}}, layer)
 }

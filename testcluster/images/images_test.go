@@ -159,11 +159,11 @@ func TestPostgresImageHoldsTheServerAndWhatItLoads(t *testing.T) {
 	}
 	cf, files := pushAndPull(t, img)
 	t.Logf("built and pushed in %s", time.Since(started).Round(100*time.Millisecond))
-	if cf.Config.User != "999:999" {
+	if cf.Config.User != "26:26" {
 		t.Errorf("user %q", cf.Config.User)
 	}
 	for _, f := range []string{"/usr/lib/postgresql/15/bin/postgres", "/usr/lib/postgresql/15/bin/initdb", "/usr/share/postgresql/15/postgres.bki",
-		"/usr/lib64/ld-linux-x86-64.so.2", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/sh", "/bin", "/etc/passwd", "/usr/share/zoneinfo/UTC"} {
+		"/usr/lib64/ld-linux-x86-64.so.2", "/usr/lib/locale/C.utf8/LC_CTYPE", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/sh", "/bin", "/etc/passwd", "/usr/share/zoneinfo/UTC"} {
 		if files[f] == nil {
 			t.Errorf("%s is missing", f)
 		}
@@ -171,7 +171,31 @@ func TestPostgresImageHoldsTheServerAndWhatItLoads(t *testing.T) {
 	if h := files["/bin"]; h != nil && (h.Typeflag != tar.TypeSymlink || h.Linkname != "usr/bin") {
 		t.Errorf("/bin is not a link to usr/bin: %+v", h)
 	}
-	if h := files["/var/lib/postgresql"]; h == nil || h.Uid != 999 {
+	if h := files["/var/lib/postgresql"]; h == nil || h.Uid != PostgresUID {
 		t.Errorf("/var/lib/postgresql: %+v", h)
+	}
+}
+
+// The operator's image is laid out as CloudNativePG's Dockerfile lays it
+// out: the operator lists the architectures it can give instances from
+// operator/manager_* in its working directory, and runs /manager.
+func TestCNPGOperatorImageHasTheReleaseLayout(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "manager")
+	if err := os.WriteFile(bin, []byte("\x7fELF not really"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := CNPGOperator(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, files := pushAndPull(t, img)
+	if strings.Join(cf.Config.Entrypoint, " ") != "/manager" || cf.Config.WorkingDir != "/" || cf.Config.User != "65532:65532" {
+		t.Errorf("entrypoint %v, working directory %q, user %q", cf.Config.Entrypoint, cf.Config.WorkingDir, cf.Config.User)
+	}
+	if h := files["/operator/manager_amd64"]; h == nil || h.Typeflag != tar.TypeReg || h.Mode&0o111 == 0 {
+		t.Errorf("/operator/manager_amd64: %+v", h)
+	}
+	if h := files["/manager"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "operator/manager_amd64" {
+		t.Errorf("/manager: %+v", h)
 	}
 }

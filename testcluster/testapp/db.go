@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -33,12 +34,22 @@ func migrate(ctx context.Context) int {
 	if note == "" {
 		note = "migrated"
 	}
-	c, err := connect(ctx)
+	c, err := connectWaiting(ctx, 30*time.Second)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testapp migrate:", err)
 		return 1
 	}
 	defer c.close()
+	// The session as the server sees it: the user, and the TLS version
+	// of the connection ("no TLS" without).
+	who, err := c.query(`SELECT current_user, coalesce((SELECT version FROM pg_stat_ssl WHERE pid = pg_backend_pid() AND ssl), 'no TLS')`)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testapp migrate:", err)
+		return 1
+	}
+	if len(who) == 1 && len(who[0]) == 2 {
+		fmt.Printf("testapp migrate: connected as %s, %s\n", who[0][0], who[0][1])
+	}
 	if _, err := c.query(`CREATE TABLE IF NOT EXISTS testapp_rows (id serial PRIMARY KEY, note text NOT NULL, created timestamptz NOT NULL DEFAULT now())`); err != nil {
 		fmt.Fprintln(os.Stderr, "testapp migrate:", err)
 		return 1
@@ -49,6 +60,35 @@ func migrate(ctx context.Context) int {
 	}
 	fmt.Println("testapp migrate: table testapp_rows ready, row added:", note)
 	return 0
+}
+
+// connectWaiting connects, trying again for up to wait while the address
+// refuses connections or the name does not resolve yet (as migration tools
+// wait for a database that was just made: a Service's rules reach the
+// node a moment after its endpoint is ready), saying so; any other error
+// (authentication, TLS) ends it at once.
+func connectWaiting(ctx context.Context, wait time.Duration) (*pgConn, error) {
+	deadline := time.Now().Add(wait)
+	said := ""
+	for {
+		c, err := connect(ctx)
+		if err == nil {
+			return c, nil
+		}
+		var dnsErr *net.DNSError
+		if !(errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dnsErr)) || time.Now().After(deadline) {
+			return nil, err
+		}
+		if err.Error() != said {
+			said = err.Error()
+			fmt.Println("testapp migrate: waiting for the database:", said)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func readRows(ctx context.Context) ([]string, error) {

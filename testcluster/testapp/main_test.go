@@ -217,8 +217,13 @@ func TestMigrateThenServeRows(t *testing.T) {
 	for _, note := range []string{"first", "it's second"} {
 		m := exec.Command(bin, "migrate")
 		m.Env = append(env, "TESTAPP_NOTE="+note)
-		if out, err := m.CombinedOutput(); err != nil {
+		out, err := m.CombinedOutput()
+		if err != nil {
 			t.Fatalf("migrate: %v: %s", err, out)
+		}
+		// sslmode=disable: the server sees the app user, without TLS.
+		if !strings.Contains(string(out), "connected as app, no TLS") {
+			t.Fatalf("migrate did not say how it connected: %s", out)
 		}
 	}
 	// A wrong password: a clear error, exit 1.

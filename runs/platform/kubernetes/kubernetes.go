@@ -62,6 +62,11 @@ type Options struct {
 	// StorageClass of volumes, databases and buckets ("" = the cluster's
 	// default; buckets default to "object-bucket").
 	StorageClass string
+	// PostgresImages is the repository of the PostgreSQL images
+	// CloudNativePG runs, tagged by major: a database of version 17 runs
+	// PostgresImages:17 (DefaultPostgresImages when empty). A cluster
+	// that pulls from a mirror of its own names the mirror here.
+	PostgresImages string
 	// PodAnnotations adds annotations to the pods of an application
 	// ("release" for its release Job); tests use it to steer simulated
 	// nodes.
@@ -89,6 +94,10 @@ type Options struct {
 type Issuer interface {
 	Issue(ctx context.Context, env platform.Env, domain string, now time.Time, out platform.Output) (*platform.IssuedCertificate, platform.Issuance, error)
 }
+
+// DefaultPostgresImages is CloudNativePG's own repository of PostgreSQL
+// images.
+const DefaultPostgresImages = "ghcr.io/cloudnative-pg/postgresql"
 
 // The ClusterRoles of deploy/kubernetes the Studio binds in its
 // namespaces.

@@ -44,9 +44,13 @@ func databaseCluster(n envNames, name string, d *compiler.Database, p *Platform)
 	if p.Opts.StorageClass != "" {
 		storage["storageClass"] = p.Opts.StorageClass
 	}
+	images := p.Opts.PostgresImages
+	if images == "" {
+		images = DefaultPostgresImages
+	}
 	spec := Object{
 		"instances": instances,
-		"imageName": fmt.Sprintf("ghcr.io/cloudnative-pg/postgresql:%d", d.Version),
+		"imageName": fmt.Sprintf("%s:%d", images, d.Version),
 		"storage":   storage,
 	}
 	if d.Availability == "synchronous" {

@@ -20,14 +20,25 @@ import (
 // connections: the reference's minute (Options.ProvisionTimeout).
 const ProvisionTimeout = time.Minute
 
-// databaseState reads a Cluster: ready once its Ready condition is True
-// and the operator recorded the application Secret's version (the Studio
-// may not read that Secret itself); what it says otherwise.
+// databaseState reads a Cluster: ready once its Ready condition is True,
+// the operator recorded the application Secret's version (the Studio may
+// not read that Secret itself) and every instance's pod is Ready
+// (status.readyInstances, which CloudNativePG counts from the pods'
+// own Ready condition: its Ready condition can come first, while the
+// NAME-rw Service has no ready endpoint yet and refuses connections);
+// what it says otherwise.
 func databaseState(o Object) (ready bool, said string) {
 	c, ok := conditionOf(o, "Ready")
 	secret := str(o, "status", "secretsResourceVersion", "applicationSecretVersion")
-	if ok && c.status == "True" && secret != "" {
+	want, readyPods := clusterNumber(o, "status", "instances"), clusterNumber(o, "status", "readyInstances")
+	if want == 0 {
+		want = clusterNumber(o, "spec", "instances")
+	}
+	if ok && c.status == "True" && secret != "" && readyPods >= want {
 		return true, ""
+	}
+	if ok && c.status == "True" && secret != "" {
+		return false, fmt.Sprintf("Ready, %d of %d instances' pods ready", readyPods, want)
 	}
 	switch {
 	case ok && strings.TrimSpace(c.message) != "":
@@ -95,4 +106,14 @@ func (p *Platform) waitProvisioned(ctx context.Context, k Kind, namespace, name,
 		last = "no operator acted on it"
 	}
 	return fmt.Errorf("%s was not ready within %s (%s %s/%s: %s)", what, provisionTimeout, k.Kind, namespace, name, last)
+}
+
+// clusterNumber reads a number of the Cluster (0 when absent).
+func clusterNumber(o Object, path ...string) int {
+	var v any = o
+	for _, k := range path {
+		m, _ := v.(Object)
+		v = m[k]
+	}
+	return num(v)
 }

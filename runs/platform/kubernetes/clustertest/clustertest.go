@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,7 +41,24 @@ type Cluster struct {
 	// loopback, DIR/registry), which its node pulls registry.local/...
 	// from; empty for simulated nodes.
 	Registry string
+	// CNPG: the CloudNativePG operator runs in this real-node cluster
+	// (testcluster --cnpg; DIR/cnpg) instead of being played, and its
+	// instances run PostgresImages:MAJOR.
+	CNPG bool
 }
+
+// Option asks a real-node cluster for more than its node.
+type Option int
+
+const (
+	// CNPG asks for the CloudNativePG operator (testcluster --cnpg).
+	CNPG Option = iota + 1
+)
+
+// PostgresImages is the repository of a --cnpg cluster's PostgreSQL
+// images (its tags 17 and 18 hold the machine's Debian PostgreSQL 15),
+// for the driver's Options.PostgresImages.
+const PostgresImages = "registry.local/skali/postgres"
 
 var (
 	once    sync.Once
@@ -62,19 +80,32 @@ var (
 // machine-wide lock. SKALI_TEST_REAL_KUBECONFIG names a running one to
 // use instead. Where it cannot run (not root, the runtime or the binaries
 // missing) the test skips with a note, and fails with CI=true.
-func StartReal(t testing.TB) *Cluster {
+//
+// With CNPG the test needs the CloudNativePG operator. Since the binary's
+// tests share one cluster, it is started with the operator whenever the
+// operator is built (or the first test asks for it), so that a later test
+// that asks finds it.
+func StartReal(t testing.TB, opts ...Option) *Cluster {
 	t.Helper()
-	realOnce.Do(func() { realShare, realSkip, realErr = startReal() })
+	wantCNPG := slices.Contains(opts, CNPG)
+	realOnce.Do(func() { realShare, realSkip, realErr = startReal(wantCNPG) })
 	if realErr != nil {
 		if realSkip && os.Getenv("CI") != "true" {
 			t.Skipf("no real-node test cluster: %v", realErr)
 		}
 		t.Fatalf("no real-node test cluster: %v", realErr)
 	}
+	if wantCNPG && !realShare.CNPG {
+		msg := "the real-node test cluster runs no CloudNativePG operator: it is not built; build it once (about 3.5 minutes cold) with: cd testcluster && go run . --dir /tmp/testcluster --build-only --cnpg"
+		if os.Getenv("CI") != "true" {
+			t.Skip(msg)
+		}
+		t.Fatal(msg)
+	}
 	return realShare
 }
 
-func startReal() (*Cluster, bool, error) {
+func startReal(wantCNPG bool) (*Cluster, bool, error) {
 	if kc := os.Getenv("SKALI_TEST_REAL_KUBECONFIG"); kc != "" {
 		c := &Cluster{Kubeconfig: kc, Dir: filepath.Dir(kc)}
 		if k := filepath.Join(c.Dir, "bin", "kubectl"); fileExists(k) {
@@ -85,6 +116,7 @@ func startReal() (*Cluster, bool, error) {
 			return nil, false, fmt.Errorf("SKALI_TEST_REAL_KUBECONFIG: no registry beside it: %v", err)
 		}
 		c.Registry = strings.TrimSpace(string(reg))
+		c.CNPG = fileExists(filepath.Join(c.Dir, "cnpg"))
 		return c, false, nil
 	}
 	if os.Geteuid() != 0 {
@@ -95,10 +127,16 @@ func startReal() (*Cluster, bool, error) {
 			return nil, true, fmt.Errorf("real pods need %s: apt-get install containerd runc containernetworking-plugins iptables conntrack nftables", tool)
 		}
 	}
-	c, skip, err := run("--nodes", "real")
+	c, skip, err := run(func(check func(...string) bool) []string {
+		if wantCNPG || check("--cnpg") {
+			return []string{"--nodes", "real", "--cnpg"}
+		}
+		return []string{"--nodes", "real"}
+	})
 	if err != nil {
 		return nil, skip, err
 	}
+	c.CNPG = fileExists(filepath.Join(c.Dir, "cnpg"))
 	reg, err := os.ReadFile(filepath.Join(c.Dir, "registry"))
 	if err != nil {
 		return nil, false, err
@@ -129,12 +167,13 @@ func start() (*Cluster, bool, error) {
 		}
 		return c, false, nil
 	}
-	return run()
+	return run(nil)
 }
 
-// run builds testcluster and runs it with args until the test binary
-// ends.
-func run(args ...string) (*Cluster, bool, error) {
+// run builds testcluster and runs it until the test binary ends, with the
+// arguments argsOf returns (given a check of whether the binaries of more
+// arguments are built).
+func run(argsOf func(check func(...string) bool) []string) (*Cluster, bool, error) {
 	src, err := sourceDir()
 	if err != nil {
 		return nil, true, err
@@ -160,9 +199,16 @@ func run(args ...string) (*Cluster, bool, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, true, fmt.Errorf("building %s: %v: %s", src, err, out)
 	}
-	check := exec.Command(prog, "--dir", dir, "--bin", bin, "--check-built")
-	check.Dir = src
-	if err := check.Run(); err != nil && os.Getenv("SKALI_TESTCLUSTER_BUILD") != "1" {
+	built := func(more ...string) bool {
+		check := exec.Command(prog, append([]string{"--dir", dir, "--bin", bin, "--check-built"}, more...)...)
+		check.Dir = src
+		return check.Run() == nil
+	}
+	var args []string
+	if argsOf != nil {
+		args = argsOf(built)
+	}
+	if !built(args...) && os.Getenv("SKALI_TESTCLUSTER_BUILD") != "1" {
 		// Not built inside a test (a cold build outlasts a test's timeout):
 		// CI builds it before the tests, and fails here when it did not.
 		return nil, true, fmt.Errorf("its binaries are not built in %s; build them once (about 15 minutes cold) with: cd %s && go run . --dir /tmp/testcluster --bin %s --build-only, or set SKALI_TESTCLUSTER_BUILD=1", bin, src, bin)
