@@ -79,9 +79,13 @@ func (b *Base) shownRevision(ctx context.Context, env *store.Environment) (shown
 	s := shownRevision{Revision: latest, Def: latest.Definition}
 	contracts := []compiler.ValueContract{latest.Definition.ValueContract()}
 	if env.ActiveRevisionID != nil {
-		active, err := b.DB.RevisionByID(ctx, *env.ActiveRevisionID)
-		if err != nil {
-			return shownRevision{}, err
+		// Most often the active revision is the latest: read (and
+		// decode) it once.
+		active := latest
+		if *env.ActiveRevisionID != latest.ID {
+			if active, err = b.DB.RevisionByID(ctx, *env.ActiveRevisionID); err != nil {
+				return shownRevision{}, err
+			}
 		}
 		s.Revision, s.Deployed, s.Def = active, true, active.Definition
 		contracts = append(contracts, active.Definition.ValueContract())
