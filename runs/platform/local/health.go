@@ -45,10 +45,10 @@ var defaultReasons = map[platform.AppState]string{
 // simulation is what the local platform's applications do: which are
 // rolling out, since when each is in its state, and who watches.
 type simulation struct {
-	mu        sync.Mutex
-	rolling   map[int64]map[string]bool
-	deployed  map[int64]platform.Env
-	since     map[string]stateSince // "env app" → state and since
+	mu       sync.Mutex
+	rolling  map[int64]map[string]bool
+	deployed map[int64]platform.Env
+	since    map[string]stateSince // "env app" → state and since
 	// apps are the applications each environment runs (rolled out, or in
 	// the definition its health was read for); drift what was done to
 	// them outside the Studio (drift.go).
