@@ -115,6 +115,11 @@ type DeployPlan struct {
 	OtherCluster   string
 	HandEdits      []platform.HandEdit
 	HandEditsError string
+	// Drift is what differs from what the Studio last applied, as last
+	// synced from the platform (store.DriftOf): each drifted application
+	// rolls, so the deploy applies what the Studio deploys again; the
+	// drift of an application the revision removes goes with it.
+	Drift []platform.Drift
 }
 
 // PublishedValue is a value version an admin published in a hostname.
@@ -225,6 +230,11 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 		cancel()
 		if err != nil {
 			dp.HandEdits, dp.HandEditsError = nil, err.Error()
+		}
+	}
+	if env.ActiveRevisionID != nil && dp.OtherCluster == "" {
+		if dp.Drift, err = s.DB.DriftOf(ctx, env.ID); err != nil {
+			return nil, err
 		}
 	}
 	dp.Hostnames = HostnameExpressions(to.Definition)
