@@ -37,8 +37,9 @@ type namespaceObjects struct {
 	gone    map[string]time.Time         // Deployment name → when its deletion was seen
 }
 
-// healthKinds are the kinds an environment's health is read from.
-var healthKinds = []Kind{KindDeployment, KindPod}
+// healthKinds are the kinds an environment's health and drift are read
+// from (drift.go reads the autoscalers).
+var healthKinds = []Kind{KindDeployment, KindPod, KindHPA}
 
 // WatchHealth implements platform.HealthReader.
 func (p *Platform) WatchHealth(ctx context.Context, changed func(platform.Env)) error {
