@@ -1,7 +1,6 @@
 package views
 
 import (
-	"strings"
 	"time"
 
 	"github.com/skali-dev/studio/runs/platform"
@@ -36,33 +35,8 @@ type DriftView struct {
 func NewDriftItemViews(ds []platform.Drift) []DriftItemView {
 	out := make([]DriftItemView, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, DriftItemView{Key: d.Key(), App: d.App, Kind: string(d.Kind), Sentence: DriftSentence(d),
+		out = append(out, DriftItemView{Key: d.Key(), App: d.App, Kind: string(d.Kind), Sentence: d.Sentence(),
 			Now: d.Now, Applied: d.Applied, Since: d.Since})
 	}
 	return out
-}
-
-// DriftSentence says what was done outside the Studio, in one sentence
-// without a value (an environment variable's is never shown).
-func DriftSentence(d platform.Drift) string {
-	switch d.Kind {
-	case platform.DriftReplicas:
-		return d.App + " scaled to " + d.Now + " outside the Studio"
-	case platform.DriftImage:
-		return d.App + " set to image " + d.Now + " outside the Studio"
-	case platform.DriftEnv:
-		name := strings.TrimPrefix(d.Field, "env ")
-		switch d.Now {
-		case "removed":
-			return name + " removed from " + d.App + " outside the Studio"
-		case "set":
-			return name + " added to " + d.App + " outside the Studio"
-		}
-		return name + " of " + d.App + " changed outside the Studio"
-	case platform.DriftDeleted:
-		return d.Object + " deleted outside the Studio"
-	case platform.DriftAutoscaler:
-		return d.Object + " " + d.Now + " outside the Studio"
-	}
-	return d.Object + " " + d.Field + " changed outside the Studio"
 }

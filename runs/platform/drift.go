@@ -7,6 +7,7 @@ package platform
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/skali-dev/studio/compiler"
@@ -65,4 +66,30 @@ type DriftReader interface {
 	// drift). Like Health it answers from what the platform already
 	// watches.
 	Drift(ctx context.Context, env Env, def *compiler.Definition) ([]Drift, error)
+}
+
+// Sentence says what was done outside the Studio, in one sentence ("web
+// scaled to 0 outside the Studio"), without a value an environment
+// variable was set to.
+func (d Drift) Sentence() string {
+	switch d.Kind {
+	case DriftReplicas:
+		return d.App + " scaled to " + d.Now + " outside the Studio"
+	case DriftImage:
+		return d.App + " set to image " + d.Now + " outside the Studio"
+	case DriftEnv:
+		name := strings.TrimPrefix(d.Field, "env ")
+		switch d.Now {
+		case "removed":
+			return name + " removed from " + d.App + " outside the Studio"
+		case "set":
+			return name + " added to " + d.App + " outside the Studio"
+		}
+		return name + " of " + d.App + " changed outside the Studio"
+	case DriftDeleted:
+		return d.Object + " deleted outside the Studio"
+	case DriftAutoscaler:
+		return d.Object + " " + d.Now + " outside the Studio"
+	}
+	return d.Object + " " + d.Field + " changed outside the Studio"
 }
