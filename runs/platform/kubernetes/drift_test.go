@@ -39,37 +39,8 @@ func TestDriftIsReportedFromTheWatchesAndRestoredByARedeploy(t *testing.T) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
 	go func() { _ = f.svc.WatchHealth(ctx) }()
-	kubectl := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(cluster.Kubectl, append([]string{"--kubeconfig", cluster.Kubeconfig, "-n", f.ns}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	// waitDrift waits until the stored drift is exactly want ("field: now
-	// ← applied", sorted) and returns it.
-	waitDrift := func(want ...string) []platform.Drift {
-		t.Helper()
-		slices.Sort(want)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			ds, err := f.db.DriftOf(f.ctx, f.env.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, d := range ds {
-				got = append(got, d.Object+" "+d.Field+": "+d.Now+" ← "+d.Applied)
-			}
-			slices.Sort(got)
-			if slices.Equal(got, want) {
-				return ds
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("stored drift:\n%s\nwant:\n%s\nlog:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), lastLines(f.logs.String(), 30))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	kubectl := func(args ...string) { f.kubectl(cluster, args...) }
+	waitDrift := f.waitDrift
 	detected := func() int {
 		var n int
 		if err := f.db.Pool.QueryRow(f.ctx, `SELECT count(*) FROM webhook_deliveries WHERE event = $1`, store.WebhookDriftDetected).Scan(&n); err != nil {
@@ -123,6 +94,81 @@ func TestDriftIsReportedFromTheWatchesAndRestoredByARedeploy(t *testing.T) {
 	waitDrift()
 	if dep := f.get(kubernetes.KindDeployment, "web"); str(dep, "spec", "replicas") != "2" {
 		t.Errorf("the redeploy did not make web's Deployment again: %v", dep)
+	}
+}
+
+// kubectl runs kubectl in the fixture's namespace, as a person would.
+func (f *fixture) kubectl(cluster *clustertest.Cluster, args ...string) {
+	f.t.Helper()
+	if out, err := exec.Command(cluster.Kubectl, append([]string{"--kubeconfig", cluster.Kubeconfig, "-n", f.ns}, args...)...).CombinedOutput(); err != nil {
+		f.t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// waitDrift waits until the stored drift is exactly want ("object field:
+// now ← applied", in any order) and returns it.
+func (f *fixture) waitDrift(want ...string) []platform.Drift {
+	f.t.Helper()
+	slices.Sort(want)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ds, err := f.db.DriftOf(f.ctx, f.env.ID)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		var got []string
+		for _, d := range ds {
+			got = append(got, d.Object+" "+d.Field+": "+d.Now+" ← "+d.Applied)
+		}
+		slices.Sort(got)
+		if slices.Equal(got, want) {
+			return ds
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("stored drift:\n%s\nwant:\n%s\nlog:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), lastLines(f.logs.String(), 30))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDriftOfAnAutoscaledApplicationIsRestoredIntoItsRange scales an
+// autoscaled application to 0 and deletes its autoscaler with kubectl:
+// both are reported (the count against the range the Studio applied),
+// and a redeploy applies the autoscaler again and scales the Deployment
+// back into its range (an autoscaler does not scale one at 0).
+func TestDriftOfAnAutoscaledApplicationIsRestoredIntoItsRange(t *testing.T) {
+	cluster := clustertest.Start(t)
+	if cluster.Kubectl == "" {
+		t.Skip("no kubectl beside the cluster's kubeconfig")
+	}
+	f := newFixture(t, autoscaledManifest, "hpa-drift", map[string]string{"SESSION_SECRET": secretValue})
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	go func() { _ = f.svc.WatchHealth(ctx) }()
+	for deadline := time.Now().Add(2 * time.Minute); str(f.get(kubernetes.KindDeployment, "web"), "spec", "replicas") != "2"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the autoscaler did not raise the Deployment to its minimum of 2 replicas: %v", at(f.get(kubernetes.KindHPA, "web"), "status"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	f.waitDrift()
+	f.kubectl(cluster, "scale", "deployment/web", "--replicas=0")
+	f.kubectl(cluster, "delete", "hpa/web")
+	f.waitDrift("Deployment web replicas: 0 ← 2 to 6", "HorizontalPodAutoscaler web : removed ← 2 to 6 replicas")
+
+	run := f.deploy(runs.DeployRequest{Redeploy: true})
+	if run.Status != store.RunSucceeded {
+		t.Fatalf("the redeploy %s: %s\n%s", run.Status, run.Reason, f.runLogText(run.ID))
+	}
+	f.waitDrift()
+	if got := str(f.get(kubernetes.KindDeployment, "web"), "spec", "replicas"); got != "2" {
+		t.Errorf("after the redeploy web runs %s replicas, want 2 (the bottom of its range)", got)
+	}
+	if log := f.runLogText(run.ID); !strings.Contains(log, "Scaled Deployment web back to 2") {
+		t.Errorf("the redeploy's log does not say it scaled web back:\n%s", log)
 	}
 }
 
