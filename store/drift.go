@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,6 +23,22 @@ const WebhookDriftDetected = "drift.detected"
 // platform that reports more (a namespace edited wholesale) is shown the
 // first ones, by object and field.
 const maxDriftItems = 200
+
+// maxDriftText bounds each text of a drift (an image reference, a name):
+// what a platform reports is shown, not trusted to be short.
+const maxDriftText = 300
+
+// clip is s cut to maxDriftText bytes at a rune boundary, marked with "…".
+func clip(s string) string {
+	if len(s) <= maxDriftText {
+		return s
+	}
+	cut := maxDriftText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
 
 // DriftOf returns what differs from what the Studio last applied to the
 // environment, as last synced, by object and field; none when nothing
@@ -57,6 +74,11 @@ func (db *DB) SyncDrift(ctx context.Context, envID int64, items []platform.Drift
 	items = slices.CompactFunc(items, func(a, b platform.Drift) bool { return a.Key() == b.Key() })
 	if len(items) > maxDriftItems {
 		items = items[:maxDriftItems]
+	}
+	for i := range items {
+		d := &items[i]
+		d.App, d.Object, d.Field = clip(d.App), clip(d.Object), clip(d.Field)
+		d.Now, d.Applied = clip(d.Now), clip(d.Applied)
 	}
 	changed := false
 	err := db.InTx(ctx, func(tx pgx.Tx) error {

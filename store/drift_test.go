@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 // same drift at once store it once, with one environment event and one
 // drift.detected; the same drift reported again writes nothing and keeps
 // when it was first seen; a second field drifting is announced alone; the
+// drift to another value is announced again, its texts bounded; the
 // drift undone clears it with one more event and no webhook.
 func TestDriftIsStoredOnceAndAnnouncedOncePerNewDrift(t *testing.T) {
 	db := storetest.NewDB(t)
@@ -122,12 +124,26 @@ func TestDriftIsStoredOnceAndAnnouncedOncePerNewDrift(t *testing.T) {
 		t.Errorf("stored %+v, want the image and the replicas, the replicas since %v", got, first[0].Since)
 	}
 
+	// What a platform reports is bounded: an image reference of 10 kB is
+	// stored cut short.
+	long := image
+	long.Now = strings.Repeat("x", 10000)
+	if _, err := db.SyncDrift(ctx, env.ID, []platform.Drift{long, scaled}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.DriftOf(ctx, env.ID); len(got) != 2 || got[0].Kind != platform.DriftImage || len(got[0].Now) > 400 || !strings.HasSuffix(got[0].Now, "…") {
+		t.Errorf("an image of 10000 bytes stored as %+v, want it cut short", got)
+	}
+	if wh := webhooks(); len(wh) != 3 {
+		t.Errorf("the image drifting to another value sent %d drift.detected in all, want 3", len(wh))
+	}
+
 	// Restored: the drift is cleared, with an event and no webhook.
 	before := events()
 	if changed, err := db.SyncDrift(ctx, env.ID, nil); err != nil || !changed {
 		t.Fatalf("drift undone: changed %v (%v), want written", changed, err)
 	}
-	if got, _ := db.DriftOf(ctx, env.ID); len(got) != 0 || events() != before+1 || len(webhooks()) != 2 {
-		t.Errorf("after the restore: drift %+v, %d new events, %d webhooks; want none, 1, still 2", got, events()-before, len(webhooks()))
+	if got, _ := db.DriftOf(ctx, env.ID); len(got) != 0 || events() != before+1 || len(webhooks()) != 3 {
+		t.Errorf("after the restore: drift %+v, %d new events, %d webhooks; want none, 1, still 3", got, events()-before, len(webhooks()))
 	}
 }

@@ -31,25 +31,11 @@ import (
 
 // Drift implements platform.DriftReader.
 func (p *Platform) Drift(ctx context.Context, env platform.Env, def *compiler.Definition) ([]platform.Drift, error) {
-	if def == nil {
-		return nil, nil
-	}
-	ns := NamespaceName(env.Project, env.Name)
-	p.health.mu.Lock()
-	_, following := p.health.spaces[ns]
-	p.health.mu.Unlock()
-	if !following {
-		if _, err := p.Client.Get(ctx, KindNamespace, "", ns); IsNotFound(err) {
-			return nil, nil // never deployed on this cluster
-		} else if err != nil {
-			return nil, p.apiError("reading namespace "+ns, err)
-		}
-	}
-	o, err := p.followNamespace(ctx, env, ns)
-	if err != nil {
+	o, err := p.followEnvironment(ctx, env, def)
+	if o == nil || err != nil {
 		return nil, err
 	}
-	n := envNames{project: env.Project, env: env.Name, id: env.ID, namespace: ns}
+	n := envNames{project: env.Project, env: env.Name, id: env.ID, namespace: NamespaceName(env.Project, env.Name)}
 	p.health.mu.Lock()
 	defer p.health.mu.Unlock()
 	var out []platform.Drift
@@ -62,25 +48,9 @@ func (p *Platform) Drift(ctx context.Context, env platform.Env, def *compiler.De
 // appDrift compares one application's Deployment (a blue-green
 // application's live slot) and autoscaler with what the Studio applies.
 func (p *Platform) appDrift(n envNames, app string, a *compiler.Application, o *namespaceObjects) []platform.Drift {
-	names := []string{dnsName(app)}
-	if blueGreen(a) {
-		names = []string{dnsName(app, "blue"), dnsName(app, "green")}
-	}
-	var live Object
-	var liveName string
-	for _, name := range names {
-		if d := o.objects[KindDeployment.Resource][name]; d != nil {
-			live, liveName = d, name
-		}
-	}
+	live, liveName, names, gone := liveDeployment(app, a, o)
 	if live == nil {
-		d := platform.Drift{App: app, Kind: platform.DriftDeleted, Object: "Deployment " + names[0], Now: "deleted", Applied: "present"}
-		for _, name := range names {
-			if t, ok := o.gone[name]; ok {
-				d.Since = t
-			}
-		}
-		return []platform.Drift{d}
+		return []platform.Drift{{App: app, Kind: platform.DriftDeleted, Object: "Deployment " + names[0], Now: "deleted", Applied: "present", Since: gone}}
 	}
 	applied := deployment(n, app, a, p)
 	object := "Deployment " + liveName

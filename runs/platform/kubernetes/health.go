@@ -184,25 +184,53 @@ func (p *Platform) watchNamespace(env platform.Env, ns string, o *namespaceObjec
 	}
 }
 
-// Health implements platform.HealthReader from the environment's watches:
-// a request only the first time (the namespace, then one list per kind).
-func (p *Platform) Health(ctx context.Context, env platform.Env, def *compiler.Definition) (platform.EnvironmentHealth, error) {
+// followEnvironment returns the environment's objects as its watches see
+// them (following its namespace from now on); nil when there is nothing
+// to read: no definition deployed, or its namespace is not on this
+// cluster (never deployed here).
+func (p *Platform) followEnvironment(ctx context.Context, env platform.Env, def *compiler.Definition) (*namespaceObjects, error) {
 	ns := NamespaceName(env.Project, env.Name)
 	p.health.mu.Lock()
 	_, following := p.health.spaces[ns]
 	p.health.mu.Unlock()
 	if !following {
 		if _, err := p.Client.Get(ctx, KindNamespace, "", ns); IsNotFound(err) {
-			return platform.EnvironmentHealth{}, nil // never deployed on this cluster
+			return nil, nil
 		} else if err != nil {
-			return platform.EnvironmentHealth{}, p.apiError("reading namespace "+ns, err)
+			return nil, p.apiError("reading namespace "+ns, err)
 		}
 	}
 	if def == nil {
-		return platform.EnvironmentHealth{}, nil
+		return nil, nil
 	}
-	o, err := p.followNamespace(ctx, env, ns)
-	if err != nil {
+	return p.followNamespace(ctx, env, ns)
+}
+
+// liveDeployment is the application's Deployment as the watches see it
+// (a blue-green application's live slot) and its name; nil when it is
+// gone, with when its deletion was seen. names are the Deployments it may
+// be, the first its usual one.
+func liveDeployment(app string, a *compiler.Application, o *namespaceObjects) (dep Object, name string, names []string, gone time.Time) {
+	names = []string{dnsName(app)}
+	if blueGreen(a) {
+		names = []string{dnsName(app, "blue"), dnsName(app, "green")}
+	}
+	for _, n := range names {
+		if d := o.objects[KindDeployment.Resource][n]; d != nil {
+			dep, name = d, n
+		}
+		if t, ok := o.gone[n]; ok {
+			gone = t
+		}
+	}
+	return dep, name, names, gone
+}
+
+// Health implements platform.HealthReader from the environment's watches:
+// a request only the first time (the namespace, then one list per kind).
+func (p *Platform) Health(ctx context.Context, env platform.Env, def *compiler.Definition) (platform.EnvironmentHealth, error) {
+	o, err := p.followEnvironment(ctx, env, def)
+	if o == nil || err != nil {
 		return platform.EnvironmentHealth{}, err
 	}
 	h := platform.EnvironmentHealth{Reported: true, Apps: []platform.AppHealth{}, Databases: []platform.DatabaseHealth{}, Buckets: []platform.BucketHealth{}}
@@ -219,24 +247,9 @@ func (p *Platform) Health(ctx context.Context, env platform.Env, def *compiler.D
 // application's live slot) and its pods.
 func appHealth(app string, a *compiler.Application, o *namespaceObjects, now time.Time) platform.AppHealth {
 	ah := platform.AppHealth{Name: app}
-	names := []string{dnsName(app)}
-	if blueGreen(a) {
-		names = []string{dnsName(app, "blue"), dnsName(app, "green")}
-	}
-	var dep Object
-	var depName string
-	for _, n := range names {
-		if d := o.objects[KindDeployment.Resource][n]; d != nil {
-			dep, depName = d, n
-		}
-	}
+	dep, depName, names, gone := liveDeployment(app, a, o)
 	if dep == nil {
-		ah.State, ah.Reason = platform.StateMissing, fmt.Sprintf("its Deployment %s is gone (deleted outside the Studio)", names[0])
-		for _, n := range names {
-			if t, ok := o.gone[n]; ok {
-				ah.Since = t
-			}
-		}
+		ah.State, ah.Reason, ah.Since = platform.StateMissing, fmt.Sprintf("its Deployment %s is gone (deleted outside the Studio)", names[0]), gone
 		return ah
 	}
 	ah.Desired = num(at(dep, "spec", "replicas"))
