@@ -18,7 +18,8 @@ const healthCoalesce = 50 * time.Millisecond
 // WatchHealth keeps every deployed environment's stored health in step
 // with what its platform reports (store.SyncHealth), until ctx ends: at
 // start for each, then whenever the platform says an environment's health
-// may have changed. Every process runs it; the store makes several
+// may have changed, and when a run of this process activates a revision
+// (what is compared changed: a rollout's last report may come before it). Every process runs it; the store makes several
 // processes announce one change once. A platform without the capability
 // (platform.HealthReader) reports nothing, and nothing is stored.
 func (s *Service) WatchHealth(ctx context.Context) error {
@@ -47,6 +48,16 @@ func (s *Service) WatchHealth(ctx context.Context) error {
 	}
 	watchErr := make(chan error, 1)
 	go func() { watchErr <- hr.WatchHealth(ctx, changed) }()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e := <-s.activated:
+				changed(e)
+			}
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():

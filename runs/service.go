@@ -52,6 +52,10 @@ type Service struct {
 	// stopSupervising ends superviseLeases; supervising waits for it.
 	stopSupervising context.CancelFunc
 	supervising     sync.WaitGroup
+	// activated carries the environments a run made a revision active
+	// in, to the health monitor (WatchHealth) of this process: the
+	// platform tells of its own changes, not of an activation.
+	activated chan platform.Env
 }
 
 // NewService returns a service on db whose runs use platform.
@@ -65,7 +69,22 @@ func NewService(db *store.DB, vault *store.Vault, platform platform.Platform, no
 	s := &Service{DB: db, Vault: vault, Platform: platform, Now: now, Logger: logger,
 		Runner: &Runner{DB: db, Vault: vault, Platform: platform, Now: now, Logger: logger}}
 	s.Runner.Replan = s.approvalPlanOfRun
+	s.activated = newActivated()
+	s.Runner.Activated = s.tellActivated
 	return s
+}
+
+// newActivated is the channel of Service.activated.
+func newActivated() chan platform.Env { return make(chan platform.Env, 16) }
+
+// tellActivated hands the health monitor an environment whose active
+// revision changed; when it is behind (or not running), the environment
+// is read at its next start or change anyway.
+func (s *Service) tellActivated(e platform.Env) {
+	select {
+	case s.activated <- e:
+	default:
+	}
 }
 
 // DeployPlan is a plan with the revisions it compares.
