@@ -26,14 +26,15 @@ func (h *Admin) ShowAdminPage(w http.ResponseWriter, r *http.Request) error {
 	if err := RequireAdmin(r); err != nil {
 		return err
 	}
-	return h.render(w, r, http.StatusOK, nil, "")
+	return h.render(w, r, http.StatusOK, nil, "", "")
 }
 
-func (h *Admin) render(w http.ResponseWriter, r *http.Request, status int, posted *string, problem string) error {
+func (h *Admin) render(w http.ResponseWriter, r *http.Request, status int, posted *runs.BackupTargetForm, field, problem string) error {
 	return h.renderPage(w, r, status, func(m *views.AdminPage) {
-		m.TargetError = problem
+		m.TargetError, m.TargetField = problem, field
 		if posted != nil {
-			m.Target = *posted
+			m.Target = posted.Target
+			m.S3.Endpoint, m.S3.Region, m.S3.PathStyle = posted.Endpoint, posted.Region, posted.PathStyle
 		}
 	})
 }
@@ -46,6 +47,15 @@ func (h *Admin) renderPage(w http.ResponseWriter, r *http.Request, status int, e
 		return err
 	}
 	m := views.AdminPage{Chrome: h.Chrome(r, "Installation", "admin"), Current: current, Target: current}
+	if h.Runs != nil && h.Runs.Vault != nil {
+		settings, _, ok, err := h.Runs.Vault.S3BackupTarget(r.Context())
+		if err != nil {
+			return err
+		}
+		if ok {
+			m.S3 = views.S3TargetForm{Endpoint: settings.Endpoint, Region: settings.Region, PathStyle: settings.PathStyle, KeysSet: true}
+		}
+	}
 	edit(&m)
 	if h.Runs != nil {
 		if m.CurrentProblem, err = h.Runs.TargetProblem(r.Context()); err != nil {
@@ -137,7 +147,9 @@ func (h *Admin) MoveHostname(w http.ResponseWriter, r *http.Request) error {
 }
 
 // SetBackupTarget checks and stores the backup target (installation
-// admins): field target.
+// admins): field target, and for an s3:// URL endpoint, region,
+// path_style (1 for path-style addressing), access_key and secret_key
+// (empty: keep the stored one).
 func (h *Admin) SetBackupTarget(w http.ResponseWriter, r *http.Request) error {
 	if err := ParseForm(r); err != nil {
 		return err
@@ -148,18 +160,30 @@ func (h *Admin) SetBackupTarget(w http.ResponseWriter, r *http.Request) error {
 	if h.Runs == nil {
 		return apperr.Errorf(apperr.Conflict, "Backups are not available: this Studio has no value-encryption key configured.")
 	}
-	target := r.PostForm.Get("target")
-	if err := h.Runs.SetBackupTarget(r.Context(), ActorOf(r), target); err != nil {
+	f := runs.BackupTargetForm{Target: r.PostForm.Get("target"), Endpoint: r.PostForm.Get("endpoint"), Region: r.PostForm.Get("region"),
+		PathStyle: formBool(r.PostForm.Get("path_style")), AccessKey: r.PostForm.Get("access_key"), SecretKey: r.PostForm.Get("secret_key")}
+	if err := h.Runs.SaveBackupTarget(r.Context(), ActorOf(r), f); err != nil {
 		var br *runs.BackupRefusal
 		if errors.As(err, &br) {
-			// A URL may carry credentials: it is not shown again.
-			if strings.Contains(target, "://") {
-				target = ""
+			// A URL with credentials in it is not shown again; the keys
+			// never are.
+			if strings.Contains(f.Target, "@") {
+				f.Target = ""
 			}
-			return h.render(w, r, http.StatusUnprocessableEntity, &target, br.Message)
+			f.AccessKey, f.SecretKey = "", ""
+			return h.render(w, r, http.StatusUnprocessableEntity, &f, br.Field, br.Message)
 		}
 		return err
 	}
 	h.Flash(r.Context(), "success", "Backup target saved.")
 	return SeeOther(w, r, paths.Admin)
+}
+
+// formBool reads a checkbox or radio's value: 1, on, true or yes.
+func formBool(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "on", "true", "yes":
+		return true
+	}
+	return false
 }

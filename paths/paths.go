@@ -231,3 +231,13 @@ func RunReject(project, env string, id int64) string { return Run(project, env, 
 
 // Approvals is the signed-in person's inbox of runs waiting for them.
 const Approvals = "/approvals"
+
+// AppLogs is an application's runtime logs page; with ?download=1 its
+// filtered lines as a file.
+func AppLogs(project, env, app string) string {
+	return Environment(project, env) + "/apps/" + app + "/logs"
+}
+
+// AppLogsFollow is the websocket that follows an application's runtime
+// log live.
+func AppLogsFollow(project, env, app string) string { return AppLogs(project, env, app) + "/follow" }

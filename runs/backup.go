@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -58,26 +59,6 @@ func SnapshotServices(def *compiler.Definition) []platform.SnapshotService {
 
 const nothingToSnapshot = "The latest revision declares no database, bucket or volume: there is nothing to snapshot."
 
-// SetBackupTarget checks target with the platform and stores it.
-func (s *Service) SetBackupTarget(ctx context.Context, a store.Actor, target string) error {
-	target = strings.TrimSpace(target)
-	if target == "" {
-		return &BackupRefusal{Field: "target", Message: "Write the directory snapshots are written to, such as /var/backups/skali."}
-	}
-	inst, err := installationID(ctx, s.DB)
-	if err != nil {
-		return err
-	}
-	bp, err := platform.Backups(s.Platform)
-	if err != nil {
-		return &BackupRefusal{Field: "target", Message: err.Error()}
-	}
-	if err := bp.SetTarget(target, inst); err != nil {
-		return &BackupRefusal{Field: "target", Message: err.Error()}
-	}
-	return s.DB.SetBackupTarget(ctx, a, target)
-}
-
 // TargetProblem says why snapshots cannot be written to the installation's
 // backup target now (gone, unmounted, another installation's, read-only),
 // or "" when they can or no target is set.
@@ -90,15 +71,25 @@ func (s *Service) TargetProblem(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bp, err := platform.Backups(s.Platform)
-	if err != nil {
+	if _, err := platform.Backups(s.Platform); err != nil {
 		return err.Error(), nil
 	}
-	if err := bp.CheckTarget(target, inst); err != nil {
+	// Pages ask: a target that does not answer soon reads as unreachable.
+	ctx, cancel := context.WithTimeout(ctx, targetCheckTimeout)
+	defer cancel()
+	t, err := s.Runner.openTarget(ctx, target)
+	if err == nil {
+		err = t.Check(ctx, inst, true)
+	}
+	var te *platform.TargetError
+	if errors.As(err, &te) {
 		return sentence(err.Error()), nil
 	}
-	return "", nil
+	return "", err
 }
+
+// targetCheckTimeout bounds the checks of a target that pages make.
+const targetCheckTimeout = 10 * time.Second
 
 // sentence starts text with a capital and ends it with a full stop.
 func sentence(text string) string {
@@ -336,18 +327,17 @@ func (s *Service) RemoveBackup(ctx context.Context, a store.Actor, env *store.En
 	} else if busy {
 		return &BackupRefusal{Message: fmt.Sprintf("A snapshot or restore of %s is running. Remove snapshots once it has finished.", env.Name)}
 	}
-	inst, err := installationID(ctx, s.DB)
-	if err != nil {
-		return err
-	}
 	// A snapshot whose target is gone has no files left to delete: it is
 	// only taken off the list.
 	var te *platform.TargetError
-	bp, err := platform.Backups(s.Platform)
-	if err != nil {
+	if _, err := platform.Backups(s.Platform); err != nil {
 		return &BackupRefusal{Message: err.Error()}
 	}
-	if err := bp.RemoveSnapshot(ctx, snapshotLocation(b, env, inst)); err != nil && !(errors.As(err, &te) && te.Gone) {
+	loc, err := s.Runner.location(ctx, b, env)
+	if err == nil {
+		err = loc.Target.Remove(ctx, loc.Installation, loc.Dir)
+	}
+	if err != nil && !(errors.As(err, &te) && te.Gone) {
 		return &BackupRefusal{Message: sentence(fmt.Sprintf("The files of snapshot %s cannot be deleted: %s", b.Name, err))}
 	}
 	return s.DB.DeleteBackup(ctx, &a, env, b)
@@ -384,33 +374,70 @@ func (s *Service) snapshotFiles(ctx context.Context, b *store.Backup) ([]Snapsho
 // snapshot cannot be restored (its target is gone, a file is missing or
 // not the size recorded), or "", and whether the whole target is gone.
 func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b *store.Backup, files []SnapshotDetail) (problem string, targetGone bool, err error) {
-	inst, err := installationID(ctx, s.DB)
-	if err != nil {
-		return "", false, err
-	}
-	var fs []platform.SnapshotFile
-	for _, d := range files {
-		fs = append(fs, d.SnapshotFile)
-	}
+	fs := snapshotFileList(files)
 	if len(fs) == 0 {
 		return "It recorded no files.", false, nil
 	}
-	bp, err := platform.Backups(s.Platform)
-	if err != nil {
+	if _, err := platform.Backups(s.Platform); err != nil {
 		return err.Error(), false, nil
 	}
-	if err := bp.CheckSnapshot(ctx, snapshotLocation(b, env, inst), fs); err != nil {
-		var fe *platform.SnapshotFileError
-		var te *platform.TargetError
-		switch {
-		case errors.As(err, &fe):
-			return "Its file " + fe.Error() + ".", false, nil
-		case errors.As(err, &te):
-			return sentence(err.Error()), te.Gone, nil
-		}
-		return sentence(err.Error()), false, nil
+	loc, err := s.Runner.location(ctx, b, env)
+	if err == nil {
+		err = platform.CheckSnapshot(ctx, loc, fs)
 	}
-	return "", false, nil
+	var te *platform.TargetError
+	return filesProblem(err), errors.As(err, &te) && te.Gone, nil
+}
+
+// filesProblem is a snapshot check's error as the sentence pages show, or
+// "" for none.
+func filesProblem(err error) string {
+	var fe *platform.SnapshotFileError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &fe):
+		return "Its file " + fe.Error() + "."
+	}
+	return sentence(err.Error())
+}
+
+// snapshotFileList is the files of a snapshot's details.
+func snapshotFileList(details []SnapshotDetail) []platform.SnapshotFile {
+	out := make([]platform.SnapshotFile, 0, len(details))
+	for _, d := range details {
+		out = append(out, d.SnapshotFile)
+	}
+	return out
+}
+
+// subMap is the entries of m under prefix, the prefix cut.
+func subMap(m map[string]int64, prefix string) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range m {
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			out[rest] = v
+		}
+	}
+	return out
+}
+
+// listSnapshots lists the sizes of every file under env's folder on b's
+// target, when the target lists (S3), or nil.
+func (s *Service) listSnapshots(ctx context.Context, b *store.Backup, env *store.Environment) map[string]int64 {
+	loc, err := s.Runner.location(ctx, b, env)
+	if err != nil {
+		return nil
+	}
+	l, ok := loc.Target.(platform.TargetLister)
+	if !ok {
+		return nil
+	}
+	sizes, err := l.Sizes(ctx, loc.Installation, path.Dir(loc.Dir))
+	if err != nil {
+		return nil
+	}
+	return sizes
 }
 
 // MissingSnapshots says, for each completed snapshot of list whose files
@@ -418,8 +445,13 @@ func (s *Service) snapshotProblem(ctx context.Context, env *store.Environment, b
 // them as missing, without a restore button. Each distinct target is
 // looked at once when it is gone; nothing is read or written.
 func (s *Service) MissingSnapshots(ctx context.Context, env *store.Environment, list []store.Backup) (map[int64]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, targetCheckTimeout)
+	defer cancel()
 	out := map[int64]string{}
 	gone := map[string]string{}
+	// A target that lists (S3) is listed once, under the environment's
+	// folder, once the first snapshot on it checked it.
+	listed := map[string]map[string]int64{}
 	for i := range list {
 		b := &list[i]
 		if !b.Succeeded() || b.RunID == nil {
@@ -433,9 +465,20 @@ func (s *Service) MissingSnapshots(ctx context.Context, env *store.Environment, 
 		if err != nil {
 			return nil, err
 		}
-		problem, targetGone, err := s.snapshotProblem(ctx, env, b, files)
-		if err != nil {
-			return nil, err
+		var problem string
+		var targetGone bool
+		if sizes, ok := listed[b.Target]; ok && len(files) > 0 {
+			problem = filesProblem(platform.CheckSnapshotSizes(snapshotFileList(files), subMap(sizes, b.Name+"/")))
+		} else {
+			problem, targetGone, err = s.snapshotProblem(ctx, env, b, files)
+			if err != nil {
+				return nil, err
+			}
+			if !targetGone {
+				if sizes := s.listSnapshots(ctx, b, env); sizes != nil {
+					listed[b.Target] = sizes
+				}
+			}
 		}
 		if targetGone {
 			gone[b.Target] = problem

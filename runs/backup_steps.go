@@ -45,10 +45,10 @@ func installationID(ctx context.Context, db *store.DB) (string, error) {
 	})
 }
 
-// snapshotLocation is where a snapshot's files live:
-// <target>/<project>/<environment>/<snapshot>.
-func snapshotLocation(b *store.Backup, env *store.Environment, installation string) platform.SnapshotLocation {
-	return platform.SnapshotLocation{Target: b.Target, Installation: installation, Dir: path.Join(env.Project, env.Name, b.Name)}
+// snapshotDir is a snapshot's folder under its target:
+// <project>/<environment>/<snapshot>.
+func snapshotDir(b *store.Backup, env *store.Environment) string {
+	return path.Join(env.Project, env.Name, b.Name)
 }
 
 // errRunCancelled ends a step's context when its run is asked to cancel.
@@ -111,17 +111,13 @@ func (r *Runner) restoreFiles(ctx context.Context, runID int64) ([]platform.Snap
 // files with it: nothing is recorded.
 func (r *Runner) discardSnapshot(ctx context.Context, b *store.Backup, env *store.Environment) (leftover string, why error) {
 	ctx = context.WithoutCancel(ctx)
-	inst, err := installationID(ctx, r.DB)
-	if err != nil {
-		r.warn("discard the files of a failed snapshot", "snapshot", b.Name, "err", err)
-		return "", nil
-	}
-	loc := snapshotLocation(b, env, inst)
-	bp, err := platform.Backups(r.Platform)
-	if err != nil {
+	if _, err := platform.Backups(r.Platform); err != nil {
 		return "", nil // nothing was written
 	}
-	err = bp.RemoveSnapshot(ctx, loc)
+	loc, err := r.location(ctx, b, env)
+	if err == nil {
+		err = loc.Target.Remove(ctx, loc.Installation, loc.Dir)
+	}
 	var te *platform.TargetError
 	switch {
 	case errors.As(err, &te) && te.Gone:
@@ -134,7 +130,7 @@ func (r *Runner) discardSnapshot(ctx context.Context, b *store.Backup, env *stor
 		}
 		return "", nil
 	}
-	leftover = filepath.Join(b.Target, filepath.FromSlash(loc.Dir))
+	leftover = leftoverPath(b.Target, snapshotDir(b, env))
 	if b.Leftover == leftover {
 		return leftover, err // recorded and logged already
 	}
@@ -145,6 +141,15 @@ func (r *Runner) discardSnapshot(ctx context.Context, b *store.Backup, env *stor
 	}
 	b.Leftover = leftover
 	return leftover, err
+}
+
+// leftoverPath is where a snapshot's folder is on its target, for
+// people: a directory's path, or the S3 URL of its prefix.
+func leftoverPath(target, dir string) string {
+	if strings.HasPrefix(target, "s3://") {
+		return strings.TrimSuffix(target, "/") + "/" + dir + "/"
+	}
+	return filepath.Join(target, filepath.FromSlash(dir))
 }
 
 // warn logs, when the runner has a logger.
@@ -193,10 +198,6 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 	if err != nil {
 		return fail(err.Error()), nil
 	}
-	inst, err := installationID(ctx, r.DB)
-	if err != nil {
-		return stepResult{}, err
-	}
 	switch cp.Kind {
 	case KindSnapshot:
 		b, err := r.DB.BackupByRun(ctx, rc.run.ID)
@@ -206,10 +207,23 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		if d.Snapshot == nil {
 			return fail("The checkpoint names no service."), nil
 		}
-		file, err := bp.Snapshot(ctx, platformEnv(rc.env), d.Snapshot.Service, snapshotLocation(b, rc.env, inst))
+		loc, err := r.location(ctx, b, rc.env)
+		if err != nil {
+			return fail(fmt.Sprintf("The snapshot of %s failed: %s.", d.Snapshot.Service, err)), nil
+		}
+		// A cancel stops the snapshot while it streams: what it began is
+		// aborted and discarded when the run ends.
+		cctx, cancelled, stop := r.watchCancel(ctx, rc.run.ID)
+		file, err := bp.Snapshot(cctx, platformEnv(rc.env), d.Snapshot.Service, loc)
+		wasCancelled := cancelled()
+		stop()
 		if err != nil {
 			if ctx.Err() != nil {
 				return stepResult{}, ctx.Err() // a shutdown: the step resumes
+			}
+			if wasCancelled {
+				return stepResult{status: store.CheckpointSkipped, detail: d,
+					warning: fmt.Sprintf("Cancelled while %s was being written; nothing of this snapshot is kept.", d.Snapshot.Service)}, nil
 			}
 			msg := fmt.Sprintf("The snapshot of %s failed: %s.", d.Snapshot.Service, err)
 			if leftover, why := r.discardSnapshot(ctx, b, rc.env); leftover != "" {
@@ -230,7 +244,11 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 				var te *platform.TargetError
 				// A snapshot on a target that is gone has no files left
 				// to delete; it is forgotten like the others.
-				if err := bp.RemoveSnapshot(ctx, snapshotLocation(b, rc.env, inst)); err != nil && !(errors.As(err, &te) && te.Gone) {
+				loc, err := r.location(ctx, b, rc.env)
+				if err == nil {
+					err = loc.Target.Remove(ctx, loc.Installation, loc.Dir)
+				}
+				if err != nil && !(errors.As(err, &te) && te.Gone) {
 					return fail(fmt.Sprintf("Retention could not delete snapshot %s: %s.", b.Name, err)), nil
 				}
 			}
@@ -254,8 +272,12 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		if err != nil {
 			return stepResult{}, err
 		}
+		loc, err := r.location(ctx, b, rc.env)
+		if err != nil {
+			return fail(fmt.Sprintf("Snapshot %s cannot be restored: %s. Nothing was stopped: %s keeps running as it is.", b.Name, err, rc.env.Name)), nil
+		}
 		cctx, cancelled, stop := r.watchCancel(ctx, rc.run.ID)
-		err = bp.VerifySnapshot(cctx, snapshotLocation(b, rc.env, inst), files)
+		err = platform.VerifySnapshot(cctx, loc, files)
 		wasCancelled := cancelled()
 		stop()
 		if err != nil {
@@ -287,8 +309,12 @@ func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkp
 		if d.Snapshot == nil {
 			return fail("The checkpoint names no service."), nil
 		}
+		loc, err := r.location(ctx, b, rc.env)
+		if err != nil {
+			return fail(fmt.Sprintf("Restoring %s failed: %s. The environment stays down until a restore completes or an admin accepts the data as it is.", d.Snapshot.Service, err)), nil
+		}
 		cctx, cancelled, stop := r.watchCancel(ctx, rc.run.ID)
-		err = bp.Restore(cctx, platformEnv(rc.env), d.Snapshot.Service, snapshotLocation(b, rc.env, inst), d.Snapshot.SnapshotFile)
+		err = bp.Restore(cctx, platformEnv(rc.env), d.Snapshot.Service, loc, d.Snapshot.SnapshotFile)
 		wasCancelled := cancelled()
 		stop()
 		if err != nil {

@@ -157,7 +157,8 @@ func TestBackupTargetChecked(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, []byte("x"), 0o600)
 	for _, c := range []struct{ target, want string }{
-		{"s3://bucket/backups", "cannot write to s3:// URLs"},
+		{"s3://bucket/backups", "Write the endpoint"},
+		{"gs://bucket/backups", "cannot write to gs:// URLs"},
 		{"relative/dir", "absolute directory path"},
 		{filepath.Join(t.TempDir(), "missing"), "does not exist"},
 		{file, "not a directory"},

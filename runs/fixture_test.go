@@ -72,17 +72,19 @@ const (
 )
 
 type fixture struct {
-	t        testing.TB
-	ctx      context.Context
-	db       *store.DB
-	vault    *store.Vault
-	svc      *runs.Service
-	local    *local.Platform
-	clock    *clock
-	resolver *resolver
-	faults   *local.Faults
-	env      *store.Environment
-	project  *store.Project
+	t     testing.TB
+	ctx   context.Context
+	db    *store.DB
+	vault *store.Vault
+	// secretKey is the value-encryption key the vault was opened with.
+	secretKey string
+	svc       *runs.Service
+	local     *local.Platform
+	clock     *clock
+	resolver  *resolver
+	faults    *local.Faults
+	env       *store.Environment
+	project   *store.Project
 }
 
 var start = time.Date(2026, 3, 2, 13, 0, 0, 0, time.UTC)
@@ -96,7 +98,8 @@ func newFixture(t testing.TB, manifest string, values map[string]string) *fixtur
 	f := &fixture{t: t, ctx: ctx, clock: &clock{t: start}, resolver: &resolver{hosts: map[string][]string{}}, faults: &local.Faults{}}
 	f.db = storetest.NewDB(t)
 	f.db.Now = f.clock.Now
-	keys, err := store.OpenKeyring(ctx, f.db, store.KeyringOptions{SecretKey: store.GenerateKey()})
+	f.secretKey = store.GenerateKey()
+	keys, err := store.OpenKeyring(ctx, f.db, store.KeyringOptions{SecretKey: f.secretKey})
 	if err != nil {
 		t.Fatal(err)
 	}

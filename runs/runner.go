@@ -24,9 +24,12 @@ import (
 // every Lease/4; every change it writes is fenced by that lease, so an
 // executor that lost its run to another process changes nothing more.
 type Runner struct {
-	DB       *store.DB
-	Vault    *store.Vault
-	Platform platform.Platform
+	DB    *store.DB
+	Vault *store.Vault
+	// S3PartSize is the part size of an S3 target's multipart uploads
+	// (s3target.DefaultPartSize when zero).
+	S3PartSize int
+	Platform   platform.Platform
 	// Now is the clock of every decision (deadlines, backoff); tests
 	// replace it.
 	Now    func() time.Time

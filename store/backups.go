@@ -108,6 +108,9 @@ func (db *DB) SetBackupTarget(ctx context.Context, a Actor, target string) error
 			backupTargetKey, target, db.Now()); err != nil {
 			return err
 		}
+		if err := forgetS3Target(ctx, tx); err != nil {
+			return err
+		}
 		e := a.event("backup.target-set")
 		e.Target = target
 		return auditTx(ctx, tx, e)

@@ -441,7 +441,8 @@ func (k *Keyring) check(ctx context.Context, db *DB) error {
 		if len(lost) > 0 {
 			return fmt.Errorf("the installation's secrets %s are sealed with key %s, which %s does not hold: configure that key; "+
 				"if it is lost, delete them (DELETE FROM installation_settings WHERE key IN ('sealed:%s')) and the Studio generates new ones "+
-				"(the development CA is then a new one: it signs the certificates issued from then on)",
+				"(the development CA is then a new one: it signs the certificates issued from then on; "+
+				"without backup-target-credentials, set the S3 backup target's keys again on the installation page)",
 				strings.Join(lost, ", "), strings.Join(lostKeys, ", "), k.Source(), strings.Join(lost, "', 'sealed:"))
 		}
 		return nil

@@ -117,6 +117,11 @@ type AdminPage struct {
 	Chrome      Chrome
 	Target      string
 	TargetError string
+	// TargetField is the form field TargetError concerns: target,
+	// endpoint, region, access_key or secret_key.
+	TargetField string
+	// S3 is the S3 part of the form: as stored, or as posted.
+	S3 S3TargetForm
 	// Current is the stored target ("" when none); CurrentProblem says why
 	// snapshots cannot be written to it now, or "".
 	Current        string
@@ -127,6 +132,16 @@ type AdminPage struct {
 	Claims    []HostnameClaimView
 	Move      HostnameMove
 	MoveError string
+}
+
+// S3TargetForm is how to reach an S3 target. The keys are never shown:
+// KeysSet says the current S3 target has them stored (the form then
+// keeps them when their fields are left empty).
+type S3TargetForm struct {
+	Endpoint  string
+	Region    string
+	PathStyle bool
+	KeysSet   bool
 }
 
 // HostnameMove is the form that moves a hostname's claim: the hostname,
@@ -177,4 +192,21 @@ type HostnameClaimView struct {
 	// Owner is the holder's "project / environment".
 	Owner string
 	Since time.Time
+}
+
+// targetField is the field the admin page's target error concerns.
+func targetField(m AdminPage) string {
+	if m.TargetField == "" {
+		return "target"
+	}
+	return m.TargetField
+}
+
+// keyPlaceholder is a key field's placeholder: stored keys are kept when
+// it is left empty.
+func keyPlaceholder(set bool) string {
+	if set {
+		return "Empty: keep the stored key"
+	}
+	return ""
 }

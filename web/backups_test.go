@@ -57,7 +57,7 @@ func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 
 	// The target is checked on save, its reason next to the field.
 	missing := filepath.Join(t.TempDir(), "nope")
-	for target, want := range map[string]string{"s3://backups/studio": "cannot write to s3:// URLs", missing: "does not exist", "backups": "absolute directory path"} {
+	for target, want := range map[string]string{"s3://backups/studio": "Write the endpoint", "gs://backups/studio": "cannot write to gs:// URLs", missing: "does not exist", "backups": "absolute directory path"} {
 		resp, body := s.PostForm(t, root, "/admin/backup-target", url.Values{"target": {target}})
 		if resp.StatusCode != 422 || !strings.Contains(body, `data-testid="target-error">`) || !strings.Contains(body, want) {
 			t.Fatalf("target %q: %d, want 422 with %q\n%s", target, resp.StatusCode, want, pageMain(body))

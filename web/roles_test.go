@@ -111,6 +111,8 @@ var routeTable = []routeCase{
 		path: "/projects/hello-world/environments/production/runs/999999/events?after=0", allow: prodViewers, ok: []int{http.StatusNotFound}},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/events",
 		path: "/projects/hello-world/environments/production/events?after=0", allow: prodViewers, ok: []int{http.StatusBadRequest}},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/apps/{app}/logs/follow",
+		path: "/projects/hello-world/environments/production/apps/web/logs/follow", allow: prodViewers, ok: []int{http.StatusBadRequest, http.StatusNotFound}},
 
 	// Sign-in and sign-out.
 	{method: "GET", pattern: "/login", path: "/login", allow: everyone},
@@ -220,6 +222,10 @@ var routeTable = []routeCase{
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs", path: "/projects/hello-world/environments/production/runs", allow: prodViewers},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs/{run}", path: "/projects/hello-world/environments/production/runs/{run}", allow: prodViewers},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs/{run}/log", path: "/projects/hello-world/environments/production/runs/{run}/log", allow: prodViewers},
+	// Runtime logs (issue 39): production runs nothing in the fixture, so
+	// a viewer is told so (404); the follow websocket answers a plain GET 400.
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/apps/{app}/logs", path: "/projects/hello-world/environments/production/apps/web/logs",
+		allow: prodViewers, ok: []int{http.StatusNotFound}},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/runs/{run}/cancel", path: "/projects/hello-world/environments/production/runs/{run}/cancel",
 		allow: prodDeployers, ok: []int{http.StatusConflict}},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/probe", path: "/projects/hello-world/environments/production/probe", allow: prodDeployers},

@@ -213,6 +213,8 @@ func (a *app) routes(https bool) http.Handler {
 	streamTokens := handlers.NewSignInLimiter(a.deps.APIRequests.Burst, a.deps.APIRequests.Every)
 	r.With(bearerStreams(a.authenticateToken(streamTokens))).Get("/projects/{project}/environments/{env}/runs/{run}/events", a.handle(streams.streamRunEvents))
 	r.Get("/projects/{project}/environments/{env}/events", a.handle(streams.streamEnvironmentEvents))
+	// An application's runtime log, followed live (web/wslogs.go).
+	r.Get("/projects/{project}/environments/{env}/apps/{app}/logs/follow", a.handle(streams.followAppLogs))
 
 	r.Group(func(r chi.Router) {
 		r.Use(cop.Handler, a.loadAndSave, markSession, a.authenticate)
@@ -285,6 +287,8 @@ func (a *app) routes(https bool) http.Handler {
 			r.Get("/projects/{project}/environments/{env}/runs", a.handle(runPages.ShowRunsPage))
 			r.Get("/projects/{project}/environments/{env}/runs/{run}", a.handle(runPages.ShowRunPage))
 			r.Get("/projects/{project}/environments/{env}/runs/{run}/log", a.handle(runPages.DownloadRunLog))
+			// Runtime logs (issue 39): viewers of the environment.
+			r.Get("/projects/{project}/environments/{env}/apps/{app}/logs", a.handle(handlers.NewAppLogs(a.base, a.deps.Runs).ShowAppLogsPage))
 			r.Post("/projects/{project}/environments/{env}/runs/{run}/cancel", a.handle(runPages.CancelRun))
 			r.Post("/projects/{project}/environments/{env}/probe", a.handle(runPages.CheckNow))
 			// Protected environments (issue 40): the rule, approvals, the inbox.

@@ -213,30 +213,58 @@ func streamNumbers(r *http.Request, runStream bool) (runID, after int64, err err
 	return runID, after, nil
 }
 
-func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) error {
-	ctx := r.Context()
-	reqID := handlers.RequestID(ctx)
+// admission is a stream's handshake as admit checked it.
+type admission struct {
+	v   *viewer
+	env *store.Environment
+	// r is the request with its user.
+	r *http.Request
+	// checked is when the session and the role were checked.
+	checked time.Time
+}
+
+// admit checks a stream's handshake, before any upgrade: its origin, then
+// what check reads of the request (its numbers, before any query), the
+// session (or API token) and the viewer's role on the environment. Every
+// websocket of the Studio is admitted here.
+func (s *streams) admit(r *http.Request, check func() error) (*admission, error) {
 	if !s.originAllowed(r) {
-		s.a.logger.Warn("event stream refused: foreign origin", "request_id", reqID, "path", r.URL.Path, "origin", r.Header.Get("Origin"))
-		return apperr.Errorf(apperr.Forbidden, "This page may only be watched from the Studio itself.")
+		s.a.logger.Warn("event stream refused: foreign origin", "request_id", handlers.RequestID(r.Context()), "path", r.URL.Path, "origin", r.Header.Get("Origin"))
+		return nil, apperr.Errorf(apperr.Forbidden, "This page may only be watched from the Studio itself.")
 	}
-	runID, after, err := streamNumbers(r, runStream)
-	if err != nil {
-		return err
+	if check != nil {
+		if err := check(); err != nil {
+			return nil, err
+		}
 	}
 	checked := accessCheckedAt(r) // the session and role checks below, or the token's
 	v, err := s.readSession(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if v == nil {
-		return apperr.Errorf(apperr.Unauthorized, "Sign in first.")
+		return nil, apperr.Errorf(apperr.Unauthorized, "Sign in first.")
 	}
-	r = r.WithContext(handlers.WithUser(ctx, v.user))
+	r = r.WithContext(handlers.WithUser(r.Context(), v.user))
 	env, _, err := s.a.base.Environment(r, store.RoleViewer)
+	if err != nil {
+		return nil, err
+	}
+	return &admission{v: v, env: env, r: r, checked: checked}, nil
+}
+
+func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) error {
+	ctx := r.Context()
+	reqID := handlers.RequestID(ctx)
+	var runID, after int64
+	ad, err := s.admit(r, func() (err error) {
+		runID, after, err = streamNumbers(r, runStream)
+		return err
+	})
 	if err != nil {
 		return err
 	}
+	v, env, r, checked := ad.v, ad.env, ad.r, ad.checked
 	stream := events.EnvironmentStream(env.ID)
 	if runStream {
 		if _, err := s.a.base.RunOf(ctx, env, runID); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -56,17 +57,23 @@ func uids(items []map[string]any) []string {
 // Deployment (uid, generation), the same one ReplicaSet, the same one
 // release Job and its one pod.
 func TestKubernetesStudioKilledMidRolloutResumesWithoutRecreating(t *testing.T) {
-	cluster := kubeCluster(t)
+	killedMidRollout(t, kubeCluster(t), slowRolloutManifest, "kubekill-production")
+}
+
+// killedMidRollout is the test above on cluster, with a manifest of one
+// application web of 3 replicas with a release command, deployed to the
+// namespace ns.
+func killedMidRollout(t *testing.T, cluster *clustertest.Cluster, manifest, ns string) {
 	ctx := context.Background()
-	db, dbURL, key := newKubeProject(t, slowRolloutManifest, nil)
-	const ns = "kubekill-production"
+	db, dbURL, key := newKubeProject(t, manifest, nil)
+	project := strings.TrimSuffix(ns, "-production")
 	t.Cleanup(func() { kubectl(t, cluster, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=false") })
 	// Leases of ten minutes and River's rescue at its default: only the
 	// restarted process seeing that the lease's owner, a process of this
 	// machine, no longer exists can resume the run before the test gives up.
 	flags := []string{"--platform", "kubernetes", "--kubeconfig", cluster.Kubeconfig, "--run-lease", "10m"}
 	first := startStudio(t, dbURL, key, flags...)
-	runID := deployNewest(t, first, signedIn(t, first), db, "kubekill")
+	runID := deployNewest(t, first, signedIn(t, first), db, project)
 
 	// Kill it once the Deployment exists and is rolling out.
 	var dep map[string]any

@@ -252,26 +252,14 @@ func Backups(p Platform) (BackupPlatform, error) {
 }
 
 // BackupPlatform snapshots and restores an environment's services: a
-// capability (Backups).
+// capability (Backups). Snapshot files are written and read through the
+// location's Target (a directory or an S3 prefix); checking, verifying and
+// removing snapshots need only the target (CheckSnapshot, VerifySnapshot,
+// Target.Remove).
 type BackupPlatform interface {
-	// SetTarget checks that target can hold the snapshots of installation
-	// (a directory for the local platform) and marks it as theirs, or says
-	// why not.
-	SetTarget(target, installation string) error
-	// CheckTarget says why snapshots cannot be written to target now (it
-	// is gone, unmounted, another installation's or read-only), or nil.
-	CheckTarget(target, installation string) error
-	// Snapshot writes one service's snapshot into loc and returns its file.
-	// It never creates the target itself.
+	// Snapshot streams one service's snapshot into loc and returns its
+	// file (name, size, SHA-256). It never creates the target itself.
 	Snapshot(ctx context.Context, env Env, svc SnapshotService, loc SnapshotLocation) (SnapshotFile, error)
-	// CheckSnapshot says, quickly (presence and size, no reading), why the
-	// files of a snapshot cannot be restored, or nil.
-	CheckSnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotFile) error
-	// VerifySnapshot reads every file of a snapshot and checks its size and
-	// SHA-256. It stops when ctx ends.
-	VerifySnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotFile) error
-	// RemoveSnapshot deletes a snapshot's directory (nothing outside it).
-	RemoveSnapshot(ctx context.Context, loc SnapshotLocation) error
 	// StopEnvironment and StartEnvironment stop and start every application
 	// around a restore.
 	StopEnvironment(ctx context.Context, env Env) error
@@ -279,6 +267,15 @@ type BackupPlatform interface {
 	// Restore replays one service from its snapshot file after verifying
 	// its size and SHA-256. It stops when ctx ends.
 	Restore(ctx context.Context, env Env, svc SnapshotService, loc SnapshotLocation, file SnapshotFile) error
+}
+
+// DirectoryTargets is a platform whose snapshots can go to a directory on
+// the Studio's machine (the local platform): a capability. A platform
+// without it takes S3 targets only.
+type DirectoryTargets interface {
+	// DirectoryTarget is the directory path as a backup target, or why it
+	// cannot be one (not an absolute path).
+	DirectoryTarget(path string) (Target, error)
 }
 
 // SnapshotService is a database, bucket or volume to snapshot.
@@ -302,7 +299,7 @@ type SnapshotFile struct {
 // separated, project/environment/snapshot) under Target, a target that
 // carries the marker of Installation.
 type SnapshotLocation struct {
-	Target       string
+	Target       Target
 	Installation string
 	Dir          string
 }

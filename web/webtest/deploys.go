@@ -55,6 +55,9 @@ type Deploys struct {
 	Faults   *local.Faults
 	// StepDelay is how long each simulated step takes (none when zero).
 	StepDelay time.Duration
+	// LogEvery is how often a simulated container prints a line of its
+	// runtime log (local.DefaultLogEvery when zero).
+	LogEvery time.Duration
 	// Service is set when the Studio is built.
 	Service *runs.Service
 	// PublicAddresses and ReconcileInterval are the Service's: what a
@@ -87,7 +90,7 @@ func WithDeploys(d *Deploys) Option {
 		}
 		u, _ := url.Parse(deps.PublicURL)
 		port, _ := strconv.Atoi(u.Port())
-		lp, id, err := local.New(context.Background(), deps.DB, deps.Vault, local.Options{Resolver: d.Resolver, EdgePort: port, Faults: d.Faults, StepDelay: d.StepDelay})
+		lp, id, err := local.New(context.Background(), deps.DB, deps.Vault, local.Options{Resolver: d.Resolver, EdgePort: port, Faults: d.Faults, StepDelay: d.StepDelay, LogEvery: d.LogEvery})
 		if err != nil {
 			panic("webtest: local platform: " + err.Error())
 		}

@@ -184,21 +184,31 @@ func (p *Platform) watchNamespace(env platform.Env, ns string, o *namespaceObjec
 	}
 }
 
+// namespaceKnown is whether the environment's namespace ns is on the
+// cluster: followed already, or found by a get.
+func (p *Platform) namespaceKnown(ctx context.Context, ns string) (bool, error) {
+	p.health.mu.Lock()
+	_, following := p.health.spaces[ns]
+	p.health.mu.Unlock()
+	if following {
+		return true, nil
+	}
+	if _, err := p.Client.Get(ctx, KindNamespace, "", ns); IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, p.apiError("reading namespace "+ns, err)
+	}
+	return true, nil
+}
+
 // followEnvironment returns the environment's objects as its watches see
 // them (following its namespace from now on); nil when there is nothing
 // to read: no definition deployed, or its namespace is not on this
 // cluster (never deployed here).
 func (p *Platform) followEnvironment(ctx context.Context, env platform.Env, def *compiler.Definition) (*namespaceObjects, error) {
 	ns := NamespaceName(env.Project, env.Name)
-	p.health.mu.Lock()
-	_, following := p.health.spaces[ns]
-	p.health.mu.Unlock()
-	if !following {
-		if _, err := p.Client.Get(ctx, KindNamespace, "", ns); IsNotFound(err) {
-			return nil, nil
-		} else if err != nil {
-			return nil, p.apiError("reading namespace "+ns, err)
-		}
+	if known, err := p.namespaceKnown(ctx, ns); err != nil || !known {
+		return nil, err
 	}
 	if def == nil {
 		return nil, nil

@@ -25,6 +25,14 @@ import (
 func asStudioAccount(t *testing.T, manifest, envName string, values map[string]string) *fixture {
 	t.Helper()
 	cluster := clustertest.Start(t)
+	applyStudioRole(t, cluster)
+	return newFixtureAs(t, studioAccount, manifest, envName, values)
+}
+
+// applyStudioRole applies deploy/kubernetes/studio.yaml (the Studio's
+// account and its least-privilege roles) to cluster.
+func applyStudioRole(t *testing.T, cluster *clustertest.Cluster) {
+	t.Helper()
 	if cluster.Kubectl == "" {
 		t.Skip("no kubectl beside the cluster's kubeconfig")
 	}
@@ -32,7 +40,6 @@ func asStudioAccount(t *testing.T, manifest, envName string, values map[string]s
 		"-f", "../../../deploy/kubernetes/studio.yaml").CombinedOutput(); err != nil {
 		t.Fatalf("applying deploy/kubernetes: %v: %s", err, out)
 	}
-	return newFixtureAs(t, studioAccount, manifest, envName, values)
 }
 
 // waitGone waits until the API server no longer has the namespace.

@@ -3,8 +3,6 @@ package local
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +20,7 @@ import (
 // installation whose target it is. It is written when the target is set
 // and checked before every snapshot: a target that lost it is gone,
 // unmounted or replaced.
-const TargetMarker = ".skali-backup-target"
+const TargetMarker = platform.TargetMarker
 
 // TargetFault makes a backup target fail between two snapshot files, as a
 // real disk does, for tests and demos: once AfterFiles snapshot files have
@@ -149,14 +147,31 @@ func targetPath(target string) error {
 	return nil
 }
 
-// SetTarget implements platform.BackupPlatform: the directory must exist (it is
-// never created: a missing directory is more often an unmounted disk than
-// a wish), be a directory itself rather than a symbolic link, be writable,
-// and not be marked by another installation. Its marker is written.
-func (l *Platform) SetTarget(target, installation string) error {
+// DirectoryTarget implements platform.DirectoryTargets: a directory on
+// the Studio's machine as a backup target.
+func (l *Platform) DirectoryTarget(target string) (platform.Target, error) {
 	if err := targetPath(target); err != nil {
-		return err
+		return nil, err
 	}
+	return &dirTarget{path: target, fault: l.targetFault, wrote: l.wroteSnapshotFile}, nil
+}
+
+// dirTarget is a directory as a platform.Target. Every path under it is
+// opened through os.Root without following symbolic links.
+type dirTarget struct {
+	path  string
+	fault func(create bool) error
+	wrote func()
+}
+
+func (d *dirTarget) String() string { return d.path }
+
+// Mark implements platform.Target: the directory must exist (it is never
+// created: a missing directory is more often an unmounted disk than a
+// wish), be a directory itself rather than a symbolic link, be writable,
+// and not be marked by another installation. Its marker is written.
+func (d *dirTarget) Mark(ctx context.Context, installation string) error {
+	target := d.path
 	st, err := os.Lstat(target)
 	if errors.Is(err, fs.ErrNotExist) {
 		return errors.New("This directory does not exist on the Studio's machine. Create it (or mount its disk) first.")
@@ -192,15 +207,10 @@ func (l *Platform) SetTarget(target, installation string) error {
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("This directory's %s file cannot be read: %s.", TargetMarker, err)
 	}
-	if err := writeFileAtomic(root, TargetMarker, []byte(markerText(installation))); err != nil {
+	if err := writeFileAtomic(root, TargetMarker, []byte(platform.MarkerText(installation))); err != nil {
 		return fmt.Errorf("The Studio cannot write to this directory: %s.", pathErrText(err))
 	}
 	return nil
-}
-
-func markerText(installation string) string {
-	return "This directory is the backup target of a Skali Studio. Do not edit or delete this file:\n" +
-		"the Studio writes snapshots here only while it finds it.\ninstallation " + installation + "\n"
 }
 
 // readMarker returns the installation the target's marker names.
@@ -214,12 +224,7 @@ func readMarker(root *targetFS) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for line := range strings.Lines(string(b)) {
-		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "installation "); ok && id != "" {
-			return id, nil
-		}
-	}
-	return "", errors.New("it names no installation")
+	return platform.MarkerOwner(b)
 }
 
 // writable says why nothing can be created in the directory root, or nil.
@@ -247,7 +252,8 @@ func writable(root *targetFS, st fs.FileInfo) error {
 // after checking that it is still this installation's target: a real
 // directory (not a link), with its marker. write also checks that a file
 // can be created in it.
-func (l *Platform) openTarget(target, installation string, write bool) (*targetFS, error) {
+func (d *dirTarget) open(installation string, write bool) (*targetFS, error) {
+	target := d.path
 	gone := func(problem string) error { return &platform.TargetError{Target: target, Problem: problem, Gone: true} }
 	st, err := os.Lstat(target)
 	switch {
@@ -264,7 +270,7 @@ func (l *Platform) openTarget(target, installation string, write bool) (*targetF
 	if err != nil {
 		return nil, gone("cannot be opened: " + pathErrText(err))
 	}
-	root := &targetFS{Root: r, fault: l.targetFault}
+	root := &targetFS{Root: r, fault: d.fault}
 	if rst, err := root.Stat("."); err != nil || !os.SameFile(st, rst) {
 		root.Close()
 		return nil, gone("changed while it was opened")
@@ -290,12 +296,9 @@ func (l *Platform) openTarget(target, installation string, write bool) (*targetF
 	return root, nil
 }
 
-// CheckTarget implements platform.BackupPlatform.
-func (l *Platform) CheckTarget(target, installation string) error {
-	if err := targetPath(target); err != nil {
-		return &platform.TargetError{Target: target, Problem: "is not a directory path", Gone: true}
-	}
-	root, err := l.openTarget(target, installation, true)
+// Check implements platform.Target.
+func (d *dirTarget) Check(ctx context.Context, installation string, write bool) error {
+	root, err := d.open(installation, write)
 	if err != nil {
 		return err
 	}
@@ -372,11 +375,11 @@ func openRegular(root *targetFS, name string) (*os.File, error) {
 func errNotRegular(m fs.FileMode) error {
 	switch {
 	case m&fs.ModeSymlink != 0:
-		return errors.New("it is a symbolic link, which the Studio does not follow")
+		return &platform.NotRegularError{Problem: "it is a symbolic link, which the Studio does not follow"}
 	case m.IsDir():
-		return errors.New("it is a directory")
+		return &platform.NotRegularError{Problem: "it is a directory"}
 	default:
-		return errors.New("it is not a regular file")
+		return &platform.NotRegularError{Problem: "it is not a regular file"}
 	}
 }
 
@@ -416,9 +419,86 @@ func pathErrText(err error) string {
 	return err.Error()
 }
 
-// Snapshot implements platform.BackupPlatform: the local platform has no real data,
-// so it writes a simulated dump of the service (a header and random
-// bytes) and records its size and SHA-256.
+// Create implements platform.Target: the file is written under a
+// temporary name in the snapshot's directory and renamed into place by
+// Commit.
+func (d *dirTarget) Create(ctx context.Context, installation, dir, name string) (platform.TargetWriter, error) {
+	if !fs.ValidPath(name) || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("runs: bad snapshot file name %q", name)
+	}
+	root, err := d.open(installation, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := makeSnapshotDirs(root, dir); err != nil {
+		root.Close()
+		return nil, err
+	}
+	final := path.Join(dir, name)
+	tmp := path.Join(dir, "."+name+"-"+rand.Text())
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		root.Close()
+		return nil, errors.New(pathErrText(err))
+	}
+	return &dirWriter{d: d, root: root, f: f, tmp: tmp, final: final, name: name, sum: platform.NewSummer()}, nil
+}
+
+// dirWriter streams one snapshot file into its temporary file.
+type dirWriter struct {
+	d                *dirTarget
+	root             *targetFS
+	f                *os.File
+	tmp, final, name string
+	sum              *platform.Summer
+	done             bool
+}
+
+func (w *dirWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.sum.Write(p[:n])
+	if err != nil {
+		return n, errors.New(pathErrText(err))
+	}
+	return n, nil
+}
+
+func (w *dirWriter) Commit() (platform.SnapshotFile, error) {
+	if w.done {
+		return platform.SnapshotFile{}, errors.New("runs: snapshot file written twice")
+	}
+	w.done = true
+	defer w.root.Close()
+	err := w.f.Sync()
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = w.root.Rename(w.tmp, w.final)
+	}
+	if err != nil {
+		w.root.Remove(w.tmp)
+		return platform.SnapshotFile{}, errors.New(pathErrText(err))
+	}
+	if w.d.wrote != nil {
+		w.d.wrote()
+	}
+	return w.sum.File(w.name), nil
+}
+
+func (w *dirWriter) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	w.f.Close()
+	w.root.Remove(w.tmp)
+	w.root.Close()
+}
+
+// Snapshot implements platform.BackupPlatform: the local platform has no
+// real data, so it streams a simulated dump of the service (a header and
+// random bytes, SnapshotSize of them in all) to the target.
 func (l *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation) (platform.SnapshotFile, error) {
 	if err := l.step(ctx); err != nil {
 		return platform.SnapshotFile{}, err
@@ -426,142 +506,126 @@ func (l *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.
 	if r := l.Faults.get(func(f *Faults) string { return f.Snapshot[svc.String()] }); r != "" {
 		return platform.SnapshotFile{}, fmt.Errorf("%s", r)
 	}
-	root, err := l.openTarget(loc.Target, loc.Installation, true)
+	w, err := loc.Target.Create(ctx, loc.Installation, loc.Dir, fileName(svc))
 	if err != nil {
 		return platform.SnapshotFile{}, err
 	}
-	defer root.Close()
-	if err := makeSnapshotDirs(root, loc.Dir); err != nil {
+	defer w.Abort()
+	header := fmt.Sprintf("skali local platform snapshot\nenvironment %d\n%s\n", env.ID, svc)
+	if _, err := io.WriteString(w, header); err != nil {
 		return platform.SnapshotFile{}, err
 	}
-	name := fileName(svc)
-	var buf strings.Builder
-	fmt.Fprintf(&buf, "skali local platform snapshot\nenvironment %d\n%s\n", env.ID, svc)
-	if _, err := io.CopyN(&buf, rand.Reader, 4096); err != nil {
+	size := l.SnapshotSize
+	if size <= 0 {
+		size = 4096
+	}
+	if err := copyRandom(ctx, w, size); err != nil {
 		return platform.SnapshotFile{}, err
 	}
-	data := []byte(buf.String())
-	if err := writeFileAtomic(root, path.Join(loc.Dir, name), data); err != nil {
-		return platform.SnapshotFile{}, errors.New(pathErrText(err))
-	}
-	l.wroteSnapshotFile()
-	sum := sha256.Sum256(data)
-	return platform.SnapshotFile{File: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}, nil
+	return w.Commit()
 }
 
-// openSnapshot opens loc's directory for reading: the target must still be
-// this installation's and every directory a real one.
-func (l *Platform) openSnapshot(loc platform.SnapshotLocation) (*targetFS, error) {
-	root, err := l.openTarget(loc.Target, loc.Installation, false)
+// copyRandom writes n random bytes to w in chunks, stopping when ctx ends.
+func copyRandom(ctx context.Context, w io.Writer, n int64) error {
+	buf := make([]byte, 64<<10)
+	for n > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		k := int64(len(buf))
+		if n < k {
+			k = n
+		}
+		rand.Read(buf[:k])
+		if _, err := w.Write(buf[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// openSnapshot opens dir for reading: the target must still be this
+// installation's and every directory a real one.
+func (d *dirTarget) openSnapshot(installation, dir string) (*targetFS, error) {
+	root, err := d.open(installation, false)
 	if err != nil {
 		return nil, err
 	}
-	if err := snapshotDirs(root, loc.Dir); err != nil {
+	if err := snapshotDirs(root, dir); err != nil {
 		root.Close()
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errors.New("its directory is missing")
+			return nil, platform.SnapshotProblem("its directory is missing")
 		}
 		return nil, err
 	}
 	return root, nil
 }
 
-// CheckSnapshot implements platform.BackupPlatform.
-func (l *Platform) CheckSnapshot(ctx context.Context, loc platform.SnapshotLocation, files []platform.SnapshotFile) error {
-	root, err := l.openSnapshot(loc)
+// Size implements platform.Target.
+func (d *dirTarget) Size(ctx context.Context, installation, dir, name string) (int64, error) {
+	root, err := d.openSnapshot(installation, dir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer root.Close()
-	for _, file := range files {
-		st, err := root.Lstat(path.Join(loc.Dir, file.File))
-		if err != nil {
-			return fileProblem(file, err)
-		}
-		if !st.Mode().IsRegular() {
-			return fileProblem(file, errNotRegular(st.Mode()))
-		}
-		if st.Size() != file.Size {
-			return &platform.SnapshotFileError{File: file.File, Problem: "is not the size recorded when it was written"}
-		}
+	st, err := root.Lstat(path.Join(dir, name))
+	if err != nil {
+		return 0, osProblem(err)
 	}
-	return nil
+	if !st.Mode().IsRegular() {
+		return 0, errNotRegular(st.Mode())
+	}
+	return st.Size(), nil
 }
 
-// fileProblem says what is wrong with a snapshot file without repeating
-// any path.
-func fileProblem(file platform.SnapshotFile, err error) error {
+// osProblem keeps fs.ErrNotExist and drops the path of other errors.
+func osProblem(err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return &platform.SnapshotFileError{File: file.File, Problem: "is missing"}
+		return err
 	}
-	return &platform.SnapshotFileError{File: file.File, Problem: "cannot be read: " + pathErrText(err)}
+	var nr *platform.NotRegularError
+	if errors.As(err, &nr) {
+		return err
+	}
+	return errors.New(pathErrText(err))
 }
 
-// verifyFile reads one snapshot file in chunks, stopping when ctx ends,
-// and checks it against what was recorded. A mismatch says so without
-// any checksum: the file may not be the snapshot's at all.
-func verifyFile(ctx context.Context, root *targetFS, dir string, file platform.SnapshotFile) error {
-	if !fs.ValidPath(file.File) || strings.Contains(file.File, "/") {
-		return &platform.SnapshotFileError{File: file.File, Problem: "is not a snapshot file name"}
-	}
-	f, err := openRegular(root, path.Join(dir, file.File))
+// Open implements platform.Target: only a regular file is opened.
+func (d *dirTarget) Open(ctx context.Context, installation, dir, name string) (io.ReadCloser, error) {
+	root, err := d.openSnapshot(installation, dir)
 	if err != nil {
-		return fileProblem(file, err)
+		return nil, err
 	}
-	defer f.Close()
-	h := sha256.New()
-	buf := make([]byte, 256<<10)
-	var n int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		k, err := f.Read(buf)
-		h.Write(buf[:k])
-		n += int64(k)
-		if n > file.Size {
-			break // longer than recorded: no need to read the rest
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fileProblem(file, err)
-		}
+	f, err := openRegular(root, path.Join(dir, name))
+	if err != nil {
+		root.Close()
+		return nil, osProblem(err)
 	}
-	if n != file.Size {
-		return &platform.SnapshotFileError{File: file.File, Problem: "is not the size recorded when it was written"}
-	}
-	if hex.EncodeToString(h.Sum(nil)) != file.SHA256 {
-		return &platform.SnapshotFileError{File: file.File, Problem: "does not match its recorded checksum"}
-	}
-	return nil
+	return &rootFile{File: f, root: root}, nil
 }
 
-// VerifySnapshot implements platform.BackupPlatform.
-func (l *Platform) VerifySnapshot(ctx context.Context, loc platform.SnapshotLocation, files []platform.SnapshotFile) error {
-	root, err := l.openSnapshot(loc)
+// rootFile is a file that closes its target's root with it.
+type rootFile struct {
+	*os.File
+	root *targetFS
+}
+
+func (f *rootFile) Close() error {
+	err := f.File.Close()
+	f.root.Close()
+	return err
+}
+
+// Remove implements platform.Target: nothing outside the snapshot's own
+// directory is touched, whatever links were planted in the target.
+func (d *dirTarget) Remove(ctx context.Context, installation, dir string) error {
+	root, err := d.open(installation, false)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	for _, file := range files {
-		if err := verifyFile(ctx, root, loc.Dir, file); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// RemoveSnapshot implements platform.BackupPlatform: nothing outside the snapshot's
-// own directory is touched, whatever links were planted in the target.
-func (l *Platform) RemoveSnapshot(ctx context.Context, loc platform.SnapshotLocation) error {
-	root, err := l.openTarget(loc.Target, loc.Installation, false)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	parent := path.Dir(loc.Dir)
+	parent := path.Dir(dir)
 	if parent != "." {
 		if err := snapshotDirs(root, parent); errors.Is(err, fs.ErrNotExist) {
 			return nil // nothing there to remove
@@ -571,7 +635,7 @@ func (l *Platform) RemoveSnapshot(ctx context.Context, loc platform.SnapshotLoca
 	}
 	// RemoveAll removes a link in the snapshot's place, not what it
 	// points to, and never follows links inside the directory.
-	if err := root.RemoveAll(loc.Dir); err != nil {
+	if err := root.RemoveAll(dir); err != nil {
 		return errors.New(pathErrText(err))
 	}
 	return nil
@@ -583,16 +647,11 @@ func (l *Platform) StopEnvironment(ctx context.Context, env platform.Env) error 
 // StartEnvironment implements platform.BackupPlatform.
 func (l *Platform) StartEnvironment(ctx context.Context, env platform.Env) error { return l.step(ctx) }
 
-// Restore implements platform.BackupPlatform: the file must be there with the size
-// and SHA-256 recorded when it was written.
+// Restore implements platform.BackupPlatform: the file must be there with
+// the size and SHA-256 recorded when it was written.
 func (l *Platform) Restore(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation, file platform.SnapshotFile) error {
 	if err := l.step(ctx); err != nil {
 		return err
 	}
-	root, err := l.openSnapshot(loc)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return verifyFile(ctx, root, loc.Dir, file)
+	return platform.VerifyFile(ctx, loc, file)
 }

@@ -48,7 +48,8 @@ type simulation struct {
 	mu       sync.Mutex
 	rolling  map[int64]map[string]bool
 	deployed map[int64]platform.Env
-	since    map[string]stateSince // "env app" → state and since
+	since    map[string]stateSince        // "env app" → state and since
+	pods     map[int64]map[string]simPods // env → app → its pods (logs.go)
 	// apps are the applications each environment runs (rolled out, or in
 	// the definition its health was read for); drift what was done to
 	// them outside the Studio (drift.go).
@@ -70,6 +71,7 @@ func (s *simulation) init() {
 		s.since = map[string]stateSince{}
 		s.apps = map[int64]map[string]bool{}
 		s.drift = map[int64]map[string]driftSeen{}
+		s.pods = map[int64]map[string]simPods{}
 		s.watchers = map[int]func(platform.Env){}
 	}
 }

@@ -101,9 +101,15 @@ type Platform struct {
 	// nothing is kept and every outcome is unknown.
 	DB        *store.DB
 	StepDelay time.Duration
-	Faults    *Faults
-	Prober    *platform.Prober
-	CA        *DevCA
+	// LogEvery is how often a simulated container prints a line of its
+	// runtime log (default DefaultLogEvery).
+	LogEvery time.Duration
+	Faults   *Faults
+	// SnapshotSize is how many random bytes each simulated snapshot file
+	// holds after its header (4096 when zero).
+	SnapshotSize int64
+	Prober       *platform.Prober
+	CA           *DevCA
 	// values keeps what SetValues received, as a cluster keeps a Secret.
 	values receivedValues
 	// sim is what its applications do now (health.go).
@@ -245,6 +251,7 @@ func (l *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 		return err
 	}
 	l.rolledOut(env, app)
+	l.startPods(env, app, a.Scaling.Min)
 	say(out, "%s is ready", app)
 	return nil
 }
@@ -278,6 +285,8 @@ func (l *Platform) Kind() string { return "local" }
 type Options struct {
 	// StepDelay is how long each simulated step takes.
 	StepDelay time.Duration
+	// LogEvery is how often a simulated container prints a line.
+	LogEvery time.Duration
 	// Resolver resolves domains (the system resolver when nil).
 	Resolver platform.Resolver
 	// EdgePort is the port probes and challenges reach (default 80).
@@ -313,7 +322,7 @@ func New(ctx context.Context, db *store.DB, vault *store.Vault, o Options) (*Pla
 		o.Faults = &Faults{}
 	}
 	id := platform.Identity{Secret: secret}
-	l := &Platform{DB: db, StepDelay: o.StepDelay, Faults: o.Faults, CA: ca,
+	l := &Platform{DB: db, StepDelay: o.StepDelay, LogEvery: o.LogEvery, Faults: o.Faults, CA: ca,
 		Prober: &platform.Prober{Resolver: o.Resolver, EdgePort: o.EdgePort, Identity: id, Timeout: o.ProbeTimeout}}
 	o.Faults.mu.Lock()
 	o.Faults.changed = func() {

@@ -25,6 +25,9 @@ const (
 	OutputBuild   = "build"
 	OutputRelease = "release"
 	OutputRollout = "rollout"
+	// OutputRuntime: what a deployed application prints while it runs
+	// (its runtime log, logs.go), every third line in turn.
+	OutputRuntime = "runtime"
 )
 
 // placeholder is ${NAME} or ${NAME|ENCODING} in a scripted line.
@@ -51,30 +54,36 @@ func (l *Platform) scripted(env platform.Env, step, app string) []string {
 	values := l.ReceivedValues(env.ID)
 	defer clear(values)
 	for i, line := range lines {
-		lines[i] = placeholder.ReplaceAllStringFunc(line, func(m string) string {
-			sub := placeholder.FindStringSubmatch(m)
-			v, ok := values[sub[1]]
-			if !ok {
-				return m
-			}
-			switch sub[2] {
-			case "base64":
-				return base64.StdEncoding.EncodeToString([]byte(v))
-			case "url":
-				return url.QueryEscape(v)
-			case "json":
-				b, _ := json.Marshal(v)
-				return string(b[1 : len(b)-1])
-			case "jsonascii":
-				return asciiJSON(v)
-			case "quoted":
-				q := strconv.Quote(v)
-				return q[1 : len(q)-1]
-			}
-			return v
-		})
+		lines[i] = expand(line, values)
 	}
 	return lines
+}
+
+// expand replaces each placeholder of line by the value it names, in its
+// encoding (scripted).
+func expand(line string, values map[string]string) string {
+	return placeholder.ReplaceAllStringFunc(line, func(m string) string {
+		sub := placeholder.FindStringSubmatch(m)
+		v, ok := values[sub[1]]
+		if !ok {
+			return m
+		}
+		switch sub[2] {
+		case "base64":
+			return base64.StdEncoding.EncodeToString([]byte(v))
+		case "url":
+			return url.QueryEscape(v)
+		case "json":
+			b, _ := json.Marshal(v)
+			return string(b[1 : len(b)-1])
+		case "jsonascii":
+			return asciiJSON(v)
+		case "quoted":
+			q := strconv.Quote(v)
+			return q[1 : len(q)-1]
+		}
+		return v
+	})
 }
 
 // asciiJSON writes v inside a JSON string with every byte that is not
