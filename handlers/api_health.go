@@ -21,6 +21,19 @@ type apiHealth struct {
 	Applications []apiAppHealth     `json:"applications"`
 	Databases    []apiServiceHealth `json:"databases"`
 	Buckets      []apiServiceHealth `json:"buckets"`
+	// Drift is what was changed outside the Studio (names, never an
+	// environment variable's value).
+	Drift []apiDrift `json:"drift"`
+}
+
+type apiDrift struct {
+	App     string    `json:"app"`
+	Kind    string    `json:"kind"`
+	Object  string    `json:"object"`
+	Field   string    `json:"field"`
+	Now     string    `json:"now"`
+	Applied string    `json:"applied"`
+	Since   time.Time `json:"since"`
 }
 
 type apiAppHealth struct {
@@ -58,7 +71,7 @@ func (h *API) ShowHealth(w http.ResponseWriter, r *http.Request) error {
 	v := views.NewHealthView(stored, deployed)
 	out := apiHealth{Project: env.Project, Environment: env.Name, Level: v.Level, Note: v.Note,
 		Reported:     deployed && stored.Report.Reported,
-		Applications: []apiAppHealth{}, Databases: []apiServiceHealth{}, Buckets: []apiServiceHealth{}}
+		Applications: []apiAppHealth{}, Databases: []apiServiceHealth{}, Buckets: []apiServiceHealth{}, Drift: []apiDrift{}}
 	if out.Reported {
 		at := stored.UpdatedAt.UTC()
 		out.UpdatedAt = &at
@@ -80,6 +93,14 @@ func (h *API) ShowHealth(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !out.Reported {
 		out.Level = string(platform.HealthUnknown)
+	} else {
+		drift, err := h.DB.DriftOf(r.Context(), env.ID)
+		if err != nil {
+			return err
+		}
+		for _, d := range drift {
+			out.Drift = append(out.Drift, apiDrift{App: d.App, Kind: string(d.Kind), Object: d.Object, Field: d.Field, Now: d.Now, Applied: d.Applied, Since: d.Since.UTC()})
+		}
 	}
 	return WriteJSON(w, http.StatusOK, out)
 }

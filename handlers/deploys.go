@@ -81,6 +81,9 @@ func (h *Deploys) ShowDeployPlanPage(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
+	// "Restore what the Studio deployed" on the environment page asks
+	// for the redeploy ticked; the deploy is still the deployer's to start.
+	m.RedeployChecked = r.URL.Query().Get("redeploy") == "1"
 	return Render(w, r, http.StatusOK, views.DeployPlan(m))
 }
 
@@ -121,6 +124,11 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 			v.Since = humanize.Time(h.Since)
 		}
 		m.HandEdits = append(m.HandEdits, v)
+	}
+	m.Drift = views.NewDriftItemViews(dp.Drift)
+	for i := range m.Drift {
+		_, kept := dp.To.Definition.Applications[m.Drift[i].App]
+		m.Drift[i].Removed = !kept
 	}
 	if rp := dp.Release; rp != nil {
 		rv := &views.RollbackView{RunID: rp.RunID, Revision: rp.Revision, Recorded: rp.Recorded,

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -60,6 +61,14 @@ func (b *Base) environmentLive(ctx context.Context, env *store.Environment, role
 		return m, err
 	}
 	m.Health = views.NewHealthView(health, shown.Deployed)
+	drift, err := b.DB.DriftOf(ctx, env.ID)
+	if err != nil {
+		return m, err
+	}
+	m.Drift.Items = views.NewDriftItemViews(drift)
+	if m.CanDeploy && shown.Deployed {
+		m.Drift.Restore = paths.Redeploy(env.Project, env.Name, shown.Revision.Number)
+	}
 	if shown.Def != nil {
 		m.AppNames = slices.Sorted(maps.Keys(shown.Def.Applications))
 		m.DatabaseNames = slices.Sorted(maps.Keys(shown.Def.Databases))

@@ -133,6 +133,12 @@ func DeployPlan(project, env string, revision int) string {
 	return p
 }
 
+// Redeploy is the plan of deploying the active revision again, with
+// "Redeploy the active revision" ticked: how drift is restored.
+func Redeploy(project, env string, revision int) string {
+	return DeployPlan(project, env, revision) + "&redeploy=1"
+}
+
 // Deploys is where a deploy is started.
 func Deploys(project, env string) string { return Environment(project, env) + "/deploys" }
 

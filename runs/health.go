@@ -18,7 +18,8 @@ const healthCoalesce = 50 * time.Millisecond
 // WatchHealth keeps every deployed environment's stored health in step
 // with what its platform reports (store.SyncHealth), until ctx ends: at
 // start for each, then whenever the platform says an environment's health
-// may have changed. Every process runs it; the store makes several
+// may have changed, and when a run of this process activates a revision
+// (what is compared changed: a rollout's last report may come before it). Every process runs it; the store makes several
 // processes announce one change once. A platform without the capability
 // (platform.HealthReader) reports nothing, and nothing is stored.
 func (s *Service) WatchHealth(ctx context.Context) error {
@@ -47,6 +48,16 @@ func (s *Service) WatchHealth(ctx context.Context) error {
 	}
 	watchErr := make(chan error, 1)
 	go func() { watchErr <- hr.WatchHealth(ctx, changed) }()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e := <-s.activated:
+				changed(e)
+			}
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -76,7 +87,10 @@ func (s *Service) WatchHealth(ctx context.Context) error {
 }
 
 // SyncHealth reads the environment's health from its platform and stores
-// it (masked: a reason may quote an application's output).
+// it (masked: a reason may quote an application's output), and with it,
+// when the platform can tell (platform.DriftReader), what differs from
+// what the Studio applied (store.SyncDrift). Drift is only stored and
+// shown: nothing here or in the reconciler applies anything back.
 func (s *Service) SyncHealth(ctx context.Context, hr platform.HealthReader, project, name string) error {
 	env, err := s.DB.EnvironmentByName(ctx, project, name)
 	if err != nil {
@@ -102,7 +116,22 @@ func (s *Service) SyncHealth(ctx context.Context, hr platform.HealthReader, proj
 		h.Apps[i].Reason = m.Mask(mask.Clean(h.Apps[i].Reason))
 		h.Apps[i].Problem = nil
 	}
-	_, err = s.DB.SyncHealth(ctx, env.ID, h)
+	if _, err = s.DB.SyncHealth(ctx, env.ID, h); err != nil {
+		return err
+	}
+	dr, ok := platform.As[platform.DriftReader](s.Platform)
+	if !ok {
+		return nil
+	}
+	drift, err := dr.Drift(ctx, platform.Env{ID: env.ID, Project: env.Project, Name: env.Name}, def)
+	if err != nil {
+		return err
+	}
+	for i := range drift {
+		drift[i].Now = m.Mask(mask.Clean(drift[i].Now))
+		drift[i].Applied = m.Mask(mask.Clean(drift[i].Applied))
+	}
+	_, err = s.DB.SyncDrift(ctx, env.ID, drift)
 	return err
 }
 

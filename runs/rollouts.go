@@ -50,7 +50,8 @@ func (dp *DeployPlan) Rolling() map[string]bool {
 // on a first deploy, on a redeploy that changes no value, and when the
 // values the environment runs with are not known (no release recorded);
 // otherwise those whose settings changed or that use a value that changed
-// (for a rollback: whose version differs from the one running).
+// (for a rollback: whose version differs from the one running), and those
+// changed outside the Studio (dp.Drift), whose drift the deploy undoes.
 func (s *Service) planRollouts(ctx context.Context, env *store.Environment, dp *DeployPlan) error {
 	def := dp.To.Definition
 	changed := map[string][]FieldChange{}
@@ -88,6 +89,10 @@ func (s *Service) planRollouts(ctx context.Context, env *store.Environment, dp *
 			}
 		}
 	}
+	drifted := map[string]bool{}
+	for _, d := range dp.Drift {
+		drifted[d.App] = true
+	}
 	dp.Rollouts = nil
 	for _, n := range slices.Sorted(maps.Keys(def.Applications)) {
 		a := def.Applications[n]
@@ -124,6 +129,8 @@ func (s *Service) planRollouts(ctx context.Context, env *store.Environment, dp *
 			r.Rolls, r.Reason = true, "it uses "+strings.Join(touched, ", ")+", which "+map[bool]string{true: "changes", false: "change"}[len(touched) == 1]
 		case !valuesKnown:
 			r.Rolls, r.Reason = true, "the values it ran with were not recorded"
+		case drifted[n]:
+			r.Rolls, r.Reason = true, "it was changed outside the Studio: the deploy applies what the Studio deploys again"
 		case dp.Redeploy && len(dp.ValueChanges) == 0 && dp.Release == nil:
 			r.Rolls, r.Reason = true, "redeploy: every application rolls again"
 		default:

@@ -37,6 +37,11 @@ type Runner struct {
 	// Replan plans a deploy run again as it would start now, for its
 	// Approval checkpoint (NewService sets it).
 	Replan func(ctx context.Context, env *store.Environment, run *store.Run) (ApprovalPlan, error)
+	// Activated hears that a run made a revision active in env (after
+	// it is stored): what runs there is read again (NewService sets it
+	// to the health monitor's, which reads health and drift against the
+	// revision now active).
+	Activated func(env platform.Env)
 	// YieldAfter is how long one execution works before it gives its job
 	// back (default a minute), so River never takes a live execution for
 	// the job of a killed process.
@@ -551,6 +556,9 @@ func (r *Runner) record(ctx context.Context, rc *runContext, cp store.Checkpoint
 	}
 	if !ok {
 		return false, ErrTakenOver
+	}
+	if res.activate != nil && r.Activated != nil {
+		r.Activated(platform.Env{ID: rc.env.ID, Project: rc.env.Project, Name: rc.env.Name})
 	}
 	return cancel, nil
 }

@@ -52,6 +52,10 @@ type Service struct {
 	// stopSupervising ends superviseLeases; supervising waits for it.
 	stopSupervising context.CancelFunc
 	supervising     sync.WaitGroup
+	// activated carries the environments a run made a revision active
+	// in, to the health monitor (WatchHealth) of this process: the
+	// platform tells of its own changes, not of an activation.
+	activated chan platform.Env
 }
 
 // NewService returns a service on db whose runs use platform.
@@ -65,7 +69,22 @@ func NewService(db *store.DB, vault *store.Vault, platform platform.Platform, no
 	s := &Service{DB: db, Vault: vault, Platform: platform, Now: now, Logger: logger,
 		Runner: &Runner{DB: db, Vault: vault, Platform: platform, Now: now, Logger: logger}}
 	s.Runner.Replan = s.approvalPlanOfRun
+	s.activated = newActivated()
+	s.Runner.Activated = s.tellActivated
 	return s
+}
+
+// newActivated is the channel of Service.activated.
+func newActivated() chan platform.Env { return make(chan platform.Env, 16) }
+
+// tellActivated hands the health monitor an environment whose active
+// revision changed; when it is behind (or not running), the environment
+// is read at its next start or change anyway.
+func (s *Service) tellActivated(e platform.Env) {
+	select {
+	case s.activated <- e:
+	default:
+	}
 }
 
 // DeployPlan is a plan with the revisions it compares.
@@ -115,6 +134,11 @@ type DeployPlan struct {
 	OtherCluster   string
 	HandEdits      []platform.HandEdit
 	HandEditsError string
+	// Drift is what differs from what the Studio last applied, as last
+	// synced from the platform (store.DriftOf): each drifted application
+	// rolls, so the deploy applies what the Studio deploys again; the
+	// drift of an application the revision removes goes with it.
+	Drift []platform.Drift
 }
 
 // PublishedValue is a value version an admin published in a hostname.
@@ -225,6 +249,11 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 		cancel()
 		if err != nil {
 			dp.HandEdits, dp.HandEditsError = nil, err.Error()
+		}
+	}
+	if env.ActiveRevisionID != nil && dp.OtherCluster == "" {
+		if dp.Drift, err = s.DB.DriftOf(ctx, env.ID); err != nil {
+			return nil, err
 		}
 	}
 	dp.Hostnames = HostnameExpressions(to.Definition)

@@ -314,7 +314,7 @@ func slackText(d *store.WebhookDelivery, link string) string {
 		b.WriteString("✅ ")
 	case store.WebhookDeployFailed, store.WebhookBackupFailed, store.WebhookCertificateFailed, store.WebhookBackupAlarmRaised:
 		b.WriteString("🔴 ")
-	case store.WebhookDeploySucceededWithWarnings:
+	case store.WebhookDeploySucceededWithWarnings, store.WebhookDriftDetected:
 		b.WriteString("🟡 ")
 	}
 	b.WriteString(store.WebhookEventLabel(d.Event))
@@ -350,6 +350,13 @@ func slackText(d *store.WebhookDelivery, link string) string {
 	}
 	if d.Data.Alarm != "" {
 		b.WriteString(". " + d.Data.Alarm)
+	}
+	if len(d.Data.Drift) > 0 {
+		said := make([]string, 0, len(d.Data.Drift))
+		for _, dr := range d.Data.Drift {
+			said = append(said, dr.Sentence())
+		}
+		b.WriteString(". " + strings.Join(said, "; "))
 	}
 	fmt.Fprintf(&b, " <%s|Open in the Studio>", link)
 	return b.String()

@@ -16,6 +16,7 @@ import (
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/paths"
+	"github.com/skali-dev/studio/runs/platform"
 )
 
 // Webhook event types: what an endpoint may choose to hear of.
@@ -59,6 +60,7 @@ var WebhookEventTypes = []WebhookEventType{
 	{WebhookApprovalRejected, "Approval rejected"},
 	{WebhookAppUnhealthy, "Application unhealthy"},
 	{WebhookAppRecovered, "Application recovered"},
+	{WebhookDriftDetected, "Drift detected"},
 }
 
 // WebhookEventLabel is the words for event type name (the name itself when
@@ -131,6 +133,9 @@ type WebhookData struct {
 	// App is the application whose health changed (app.unhealthy,
 	// app.recovered).
 	App *WebhookApp `json:"app,omitempty"`
+	// Drift is what was newly seen to differ from what the Studio applied
+	// (drift.detected).
+	Drift []platform.Drift `json:"drift,omitempty"`
 }
 
 // WebhookRun is the run an event concerns.

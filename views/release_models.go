@@ -232,4 +232,6 @@ type EnvironmentLiveView struct {
 	// parts a refresh replaces.
 	Health                               HealthView
 	AppNames, DatabaseNames, BucketNames []string
+	// Drift is what differs from what the Studio last applied.
+	Drift DriftView
 }

@@ -266,6 +266,9 @@ type DeployPlanPage struct {
 	// could not be read.
 	HandEdits      []HandEditView
 	HandEditsError string
+	// Drift is what differs from what the Studio last applied, which
+	// this deploy undoes (Removed: the application goes with it).
+	Drift []DriftItemView
 }
 
 // HandEditView is one object's fields another manager owns.

@@ -15,6 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/webtest"
 )
@@ -150,6 +151,18 @@ func TestAPIWalkedAgainstItsOpenAPIDocument(t *testing.T) {
 		t.Fatalf("the finished run: %s", got)
 	}
 	call(token, "POST", runPath+"/cancel", "", 409)
+	// Deployed, with web scaled outside the Studio: the health lists the
+	// drift (as the platform's watch stores it).
+	if _, err := s.DB.SyncHealth(context.Background(), prod.ID, platform.EnvironmentHealth{Reported: true,
+		Apps: []platform.AppHealth{{Name: "web", State: platform.StateScaledToZero}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB.SyncDrift(context.Background(), prod.ID, []platform.Drift{{App: "web", Kind: platform.DriftReplicas, Object: "Deployment web", Field: "replicas", Now: "0", Applied: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := call(token, "GET", env+"/health", "", 200); !strings.Contains(got, `"drift":[{"app":"web","kind":"replicas","object":"Deployment web","field":"replicas","now":"0","applied":"1"`) {
+		t.Errorf("health with web scaled outside the Studio = %s, want its drift", got)
+	}
 	// Protection (issue 40): the rule, then a deploy that waits for the
 	// approval of its plan, approved through the API.
 	call(token, "GET", env+"/protection", "", 200)

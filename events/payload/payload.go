@@ -35,6 +35,9 @@ const (
 	// KindHealth: what the platform reports of the environment's
 	// applications changed (the page reads its health again).
 	KindHealth Kind = "health"
+	// KindDrift: what differs from what the Studio last applied changed
+	// (the page reads its drift again).
+	KindDrift Kind = "drift"
 )
 
 // Run statuses. A run is pending until an executor takes it, running or

@@ -700,6 +700,13 @@ func (c *Client) PatchStatus(ctx context.Context, k Kind, namespace, name string
 	return err
 }
 
+// JSONPatch applies a JSON patch (RFC 6902) to an object under the
+// Studio's field manager and returns the object as it now stands; its
+// test operations make it fail rather than change an object that moved.
+func (c *Client) JSONPatch(ctx context.Context, k Kind, namespace, name string, patch []byte) (Object, error) {
+	return c.object(ctx, http.MethodPatch, k.path(namespace, name)+"?fieldManager="+FieldManager, "application/json-patch+json", patch)
+}
+
 // Delete deletes one object (its dependents in the background); a missing
 // one is no error.
 func (c *Client) Delete(ctx context.Context, k Kind, namespace, name string) error {

@@ -37,8 +37,9 @@ type namespaceObjects struct {
 	gone    map[string]time.Time         // Deployment name → when its deletion was seen
 }
 
-// healthKinds are the kinds an environment's health is read from.
-var healthKinds = []Kind{KindDeployment, KindPod}
+// healthKinds are the kinds an environment's health and drift are read
+// from (drift.go reads the autoscalers).
+var healthKinds = []Kind{KindDeployment, KindPod, KindHPA}
 
 // WatchHealth implements platform.HealthReader.
 func (p *Platform) WatchHealth(ctx context.Context, changed func(platform.Env)) error {
@@ -200,18 +201,46 @@ func (p *Platform) namespaceKnown(ctx context.Context, ns string) (bool, error) 
 	return true, nil
 }
 
+// followEnvironment returns the environment's objects as its watches see
+// them (following its namespace from now on); nil when there is nothing
+// to read: no definition deployed, or its namespace is not on this
+// cluster (never deployed here).
+func (p *Platform) followEnvironment(ctx context.Context, env platform.Env, def *compiler.Definition) (*namespaceObjects, error) {
+	ns := NamespaceName(env.Project, env.Name)
+	if known, err := p.namespaceKnown(ctx, ns); err != nil || !known {
+		return nil, err
+	}
+	if def == nil {
+		return nil, nil
+	}
+	return p.followNamespace(ctx, env, ns)
+}
+
+// liveDeployment is the application's Deployment as the watches see it
+// (a blue-green application's live slot) and its name; nil when it is
+// gone, with when its deletion was seen. names are the Deployments it may
+// be, the first its usual one.
+func liveDeployment(app string, a *compiler.Application, o *namespaceObjects) (dep Object, name string, names []string, gone time.Time) {
+	names = []string{dnsName(app)}
+	if blueGreen(a) {
+		names = []string{dnsName(app, "blue"), dnsName(app, "green")}
+	}
+	for _, n := range names {
+		if d := o.objects[KindDeployment.Resource][n]; d != nil {
+			dep, name = d, n
+		}
+		if t, ok := o.gone[n]; ok {
+			gone = t
+		}
+	}
+	return dep, name, names, gone
+}
+
 // Health implements platform.HealthReader from the environment's watches:
 // a request only the first time (the namespace, then one list per kind).
 func (p *Platform) Health(ctx context.Context, env platform.Env, def *compiler.Definition) (platform.EnvironmentHealth, error) {
-	ns := NamespaceName(env.Project, env.Name)
-	if known, err := p.namespaceKnown(ctx, ns); err != nil || !known {
-		return platform.EnvironmentHealth{}, err // !known: never deployed on this cluster
-	}
-	if def == nil {
-		return platform.EnvironmentHealth{}, nil
-	}
-	o, err := p.followNamespace(ctx, env, ns)
-	if err != nil {
+	o, err := p.followEnvironment(ctx, env, def)
+	if o == nil || err != nil {
 		return platform.EnvironmentHealth{}, err
 	}
 	h := platform.EnvironmentHealth{Reported: true, Apps: []platform.AppHealth{}, Databases: []platform.DatabaseHealth{}, Buckets: []platform.BucketHealth{}}
@@ -228,24 +257,9 @@ func (p *Platform) Health(ctx context.Context, env platform.Env, def *compiler.D
 // application's live slot) and its pods.
 func appHealth(app string, a *compiler.Application, o *namespaceObjects, now time.Time) platform.AppHealth {
 	ah := platform.AppHealth{Name: app}
-	names := []string{dnsName(app)}
-	if blueGreen(a) {
-		names = []string{dnsName(app, "blue"), dnsName(app, "green")}
-	}
-	var dep Object
-	var depName string
-	for _, n := range names {
-		if d := o.objects[KindDeployment.Resource][n]; d != nil {
-			dep, depName = d, n
-		}
-	}
+	dep, depName, names, gone := liveDeployment(app, a, o)
 	if dep == nil {
-		ah.State, ah.Reason = platform.StateMissing, fmt.Sprintf("its Deployment %s is gone (deleted outside the Studio)", names[0])
-		for _, n := range names {
-			if t, ok := o.gone[n]; ok {
-				ah.Since = t
-			}
-		}
+		ah.State, ah.Reason, ah.Since = platform.StateMissing, fmt.Sprintf("its Deployment %s is gone (deleted outside the Studio)", names[0]), gone
 		return ah
 	}
 	ah.Desired = num(at(dep, "spec", "replicas"))

@@ -56,6 +56,12 @@ func (p *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 	if err != nil {
 		return p.apiError("applying the Deployment of "+app, err)
 	}
+	if dep, err = p.dropAddedEnv(ctx, app, dep, out); err != nil {
+		return p.apiError("removing what was added to the Deployment of "+app+" outside the Studio", err)
+	}
+	if dep, err = p.scaleIntoRange(ctx, app, a, dep, out); err != nil {
+		return p.apiError("scaling "+app+" back into its range", err)
+	}
 	if a.Scaling.TargetCPUUtilization > 0 {
 		if _, err := p.apply(ctx, KindHPA, autoscaler(n, app, a, p), out); err != nil {
 			return p.apiError("applying the autoscaler of "+app, err)

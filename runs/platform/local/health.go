@@ -45,11 +45,16 @@ var defaultReasons = map[platform.AppState]string{
 // simulation is what the local platform's applications do: which are
 // rolling out, since when each is in its state, and who watches.
 type simulation struct {
-	mu        sync.Mutex
-	rolling   map[int64]map[string]bool
-	deployed  map[int64]platform.Env
-	since     map[string]stateSince        // "env app" → state and since
-	pods      map[int64]map[string]simPods // env → app → its pods (logs.go)
+	mu       sync.Mutex
+	rolling  map[int64]map[string]bool
+	deployed map[int64]platform.Env
+	since    map[string]stateSince        // "env app" → state and since
+	pods     map[int64]map[string]simPods // env → app → its pods (logs.go)
+	// apps are the applications each environment runs (rolled out, or in
+	// the definition its health was read for); drift what was done to
+	// them outside the Studio (drift.go).
+	apps      map[int64]map[string]bool
+	drift     map[int64]map[string]driftSeen
 	watchers  map[int]func(platform.Env)
 	nextWatch int
 }
@@ -64,6 +69,8 @@ func (s *simulation) init() {
 		s.rolling = map[int64]map[string]bool{}
 		s.deployed = map[int64]platform.Env{}
 		s.since = map[string]stateSince{}
+		s.apps = map[int64]map[string]bool{}
+		s.drift = map[int64]map[string]driftSeen{}
 		s.pods = map[int64]map[string]simPods{}
 		s.watchers = map[int]func(platform.Env){}
 	}
@@ -169,10 +176,24 @@ func (l *Platform) Health(ctx context.Context, env platform.Env, def *compiler.D
 	l.sim.init()
 	l.sim.deployed[env.ID] = env
 	rolling := maps.Clone(l.sim.rolling[env.ID])
+	l.sim.apps[env.ID] = map[string]bool{}
+	for name := range def.Applications {
+		l.sim.apps[env.ID][name] = true
+	}
 	for _, name := range slices.Sorted(maps.Keys(def.Applications)) {
 		a := def.Applications[name]
 		desired := max(a.Scaling.Min, 1)
 		ah := platform.AppHealth{Name: name, State: platform.StateRunning, Ready: desired, Desired: desired}
+		if d, ok := l.sim.driftOf(env.ID, name); ok && !rolling[name] {
+			switch {
+			case d.fault.Deleted:
+				ah.State, ah.Desired, ah.Ready, ah.Reason = platform.StateMissing, 0, 0, defaultReasons[platform.StateMissing]
+			case d.fault.Replicas != nil && *d.fault.Replicas == 0:
+				ah.State, ah.Desired, ah.Ready, ah.Reason = platform.StateScaledToZero, 0, 0, defaultReasons[platform.StateScaledToZero]
+			case d.fault.Replicas != nil:
+				ah.Desired, ah.Ready = *d.fault.Replicas, *d.fault.Replicas
+			}
+		}
 		if f := runtime[name]; f != nil && f.State != "" {
 			ah.State, ah.Ready, ah.Restarts, ah.Reason = f.State, min(f.Ready, desired), f.Restarts, f.Reason
 			if ah.Reason == "" {

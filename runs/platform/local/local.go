@@ -51,6 +51,9 @@ type Faults struct {
 	// (crash loop, memory, image, room, probe, scaled to zero, deleted),
 	// by application; the platform's health reports it at once.
 	Runtime map[string]*RuntimeFault `json:"runtime,omitempty"`
+	// Drift changes a deployed application outside the Studio, by
+	// application (drift.go): once, undone by its next rollout.
+	Drift map[string]*DriftFault `json:"drift,omitempty"`
 
 	// changed hears of every Set (the platform's health watchers).
 	changed func()
@@ -247,6 +250,7 @@ func (l *Platform) Rollout(ctx context.Context, env platform.Env, app string, a 
 	if err := l.rolloutLines(ctx, env, app, a, out); err != nil {
 		return err
 	}
+	l.rolledOut(env, app)
 	l.startPods(env, app, a.Scaling.Min)
 	say(out, "%s is ready", app)
 	return nil
@@ -321,7 +325,10 @@ func New(ctx context.Context, db *store.DB, vault *store.Vault, o Options) (*Pla
 	l := &Platform{DB: db, StepDelay: o.StepDelay, LogEvery: o.LogEvery, Faults: o.Faults, CA: ca,
 		Prober: &platform.Prober{Resolver: o.Resolver, EdgePort: o.EdgePort, Identity: id, Timeout: o.ProbeTimeout}}
 	o.Faults.mu.Lock()
-	o.Faults.changed = func() { l.healthChanged(platform.Env{}) }
+	o.Faults.changed = func() {
+		l.applyPendingDrift()
+		l.healthChanged(platform.Env{})
+	}
 	o.Faults.mu.Unlock()
 	return l, id, nil
 }
