@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -37,7 +38,7 @@ func TestBrowserProtectionPagesFitAndPassAxe(t *testing.T) {
 	}{
 		{admin, envPath + "/values", url.Values{"name": {"API_KEY"}, "value": {"screens-secret"}}},
 		{admin, envPath + "/protection", url.Values{"approvals": {"2"}, "role": {"deployer"}, "expires": {"7d"}, "wait": {"0s"}, "bypass": {"admins"}}},
-		{admin, envPath + "/protection", url.Values{"section": {"freeze"}, "freeze_cron": {"0 18 * * 5", ""}, "freeze_duration": {"60h", ""},
+		{admin, envPath + "/protection", url.Values{"section": {"freeze"}, "freeze_cron": {weekendFreezeAwayFromNow(), ""}, "freeze_duration": {"60h", ""},
 			"freeze_from": {"", time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04")}, "freeze_to": {"", time.Now().UTC().Add(134 * time.Minute).Format("2006-01-02T15:04")},
 			"freeze_action": {"refuse", "wait"}}},
 		{alice, envPath + "/deploys", url.Values{}},
@@ -74,4 +75,12 @@ func TestBrowserProtectionPagesFitAndPassAxe(t *testing.T) {
 		t.Fatalf("the count went %v after the rejection: polled, not pushed", d)
 	}
 	t.Logf("the navigation's count went %v after the rejection", time.Since(rejected).Round(time.Millisecond))
+}
+
+// weekendFreezeAwayFromNow is a weekly 60 h freeze window's cron that
+// starts at 18:00 three days from today: the window (days +3 18:00 to +6
+// 06:00, and a week before) never holds now, whatever the day the test
+// runs (a fixed Friday-evening window refused the deploy on weekends).
+func weekendFreezeAwayFromNow() string {
+	return fmt.Sprintf("0 18 * * %d", int(time.Now().UTC().AddDate(0, 0, 3).Weekday()))
 }
