@@ -75,7 +75,15 @@ func TestRealPodsRestartedContainerPreviousLogIsRead(t *testing.T) {
       TESTAPP_STDERR: "cannot open the config"
     command: ["/testapp", "exit", "--code", "2"]
 `), "logs-previous", map[string]string{"SESSION_SECRET": secretValue})
-	f.deployFails(90*time.Second, "crash looping")
+	// The deploy's outcome is not what this test reads: without a
+	// readiness probe a container counts as ready while it runs, and one
+	// that exits at once is seen ready for a moment now and then (the
+	// rollout then succeeds before the crash loop is reported; see
+	// TestRealPodCrashLoopFailsTheRolloutWithItsExitCodeAndLastLines for
+	// the failure). What follows needs only the restarted container.
+	if run := f.deploy(); run.Status != store.RunFailed {
+		t.Logf("the deploy %s before the crash loop was reported (%s)", run.Status, run.Reason)
+	}
 	env := platform.Env{ID: f.env.ID, Project: f.env.Project, Name: f.env.Name}
 
 	var restarted platform.LogContainer
