@@ -260,7 +260,12 @@ func build(ctx context.Context, name string, sz sizes, dbURL string) (*installat
 	for _, env := range []*store.Environment{inst.busy, staging} {
 		for v := range 2 {
 			for _, n := range []string{"APP_DOMAIN", "DATABASE_PASSWORD", "SMTP_URL"} {
-				if _, err := vault.SetValue(ctx, actor, env, n, fmt.Sprintf("sample-%d", v)); err != nil {
+				value := fmt.Sprintf("sample-%d", v)
+				if n == "APP_DOMAIN" {
+					// A hostname, so that a deploy of the busy environment may start.
+					value = fmt.Sprintf("%s-%d.shop.example.test", env.Name, v)
+				}
+				if _, err := vault.SetValue(ctx, actor, env, n, value); err != nil {
 					return nil, err
 				}
 			}
