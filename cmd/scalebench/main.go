@@ -99,14 +99,14 @@ func (o options) large() sizes {
 
 // small is day one, yet with at least one full page of everything a page
 // lists, so that both installations render pages of the same size: the
-// busy environment's runs (400: 57 failed, 66 restores), snapshots (200),
+// busy environment's runs (800: 114 failed, 133 restores; a runs page shows 100), snapshots (200),
 // webhook deliveries (150), values (150 with 10 versions), audit records
 // (600: each filter and the text search fill a page of 50), projects on
 // home (60).
 func small() sizes {
 	return sizes{
 		projects: 60, environments: 150, bigProjectEnvs: 30,
-		runs: 600, busyRuns: 400, eventsPerRun: 25,
+		runs: 1000, busyRuns: 800, eventsPerRun: 25,
 		busyValues: 150, versions: 10, otherValues: 100,
 		audit: 600, snapshots: 200, users: 20,
 		deliveries: 150,
