@@ -381,6 +381,10 @@ func grow(ctx context.Context, db *store.DB, inst *installation, sz sizes) error
 			     (SELECT * FROM environment_values WHERE environment_id = $1 AND name IN ('APP_DOMAIN', 'SMTP_URL', 'DATABASE_PASSWORD')) v,
 			     generate_series(1, greatest(1, $2::int / 3 / (SELECT count(*) FROM environments))) g
 			ON CONFLICT DO NOTHING`, []any{inst.busy.ID, sz.otherValues}},
+		// The alarm trigger refreshes the schedule once per snapshot, each
+		// update reading the environment's snapshots: quadratic in one
+		// statement (6m43s at -scale 0.05); once after the copy instead.
+		{"snapshots: alarms refreshed once after", `ALTER TABLE backups DISABLE TRIGGER backups_refresh_alarm`, nil},
 		{"snapshots", `WITH r AS (
 				INSERT INTO runs (environment_id, kind, status, created_at, started_at, finished_at, number)
 				SELECT e.id, 'backup', 'succeeded', now() - g * interval '1 day', now() - g * interval '1 day', now() - g * interval '1 day' + interval '1 min',
@@ -392,6 +396,8 @@ func grow(ctx context.Context, db *store.DB, inst *installation, sz sizes) error
 			SELECT environment_id, 'scheduled', created_at, id, to_char(created_at, 'YYYYMMDD-HH24MISS') || '-' || id, '/srv/backups', 604800000, created_at,
 			       (SELECT last_snapshot_number FROM environments WHERE id = r.environment_id) + row_number() OVER (PARTITION BY environment_id ORDER BY id)
 			FROM r`, []any{inst.busy.ID, sz.snapshots}},
+		{"snapshots' alarm trigger", `ALTER TABLE backups ENABLE TRIGGER backups_refresh_alarm`, nil},
+		{"backup alarms", `UPDATE backup_schedules SET environment_id = environment_id`, nil},
 		{"run and snapshot counters", `UPDATE environments e SET last_run_number = GREATEST(e.last_run_number, (SELECT max(number) FROM runs WHERE environment_id = e.id)),
 			last_snapshot_number = GREATEST(e.last_snapshot_number, COALESCE((SELECT max(number) FROM backups WHERE environment_id = e.id), 0))`, nil},
 		{"audit records", `INSERT INTO audit_events (at, actor_id, actor, action, project, environment_id, environment, target, detail, request_id)
