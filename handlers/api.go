@@ -18,6 +18,7 @@ import (
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/views"
 )
 
 // Problem is an RFC 9457 problem document, the body of every error of the
@@ -267,16 +268,20 @@ func (h *API) AddRevision(w http.ResponseWriter, r *http.Request) error {
 // APIPlan is a deploy plan. Hostnames are given as written, never resolved:
 // a resolved hostname is built from values, and no answer carries a value.
 type APIPlan struct {
-	Revision       int             `json:"revision"`
-	Latest         int             `json:"latest"`
-	FromRevision   int             `json:"from_revision"`
-	FirstDeploy    bool            `json:"first_deploy"`
-	Rollback       bool            `json:"rollback"`
-	Redeploy       bool            `json:"redeploy"`
-	CanStart       bool            `json:"can_start"`
-	NeedsConfirm   bool            `json:"needs_confirm"`
-	MissingValues  []string        `json:"missing_values"`
+	Revision      int      `json:"revision"`
+	Latest        int      `json:"latest"`
+	FromRevision  int      `json:"from_revision"`
+	FirstDeploy   bool     `json:"first_deploy"`
+	Rollback      bool     `json:"rollback"`
+	Redeploy      bool     `json:"redeploy"`
+	CanStart      bool     `json:"can_start"`
+	NeedsConfirm  bool     `json:"needs_confirm"`
+	MissingValues []string `json:"missing_values"`
+	// OrphanedValues are the first views.OrphanedShown stored names the
+	// revision does not reference, in name order; OrphanedCount counts
+	// them all (the values page lists every one).
 	OrphanedValues []string        `json:"orphaned_values"`
+	OrphanedCount  int             `json:"orphaned_count"`
 	Destructive    []string        `json:"destructive"`
 	Refused        []string        `json:"refused"`
 	PublicValues   []string        `json:"public_values"`
@@ -338,7 +343,7 @@ func (h *API) ShowPlan(w http.ResponseWriter, r *http.Request) error {
 	dp.ForReader(role.Includes(store.RoleDeployer), u != nil && u.IsAdmin)
 	p := APIPlan{Revision: dp.To.Number, Latest: dp.Latest, FirstDeploy: dp.FirstDeploy, Rollback: dp.Rollback, Redeploy: dp.Redeploy,
 		CanStart:     dp.CanStart() && role.Includes(store.RoleDeployer) && (!dp.PublishesValues() || role.Includes(store.RoleAdmin)),
-		NeedsConfirm: len(dp.Destructive) > 0, MissingValues: nonNil(dp.MissingValues), OrphanedValues: nonNil(dp.OrphanedValues),
+		NeedsConfirm: len(dp.Destructive) > 0, MissingValues: nonNil(dp.MissingValues), OrphanedValues: nonNil(dp.OrphanedValues[:min(len(dp.OrphanedValues), views.OrphanedShown)]), OrphanedCount: len(dp.OrphanedValues),
 		Destructive: nonNil(dp.Destructive), Refused: nonNil(dp.Refused), PublicValues: []string{},
 		Changes: []APIPlanChange{}, Hostnames: []APIHostname{}}
 	if dp.From != nil {

@@ -261,3 +261,46 @@ func jsonField(t *testing.T, body, field string) string {
 	}
 	return strings.Trim(string(m[field]), `"`)
 }
+
+// TestAPIPlanBoundsOrphanedValues: a plan lists the first 20 orphaned
+// names and counts them all, so that an environment with thousands of
+// stored names the manifest dropped answers a plan of the same size.
+func TestAPIPlanBoundsOrphanedValues(t *testing.T) {
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	env := s.CreateEnvironment(t, "", "production")
+	s.AddMember(t, env, "ops@example.test", store.RoleAdmin)
+	ops := s.SignInAs(t, "ops@example.test", "Ops")
+	_, secret := createToken(t, s, ops, "ops", "", "hello-world/production:admin")
+	const path = "/api/v1/projects/hello-world/environments/production/plan"
+
+	plan := func() (names []string, count int) {
+		t.Helper()
+		resp, body := apiCall(t, s, nil, secret, "GET", path, nil)
+		var p struct {
+			Names []string `json:"orphaned_values"`
+			Count *int     `json:"orphaned_count"`
+		}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &p) != nil || p.Count == nil {
+			t.Fatalf("plan = %d %s, want 200 with orphaned_values and orphaned_count", resp.StatusCode, body)
+		}
+		return p.Names, *p.Count
+	}
+	if names, count := plan(); len(names) != 0 || count != 0 {
+		t.Fatalf("before any orphaned value the plan lists %q and counts %d, want none", names, count)
+	}
+
+	var want []string
+	for i := range 25 {
+		name := "OLD_SETTING_" + strconv.Itoa(100+i)
+		want = append(want, name)
+		resp, body := apiCall(t, s, nil, secret, "PUT", "/api/v1/projects/hello-world/environments/production/values/"+name,
+			map[string]any{"value": "kept-" + name, "confirm_orphan": true})
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"orphaned":true`) {
+			t.Fatalf("PUT %s = %d %s, want 200 orphaned", name, resp.StatusCode, body)
+		}
+	}
+	names, count := plan()
+	if count != 25 || strings.Join(names, ",") != strings.Join(want[:20], ",") {
+		t.Fatalf("with 25 orphaned values the plan lists %q and counts %d, want the first 20 in name order and 25", names, count)
+	}
+}
