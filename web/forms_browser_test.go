@@ -57,9 +57,8 @@ func TestBrowserFailedPostOpensAtTheError(t *testing.T) {
 	}
 	b.Do(
 		chromedp.SetValue(chromedp.CSS("#delete-confirm"), "production"),
-		chromedp.Click(chromedp.CSS("#danger-zone button[type=submit]")),
-		chromedp.WaitVisible(chromedp.CSS(".flash")),
 	)
+	b.Submit("#danger-zone button[type=submit]", ".flash")
 	if got := browsertest.Eval[string](b, `location.pathname`); got != "/projects/team-wiki" {
 		t.Errorf("after deleting, the browser is at %q, want the project", got)
 	}

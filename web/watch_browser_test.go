@@ -144,7 +144,7 @@ func TestBrowserDNSPendingSaysWhatToDoAndCountsDown(t *testing.T) {
 
 	// Check now, from the run page, comes back to the run page.
 	b.Do(chromedp.Navigate(s.URL+runPath), chromedp.WaitVisible(chromedp.CSS(block+" form button")))
-	b.Do(chromedp.Click(chromedp.CSS(block+" form button")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	b.Submit(block+" form button", ".flash")
 	if got := b.Text(".flash"); !strings.Contains(got, "wiki.test does not point here yet") {
 		t.Errorf("Check now says %q", got)
 	}

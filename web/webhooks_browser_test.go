@@ -150,12 +150,17 @@ func TestBrowserWebhookDeliveriesOfARealDeploy(t *testing.T) {
 	}
 	resp, _ := s.PostForm(t, admin, "/projects/plain/environments/production/deploys", url.Values{})
 	waitForRun(t, s, admin, resp.Header.Get("Location"))
-	for range 600 {
+	// Wait for the deliveries the page is about to show (a page opened
+	// earlier would show some still pending); say what was seen if not.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		_, body := s.Get(t, admin, page)
-		if strings.Count(body, `data-delivery-status="succeeded"`) == 2 && strings.Count(body, `data-delivery-status="retrying"`) == 1 {
+		succeeded, retrying := strings.Count(body, `data-delivery-status="succeeded"`), strings.Count(body, `data-delivery-status="retrying"`)
+		if succeeded == 2 && retrying == 1 {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("the deliveries page shows %d succeeded and %d retrying after a minute, want 2 and 1", succeeded, retrying)
+		}
 	}
 	b := browsertest.New(t)
 	b.Emulate(1280, "light")

@@ -104,7 +104,11 @@
     if (!stale) return;
     refetching = true;
     lastRefetch = now;
-    fetch(location.pathname + location.search, { credentials: "same-origin", headers: { Accept: "text/html" } })
+    // X-Studio-Refresh (on every read of a page by this script): the server
+    // keeps a one-time flash message for the page the person opens next. A
+    // read without it, racing a form's post (Check now), spent the post's
+    // message before its redirect could show it.
+    fetch(location.pathname + location.search, { credentials: "same-origin", headers: { Accept: "text/html", "X-Studio-Refresh": "1" } })
       .then(function (res) { return res.ok ? res.text() : null; })
       .then(function (html) {
         if (html === null) return;
@@ -334,7 +338,7 @@
         if (b && tls) tls.after(b);
       }
       if (block) { put(block); return; }
-      fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html", "X-Studio-Refresh": "1" } })
         .then(function (res) { return res.ok ? res.text() : null; })
         .then(function (html) {
           if (html === null) return;
@@ -589,7 +593,7 @@
     function refresh() {
       if (busy) { again = true; return; }
       busy = true;
-      fetch(src, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      fetch(src, { credentials: "same-origin", headers: { Accept: "text/html", "X-Studio-Refresh": "1" } })
         .then(function (res) { return res.ok ? res.text() : null; })
         .then(function (html) {
           if (html === null) return;

@@ -154,3 +154,57 @@ func (b *Browser) Screenshot(name string) string {
 	}
 	return path
 }
+
+// Submit clicks click (a link or a form's button: something that loads a
+// page) and waits, up to a minute, until a NEW document has loaded and
+// shows an element matching want. Waiting on want alone is not enough when
+// the current page has it too (a form posted back to its own page, a
+// button on both pages): the wait would return before the navigation
+// ends, and the test's next Navigate would abort it (net::ERR_ABORTED).
+// Submit marks the current document (window.__before) before clicking,
+// and waits until the mark is gone, the new document's readyState is
+// "complete" and want is there. On timeout it fails the test with what it
+// saw: the URL, whether the old document is still there, and the page's
+// heading and flash message.
+func (b *Browser) Submit(click, want string) {
+	b.tb.Helper()
+	b.Do(chromedp.Evaluate[chromedp.Void](`window.__before = 1`), chromedp.Click(chromedp.CSS(click)))
+	b.WaitNewPage(want)
+}
+
+// WaitNewPage waits, up to a minute, until the document that was marked
+// with window.__before = 1 has been replaced by a new one, fully loaded,
+// that has an element matching want; see Submit. Use it after a step that
+// navigates by other means (a form submitted by a script, a key press),
+// having set the mark before that step.
+func (b *Browser) WaitNewPage(want string) {
+	b.tb.Helper()
+	js := `!window.__before && document.readyState === "complete" && !!document.querySelector(` + strconv.Quote(want) + `)`
+	deadline := time.Now().Add(time.Minute)
+	for {
+		// While the navigation is under way the evaluation may fail (its
+		// document goes away): that is not the end of the wait.
+		ok, err := chromedp.Run(b.Ctx, chromedp.Evaluate[bool](js))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) || b.Ctx.Err() != nil {
+			b.tb.Fatalf("browser: no new page with %s within a minute (last error: %v); the tab shows %s", want, err, b.seen())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// seen describes the tab for a failure message: its URL, whether the
+// document marked before a navigation is still there, its readyState, and
+// the text of its heading and flash message (never the whole page, which
+// may show a secret once).
+func (b *Browser) seen() string {
+	s, err := chromedp.Run(b.Ctx, chromedp.Evaluate[string](`JSON.stringify({url: location.href, oldDocument: !!window.__before, readyState: document.readyState,
+		h1: ((document.querySelector("h1") || {}).innerText || "").slice(0, 200),
+		flash: ((document.querySelector(".flash") || {}).innerText || "").slice(0, 200)})`))
+	if err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	return s
+}
