@@ -3,6 +3,7 @@ package web_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -20,12 +21,23 @@ func TestBrowserFailedPostOpensAtTheError(t *testing.T) {
 	b := browsertest.New(t)
 	b.Emulate(390, "light")
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	// inView waits (up to 10 s) until the field is focused and on screen:
+	// the page's script focuses it once the page has loaded, which may be
+	// after the error is visible.
 	inView := func(id string) bool {
-		return browsertest.Eval[bool](b, `(() => {
-			const el = document.getElementById(`+"`"+id+"`"+`);
+		js := `(() => {
+			const el = document.getElementById(` + "`" + id + "`" + `);
 			const r = el.getBoundingClientRect();
 			return document.activeElement === el && r.top >= 0 && r.bottom <= innerHeight;
-		})()`)
+		})()`
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if browsertest.Eval[bool](b, js) {
+				return true
+			}
+			if time.Now().After(deadline) {
+				return false
+			}
+		}
 	}
 	b.Do(
 		chromedp.Navigate(s.URL+envPath+"/values"),
