@@ -705,3 +705,25 @@ func windowText(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d minutes", d/time.Minute)
 }
+
+// NewestGoodBackup returns the environment's newest kept snapshot that
+// succeeded, or nil when none did.
+func (db *DB) NewestGoodBackup(ctx context.Context, envID int64) (*Backup, error) {
+	b, err := db.backupWhere(ctx, `b.environment_id = $1 AND b.deleted_at IS NULL AND r.status IN ('succeeded', 'succeeded-with-warnings')
+		ORDER BY COALESCE(b.scheduled_at, b.created_at) DESC, b.id DESC LIMIT 1`, envID)
+	if apperr.CodeOf(err) == apperr.NotFound {
+		return nil, nil
+	}
+	return b, err
+}
+
+// HasUnfinishedRunOf reports whether a run of kind of the environment is
+// still running.
+func (db *DB) HasUnfinishedRunOf(ctx context.Context, envID int64, kind RunKind) (bool, error) {
+	var busy bool
+	if err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE environment_id = $1 AND kind = $2 AND finished_at IS NULL)`,
+		envID, kind).Scan(&busy); err != nil {
+		return false, fmt.Errorf("store: unfinished %s run: %w", kind, err)
+	}
+	return busy, nil
+}

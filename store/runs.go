@@ -59,6 +59,9 @@ const (
 	RunReconcile RunKind = "reconcile"
 	RunBackup    RunKind = "backup"
 	RunRestore   RunKind = "restore"
+	// RunDrill restores the newest good snapshot into a scratch place
+	// and checks it, without touching the environment.
+	RunDrill RunKind = "drill"
 	// RunDelete deletes an environment.
 	RunDelete RunKind = "delete"
 )
