@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/runs/platform"
@@ -27,27 +29,42 @@ const (
 // checked, then the scratch place is removed. A drill never stops or
 // changes the environment. a is nil for a scheduled drill.
 func (s *Service) StartDrill(ctx context.Context, a store.Actor, env *store.Environment) (*store.Run, error) {
+	nr, refusal, err := s.drillRun(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	if refusal != "" {
+		return nil, &BackupRefusal{Message: refusal}
+	}
+	nr.AuditAction = "backup.drill-started"
+	nr.AuditDetail["origin"] = "manual"
+	return s.DB.CreateRun(ctx, a, env, *nr)
+}
+
+// drillRun builds the drill run of env's newest good snapshot, or says
+// why no drill can run now.
+func (s *Service) drillRun(ctx context.Context, env *store.Environment) (*store.NewRun, string, error) {
 	if _, err := platform.Drills(s.Platform); err != nil {
-		return nil, &BackupRefusal{Message: sentence(err.Error())}
+		return nil, sentence(err.Error()), nil
 	}
 	b, err := s.DB.NewestGoodBackup(ctx, env.ID)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if b == nil {
-		return nil, &BackupRefusal{Message: env.Name + " has no completed snapshot yet: there is nothing to drill."}
+		return nil, env.Name + " has no completed snapshot yet: there is nothing to drill.", nil
 	}
 	if busy, err := s.DB.HasUnfinishedRunOf(ctx, env.ID, store.RunDrill); err != nil {
-		return nil, err
+		return nil, "", err
 	} else if busy {
-		return nil, &BackupRefusal{Message: fmt.Sprintf("A restore drill of %s is still running. Wait for it to finish.", env.Name)}
+		return nil, fmt.Sprintf("A restore drill of %s is still running. Wait for it to finish.", env.Name), nil
 	}
 	files, err := s.snapshotFiles(ctx, b)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(files) == 0 {
-		return nil, &BackupRefusal{Message: "Snapshot " + b.Name + " recorded no files: there is nothing to drill."}
+		return nil, "Snapshot " + b.Name + " recorded no files: there is nothing to drill.", nil
 	}
 	var cps []store.NewCheckpoint
 	for _, d := range files {
@@ -55,10 +72,64 @@ func (s *Service) StartDrill(ctx context.Context, a store.Actor, env *store.Envi
 			Detail: CheckpointDetail{Service: d.Service.Name, Snapshot: &d}})
 	}
 	cps = append(cps, store.NewCheckpoint{Kind: KindDrillCleanup, Name: "Remove the scratch place"})
-	return s.DB.CreateRun(ctx, a, env, store.NewRun{EnvironmentID: env.ID, Kind: store.RunDrill, RevisionID: env.ActiveRevisionID,
-		Checkpoints: cps, Detail: RunDetail{BackupID: b.ID},
-		AuditAction: "backup.drill-started", AuditDetail: map[string]any{"snapshot": b.Name},
-		Enqueue: s.enqueue()})
+	return &store.NewRun{EnvironmentID: env.ID, Kind: store.RunDrill, RevisionID: env.ActiveRevisionID,
+		Checkpoints: cps, Detail: RunDetail{BackupID: b.ID}, AuditDetail: map[string]any{"snapshot": b.Name},
+		Enqueue: s.enqueue()}, "", nil
+}
+
+// SetDrillSchedule validates and stores env's drill schedule (admins): a
+// five-field cron expression in UTC, or "" to turn drills off. Nothing
+// changes when it is wrong.
+func (s *Service) SetDrillSchedule(ctx context.Context, a store.Actor, env *store.Environment, cronText string) error {
+	if strings.TrimSpace(cronText) == "" {
+		return s.DB.SetDrillSchedule(ctx, a, env, "", 0)
+	}
+	c, err := ParseCron(cronText)
+	if err != nil {
+		return &BackupRefusal{Field: "drill-cron", Message: err.Error()}
+	}
+	if c.Next(s.Now()).IsZero() {
+		return &BackupRefusal{Field: "drill-cron", Message: fmt.Sprintf("%q never fires (no such date).", c.Expr)}
+	}
+	if _, err := platform.Drills(s.Platform); err != nil {
+		return &BackupRefusal{Message: sentence(err.Error())}
+	}
+	return s.DB.SetDrillSchedule(ctx, a, env, c.Expr, c.Interval(s.Now()))
+}
+
+// FireDueDrills claims every drill schedule's due fires (see
+// store.FireDrillSchedule): any number of Studio processes may call it at
+// once; each fire starts at most one drill. The backup scheduler's River
+// job calls it after the backup fires.
+func (s *Service) FireDueDrills(ctx context.Context) error {
+	now := s.Now()
+	ids, err := s.DB.DueDrillSchedules(ctx, now)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		_, err := s.DB.FireDrillSchedule(ctx, store.DrillFire{
+			EnvironmentID: id,
+			Fires: func(expr string, after time.Time) []time.Time {
+				c, err := ParseCron(expr)
+				if err != nil {
+					return nil
+				}
+				return c.Between(after, now)
+			},
+			Drill: func(env *store.Environment) (*store.NewRun, string, error) {
+				nr, why, err := s.drillRun(ctx, env)
+				if nr != nil {
+					nr.AuditDetail["origin"] = "scheduled"
+				}
+				return nr, why, err
+			},
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // drillScratch is the scratch directory of drill run runID: of the drill

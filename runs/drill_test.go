@@ -1,9 +1,11 @@
 package runs_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,5 +160,122 @@ func TestDrillWithoutSnapshotIsRefused(t *testing.T) {
 	_, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
 	if err == nil || !strings.Contains(err.Error(), "no completed snapshot yet") {
 		t.Fatalf("err %v, want a refusal for want of a snapshot", err)
+	}
+}
+
+// TestDrillScheduleDefaultsWeeklyAndFiresOnceAcrossTwoProcesses: the
+// first good snapshot gives the environment a weekly drill schedule; a
+// schedule set by its admins fires each minute exactly once, whichever of
+// two Studio processes (both running River) claims it.
+func TestDrillScheduleDefaultsWeeklyAndFiresOnceAcrossTwoProcesses(t *testing.T) {
+	f, _, _, scratch := newDrillFixture(t)
+	sc, err := f.db.DrillScheduleOf(f.ctx, f.env.ID)
+	if err != nil || sc == nil || sc.Cron != store.DefaultDrillCron {
+		t.Fatalf("drill schedule after the first snapshot %+v (%v), want %q", sc, err, store.DefaultDrillCron)
+	}
+	if err := f.svc.SetDrillSchedule(f.ctx, store.Actor{}, f.reloadEnv(), "61 * * * *"); err == nil {
+		t.Fatal("a bad cron line was accepted")
+	}
+	if sc, _ := f.db.DrillScheduleOf(f.ctx, f.env.ID); sc.Cron != store.DefaultDrillCron {
+		t.Fatalf("a refused cron changed the schedule to %q", sc.Cron)
+	}
+	if err := f.svc.SetDrillSchedule(f.ctx, store.Actor{}, f.reloadEnv(), "* * * * *"); err != nil {
+		t.Fatal(err)
+	}
+	other := runs.NewService(f.db, f.vault, f.local, f.clock.Now, nil)
+	other.Runner.ScratchDir = scratch
+	for _, svc := range []*runs.Service{f.svc, other} {
+		if err := svc.StartRiver(context.Background(), runs.RiverOptions{PollInterval: 20 * time.Millisecond, ReconcileInterval: -1, BackupInterval: 50 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			svc.StopRiver(ctx)
+		})
+	}
+	drills := func() (all, finished int) {
+		if err := f.db.Pool.QueryRow(f.ctx, `SELECT count(*), count(finished_at) FROM runs WHERE environment_id = $1 AND kind = 'drill'`,
+			f.env.ID).Scan(&all, &finished); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	const fires = 10
+	for i := 1; i <= fires; i++ {
+		f.clock.Set(start.Add(time.Duration(i)*time.Minute + time.Second))
+		var wg sync.WaitGroup
+		for _, svc := range []*runs.Service{f.svc, other, f.svc, other} {
+			wg.Go(func() {
+				if err := svc.FireDueDrills(f.ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if all, done := drills(); all == i && done == i {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("fire %d: %d drills, %d finished; want %d finished", i, all, done, i)
+			}
+		}
+	}
+	var good int
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT count(*) FROM runs WHERE environment_id = $1 AND kind = 'drill' AND status = 'succeeded'`, f.env.ID).Scan(&good); err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := drills(); all != fires || good != fires {
+		t.Fatalf("%d drills, %d succeeded; want %d each", all, good, fires)
+	}
+}
+
+// TestDrillAlarms: a failed drill raises the environment's drill alarm, a
+// good one clears it, and none succeeding within twice the interval
+// raises it again.
+func TestDrillAlarms(t *testing.T) {
+	f, target, b, _ := newDrillFixture(t)
+	alarm := func() string {
+		t.Helper()
+		as, err := f.db.DrillAlarms(f.ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(as) == 0 {
+			return ""
+		}
+		return as[0].Reason
+	}
+	if a := alarm(); a != "" {
+		t.Fatalf("alarm %q before any drill was due", a)
+	}
+	file := filepath.Join(target, "vault", "production", b.Name, "volume-api-state.snapshot")
+	good, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt(t, file)
+	run, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	if a := alarm(); !strings.Contains(a, "The last restore drill failed") || !strings.Contains(a, "volume-api-state.snapshot") {
+		t.Fatalf("alarm %q after a failed drill, want it naming the object", a)
+	}
+	if err := os.WriteFile(file, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run, err = f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.execute(run.ID)
+	if a := alarm(); a != "" {
+		t.Fatalf("alarm %q after a good drill", a)
+	}
+	f.clock.Set(f.clock.Now().Add(15 * 24 * time.Hour))
+	if a := alarm(); !strings.Contains(a, "No restore drill has succeeded in the last 14 days") {
+		t.Fatalf("alarm %q 15 days after the last good drill of a weekly schedule", a)
 	}
 }

@@ -618,6 +618,11 @@ func (db *DB) runChangeEffects(ctx context.Context, tx pgx.Tx, c RunChange, envI
 			return err
 		}
 	}
+	if kind == RunDrill && !wasFinished && RunFinished(c.Status) {
+		if err := drillFinishedTx(ctx, tx, envID, c.RunID, c.Status, now); err != nil {
+			return err
+		}
+	}
 	// Webhooks (store/webhooks.go) hear of it in the same transaction.
 	if err := db.recordRunWebhooks(ctx, tx, c, envID, kind, status, wasStarted, wasFinished); err != nil {
 		return err
