@@ -91,6 +91,9 @@ func (s *Service) TargetProblem(ctx context.Context) (string, error) {
 // targetCheckTimeout bounds the checks of a target that pages make.
 const targetCheckTimeout = 10 * time.Second
 
+// Sentence starts text with a capital and ends it with a full stop.
+func Sentence(text string) string { return sentence(text) }
+
 // sentence starts text with a capital and ends it with a full stop.
 func sentence(text string) string {
 	if text == "" {

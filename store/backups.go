@@ -1,10 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"github.com/skali-dev/studio/humanize"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -692,6 +695,20 @@ func (db *DB) backupAlarms(ctx context.Context, envID int64) ([]BackupAlarm, err
 	if err != nil {
 		return nil, fmt.Errorf("store: backup alarms: %w", err)
 	}
+	// Restore drills in alarm (store/drills.go) show where backup alarms
+	// do, one alarm an environment: a backup alarm comes first.
+	drills, err := db.DrillAlarms(ctx, envID)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range drills {
+		if !slices.ContainsFunc(out, func(a BackupAlarm) bool { return a.EnvironmentID == d.EnvironmentID }) {
+			out = append(out, BackupAlarm(d))
+		}
+	}
+	slices.SortStableFunc(out, func(a, b BackupAlarm) int {
+		return cmp.Or(strings.Compare(a.Project, b.Project), strings.Compare(a.Environment, b.Environment))
+	})
 	return out, nil
 }
 
