@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -13,6 +14,7 @@ import (
 	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
 )
@@ -38,6 +40,8 @@ func (h *Backups) service() (*runs.Service, error) {
 type backupsForm struct {
 	cron, keep, cronErr, keepErr, formErr, acceptErr string
 	posted                                           bool
+	drillCron, drillErr                              string
+	drillPosted                                      bool
 }
 
 // BackupsPageSize is how many snapshots one page of the backups page lists.
@@ -86,6 +90,14 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 		return err
 	}
 	m.Cron, m.Keep = m.Status.Cron, m.Status.Keep
+	m.DrillCron, m.DrillCronError = m.Status.DrillCron, f.drillErr
+	if !m.Status.Drills {
+		m.DrillCron = store.DefaultDrillCron
+	}
+	if f.drillPosted {
+		m.DrillCron = f.drillCron
+	}
+	m.CanDrill = m.CanManage && m.Status.LastSuccess != ""
 	if f.posted {
 		m.Cron, m.Keep = f.cron, f.keep
 	}
@@ -179,6 +191,28 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 		v.LastSuccess, v.LastAt = humanize.Time(*last), last.UTC().Format(time.RFC3339Nano)
 		v.LastAge = humanize.Duration(now.Sub(*last))
 	}
+	if err := drillStatus(r, db, env, now, &v); err != nil {
+		return v, err
+	}
+	if v.Where, err = db.BackupTarget(ctx); err != nil {
+		return v, err
+	}
+	latest, err := db.LatestRevision(ctx, env.ProjectID)
+	if err != nil && apperr.CodeOf(err) != apperr.NotFound {
+		return v, err
+	}
+	if latest != nil {
+		var names []string
+		for _, s := range runs.SnapshotServices(latest.Definition) {
+			names = append(names, s.String())
+		}
+		v.Covers = humanize.JoinAnd(names)
+	}
+	if svc != nil {
+		if _, err := platform.Backups(svc.Platform); err != nil {
+			v.Covers = runs.Sentence(err.Error())
+		}
+	}
 	alarm, err := db.BackupAlarmOf(ctx, env.ID)
 	if err != nil {
 		return v, err
@@ -240,6 +274,8 @@ func (h *Backups) refusal(w http.ResponseWriter, r *http.Request, env *store.Env
 		f.cronErr = br.Message
 	case "keep":
 		f.keepErr = br.Message
+	case "drill-cron":
+		f.drillErr = br.Message
 	case "confirm":
 		f.acceptErr = br.Message
 	default:
@@ -432,4 +468,88 @@ func (h *Backups) Accept(w http.ResponseWriter, r *http.Request) error {
 
 func backupsURL(env *store.Environment) string {
 	return paths.Backups(env.Project, env.Name)
+}
+
+// SetDrillSchedule sets or turns off the restore drill schedule (admins):
+// field cron, "" for off.
+func (h *Backups) SetDrillSchedule(w http.ResponseWriter, r *http.Request) error {
+	if err := ParseForm(r); err != nil {
+		return err
+	}
+	env, role, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	cron := r.PostForm.Get("cron")
+	if len(cron) > 200 {
+		return h.refusal(w, r, env, role, backupsForm{drillCron: cron[:200], drillPosted: true},
+			&runs.BackupRefusal{Field: "drill-cron", Message: "A cron line is at most 200 characters."})
+	}
+	if err := svc.SetDrillSchedule(r.Context(), ActorOf(r), env, cron); err != nil {
+		return h.refusal(w, r, env, role, backupsForm{drillCron: cron, drillPosted: true}, err)
+	}
+	if strings.TrimSpace(cron) == "" {
+		h.Flash(r.Context(), "success", "Restore drills turned off.")
+	} else {
+		h.Flash(r.Context(), "success", "Drill schedule saved.")
+	}
+	return SeeOther(w, r, backupsURL(env)+"#drills")
+}
+
+// RunDrill starts a restore drill now (admins) and answers 303 to its run.
+func (h *Backups) RunDrill(w http.ResponseWriter, r *http.Request) error {
+	env, role, err := h.Environment(r, store.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	run, err := svc.StartDrill(r.Context(), ActorOf(r), env)
+	if err != nil {
+		return h.refusal(w, r, env, role, backupsForm{}, err)
+	}
+	return SeeOther(w, r, paths.Run(env.Project, env.Name, run.ID))
+}
+
+// drillStatus adds the drill schedule and the last proven restore to v.
+func drillStatus(r *http.Request, db *store.DB, env *store.Environment, now time.Time, v *views.BackupStatusView) error {
+	ctx := r.Context()
+	sc, err := db.DrillScheduleOf(ctx, env.ID)
+	if err != nil {
+		return err
+	}
+	if sc != nil {
+		v.Drills, v.DrillCron, v.DrillDefault = true, sc.Cron, sc.Cron == store.DefaultDrillCron
+		if c, err := runs.ParseCron(sc.Cron); sc.Cron != "" && err == nil {
+			if next := c.Next(now); !next.IsZero() {
+				v.DrillNext = humanize.Time(next)
+			}
+		}
+	}
+	run, err := db.LastGoodDrill(ctx, env.ID)
+	if err != nil || run == nil {
+		return err
+	}
+	cps, err := db.Checkpoints(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	s := runs.SummarizeDrill(cps)
+	parts := []string{humanize.Duration(now.Sub(*run.FinishedAt)) + " ago", humanize.Count(s.Objects, "object", "objects"), views.ByteSize(s.Bytes)}
+	if s.Counted {
+		parts = append(parts, humanize.Count(s.Tables, "table", "tables"), humanize.Count(int(s.Rows), "row", "rows"))
+	} else {
+		parts = append(parts, "no tables counted (the local platform simulates databases without tables)")
+	}
+	if run.StartedAt != nil {
+		parts = append(parts, humanize.Duration(run.FinishedAt.Sub(*run.StartedAt)))
+	}
+	v.LastProven, v.LastProvenURL = strings.Join(parts, " · "), paths.Run(env.Project, env.Name, run.ID)
+	return nil
 }

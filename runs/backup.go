@@ -91,6 +91,9 @@ func (s *Service) TargetProblem(ctx context.Context) (string, error) {
 // targetCheckTimeout bounds the checks of a target that pages make.
 const targetCheckTimeout = 10 * time.Second
 
+// Sentence starts text with a capital and ends it with a full stop.
+func Sentence(text string) string { return sentence(text) }
+
 // sentence starts text with a capital and ends it with a full stop.
 func sentence(text string) string {
 	if text == "" {
@@ -106,6 +109,11 @@ func sentence(text string) string {
 // requireSnapshotable refuses backups of env without a target or with
 // nothing to snapshot in its latest revision.
 func (s *Service) requireSnapshotable(ctx context.Context, env *store.Environment) (string, error) {
+	// A platform that cannot snapshot says so when a schedule is saved,
+	// not at its first fire.
+	if _, err := platform.Backups(s.Platform); err != nil {
+		return "", &BackupRefusal{Message: sentence(err.Error())}
+	}
 	target, err := s.DB.BackupTarget(ctx)
 	if err != nil {
 		return "", err
@@ -252,7 +260,7 @@ func (s *Service) FireDueBackups(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return s.FireDueDrills(ctx)
 }
 
 // StartRestore replays snapshot backupID into env (admins, typed

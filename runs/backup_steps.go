@@ -169,6 +169,12 @@ func (r *Runner) finishBackupRun(ctx context.Context, run *store.Run, env *store
 	if run.Kind != store.RunBackup {
 		return
 	}
+	if status == store.RunSucceeded || status == store.RunSucceededWithWarnings {
+		// With its first good snapshot an environment drills weekly.
+		if err := r.DB.EnsureDrillSchedule(ctx, env.ID); err != nil {
+			r.warn("give an environment its default drill schedule", "environment", env.ID, "err", err)
+		}
+	}
 	if status == store.RunFailed || status == store.RunCancelled {
 		cps, err := r.DB.Checkpoints(ctx, run.ID)
 		if err == nil && slices.ContainsFunc(cps, func(cp store.Checkpoint) bool {

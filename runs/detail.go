@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -78,6 +79,8 @@ type CheckpointDetail struct {
 	// Removed the snapshots a retention checkpoint deleted.
 	Snapshot *SnapshotDetail `json:"snapshot,omitempty"`
 	Removed  []string        `json:"removed,omitempty"`
+	// Drill is what a drill-restore checkpoint restored and checked.
+	Drill *platform.ScratchCheck `json:"drill,omitempty"`
 	// Approval is an Approval checkpoint's plan and digest.
 	Approval *ApprovalDetail `json:"approval,omitempty"`
 }

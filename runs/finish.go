@@ -87,6 +87,7 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 		return Result{}, ErrTakenOver
 	}
 	r.finishBackupRun(ctx, rc.run, rc.env, status)
+	r.finishDrillRun(rc.run)
 	return Result{Finished: true}, nil
 }
 

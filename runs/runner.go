@@ -53,6 +53,9 @@ type Runner struct {
 	// DeleteTimeout bounds a delete run's wait for the platform
 	// (DefaultDeleteTimeout when zero).
 	DeleteTimeout time.Duration
+	// ScratchDir is where restore drills make their scratch directories
+	// (os.TempDir() when empty).
+	ScratchDir string
 	// reserved are the Studio's own hostnames (Service.SetReservedHostnames).
 	reserved []string
 

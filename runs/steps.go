@@ -61,12 +61,14 @@ func init() {
 		KindProbe: {work: func(r *Runner, ctx context.Context, rc *runContext, st *stepCall) (stepResult, error) {
 			return st.ok(), nil // the hostname steps probed already
 		}, waits: true},
-		KindSnapshot:  backup,
-		KindRetention: backup,
-		KindVerify:    backup,
-		KindStop:      backup,
-		KindRestore:   backup,
-		KindStart:     backup,
+		KindSnapshot:     backup,
+		KindRetention:    backup,
+		KindVerify:       backup,
+		KindStop:         backup,
+		KindRestore:      backup,
+		KindStart:        backup,
+		KindDrillRestore: {work: (*Runner).stepDrillRestore},
+		KindDrillCleanup: {work: (*Runner).stepDrillCleanup},
 		KindDeletePlatform: {work: func(r *Runner, ctx context.Context, rc *runContext, st *stepCall) (stepResult, error) {
 			return r.deletePlatform(ctx, rc, st.ok, st.fail)
 		}, waits: true},

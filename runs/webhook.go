@@ -312,7 +312,7 @@ func slackText(d *store.WebhookDelivery, link string) string {
 	switch d.Event {
 	case store.WebhookDeploySucceeded:
 		b.WriteString("✅ ")
-	case store.WebhookDeployFailed, store.WebhookBackupFailed, store.WebhookCertificateFailed, store.WebhookBackupAlarmRaised:
+	case store.WebhookDeployFailed, store.WebhookBackupFailed, store.WebhookCertificateFailed, store.WebhookBackupAlarmRaised, store.WebhookBackupDrillFailed:
 		b.WriteString("🔴 ")
 	case store.WebhookDeploySucceededWithWarnings, store.WebhookDriftDetected:
 		b.WriteString("🟡 ")

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"github.com/skali-dev/studio/humanize"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -692,6 +695,20 @@ func (db *DB) backupAlarms(ctx context.Context, envID int64) ([]BackupAlarm, err
 	if err != nil {
 		return nil, fmt.Errorf("store: backup alarms: %w", err)
 	}
+	// Restore drills in alarm (store/drills.go) show where backup alarms
+	// do, one alarm an environment: a backup alarm comes first.
+	drills, err := db.DrillAlarms(ctx, envID)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range drills {
+		if !slices.ContainsFunc(out, func(a BackupAlarm) bool { return a.EnvironmentID == d.EnvironmentID }) {
+			out = append(out, BackupAlarm(d))
+		}
+	}
+	slices.SortStableFunc(out, func(a, b BackupAlarm) int {
+		return cmp.Or(strings.Compare(a.Project, b.Project), strings.Compare(a.Environment, b.Environment))
+	})
 	return out, nil
 }
 
@@ -704,4 +721,26 @@ func windowText(d time.Duration) string {
 		return fmt.Sprintf("%d hours", d/time.Hour)
 	}
 	return fmt.Sprintf("%d minutes", d/time.Minute)
+}
+
+// NewestGoodBackup returns the environment's newest kept snapshot that
+// succeeded, or nil when none did.
+func (db *DB) NewestGoodBackup(ctx context.Context, envID int64) (*Backup, error) {
+	b, err := db.backupWhere(ctx, `b.environment_id = $1 AND b.deleted_at IS NULL AND r.status IN ('succeeded', 'succeeded-with-warnings')
+		ORDER BY COALESCE(b.scheduled_at, b.created_at) DESC, b.id DESC LIMIT 1`, envID)
+	if apperr.CodeOf(err) == apperr.NotFound {
+		return nil, nil
+	}
+	return b, err
+}
+
+// HasUnfinishedRunOf reports whether a run of kind of the environment is
+// still running.
+func (db *DB) HasUnfinishedRunOf(ctx context.Context, envID int64, kind RunKind) (bool, error) {
+	var busy bool
+	if err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE environment_id = $1 AND kind = $2 AND finished_at IS NULL)`,
+		envID, kind).Scan(&busy); err != nil {
+		return false, fmt.Errorf("store: unfinished %s run: %w", kind, err)
+	}
+	return busy, nil
 }

@@ -59,6 +59,9 @@ const (
 	RunReconcile RunKind = "reconcile"
 	RunBackup    RunKind = "backup"
 	RunRestore   RunKind = "restore"
+	// RunDrill restores the newest good snapshot into a scratch place
+	// and checks it, without touching the environment.
+	RunDrill RunKind = "drill"
 	// RunDelete deletes an environment.
 	RunDelete RunKind = "delete"
 )
@@ -612,6 +615,11 @@ func (db *DB) runChangeEffects(ctx context.Context, tx pgx.Tx, c RunChange, envI
 	}
 	if !wasFinished && RunFinished(c.Status) {
 		if _, err := appendEnvironmentEvent(ctx, tx, envID, &c.RunID, payload.EnvironmentChanged{Type: payload.KindRunFinished, Run: runRef}); err != nil {
+			return err
+		}
+	}
+	if kind == RunDrill && !wasFinished && RunFinished(c.Status) {
+		if err := drillFinishedTx(ctx, tx, envID, c.RunID, c.Status, now); err != nil {
 			return err
 		}
 	}

@@ -31,6 +31,7 @@ const (
 	WebhookBackupFailed                = "backup.failed"
 	WebhookBackupAlarmRaised           = "backup.alarm_raised"
 	WebhookBackupAlarmCleared          = "backup.alarm_cleared"
+	WebhookBackupDrillFailed           = "backup.drill_failed"
 	WebhookRestoreFinished             = "restore.finished"
 	WebhookApprovalRequested           = "approval.requested"
 	WebhookApprovalGranted             = "approval.granted"
@@ -54,6 +55,7 @@ var WebhookEventTypes = []WebhookEventType{
 	{WebhookBackupFailed, "Backup failed"},
 	{WebhookBackupAlarmRaised, "Backup alarm raised"},
 	{WebhookBackupAlarmCleared, "Backup alarm cleared"},
+	{WebhookBackupDrillFailed, "Restore drill failed"},
 	{WebhookRestoreFinished, "Restore finished"},
 	{WebhookApprovalRequested, "Approval requested"},
 	{WebhookApprovalGranted, "Approval granted"},
@@ -617,6 +619,8 @@ func (db *DB) recordRunWebhooks(ctx context.Context, tx pgx.Tx, c RunChange, env
 			events = append(events, WebhookBackupFailed)
 		case kind == RunRestore:
 			events = append(events, WebhookRestoreFinished)
+		case kind == RunDrill && status == RunFailed:
+			events = append(events, WebhookBackupDrillFailed)
 		}
 	}
 	if len(events) == 0 {

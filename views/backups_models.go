@@ -36,9 +36,13 @@ type BackupsPage struct {
 	CanManage bool
 	CanBackup bool
 	// The schedule form: what was posted and its errors.
-	Cron, Keep             string
-	CronError, KeepError   string
-	FormError, AcceptError string
+	Cron, Keep           string
+	CronError, KeepError string
+	// DrillCron is the drill form's cron line, DrillCronError why it was
+	// refused; CanDrill: a drill can be started now.
+	DrillCron, DrillCronError string
+	CanDrill                  bool
+	FormError, AcceptError    string
 	// Preview lists the next five fires in UTC of Cron.
 	Preview      []string
 	PreviewError string
@@ -70,6 +74,19 @@ type BackupStatusView struct {
 	Alarm string
 	// AlarmRunURL is the run the alarm is about, or "".
 	AlarmRunURL string
+	// Covers is what a snapshot takes on this platform ("database main,
+	// bucket files and volume api/state"), Where the target (no
+	// credentials), "" when none.
+	Covers, Where string
+	// Drills is the drill schedule: DrillCron ("" off), DrillNext its
+	// next fire; DrillDefault says it is the default one.
+	Drills       bool
+	DrillCron    string
+	DrillNext    string
+	DrillDefault bool
+	// LastProven is the last successful drill's words ("2 days ago · 3
+	// objects · 12 KB · 0.4 s"), LastProvenURL its run.
+	LastProven, LastProvenURL string
 }
 
 // BackupRow is one snapshot or skipped fire.

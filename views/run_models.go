@@ -164,7 +164,8 @@ type RunsPage struct {
 
 // RunKindFilters are the runs list's kinds, as ?kind= takes them.
 var RunKindFilters = []FilterOption{{Value: "deploy", Label: "Deploys"}, {Value: "reconcile", Label: "Reconciles"},
-	{Value: "backup", Label: "Backups"}, {Value: "restore", Label: "Restores"}}
+	{Value: "backup", Label: "Backups"}, {Value: "restore", Label: "Restores"},
+	{Value: "drill", Label: "Restore drills"}}
 
 // RunStatusFilters are the runs list's statuses, as ?status= takes them.
 var RunStatusFilters = []FilterOption{{Value: "in-progress", Label: "In progress"}, {Value: "succeeded", Label: "Succeeded"},

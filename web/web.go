@@ -330,6 +330,8 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/environments/{env}/backups/schedule/remove", a.handle(backups.RemoveSchedule))
 			r.Get("/projects/{project}/environments/{env}/backups/schedule/preview", a.handle(backups.PreviewSchedule))
 			r.Post("/projects/{project}/environments/{env}/backups/accept", a.handle(backups.Accept))
+			r.Post("/projects/{project}/environments/{env}/backups/drills", a.handle(backups.SetDrillSchedule))
+			r.Post("/projects/{project}/environments/{env}/backups/drills/run", a.handle(backups.RunDrill))
 			r.Get("/projects/{project}/environments/{env}/backups/{backup}/restore", a.handle(backups.ShowRestorePage))
 			r.Post("/projects/{project}/environments/{env}/backups/{backup}/restore", a.handle(backups.Restore))
 			r.Get("/projects/{project}/environments/{env}/backups/{backup}/remove", a.handle(backups.ShowRemovePage))

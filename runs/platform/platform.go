@@ -269,6 +269,42 @@ type BackupPlatform interface {
 	Restore(ctx context.Context, env Env, svc SnapshotService, loc SnapshotLocation, file SnapshotFile) error
 }
 
+// ScratchRestorer restores a snapshot's service into a scratch place of
+// its own, which the environment never sees, for restore drills: a
+// capability of platforms with Backups. The drill owns the scratch
+// directory and removes it, whatever the outcome.
+type ScratchRestorer interface {
+	// RestoreScratch replays file of svc from loc into the directory
+	// scratch and checks what it restored against what the snapshot
+	// recorded (a *SnapshotFileError naming the file when it differs).
+	RestoreScratch(ctx context.Context, svc SnapshotService, loc SnapshotLocation, file SnapshotFile, scratch string) (ScratchCheck, error)
+}
+
+// ScratchCheck is what a drill restored and checked of one service.
+type ScratchCheck struct {
+	// Objects and Bytes are the files restored, each checked for its
+	// size and SHA-256.
+	Objects int   `json:"objects"`
+	Bytes   int64 `json:"bytes"`
+	// Tables and Rows are a database's, checked against the counts the
+	// snapshot recorded, when the platform's snapshots record them
+	// (Counted); the local platform's simulated databases have none.
+	Counted bool  `json:"counted,omitempty"`
+	Tables  int   `json:"tables,omitempty"`
+	Rows    int64 `json:"rows,omitempty"`
+}
+
+// Drills is p's ScratchRestorer, or the refusal of restore drills on p.
+func Drills(p Platform) (ScratchRestorer, error) {
+	if _, err := Backups(p); err != nil {
+		return nil, err
+	}
+	if d, ok := As[ScratchRestorer](p); ok {
+		return d, nil
+	}
+	return nil, NotSupported(p, "restore drills")
+}
+
 // DirectoryTargets is a platform whose snapshots can go to a directory on
 // the Studio's machine (the local platform): a capability. A platform
 // without it takes S3 targets only.

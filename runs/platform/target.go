@@ -197,6 +197,14 @@ func VerifySnapshot(ctx context.Context, loc SnapshotLocation, files []SnapshotF
 // and checks it against what was recorded. A mismatch says so without any
 // checksum: the file may not be the snapshot's at all.
 func VerifyFile(ctx context.Context, loc SnapshotLocation, file SnapshotFile) error {
+	return CopyVerified(ctx, loc, file, io.Discard)
+}
+
+// CopyVerified streams a snapshot's file from its target into dst while
+// checking it: present, the size and SHA-256 recorded when it was written
+// (a *SnapshotFileError naming the file when not). What dst received is
+// only good when it returns nil.
+func CopyVerified(ctx context.Context, loc SnapshotLocation, file SnapshotFile, dst io.Writer) error {
 	if !validFileName(file.File) {
 		return &SnapshotFileError{File: file.File, Problem: "is not a snapshot file name"}
 	}
@@ -217,6 +225,9 @@ func VerifyFile(ctx context.Context, loc SnapshotLocation, file SnapshotFile) er
 		n += int64(k)
 		if n > file.Size {
 			break // longer than recorded: no need to read the rest
+		}
+		if _, werr := dst.Write(buf[:k]); werr != nil {
+			return werr
 		}
 		if err == io.EOF {
 			break

@@ -655,3 +655,38 @@ func (l *Platform) Restore(ctx context.Context, env platform.Env, svc platform.S
 	}
 	return platform.VerifyFile(ctx, loc, file)
 }
+
+// RestoreScratch implements platform.ScratchRestorer: the local platform's
+// simulated services are their snapshot file, so a drill restores the file
+// into scratch, checking its size and SHA-256 as it streams, and reads the
+// restored copy back to prove it is whole. Its simulated databases have no
+// tables, so none are counted.
+func (l *Platform) RestoreScratch(ctx context.Context, svc platform.SnapshotService, loc platform.SnapshotLocation, file platform.SnapshotFile, scratch string) (platform.ScratchCheck, error) {
+	if err := l.step(ctx); err != nil {
+		return platform.ScratchCheck{}, err
+	}
+	root, err := os.OpenRoot(scratch)
+	if err != nil {
+		return platform.ScratchCheck{}, fmt.Errorf("the scratch directory cannot be opened: %s", pathErrText(err))
+	}
+	defer root.Close()
+	f, err := root.OpenFile(fileName(svc), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return platform.ScratchCheck{}, fmt.Errorf("the scratch copy cannot be created: %s", pathErrText(err))
+	}
+	err = platform.CopyVerified(ctx, loc, file, f)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("the scratch copy cannot be written: %s", pathErrText(cerr))
+	}
+	if err != nil {
+		return platform.ScratchCheck{}, err
+	}
+	st, err := root.Stat(fileName(svc))
+	if err != nil {
+		return platform.ScratchCheck{}, fmt.Errorf("the scratch copy is gone: %s", pathErrText(err))
+	}
+	if st.Size() != file.Size {
+		return platform.ScratchCheck{}, &platform.SnapshotFileError{File: file.File, Problem: "was not restored whole"}
+	}
+	return platform.ScratchCheck{Objects: 1, Bytes: st.Size()}, nil
+}
