@@ -211,6 +211,10 @@ func BackupStatus(r *http.Request, db *store.DB, svc *runs.Service, env *store.E
 	if svc != nil {
 		if _, err := platform.Backups(svc.Platform); err != nil {
 			v.Covers = runs.Sentence(err.Error())
+		} else if latest != nil {
+			if msg := runs.CannotSnapshot(svc.Platform, latest.Definition); msg != "" {
+				v.Covers = msg
+			}
 		}
 	}
 	alarm, err := db.BackupAlarmOf(ctx, env.ID)

@@ -57,6 +57,35 @@ func SnapshotServices(def *compiler.Definition) []platform.SnapshotService {
 	return out
 }
 
+// CannotSnapshot says which services of def platform p cannot snapshot,
+// and why, as one sentence; "" when it can take them all.
+func CannotSnapshot(p platform.Platform, def *compiler.Definition) string {
+	l, ok := platform.As[platform.SnapshotLimiter](p)
+	if !ok {
+		return ""
+	}
+	var whys []string
+	names := map[string][]string{}
+	for _, svc := range SnapshotServices(def) {
+		why := l.CannotSnapshot(svc)
+		if why == "" {
+			continue
+		}
+		if names[why] == nil {
+			whys = append(whys, why)
+		}
+		names[why] = append(names[why], svc.Name)
+	}
+	var parts []string
+	for _, why := range whys {
+		parts = append(parts, why+" ("+strings.Join(names[why], ", ")+")")
+	}
+	if parts == nil {
+		return ""
+	}
+	return sentence(strings.Join(parts, "; ") + ": backups are not turned on, so that no snapshot leaves them out")
+}
+
 const nothingToSnapshot = "The latest revision declares no database, bucket or volume: there is nothing to snapshot."
 
 // TargetProblem says why snapshots cannot be written to the installation's
@@ -127,6 +156,9 @@ func (s *Service) requireSnapshotable(ctx context.Context, env *store.Environmen
 	}
 	if len(SnapshotServices(latest.Definition)) == 0 {
 		return "", &BackupRefusal{Message: nothingToSnapshot}
+	}
+	if msg := CannotSnapshot(s.Platform, latest.Definition); msg != "" {
+		return "", &BackupRefusal{Message: msg}
 	}
 	return target, nil
 }

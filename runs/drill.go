@@ -174,7 +174,7 @@ func (r *Runner) stepDrillRestore(ctx context.Context, rc *runContext, st *stepC
 		return st.fail(fmt.Sprintf("The drill's scratch directory cannot be made: %s.", pathErr(err))), nil
 	}
 	cctx, cancelled, stop := r.watchCancel(ctx, rc.run.ID)
-	check, err := dp.RestoreScratch(cctx, svc, loc, st.d.Snapshot.SnapshotFile, dir)
+	check, err := dp.RestoreScratch(cctx, platformEnv(rc.env), svc, loc, st.d.Snapshot.SnapshotFile, dir)
 	wasCancelled := cancelled()
 	stop()
 	if err != nil {

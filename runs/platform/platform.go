@@ -277,7 +277,19 @@ type ScratchRestorer interface {
 	// RestoreScratch replays file of svc from loc into the directory
 	// scratch and checks what it restored against what the snapshot
 	// recorded (a *SnapshotFileError naming the file when it differs).
-	RestoreScratch(ctx context.Context, svc SnapshotService, loc SnapshotLocation, file SnapshotFile, scratch string) (ScratchCheck, error)
+	// scratch names the drill's place: a directory the drill made for it
+	// (the local platform restores files there), or only a name a
+	// platform derives its own scratch place from (a scratch database),
+	// which it then removes itself.
+	RestoreScratch(ctx context.Context, env Env, svc SnapshotService, loc SnapshotLocation, file SnapshotFile, scratch string) (ScratchCheck, error)
+}
+
+// SnapshotLimiter is a BackupPlatform that cannot snapshot every kind of
+// service: CannotSnapshot says why it cannot take svc, or "" when it can.
+// Schedules and manual snapshots are refused with its words before they
+// are saved, never at a fire.
+type SnapshotLimiter interface {
+	CannotSnapshot(svc SnapshotService) string
 }
 
 // ScratchCheck is what a drill restored and checked of one service.

@@ -707,6 +707,12 @@ func (c *Client) JSONPatch(ctx context.Context, k Kind, namespace, name string, 
 	return c.object(ctx, http.MethodPatch, k.path(namespace, name)+"?fieldManager="+FieldManager, "application/json-patch+json", patch)
 }
 
+// MergePatch applies a JSON merge patch (RFC 7386) to an object under the
+// field manager FieldManager+suffix and returns the object as it now stands.
+func (c *Client) MergePatch(ctx context.Context, k Kind, namespace, name, suffix string, patch []byte) (Object, error) {
+	return c.object(ctx, http.MethodPatch, k.path(namespace, name)+"?fieldManager="+FieldManager+suffix, "application/merge-patch+json", patch)
+}
+
 // Delete deletes one object (its dependents in the background); a missing
 // one is no error.
 func (c *Client) Delete(ctx context.Context, k Kind, namespace, name string) error {

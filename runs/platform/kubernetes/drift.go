@@ -99,7 +99,9 @@ func (p *Platform) appDrift(n envNames, app string, a *compiler.Application, o *
 	if want, ok := at(applied, "spec", "replicas").(int); ok {
 		lo, hi, was = want, want, strconv.Itoa(want)
 	}
-	if got < lo || got > hi {
+	// A restore under way (or one that failed) stopped it: not drift.
+	_, stopped := annotations(live)[annotationStopped]
+	if (got < lo || got > hi) && !stopped {
 		if since, by := taken("spec.replicas"); by {
 			out = append(out, item(platform.DriftReplicas, "replicas", strconv.Itoa(got), was, since))
 		}

@@ -152,14 +152,6 @@ func New(client *Client, o Options) *Platform {
 // Kind implements platform.Platform.
 func (p *Platform) Kind() string { return "kubernetes" }
 
-// CapabilityDetail implements platform.CapabilityDetailer.
-func (p *Platform) CapabilityDetail(capability string) string {
-	if capability == "backups" {
-		return "snapshots of CloudNativePG clusters and volumes come later"
-	}
-	return ""
-}
-
 // Close ends the platform's watches.
 func (p *Platform) Close() { p.watches.cancel() }
 
@@ -549,8 +541,6 @@ func (p *Platform) image(n envNames, app string, a *compiler.Application) string
 	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", a.Build))
 	return fmt.Sprintf("%s/%s/%s:%s", p.Opts.Registry, n.namespace, dnsName(app), hex.EncodeToString(sum[:])[:12])
 }
-
-// Backups are refused on Kubernetes, never faked.
 
 // Probe implements platform.Platform: the Studio's own probe
 // (Options.Prober), as on the local platform.

@@ -649,14 +649,35 @@ func TestFailedReleaseJobRollsNothingOut(t *testing.T) {
 	f.checkNoPlaintext()
 }
 
-// TestBackupsAreRefused: the Kubernetes platform has no backup
-// capability yet, and the one refusal says so in one sentence.
-func TestBackupsAreRefused(t *testing.T) {
+// TestBackupsOfWhatKubernetesCannotSnapshotAreRefused: the Kubernetes
+// platform takes backups and drills of databases; an environment with a
+// bucket or a volume is told which, before a schedule is saved.
+func TestBackupsOfWhatKubernetesCannotSnapshotAreRefused(t *testing.T) {
 	p := kubernetes.New(nil, kubernetes.Options{})
-	_, err := platform.Backups(p)
-	want := "The Kubernetes platform does not take backups in this version of the Studio (snapshots of CloudNativePG clusters and volumes come later); nothing was done."
-	if err == nil || err.Error() != want {
-		t.Fatalf("platform.Backups: %v; want %q", err, want)
+	if _, err := platform.Backups(p); err != nil {
+		t.Fatalf("platform.Backups: %v", err)
+	}
+	if _, err := platform.Drills(p); err != nil {
+		t.Fatalf("platform.Drills: %v", err)
+	}
+	manifest, err := os.ReadFile("../../../compiler/testdata/production.skali.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := strings.Replace(string(manifest), "    shutdown:\n", "    volumes:\n      uploads:\n        mountPath: /uploads\n        size: 1GB\n    shutdown:\n", 1)
+	m = strings.Replace(m, "      replicas:\n        min: 2\n        max: 5\n      autoscaling:\n        cpu:\n          targetUtilization: 70\n", "      replicas:\n        min: 1\n        max: 1\n", 1)
+	res := compiler.Compile([]byte(m))
+	if !res.Valid() {
+		t.Fatalf("manifest: %v", res.Errors())
+	}
+	want := "The Kubernetes platform does not snapshot buckets yet (attachments); the Kubernetes platform does not snapshot volumes yet (web/uploads): backups are not turned on, so that no snapshot leaves them out."
+	if got := runs.CannotSnapshot(p, res.Definition); got != want {
+		t.Fatalf("CannotSnapshot:\n got %q\nwant %q", got, want)
+	}
+	delete(res.Definition.Buckets, "attachments")
+	delete(res.Definition.Applications["web"].Volumes, "uploads")
+	if got := runs.CannotSnapshot(p, res.Definition); got != "" {
+		t.Fatalf("a database alone: %q", got)
 	}
 }
 

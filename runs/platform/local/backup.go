@@ -661,7 +661,7 @@ func (l *Platform) Restore(ctx context.Context, env platform.Env, svc platform.S
 // into scratch, checking its size and SHA-256 as it streams, and reads the
 // restored copy back to prove it is whole. Its simulated databases have no
 // tables, so none are counted.
-func (l *Platform) RestoreScratch(ctx context.Context, svc platform.SnapshotService, loc platform.SnapshotLocation, file platform.SnapshotFile, scratch string) (platform.ScratchCheck, error) {
+func (l *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation, file platform.SnapshotFile, scratch string) (platform.ScratchCheck, error) {
 	if err := l.step(ctx); err != nil {
 		return platform.ScratchCheck{}, err
 	}

@@ -1,0 +1,457 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skali-dev/studio/runs/platform"
+)
+
+// Backups on Kubernetes (platform.BackupPlatform, platform.ScratchRestorer).
+//
+// A database is snapshotted by its own PostgreSQL: pg_dump runs in the
+// primary pod of its CloudNativePG Cluster (the major version the data
+// was written with, whatever the Studio's machine has), through the API
+// server's exec, and its output streams through the Studio to the
+// backup target (an S3 prefix): nothing in the cluster needs the target's
+// credentials or any network, and no Job, image or volume is added. A
+// restore streams the file back into psql in that pod, in one transaction
+// committed only once the whole file was read and matched its recorded
+// SHA-256: a file that differs, or a statement that fails, changes
+// nothing. A drill restores it the same way into a scratch database of
+// that Cluster, which it drops afterwards, and counts each table's rows.
+//
+// CloudNativePG's own backups were not chosen: they need barman-cloud (a
+// Python tool) in the operand image and the target's credentials in the
+// environment's namespace, and a restore makes a new Cluster.
+
+const (
+	// pgContainer is the container of a CloudNativePG instance pod.
+	pgContainer = "postgres"
+	// pgSocket is where its PostgreSQL listens for local connections;
+	// the container's user is its superuser through them.
+	pgSocket = "/controller/run"
+	// pgDatabase is the database CloudNativePG makes for the app user,
+	// the one {{databases.NAME.url}} names.
+	pgDatabase = "app"
+	// annotationStopped is on a Deployment a restore scaled to zero: the
+	// replicas to start it again with.
+	annotationStopped = "skali.dev/stopped-for-restore"
+	// startTimeout bounds the wait for an environment's pods to be Ready
+	// again after a restore.
+	startTimeout = 10 * time.Minute
+)
+
+// CannotSnapshot implements platform.SnapshotLimiter: volumes and buckets
+// are not snapshotted on Kubernetes yet.
+func (p *Platform) CannotSnapshot(svc platform.SnapshotService) string {
+	switch svc.Kind {
+	case "database":
+		return ""
+	case "volume":
+		return "the Kubernetes platform does not snapshot volumes yet"
+	case "bucket":
+		return "the Kubernetes platform does not snapshot buckets yet"
+	}
+	return "the Kubernetes platform does not snapshot a " + svc.Kind
+}
+
+// backupNames finds the environment's namespace without creating it: a
+// backup acts only where a deploy already made it, and only in the
+// environment's own.
+func (p *Platform) backupNames(ctx context.Context, env platform.Env) (envNames, error) {
+	n := envNames{project: env.Project, env: env.Name, id: env.ID, namespace: NamespaceName(env.Project, env.Name)}
+	ns, err := p.Client.Get(ctx, KindNamespace, "", n.namespace)
+	if IsNotFound(err) {
+		return n, fmt.Errorf("%s was never deployed on this cluster (its namespace %s is missing)", env.Name, n.namespace)
+	}
+	if err != nil {
+		return n, p.apiError("reading namespace "+n.namespace, err)
+	}
+	return n, checkOwner(ns, n)
+}
+
+// primary is the pod of database name's Cluster that takes writes.
+func (p *Platform) primary(ctx context.Context, n envNames, name string) (string, error) {
+	c, err := p.Client.Get(ctx, KindPGCluster, n.namespace, dnsName(name))
+	if IsNotFound(err) {
+		return "", fmt.Errorf("database %s is not on the cluster (its Cluster %s is missing)", name, dnsName(name))
+	}
+	if err != nil {
+		return "", p.apiError("reading the Cluster of database "+name, err)
+	}
+	pod := str(c, "status", "currentPrimary")
+	if pod == "" || num(at(c, "status", "readyInstances")) < 1 {
+		return "", fmt.Errorf("database %s has no instance running (%s)", name, orText(str(c, "status", "phase"), "no phase yet"))
+	}
+	return pod, nil
+}
+
+func orText(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
+}
+
+// snapshotFileName is a service's file in a snapshot.
+func snapshotFileName(svc platform.SnapshotService) string {
+	if svc.Kind == "database" {
+		return "database-" + dnsName(svc.Name) + ".sql"
+	}
+	return svc.Kind + "-" + dnsName(strings.ReplaceAll(svc.Name, "/", "-"))
+}
+
+// stderrTail keeps the end of a command's standard error, for its error.
+type stderrTail struct{ b []byte }
+
+func (t *stderrTail) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 4096 {
+		t.b = t.b[len(t.b)-4096:]
+	}
+	return len(p), nil
+}
+
+// said is the command's error: its last line of standard error.
+func (t *stderrTail) said(err error) error {
+	lines := strings.Split(strings.TrimSpace(string(t.b)), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	var ee *ExecError
+	if errors.As(err, &ee) && last != "" {
+		return fmt.Errorf("%s (exit code %d)", last, ee.ExitCode)
+	}
+	return err
+}
+
+// psql runs psql as the superuser on database db with script as its
+// input, stopping at the first error; it returns its output.
+func (p *Platform) psql(ctx context.Context, ns, pod, db string, script io.Reader, args ...string) ([]byte, error) {
+	var out strings.Builder
+	var errs stderrTail
+	cmd := append([]string{"psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", pgSocket, "-U", "postgres", "-d", db}, args...)
+	err := p.Client.Exec(ctx, ns, pod, pgContainer, cmd, script, &out, &errs)
+	if err != nil {
+		return nil, errs.said(err)
+	}
+	return []byte(out.String()), nil
+}
+
+// Snapshot implements platform.BackupPlatform: a database's dump, taken
+// by pg_dump in its primary pod, streamed to the target with the row
+// counts of its tables last.
+func (p *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation) (platform.SnapshotFile, error) {
+	if why := p.CannotSnapshot(svc); why != "" {
+		return platform.SnapshotFile{}, errors.New(why)
+	}
+	n, err := p.backupNames(ctx, env)
+	if err != nil {
+		return platform.SnapshotFile{}, err
+	}
+	pod, err := p.primary(ctx, n, svc.Name)
+	if err != nil {
+		return platform.SnapshotFile{}, err
+	}
+	w, err := loc.Target.Create(ctx, loc.Installation, loc.Dir, snapshotFileName(svc))
+	if err != nil {
+		return platform.SnapshotFile{}, err
+	}
+	defer w.Abort()
+	var scan dumpScanner
+	var errs stderrTail
+	cmd := []string{"pg_dump", "--clean", "--if-exists", "--no-password", "-h", pgSocket, "-U", "postgres", "-d", pgDatabase}
+	if err := p.Client.Exec(ctx, n.namespace, pod, pgContainer, cmd, nil, io.MultiWriter(w, &scan), &errs); err != nil {
+		if ctx.Err() != nil {
+			return platform.SnapshotFile{}, ctx.Err()
+		}
+		return platform.SnapshotFile{}, fmt.Errorf("pg_dump in pod %s failed: %w", pod, errs.said(err))
+	}
+	if scan.inCopy {
+		return platform.SnapshotFile{}, fmt.Errorf("pg_dump in pod %s ended inside the data of table %s", pod, scan.table)
+	}
+	if _, err := w.Write(scan.counted.trailer()); err != nil {
+		return platform.SnapshotFile{}, err
+	}
+	return w.Commit()
+}
+
+// verifiedScript is the input psql replays file with: the file in one
+// transaction, committed only after the whole file was read and matched
+// its recorded size and SHA-256; a mismatch ends the input with the
+// error instead (psql then ends without a commit, and PostgreSQL rolls
+// back). scan, when not nil, reads the file as it goes.
+// The caller closes it once psql ended, which ends the copy.
+func verifiedScript(ctx context.Context, loc platform.SnapshotLocation, file platform.SnapshotFile, scan io.Writer) *io.PipeReader {
+	pr, pw := io.Pipe()
+	go func() {
+		if _, err := io.WriteString(pw, "BEGIN;\n"); err != nil {
+			return
+		}
+		var dst io.Writer = pw
+		if scan != nil {
+			dst = io.MultiWriter(pw, scan)
+		}
+		if err := platform.CopyVerified(ctx, loc, file, dst); err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		io.WriteString(pw, "\nCOMMIT;\n")
+		pw.Close()
+	}()
+	return pr
+}
+
+// Restore implements platform.BackupPlatform: the database's dump is
+// replayed into it in one transaction (its tables dropped and made again
+// with the snapshot's rows).
+func (p *Platform) Restore(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation, file platform.SnapshotFile) error {
+	if why := p.CannotSnapshot(svc); why != "" {
+		return errors.New(why)
+	}
+	n, err := p.backupNames(ctx, env)
+	if err != nil {
+		return err
+	}
+	pod, err := p.primary(ctx, n, svc.Name)
+	if err != nil {
+		return err
+	}
+	script := verifiedScript(ctx, loc, file, nil)
+	defer script.Close() // ends the reading of the file when psql stops first
+	if _, err := p.psql(ctx, n.namespace, pod, pgDatabase, script); err != nil {
+		return fileError(err, "replaying it into database "+svc.Name+" failed")
+	}
+	return nil
+}
+
+// fileError keeps a snapshot file's own error (missing, changed) as it
+// is, and words any other.
+func fileError(err error, what string) error {
+	var fe *platform.SnapshotFileError
+	var te *platform.TargetError
+	if errors.As(err, &fe) || errors.As(err, &te) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// scratchDatabase is the drill's scratch database for scratch (the
+// runner's scratch place of one checkpoint): of the drill alone.
+func scratchDatabase(scratch string) string {
+	sum := sha256.Sum256([]byte(scratch))
+	return "skali_drill_" + hex.EncodeToString(sum[:])[:16]
+}
+
+// RestoreScratch implements platform.ScratchRestorer: a database's dump
+// is restored into a scratch database of its Cluster, made for the drill
+// and dropped after it, and each table's rows are counted there against
+// the counts the snapshot recorded.
+func (p *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation, file platform.SnapshotFile, scratch string) (platform.ScratchCheck, error) {
+	var none platform.ScratchCheck
+	if why := p.CannotSnapshot(svc); why != "" {
+		return none, errors.New(why)
+	}
+	n, err := p.backupNames(ctx, env)
+	if err != nil {
+		return none, err
+	}
+	pod, err := p.primary(ctx, n, svc.Name)
+	if err != nil {
+		return none, err
+	}
+	db := scratchDatabase(scratch)
+	drop := func(ctx context.Context) error {
+		_, err := p.psql(ctx, n.namespace, pod, "postgres", strings.NewReader(`DROP DATABASE IF EXISTS "`+db+`" WITH (FORCE);`+"\n"))
+		return err
+	}
+	// A drill done again after a restart starts from a clean place.
+	if err := drop(ctx); err != nil {
+		return none, fmt.Errorf("the scratch database could not be cleared: %w", err)
+	}
+	if _, err := p.psql(ctx, n.namespace, pod, "postgres", strings.NewReader(`CREATE DATABASE "`+db+`" OWNER `+pgDatabase+";\n")); err != nil {
+		return none, fmt.Errorf("the scratch database could not be made: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := drop(dctx); err != nil {
+			p.Opts.Logger.Warn("a drill's scratch database could not be dropped", "namespace", n.namespace, "database", db, "err", err)
+		}
+	}()
+	var scan dumpScanner
+	script := verifiedScript(ctx, loc, file, &scan)
+	defer script.Close()
+	if _, err := p.psql(ctx, n.namespace, pod, db, script); err != nil {
+		return none, fileError(err, "the dump did not restore")
+	}
+	if scan.bad != nil {
+		return none, &platform.SnapshotFileError{File: file.File, Problem: scan.bad.Error()}
+	}
+	if scan.trailer == nil {
+		return none, &platform.SnapshotFileError{File: file.File, Problem: "has no row counts: it is not a whole snapshot of the Studio's"}
+	}
+	want := *scan.trailer
+	check := platform.ScratchCheck{Objects: 1, Bytes: file.Size, Counted: true, Tables: len(want.Tables), Rows: want.rows()}
+	if len(want.Tables) == 0 {
+		return check, nil
+	}
+	var q strings.Builder
+	for _, t := range want.Tables {
+		fmt.Fprintf(&q, "SELECT count(*) FROM %s;\n", t.Table)
+	}
+	out, err := p.psql(ctx, n.namespace, pod, db, strings.NewReader(q.String()), "-A", "-t")
+	if err != nil {
+		return none, fmt.Errorf("the restored tables could not be counted: %w", err)
+	}
+	got := strings.Fields(string(out))
+	if len(got) != len(want.Tables) {
+		return none, fmt.Errorf("the restored tables could not be counted: %d answers for %d tables", len(got), len(want.Tables))
+	}
+	for i, t := range want.Tables {
+		rows, err := strconv.ParseInt(got[i], 10, 64)
+		if err != nil || rows != t.Rows {
+			return none, fmt.Errorf("table %s has %s rows restored, %d when the snapshot was taken", t.Table, got[i], t.Rows)
+		}
+	}
+	return check, nil
+}
+
+// StopEnvironment implements platform.BackupPlatform: every application's
+// Deployment is scaled to zero (its count kept in an annotation for
+// StartEnvironment; an autoscaler leaves a Deployment at zero alone) and
+// the wait ends when its pods are gone.
+func (p *Platform) StopEnvironment(ctx context.Context, env platform.Env) error {
+	n, err := p.backupNames(ctx, env)
+	if err != nil {
+		return err
+	}
+	deps, err := p.Client.List(ctx, KindDeployment, n.namespace, LabelManagedBy+"="+managedBy)
+	if err != nil {
+		return p.apiError("listing the Deployments of "+n.namespace, err)
+	}
+	for _, d := range deps {
+		name := str(d, "metadata", "name")
+		replicas := num(at(d, "spec", "replicas"))
+		if _, stopped := annotations(d)[annotationStopped]; stopped || replicas == 0 {
+			continue // stopped already (a step done again), or an idle slot
+		}
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"%d"}},"spec":{"replicas":0}}`, annotationStopped, replicas)
+		if _, err := p.Client.MergePatch(ctx, KindDeployment, n.namespace, name, "-restore", patch); err != nil {
+			return p.apiError("scaling Deployment "+name+" to zero", err)
+		}
+	}
+	return p.waitPods(ctx, n, func(pods []Object) (bool, string) {
+		if len(pods) == 0 {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%d application pods still running (%s first)", len(pods), str(pods[0], "metadata", "name"))
+	})
+}
+
+// StartEnvironment implements platform.BackupPlatform: the Deployments a
+// restore stopped get their replicas back, and the wait ends when each
+// has them Ready.
+func (p *Platform) StartEnvironment(ctx context.Context, env platform.Env) error {
+	n, err := p.backupNames(ctx, env)
+	if err != nil {
+		return err
+	}
+	deps, err := p.Client.List(ctx, KindDeployment, n.namespace, LabelManagedBy+"="+managedBy)
+	if err != nil {
+		return p.apiError("listing the Deployments of "+n.namespace, err)
+	}
+	want := map[string]int{}
+	for _, d := range deps {
+		name := str(d, "metadata", "name")
+		v, stopped := annotations(d)[annotationStopped]
+		if !stopped {
+			continue
+		}
+		replicas, err := strconv.Atoi(fmt.Sprint(v))
+		if err != nil || replicas < 1 {
+			replicas = 1
+		}
+		want[name] = replicas
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}},"spec":{"replicas":%d}}`, annotationStopped, replicas)
+		if _, err := p.Client.MergePatch(ctx, KindDeployment, n.namespace, name, "-restore", patch); err != nil {
+			return p.apiError("starting Deployment "+name+" again", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for {
+		deps, err := p.Client.List(ctx, KindDeployment, n.namespace, LabelManagedBy+"="+managedBy)
+		if err != nil {
+			return p.apiError("reading the Deployments of "+n.namespace, err)
+		}
+		waiting := ""
+		for _, d := range deps {
+			name := str(d, "metadata", "name")
+			r, ok := want[name]
+			if !ok {
+				continue
+			}
+			ready := num(at(d, "status", "readyReplicas"))
+			if ready < r || num(at(d, "status", "observedGeneration")) < num(at(d, "metadata", "generation")) {
+				waiting = fmt.Sprintf("Deployment %s has %d of %d pods Ready", name, ready, r)
+				break
+			}
+		}
+		if waiting == "" {
+			return nil
+		}
+		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("the environment did not start again within %s: %s", startTimeout, waiting)
+			}
+			return err
+		}
+	}
+}
+
+// waitPods waits until done says the namespace's application pods are
+// as wanted.
+func (p *Platform) waitPods(ctx context.Context, n envNames, done func([]Object) (bool, string)) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for {
+		pods, err := p.Client.List(ctx, KindPod, n.namespace, LabelComponent+"=application")
+		if err != nil {
+			return p.apiError("listing the pods of "+n.namespace, err)
+		}
+		ok, waiting := done(pods)
+		if ok {
+			return nil
+		}
+		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("the environment did not stop within %s: %s", startTimeout, waiting)
+			}
+			return err
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// annotations are an object's annotations.
+func annotations(o Object) Object {
+	a, _ := at(o, "metadata", "annotations").(Object)
+	return a
+}

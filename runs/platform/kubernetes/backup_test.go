@@ -1,0 +1,308 @@
+package kubernetes_test
+
+// Backups where the data lives: a real PostgreSQL of the CloudNativePG
+// operator on the real-node cluster, snapshotted by the Studio into a real
+// S3 server, restored and drilled, all as the Studio's service account.
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform/kubernetes"
+	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
+	"github.com/skali-dev/studio/runs/platform/s3target/s3test"
+	"github.com/skali-dev/studio/store"
+)
+
+// backupManifest is an application on a database of the operator, the
+// release command making its table and writing a row.
+const backupManifest = `name: ledger
+applications:
+  web:
+    image: ` + testApp + `
+    command: ["/testapp", "serve"]
+    environment:
+      DATABASE_URL: "{{databases.data.url}}"
+      TESTAPP_NOTE: "written by the release command"
+    ports:
+      http:
+        port: 8080
+    health:
+      readiness:
+        http:
+          port: http
+          path: /readyz
+    scaling:
+      replicas:
+        min: 2
+        max: 2
+    deployment:
+      releaseCommand:
+        command: ["/testapp", "migrate"]
+        timeout: 3m
+databases:
+  data:
+    engine: postgres
+    version: 17
+`
+
+// finish executes run until it ends and returns it.
+func (f *fixture) finish(run *store.Run) *store.Run {
+	f.t.Helper()
+	for i := 0; ; i++ {
+		res, err := f.svc.Runner.Execute(f.ctx, run.ID)
+		if err != nil {
+			f.t.Fatalf("execute run %d: %v", run.ID, err)
+		}
+		if res.Finished {
+			break
+		}
+		if i > 50 {
+			f.t.Fatalf("run %d did not finish; it waits until %v", run.ID, res.WaitUntil)
+		}
+		time.Sleep(time.Until(res.WaitUntil))
+	}
+	got, err := f.db.RunByID(f.ctx, run.ID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return got
+}
+
+// sql runs query in the database's primary pod with kubectl (the test's
+// own way in, as the database's superuser) and returns its output.
+func (f *fixture) sql(cluster *clustertest.Cluster, db, query string) string {
+	f.t.Helper()
+	c := f.get(kubernetes.KindPGCluster, "data")
+	pod := str(c, "status", "currentPrimary")
+	out, err := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "-n", f.ns, "exec", pod, "-c", "postgres", "--",
+		"psql", "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", "/controller/run", "-U", "postgres", "-d", db, "-c", query).CombinedOutput()
+	if err != nil {
+		f.t.Fatalf("psql %q in %s: %v: %s", query, pod, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestRealDatabaseSnapshotRestoreAndDrill: a snapshot of the operator's
+// PostgreSQL is its own pg_dump in the S3 bucket, with the size and
+// SHA-256 recorded; a drill restores it into a scratch database, counts
+// every table's rows against the snapshot's and drops the scratch
+// database, leaving the environment as it was; a restore stops the
+// application, brings back exactly the snapshot's rows and starts it
+// again, Ready, serving them; a changed object fails a restore before
+// anything stops, and fails a drill naming the file.
+func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
+	cluster := clustertest.StartReal(t, clustertest.CNPG)
+	applyStudioRole(t, cluster)
+	srv := s3test.Start(t, "backups")
+	f := newFixtureOn(t, cluster, studioAccount, backupManifest, "realbackup", nil)
+	f.platform.Opts.PostgresImages = clustertest.PostgresImages
+	f.platform.Opts.ProvisionTimeout = 4 * time.Minute
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy %s: %s\n%s", run.Status, run.Reason, f.stepLog(run))
+	}
+	f.sql(cluster, "app", "CREATE TABLE ledger_entries (id int PRIMARY KEY, memo text); ALTER TABLE ledger_entries OWNER TO app; "+
+		"INSERT INTO ledger_entries SELECT g, 'entry ' || g FROM generate_series(1, 250) g; "+
+		"INSERT INTO testapp_rows (note) VALUES ('second row, before the snapshot')")
+
+	if err := f.svc.SaveBackupTarget(f.ctx, store.Actor{}, runs.BackupTargetForm{Target: "s3://backups/studio", Endpoint: srv.Endpoint,
+		Region: srv.Region, PathStyle: true, AccessKey: srv.Access, SecretKey: srv.Secret}); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	backup, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.finish(backup); got.Status != store.RunSucceeded {
+		t.Fatalf("snapshot %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
+	}
+	t.Logf("snapshot taken in %s", time.Since(started).Round(10*time.Millisecond))
+	b, err := f.db.BackupByRun(f.ctx, backup.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "studio/ledger/realbackup/" + b.Name + "/"
+	objs := srv.Objects(t, "backups", prefix)
+	if len(objs) != 1 || objs[prefix+"database-data.sql"] < 1000 {
+		t.Fatalf("the bucket holds %v under %s", objs, prefix)
+	}
+	rc, _, err := srv.Client(t, "backups").Get(f.ctx, prefix+"database-data.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump := readAll(t, rc)
+	for _, want := range []string{"PostgreSQL database dump", "COPY public.ledger_entries (id, memo) FROM stdin;", "250\tentry 250\n",
+		`-- skali-snapshot: {"tables":[{"table":"public.ledger_entries","rows":250},{"table":"public.testapp_rows","rows":2}]}`} {
+		if !strings.Contains(dump, want) {
+			t.Fatalf("the snapshot object lacks %q:\n%.2000s", want, dump)
+		}
+	}
+
+	// Written after the snapshot: a restore takes it away.
+	f.sql(cluster, "app", "INSERT INTO ledger_entries VALUES (251, 'after the snapshot'); INSERT INTO testapp_rows (note) VALUES ('after the snapshot')")
+
+	// A drill proves the snapshot without touching the environment.
+	drill, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.finish(drill)
+	if got.Status != store.RunSucceeded {
+		t.Fatalf("drill %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
+	}
+	cps, err := f.db.Checkpoints(f.ctx, drill.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := runs.SummarizeDrill(cps); !s.Counted || s.Tables != 2 || s.Rows != 252 {
+		t.Fatalf("the drill proved %+v, want 2 tables and 252 rows counted", s)
+	}
+	if n := f.sql(cluster, "postgres", "SELECT count(*) FROM pg_database WHERE datname LIKE 'skali_drill_%'"); n != "0" {
+		t.Fatalf("%s scratch databases left after the drill", n)
+	}
+	if n := f.sql(cluster, "app", "SELECT count(*) FROM ledger_entries"); n != "251" {
+		t.Fatalf("the drill changed the environment's data: %s entries", n)
+	}
+
+	// The restore: stopped, replayed, started.
+	restoreStarted := time.Now().Add(-time.Second) // the API server's clock rounds to seconds
+	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "realbackup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.finish(restore); got.Status != store.RunSucceeded {
+		t.Fatalf("restore %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
+	}
+	if n := f.sql(cluster, "app", "SELECT count(*) || ' ' || max(id) FROM ledger_entries"); n != "250 250" {
+		t.Fatalf("after the restore the entries are %q, want the snapshot's 250", n)
+	}
+	if notes := f.sql(cluster, "app", "SELECT string_agg(note, '|' ORDER BY id) FROM testapp_rows"); notes != "written by the release command|second row, before the snapshot" {
+		t.Fatalf("after the restore testapp_rows holds %q", notes)
+	}
+	if owner := f.sql(cluster, "app", "SELECT tableowner FROM pg_tables WHERE tablename = 'ledger_entries'"); owner != "app" {
+		t.Fatalf("the restored table is owned by %q, not the app user", owner)
+	}
+	dep := f.serving("web")
+	if r, ready := num(at(dep, "spec", "replicas")), num(at(dep, "status", "readyReplicas")); r != 2 || ready != 2 {
+		t.Fatalf("after the restore web has %d of %d replicas ready, want 2 of 2", ready, r)
+	}
+	if a, _ := at(dep, "metadata", "annotations").(map[string]any); a["skali.dev/stopped-for-restore"] != nil {
+		t.Fatalf("the stop's annotation stays: %v", a)
+	}
+	if env := f.reloadEnv(); env.State != store.EnvironmentActive {
+		t.Fatalf("after the restore the environment is %q", env.State)
+	}
+	// Stopped for real: every pod serving now was started by the restore.
+	pods, err := f.client.List(f.ctx, kubernetes.KindPod, f.ns, "skali.dev/service=web,app.kubernetes.io/component=application")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		created, _ := time.Parse(time.RFC3339, str(p, "metadata", "creationTimestamp"))
+		if created.Before(restoreStarted) {
+			t.Fatalf("pod %s (created %s) ran through the restore", str(p, "metadata", "name"), created)
+		}
+	}
+	// And the application serves the snapshot's rows.
+	ip := str(f.get(kubernetes.KindService, "web"), "spec", "clusterIP")
+	client := &http.Client{Timeout: 5 * time.Second}
+	want := "1 written by the release command\n2 second row, before the snapshot\n"
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		resp, err := client.Get("http://" + ip + ":8080/rows")
+		if err == nil {
+			last = resp.Status + " " + readAll(t, resp.Body)
+			if last == "200 OK "+want {
+				break
+			}
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the application's rows after the restore: %s, want %q", last, want)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	// The same size, other bytes.
+	key := prefix + "database-data.sql"
+	if err := srv.Client(t, "backups").Put(f.ctx, key, []byte(strings.Repeat("x", len(dump)))); err != nil {
+		t.Fatal(err)
+	}
+	restore, err = f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "realbackup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.finish(restore); got.Status != store.RunFailed || !strings.Contains(got.Reason, "database-data.sql does not match its recorded checksum") {
+		t.Fatalf("restore of a changed object: %s (%s)", got.Status, got.Reason)
+	}
+	if env := f.reloadEnv(); env.State != store.EnvironmentActive {
+		t.Fatalf("a refused restore left the environment %q", env.State)
+	}
+	if r := num(at(f.serving("web"), "spec", "replicas")); r != 2 {
+		t.Fatalf("a refused restore scaled web to %d", r)
+	}
+	drill, err = f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.finish(drill); got.Status != store.RunFailed || !strings.Contains(got.Reason, "database-data.sql") {
+		t.Fatalf("drill of a changed object: %s (%s)", got.Status, got.Reason)
+	}
+	if n := f.sql(cluster, "postgres", "SELECT count(*) FROM pg_database WHERE datname LIKE 'skali_drill_%'"); n != "0" {
+		t.Fatalf("%s scratch databases left after a failed drill", n)
+	}
+	f.checkNoPlaintext()
+	if strings.Contains(f.logs.String(), srv.Secret) {
+		t.Fatal("the S3 secret key is in the Studio's log")
+	}
+}
+
+// serving is app's Deployment with pods (blue-green: the live slot's).
+func (f *fixture) serving(app string) kubernetes.Object {
+	f.t.Helper()
+	deps, err := f.client.List(f.ctx, kubernetes.KindDeployment, f.ns, "skali.dev/service="+app)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, d := range deps {
+		if num(at(d, "spec", "replicas")) > 0 {
+			return d
+		}
+	}
+	f.t.Fatalf("no Deployment of %s has replicas (%d Deployments)", app, len(deps))
+	return nil
+}
+
+// reloadEnv reads the environment again.
+func (f *fixture) reloadEnv() *store.Environment {
+	f.t.Helper()
+	env, err := f.db.EnvironmentByID(f.ctx, f.env.ID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return env
+}
+
+func readAll(t *testing.T, rc io.ReadCloser) string {
+	t.Helper()
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func num(v any) int {
+	n, _ := strconv.Atoi(fmt.Sprint(v))
+	return n
+}

@@ -1,0 +1,43 @@
+package kubernetes
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// A dump's row counts are read as it streams, whatever the sizes of the
+// writes: quoted names with spaces, a row longer than what is kept of a
+// line, an empty table, and the trailer read back.
+func TestDumpScannerCountsRowsAndReadsTheTrailer(t *testing.T) {
+	long := strings.Repeat("é", 3<<20) // a row far longer than a kept line
+	dump := "-- PostgreSQL database dump\n" +
+		"COPY public.items (id, note) FROM stdin;\n1\tone\n2\t" + long + "\n3\t\\\\.\n\\.\n" +
+		"COPY \"Odd Schema\".\"my \"\"table\"\"\" (x) FROM stdin;\n\\.\n" +
+		"COPY s2.t (x) FROM stdin;\n7\n\\.\n" +
+		"-- COPY not.atable FROM stdin; is a comment\n"
+	want := dumpCounts{Tables: []tableRows{{"public.items", 3}, {`"Odd Schema"."my ""table"""`, 0}, {"s2.t", 1}}}
+	for _, size := range []int{1, 2, 7, 4096, len(dump)} {
+		var s dumpScanner
+		for i := 0; i < len(dump); i += size {
+			s.Write([]byte(dump[i:min(i+size, len(dump))]))
+		}
+		if s.inCopy || !reflect.DeepEqual(s.counted, want) {
+			t.Fatalf("writes of %d bytes: counted %+v (in copy %v), want %+v", size, s.counted, s.inCopy, want)
+		}
+		if len(s.line) > maxHeaderLine {
+			t.Fatalf("writes of %d bytes kept a line of %d bytes", size, len(s.line))
+		}
+		var r dumpScanner
+		r.Write([]byte(dump))
+		r.Write(s.counted.trailer())
+		if r.bad != nil || r.trailer == nil || !reflect.DeepEqual(*r.trailer, want) || r.trailer.rows() != 4 {
+			t.Fatalf("the trailer read back: %+v (%v)", r.trailer, r.bad)
+		}
+	}
+	var cut dumpScanner
+	cut.Write([]byte("COPY public.items (id) FROM stdin;\n1\n2\n"))
+	if !cut.inCopy || cut.table != "public.items" {
+		t.Fatalf("a dump cut inside a table's data is not seen as cut: %+v", cut)
+	}
+}
