@@ -50,6 +50,7 @@ type Config struct {
 	Gateway            string
 	ClusterIssuer      string
 	PostgresImages     string
+	HelperImage        string
 	WebhookAllow       string
 
 	// publicAddresses is PublicAddresses read as addresses.
@@ -98,6 +99,7 @@ func (c *Config) settings() []setting {
 		{"gateway", "STUDIO_GATEWAY", "NAMESPACE/NAME of the Gateway API gateway routes attach to (--platform kubernetes)", &c.Gateway, ""},
 		{"cluster-issuer", "STUDIO_CLUSTER_ISSUER", "cert-manager ClusterIssuer of route certificates (--platform kubernetes)", &c.ClusterIssuer, ""},
 		{"postgres-images", "STUDIO_POSTGRES_IMAGES", "repository of the PostgreSQL images CloudNativePG runs, tagged by major (--platform kubernetes; a mirror of ghcr.io/cloudnative-pg/postgresql)", &c.PostgresImages, ""},
+		{"helper-image", "STUDIO_HELPER_IMAGE", "the Studio's own image, whose volume agent reads and writes volumes for backups (--platform kubernetes; without it volumes are not snapshotted)", &c.HelperImage, ""},
 		{"webhook-allow-networks", "STUDIO_WEBHOOK_ALLOW_NETWORKS", "comma-separated addresses or CIDR ranges webhook deliveries may reach although they are refused by default (loopback, link-local, private such as 10.0.0.0/8; never the Studio's own listeners or database)", &c.WebhookAllow, ""},
 	}
 }

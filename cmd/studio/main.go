@@ -71,6 +71,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runLoginLink(ctx, rest, stdout, stderr)
 	case "keys":
 		err = runKeys(ctx, rest, stdout, stderr)
+	case "volume-agent":
+		err = runVolumeAgent(ctx, rest, stdin, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

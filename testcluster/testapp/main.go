@@ -20,6 +20,9 @@
 //	    opens a TCP connection to each (3 s each) and prints "HOST:PORT:
 //	    connected" or the error; exits 0 (what a pod can reach).
 //
+// With TESTAPP_DATA (a volume's mount path), serve's /files lists and
+// writes the files there (files.go).
+//
 // Every flag can also be set in the environment as TESTAPP_ and its name in
 // capitals with _ for -, and the mode as TESTAPP_MODE: TESTAPP_READY_AFTER=3s.
 // --stdout and --stderr work in every mode (printed at start).
@@ -126,6 +129,8 @@ func serve(ctx context.Context, addr string, readyAfter time.Duration, neverRead
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	mux.HandleFunc("/files", filesHandler(os.Getenv("TESTAPP_DATA")))
+	mux.HandleFunc("/files/", filesHandler(os.Getenv("TESTAPP_DATA")))
 	mux.HandleFunc("/rows", func(w http.ResponseWriter, r *http.Request) {
 		rows, err := readRows(r.Context())
 		if err != nil {

@@ -49,14 +49,17 @@ const (
 	startTimeout = 10 * time.Minute
 )
 
-// CannotSnapshot implements platform.SnapshotLimiter: volumes and buckets
-// are not snapshotted on Kubernetes yet.
+// CannotSnapshot implements platform.SnapshotLimiter: buckets are not
+// snapshotted on Kubernetes yet, volumes only with the helper image.
 func (p *Platform) CannotSnapshot(svc platform.SnapshotService) string {
 	switch svc.Kind {
 	case "database":
 		return ""
 	case "volume":
-		return "the Kubernetes platform does not snapshot volumes yet"
+		if p.Opts.HelperImage == "" {
+			return "the Kubernetes platform snapshots volumes only when the Studio is told its own image (--helper-image)"
+		}
+		return ""
 	case "bucket":
 		return "the Kubernetes platform does not snapshot buckets yet"
 	}
@@ -106,7 +109,7 @@ func snapshotFileName(svc platform.SnapshotService) string {
 	if svc.Kind == "database" {
 		return "database-" + dnsName(svc.Name) + ".sql"
 	}
-	return svc.Kind + "-" + dnsName(strings.ReplaceAll(svc.Name, "/", "-"))
+	return svc.Kind + "-" + dnsName(strings.ReplaceAll(svc.Name, "/", "-")) + ".tar"
 }
 
 // stderrTail keeps the end of a command's standard error, for its error.
@@ -154,6 +157,17 @@ func (p *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.
 	n, err := p.backupNames(ctx, env)
 	if err != nil {
 		return platform.SnapshotFile{}, err
+	}
+	if svc.Kind == "volume" {
+		w, err := loc.Target.Create(ctx, loc.Installation, loc.Dir, snapshotFileName(svc))
+		if err != nil {
+			return platform.SnapshotFile{}, err
+		}
+		defer w.Abort()
+		if err := p.snapshotVolume(ctx, n, svc, w); err != nil {
+			return platform.SnapshotFile{}, err
+		}
+		return w.Commit()
 	}
 	pod, err := p.primary(ctx, n, svc.Name)
 	if err != nil {
@@ -219,6 +233,9 @@ func (p *Platform) Restore(ctx context.Context, env platform.Env, svc platform.S
 	if err != nil {
 		return err
 	}
+	if svc.Kind == "volume" {
+		return p.restoreVolume(ctx, n, svc, loc, file)
+	}
 	pod, err := p.primary(ctx, n, svc.Name)
 	if err != nil {
 		return err
@@ -257,6 +274,11 @@ func (p *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc pla
 	var none platform.ScratchCheck
 	if why := p.CannotSnapshot(svc); why != "" {
 		return none, errors.New(why)
+	}
+	if svc.Kind != "database" {
+		// Files and objects are checked on the Studio's side, in the
+		// drill's scratch directory: nothing of the cluster is used.
+		return scratchArchive(ctx, loc, file, scratch)
 	}
 	n, err := p.backupNames(ctx, env)
 	if err != nil {

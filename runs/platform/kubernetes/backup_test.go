@@ -5,10 +5,12 @@ package kubernetes_test
 // S3 server, restored and drilled, all as the Studio's service account.
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,7 +111,7 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 		t.Fatalf("deploy %s: %s\n%s", run.Status, run.Reason, f.stepLog(run))
 	}
 	f.sql(cluster, "app", "CREATE TABLE ledger_entries (id int PRIMARY KEY, memo text); ALTER TABLE ledger_entries OWNER TO app; "+
-		"INSERT INTO ledger_entries SELECT g, 'entry ' || g FROM generate_series(1, 250) g; "+
+		"INSERT INTO ledger_entries SELECT g, 'entry ' || g || ' ' || repeat(md5(g::text), 8) FROM generate_series(1, 5000) g; "+
 		"INSERT INTO testapp_rows (note) VALUES ('second row, before the snapshot')")
 
 	if err := f.svc.SaveBackupTarget(f.ctx, store.Actor{}, runs.BackupTargetForm{Target: "s3://backups/studio", Endpoint: srv.Endpoint,
@@ -139,15 +141,15 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 		t.Fatal(err)
 	}
 	dump := readAll(t, rc)
-	for _, want := range []string{"PostgreSQL database dump", "COPY public.ledger_entries (id, memo) FROM stdin;", "250\tentry 250\n",
-		`-- skali-snapshot: {"tables":[{"table":"public.ledger_entries","rows":250},{"table":"public.testapp_rows","rows":2}]}`} {
+	for _, want := range []string{"PostgreSQL database dump", "COPY public.ledger_entries (id, memo) FROM stdin;", "5000\tentry 5000 ",
+		`-- skali-snapshot: {"tables":[{"table":"public.ledger_entries","rows":5000},{"table":"public.testapp_rows","rows":2}]}`} {
 		if !strings.Contains(dump, want) {
 			t.Fatalf("the snapshot object lacks %q:\n%.2000s", want, dump)
 		}
 	}
 
 	// Written after the snapshot: a restore takes it away.
-	f.sql(cluster, "app", "INSERT INTO ledger_entries VALUES (251, 'after the snapshot'); INSERT INTO testapp_rows (note) VALUES ('after the snapshot')")
+	f.sql(cluster, "app", "INSERT INTO ledger_entries VALUES (5001, 'after the snapshot'); INSERT INTO testapp_rows (note) VALUES ('after the snapshot')")
 
 	// A drill proves the snapshot without touching the environment.
 	drill, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
@@ -162,13 +164,13 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := runs.SummarizeDrill(cps); !s.Counted || s.Tables != 2 || s.Rows != 252 {
-		t.Fatalf("the drill proved %+v, want 2 tables and 252 rows counted", s)
+	if s := runs.SummarizeDrill(cps); !s.Counted || s.Tables != 2 || s.Rows != 5002 {
+		t.Fatalf("the drill proved %+v, want 2 tables and 5,002 rows counted", s)
 	}
 	if n := f.sql(cluster, "postgres", "SELECT count(*) FROM pg_database WHERE datname LIKE 'skali_drill_%'"); n != "0" {
 		t.Fatalf("%s scratch databases left after the drill", n)
 	}
-	if n := f.sql(cluster, "app", "SELECT count(*) FROM ledger_entries"); n != "251" {
+	if n := f.sql(cluster, "app", "SELECT count(*) FROM ledger_entries"); n != "5001" {
 		t.Fatalf("the drill changed the environment's data: %s entries", n)
 	}
 
@@ -181,8 +183,8 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 	if got := f.finish(restore); got.Status != store.RunSucceeded {
 		t.Fatalf("restore %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
 	}
-	if n := f.sql(cluster, "app", "SELECT count(*) || ' ' || max(id) FROM ledger_entries"); n != "250 250" {
-		t.Fatalf("after the restore the entries are %q, want the snapshot's 250", n)
+	if n := f.sql(cluster, "app", "SELECT count(*) || ' ' || max(id) FROM ledger_entries"); n != "5000 5000" {
+		t.Fatalf("after the restore the entries are %q, want the snapshot's 5000", n)
 	}
 	if notes := f.sql(cluster, "app", "SELECT string_agg(note, '|' ORDER BY id) FROM testapp_rows"); notes != "written by the release command|second row, before the snapshot" {
 		t.Fatalf("after the restore testapp_rows holds %q", notes)
@@ -292,7 +294,7 @@ func (f *fixture) reloadEnv() *store.Environment {
 	return env
 }
 
-func readAll(t *testing.T, rc io.ReadCloser) string {
+func readAll(t testing.TB, rc io.ReadCloser) string {
 	t.Helper()
 	defer rc.Close()
 	b, err := io.ReadAll(rc)
@@ -305,4 +307,156 @@ func readAll(t *testing.T, rc io.ReadCloser) string {
 func num(v any) int {
 	n, _ := strconv.Atoi(fmt.Sprint(v))
 	return n
+}
+
+// volumeManifest is an application keeping files on a volume.
+const volumeManifest = `name: album
+applications:
+  photos:
+    image: ` + testApp + `
+    command: ["/testapp", "serve"]
+    environment:
+      TESTAPP_DATA: /data
+    ports:
+      http:
+        port: 8080
+    health:
+      readiness:
+        http:
+          port: http
+          path: /readyz
+    volumes:
+      uploads:
+        mountPath: /data
+        size: 1GB
+`
+
+// pushStudioImage builds the Studio's image (its volume agent is the
+// helper pods') with the repository's image tool and pushes it to the
+// cluster's registry; it returns the image's name in the cluster.
+func pushStudioImage(t testing.TB, c *clustertest.Cluster) string {
+	t.Helper()
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	cmd := exec.Command("go", "run", "./cmd/imagetool", "--registry", c.Registry, "--source", root, "studio")
+	cmd.Dir = filepath.Join(root, "testcluster")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("imagetool studio: %v\n%s", err, out)
+	}
+	t.Logf("the Studio's image built and pushed in %s", time.Since(started).Round(100*time.Millisecond))
+	return "registry.local/skali/studio:latest"
+}
+
+// files calls the application's /files through its Service.
+func (f *fixture) files(method, name string, body []byte) string {
+	f.t.Helper()
+	ip := str(f.get(kubernetes.KindService, "photos"), "spec", "clusterIP")
+	client := &http.Client{Timeout: 10 * time.Second}
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		req, _ := http.NewRequest(method, "http://"+ip+":8080/files/"+name, bytes.NewReader(body))
+		resp, err := client.Do(req)
+		if err == nil {
+			text := readAll(f.t, resp.Body)
+			if resp.StatusCode == http.StatusOK {
+				return text
+			}
+			last = resp.Status + " " + text
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s /files/%s: %s", method, name, last)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestRealVolumeSnapshotRestoreAndDrill: a volume's snapshot is the
+// archive of its files, read by the Studio's volume agent in a helper pod
+// next to the application's; a drill extracts it into scratch and checks
+// every file; a restore stops the application, makes the volume exactly
+// the snapshot's (a file added after it gone, a changed one back) and
+// starts it again; no helper pod is left.
+func TestRealVolumeSnapshotRestoreAndDrill(t *testing.T) {
+	cluster := clustertest.StartReal(t)
+	applyStudioRole(t, cluster)
+	image := pushStudioImage(t, cluster)
+	srv := s3test.Start(t, "backups")
+	f := newFixtureOn(t, cluster, studioAccount, volumeManifest, "realvolume", nil)
+	f.platform.Opts.HelperImage = image
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy %s: %s\n%s", run.Status, run.Reason, f.stepLog(run))
+	}
+	big := make([]byte, 3<<20)
+	for i := range big {
+		big[i] = byte(i * 7919 >> 3)
+	}
+	f.files("PUT", "cover.txt", []byte("the album's cover"))
+	f.files("PUT", "2026/december/big.bin", big)
+	f.files("PUT", "2026/empty", nil)
+	before := f.files("GET", "", nil)
+	if strings.Count(before, "\n") != 3 {
+		t.Fatalf("the volume holds:\n%s", before)
+	}
+
+	if err := f.svc.SaveBackupTarget(f.ctx, store.Actor{}, runs.BackupTargetForm{Target: "s3://backups/studio", Endpoint: srv.Endpoint,
+		Region: srv.Region, PathStyle: true, AccessKey: srv.Access, SecretKey: srv.Secret}); err != nil {
+		t.Fatal(err)
+	}
+	backup, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.finish(backup); got.Status != store.RunSucceeded {
+		t.Fatalf("snapshot %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
+	}
+	b, err := f.db.BackupByRun(f.ctx, backup.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := srv.Objects(t, "backups", "studio/album/realvolume/"+b.Name+"/")
+	if n := objs["studio/album/realvolume/"+b.Name+"/volume-photos-uploads.tar"]; n < 3<<20 {
+		t.Fatalf("the bucket holds %v", objs)
+	}
+
+	f.files("PUT", "cover.txt", []byte("changed after the snapshot"))
+	f.files("PUT", "later.txt", []byte("written after the snapshot"))
+
+	drill, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.finish(drill); got.Status != store.RunSucceeded {
+		t.Fatalf("drill %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
+	}
+	cps, err := f.db.Checkpoints(f.ctx, drill.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := runs.SummarizeDrill(cps); s.Objects != 3 || s.Bytes != 3<<20+17 {
+		t.Fatalf("the drill checked %+v, want the 3 files of 3 MiB and 17 bytes", s)
+	}
+
+	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "realvolume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.finish(restore); got.Status != store.RunSucceeded {
+		t.Fatalf("restore %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
+	}
+	if after := f.files("GET", "", nil); after != before {
+		t.Fatalf("after the restore the volume holds:\n%s\nthe snapshot held:\n%s", after, before)
+	}
+	if helpers, err := f.client.List(f.ctx, kubernetes.KindPod, f.ns, kubernetes.LabelHelper); err != nil || len(helpers) != 0 {
+		for _, h := range helpers {
+			if str(h, "metadata", "deletionTimestamp") == "" {
+				t.Fatalf("helper pod %s is left (%v)", str(h, "metadata", "name"), err)
+			}
+		}
+	}
+	f.checkNoPlaintext()
 }

@@ -113,7 +113,7 @@ func (r *recorder) index(s string) int {
 
 // eventually waits (up to a minute) for cond, which the Studio reaches
 // asynchronously.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -239,7 +239,7 @@ func (cm *certManager) fail(req, order, challenge kubernetes.Object, reason stri
 	}})
 }
 
-func selfSigned(t *testing.T, domain string) (certPEM, serial string, notBefore, notAfter time.Time) {
+func selfSigned(t testing.TB, domain string) (certPEM, serial string, notBefore, notAfter time.Time) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -156,9 +156,14 @@ func (c *Client) Exec(ctx context.Context, ns, pod, container string, command []
 	}
 }
 
+// execMessage is the largest stdin message sent, with room to spare: on
+// Kubernetes 1.36 a stdin message over 64 KiB loses what is beyond (one
+// of 64 KiB and one byte lost its last byte).
+const execMessage = 32 << 10
+
 // pumpStdin copies r to the command's stdin in messages, then ends it.
 func pumpStdin(conn *websocket.Conn, r io.Reader) error {
-	buf := make([]byte, 1+64<<10)
+	buf := make([]byte, execMessage)
 	buf[0] = execStdin
 	for {
 		n, err := r.Read(buf[1:])

@@ -67,6 +67,11 @@ type Options struct {
 	// PostgresImages:17 (DefaultPostgresImages when empty). A cluster
 	// that pulls from a mirror of its own names the mirror here.
 	PostgresImages string
+	// HelperImage is the Studio's own image: the pods that read and
+	// write a volume's files for its snapshots and restores run its
+	// volume agent (studio volume-agent). Volumes are not snapshotted
+	// without it.
+	HelperImage string
 	// PodAnnotations adds annotations to the pods of an application
 	// ("release" for its release Job); tests use it to steer simulated
 	// nodes.

@@ -66,7 +66,7 @@ func (s *syncBuffer) String() string {
 }
 
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	db       *store.DB
 	vault    *store.Vault
@@ -99,7 +99,7 @@ func newFixtureAs(t *testing.T, user, manifest, envName string, values map[strin
 
 // newFixtureOn is newFixtureAs on the given cluster (StartReal's, for
 // real pods).
-func newFixtureOn(t *testing.T, cluster *clustertest.Cluster, user, manifest, envName string, values map[string]string) *fixture {
+func newFixtureOn(t testing.TB, cluster *clustertest.Cluster, user, manifest, envName string, values map[string]string) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{t: t, ctx: ctx, logs: &syncBuffer{}, annotations: map[string]map[string]string{}}
@@ -650,8 +650,9 @@ func TestFailedReleaseJobRollsNothingOut(t *testing.T) {
 }
 
 // TestBackupsOfWhatKubernetesCannotSnapshotAreRefused: the Kubernetes
-// platform takes backups and drills of databases; an environment with a
-// bucket or a volume is told which, before a schedule is saved.
+// platform takes backups and drills of databases, and of volumes once it
+// knows the Studio's image; an environment with a bucket (or a volume
+// without it) is told which, before a schedule is saved.
 func TestBackupsOfWhatKubernetesCannotSnapshotAreRefused(t *testing.T) {
 	p := kubernetes.New(nil, kubernetes.Options{})
 	if _, err := platform.Backups(p); err != nil {
@@ -670,9 +671,14 @@ func TestBackupsOfWhatKubernetesCannotSnapshotAreRefused(t *testing.T) {
 	if !res.Valid() {
 		t.Fatalf("manifest: %v", res.Errors())
 	}
-	want := "The Kubernetes platform does not snapshot buckets yet (attachments); the Kubernetes platform does not snapshot volumes yet (web/uploads): backups are not turned on, so that no snapshot leaves them out."
+	want := "The Kubernetes platform does not snapshot buckets yet (attachments); the Kubernetes platform snapshots volumes only when the Studio is told its own image (--helper-image) (web/uploads): backups are not turned on, so that no snapshot leaves them out."
 	if got := runs.CannotSnapshot(p, res.Definition); got != want {
 		t.Fatalf("CannotSnapshot:\n got %q\nwant %q", got, want)
+	}
+	p.Opts.HelperImage = "registry.local/skali/studio:latest"
+	want = "The Kubernetes platform does not snapshot buckets yet (attachments): backups are not turned on, so that no snapshot leaves them out."
+	if got := runs.CannotSnapshot(p, res.Definition); got != want {
+		t.Fatalf("CannotSnapshot with a helper image:\n got %q\nwant %q", got, want)
 	}
 	delete(res.Definition.Buckets, "attachments")
 	delete(res.Definition.Applications["web"].Volumes, "uploads")
