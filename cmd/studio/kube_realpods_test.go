@@ -163,6 +163,7 @@ func TestTheStudioOnTheClusterDeploysFromInside(t *testing.T) {
 		t.Fatal(err)
 	}
 	manifest := strings.Replace(string(shipped), "image: registry.local/skali-studio:latest", "image: registry.local/skali/studio:latest", 1)
+	manifest = strings.Replace(manifest, "value: registry.local/skali-studio:latest", "value: registry.local/skali/studio:latest", 1)
 	if manifest == string(shipped) {
 		t.Fatal("deploy/kubernetes/studio.yaml no longer names the image registry.local/skali-studio:latest: update this test")
 	}
