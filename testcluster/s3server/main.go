@@ -49,8 +49,8 @@ func main() {
 		log.Fatal("s3server: --dir, --access and --secret are required")
 	}
 	host, _, err := net.SplitHostPort(*addr)
-	if err != nil || (host != "127.0.0.1" && host != "::1" && host != "localhost") {
-		log.Fatal("s3server: --addr must be a loopback host:port")
+	if err != nil || (host != "127.0.0.1" && host != "::1" && host != "localhost" && !ownPrivate(host)) {
+		log.Fatal("s3server: --addr must be a loopback host:port, or a private address of this machine's own (the test cluster's bridge)")
 	}
 	root := filepath.Join(*dir, "data")
 	side := filepath.Join(*dir, "meta")
@@ -105,4 +105,24 @@ func main() {
 	if err != nil && ctx.Err() == nil {
 		log.Fatal(err)
 	}
+}
+
+// ownPrivate says whether host is a private address (such as the test
+// cluster's bridge, 10.244.0.1) of one of this machine's interfaces:
+// reachable from the machine's own pods, never from outside it.
+func ownPrivate(host string) bool {
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsPrivate() {
+		return false
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }

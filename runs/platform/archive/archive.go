@@ -71,9 +71,25 @@ func (a *Writer) Symlink(name, target string, mtime time.Time, uid, gid int) err
 	return a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777, ModTime: mtime, Uid: uid, Gid: gid, Format: tar.FormatPAX})
 }
 
+// KeyRecord is the PAX record of an object's key in a bucket's archive,
+// whose entries are named objects/N (a key need not be a file name).
+const KeyRecord = "SKALI.key"
+
 // File adds a regular file of size bytes read from r, hashing it.
 func (a *Writer) File(name string, size int64, mode fs.FileMode, mtime time.Time, uid, gid int, r io.Reader) error {
-	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: size, Mode: int64(mode.Perm()), ModTime: mtime, Uid: uid, Gid: gid, Format: tar.FormatPAX}); err != nil {
+	return a.file(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: size, Mode: int64(mode.Perm()), ModTime: mtime, Uid: uid, Gid: gid, Format: tar.FormatPAX}, r)
+}
+
+// Object adds a bucket's object of size bytes read from r as the n-th
+// entry, its key in the entry's KeyRecord.
+func (a *Writer) Object(n int, key string, size int64, r io.Reader) error {
+	return a.file(&tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprintf("objects/%d", n), Size: size, Mode: 0o600, Format: tar.FormatPAX,
+		PAXRecords: map[string]string{KeyRecord: key}}, r)
+}
+
+func (a *Writer) file(hdr *tar.Header, r io.Reader) error {
+	name, size := hdr.Name, hdr.Size
+	if err := a.tw.WriteHeader(hdr); err != nil {
 		return err
 	}
 	h := sha256.New()

@@ -49,8 +49,8 @@ const (
 	startTimeout = 10 * time.Minute
 )
 
-// CannotSnapshot implements platform.SnapshotLimiter: buckets are not
-// snapshotted on Kubernetes yet, volumes only with the helper image.
+// CannotSnapshot implements platform.SnapshotLimiter: volumes and buckets
+// are snapshotted only with the helper image (the Studio's own).
 func (p *Platform) CannotSnapshot(svc platform.SnapshotService) string {
 	switch svc.Kind {
 	case "database":
@@ -61,7 +61,10 @@ func (p *Platform) CannotSnapshot(svc platform.SnapshotService) string {
 		}
 		return ""
 	case "bucket":
-		return "the Kubernetes platform does not snapshot buckets yet"
+		if p.Opts.HelperImage == "" {
+			return "the Kubernetes platform snapshots buckets only when the Studio is told its own image (--helper-image)"
+		}
+		return ""
 	}
 	return "the Kubernetes platform does not snapshot a " + svc.Kind
 }
@@ -158,13 +161,13 @@ func (p *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.
 	if err != nil {
 		return platform.SnapshotFile{}, err
 	}
-	if svc.Kind == "volume" {
+	if svc.Kind != "database" {
 		w, err := loc.Target.Create(ctx, loc.Installation, loc.Dir, snapshotFileName(svc))
 		if err != nil {
 			return platform.SnapshotFile{}, err
 		}
 		defer w.Abort()
-		if err := p.snapshotVolume(ctx, n, svc, w); err != nil {
+		if err := p.snapshotArchive(ctx, n, svc, w); err != nil {
 			return platform.SnapshotFile{}, err
 		}
 		return w.Commit()
@@ -233,8 +236,8 @@ func (p *Platform) Restore(ctx context.Context, env platform.Env, svc platform.S
 	if err != nil {
 		return err
 	}
-	if svc.Kind == "volume" {
-		return p.restoreVolume(ctx, n, svc, loc, file)
+	if svc.Kind != "database" {
+		return p.restoreArchive(ctx, n, svc, loc, file)
 	}
 	pod, err := p.primary(ctx, n, svc.Name)
 	if err != nil {

@@ -6,13 +6,16 @@ package kubernetes_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,6 +265,19 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 	if n := f.sql(cluster, "postgres", "SELECT count(*) FROM pg_database WHERE datname LIKE 'skali_drill_%'"); n != "0" {
 		t.Fatalf("%s scratch databases left after a failed drill", n)
 	}
+	// The psql the refused file was streamed into ended: its stdin was
+	// closed, not abandoned (a psql waiting for more would hold its
+	// transaction, and keep the database from shutting down).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		n := f.sql(cluster, "postgres", "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'psql' AND pid <> pg_backend_pid()")
+		if n == "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s psql sessions still open after the refused restore and drill", n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	f.checkNoPlaintext()
 	if strings.Contains(f.logs.String(), srv.Secret) {
 		t.Fatal("the S3 secret key is in the Studio's log")
@@ -384,7 +400,7 @@ func (f *fixture) files(method, name string, body []byte) string {
 func TestRealVolumeSnapshotRestoreAndDrill(t *testing.T) {
 	cluster := clustertest.StartReal(t)
 	applyStudioRole(t, cluster)
-	image := pushStudioImage(t, cluster)
+	image := studioImageOn(t, cluster)
 	srv := s3test.Start(t, "backups")
 	f := newFixtureOn(t, cluster, studioAccount, volumeManifest, "realvolume", nil)
 	f.platform.Opts.HelperImage = image
@@ -457,6 +473,160 @@ func TestRealVolumeSnapshotRestoreAndDrill(t *testing.T) {
 				t.Fatalf("helper pod %s is left (%v)", str(h, "metadata", "name"), err)
 			}
 		}
+	}
+	f.checkNoPlaintext()
+}
+
+var (
+	studioImageOnce sync.Once
+	studioImage     string
+)
+
+// studioImageOn pushes the Studio's image once per test binary.
+func studioImageOn(t testing.TB, c *clustertest.Cluster) string {
+	t.Helper()
+	studioImageOnce.Do(func() { studioImage = pushStudioImage(t, c) })
+	if studioImage == "" {
+		t.Fatal("the Studio's image was not pushed")
+	}
+	return studioImage
+}
+
+// bucketManifest is an application with a bucket.
+const bucketManifest = `name: vault
+applications:
+  web:
+    image: ` + testApp + `
+    command: ["/testapp", "serve"]
+    environment:
+      S3_BUCKET: "{{buckets.files.name}}"
+    ports:
+      http:
+        port: 8080
+buckets:
+  files:
+    visibility: private
+`
+
+// TestRealBucketSnapshotRestoreAndDrill: a bucket's snapshot is the
+// archive of its objects, read by the Studio's volume agent in a helper
+// pod whose environment is the claim's ConfigMap and Secret (the Studio
+// never reads the bucket's keys); a drill checks every object; a restore
+// makes the bucket hold exactly the snapshot's objects again (a large one
+// in parts, one added after it deleted, one deleted after it back).
+func TestRealBucketSnapshotRestoreAndDrill(t *testing.T) {
+	cluster := clustertest.StartReal(t)
+	applyStudioRole(t, cluster)
+	image := studioImageOn(t, cluster)
+	f := newFixtureOn(t, cluster, studioAccount, bucketManifest, "realbucket", nil)
+	f.platform.Opts.HelperImage = image
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("deploy %s: %s\n%s", run.Status, run.Reason, f.stepLog(run))
+	}
+	// The played provisioner's bucket becomes a real one, on a server
+	// the pods reach on the cluster's bridge.
+	bucket := str(f.get(kubernetes.KindConfigMap, "files"), "data", "BUCKET_NAME")
+	srv := s3test.StartOn(t, clustertest.BridgeIP, "backups", bucket)
+	_, port, _ := net.SplitHostPort(srv.Addr)
+	if _, err := f.client.ApplyForce(f.ctx, kubernetes.KindConfigMap, kubernetes.Object{"metadata": kubernetes.Object{"name": "files", "namespace": f.ns},
+		"data": kubernetes.Object{"BUCKET_HOST": clustertest.BridgeIP, "BUCKET_PORT": port, "BUCKET_NAME": bucket, "BUCKET_REGION": srv.Region}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.client.ApplyForce(f.ctx, kubernetes.KindSecret, kubernetes.Object{"metadata": kubernetes.Object{"name": "files", "namespace": f.ns},
+		"stringData": kubernetes.Object{"AWS_ACCESS_KEY_ID": srv.Access, "AWS_SECRET_ACCESS_KEY": srv.Secret}}); err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client(t, bucket)
+	big := make([]byte, 20<<20) // more than one part
+	for i := range big {
+		big[i] = byte(i * 31 >> 5)
+	}
+	for key, body := range map[string][]byte{"a.txt": []byte("first object"), "photos/2026/big.bin": big, "notes/é and spaces.txt": []byte("a key that is no file name")} {
+		if err := c.Put(f.ctx, key, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listing := func() string {
+		objs, err := c.List(f.ctx, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, o := range objs {
+			rc, _, err := c.Get(f.ctx, o.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256([]byte(readAll(t, rc)))
+			fmt.Fprintf(&b, "%s %d %x\n", o.Key, o.Size, sum[:8])
+		}
+		return b.String()
+	}
+	before := listing()
+
+	if err := f.svc.SaveBackupTarget(f.ctx, store.Actor{}, runs.BackupTargetForm{Target: "s3://backups/studio", Endpoint: srv.Endpoint,
+		Region: srv.Region, PathStyle: true, AccessKey: srv.Access, SecretKey: srv.Secret}); err != nil {
+		t.Fatal(err)
+	}
+	backup, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.finish(backup); got.Status != store.RunSucceeded {
+		t.Fatalf("snapshot %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
+	}
+	b, err := f.db.BackupByRun(f.ctx, backup.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Objects(t, "backups", "")["studio/vault/realbucket/"+b.Name+"/bucket-files.tar"]; n < 20<<20 {
+		t.Fatalf("the snapshot's object has %d bytes", n)
+	}
+
+	if err := c.Put(f.ctx, "a.txt", []byte("changed after the snapshot")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Put(f.ctx, "later.txt", []byte("written after the snapshot")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(f.ctx, "photos/2026/big.bin"); err != nil {
+		t.Fatal(err)
+	}
+
+	drill, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.finish(drill); got.Status != store.RunSucceeded {
+		t.Fatalf("drill %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
+	}
+	cps, err := f.db.Checkpoints(f.ctx, drill.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := runs.SummarizeDrill(cps); s.Objects != 3 || s.Bytes != 20<<20+12+26 {
+		t.Fatalf("the drill checked %+v, want the 3 objects", s)
+	}
+
+	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "realbucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.finish(restore); got.Status != store.RunSucceeded {
+		t.Fatalf("restore %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
+	}
+	if after := listing(); after != before {
+		t.Fatalf("after the restore the bucket holds:\n%s\nthe snapshot held:\n%s", after, before)
+	}
+	if helpers, err := f.client.List(f.ctx, kubernetes.KindPod, f.ns, kubernetes.LabelHelper); err == nil {
+		for _, h := range helpers {
+			if str(h, "metadata", "deletionTimestamp") == "" {
+				t.Fatalf("helper pod %s is left", str(h, "metadata", "name"))
+			}
+		}
+	}
+	if strings.Contains(f.logs.String(), srv.Secret) {
+		t.Fatal("the bucket's secret key is in the Studio's log")
 	}
 	f.checkNoPlaintext()
 }

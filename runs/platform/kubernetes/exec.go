@@ -93,33 +93,50 @@ func (c *Client) Exec(ctx context.Context, ns, pod, container string, command []
 		return fmt.Errorf("the API server does not speak %s (it chose %q): Kubernetes 1.30 or later is needed", execProtocol, conn.Subprotocol())
 	}
 	defer conn.Close()
-	// ctx's end, or a failed stdin, closes the connection: the reads
-	// below end with it.
-	var mu sync.Mutex
+	// A failed stdin, or ctx's end, ends the command's stdin first (its
+	// process reads an end of file: psql, say, ends without committing);
+	// closing the connection alone leaves the process waiting for more.
+	// ctx's end then closes the connection: the reads below end with it.
+	var wmu sync.Mutex // the connection's writes
+	var emu sync.Mutex // stdinErr
 	var stdinErr error
+	endStdin := func() {
+		// Not behind a write that the peer does not read: the close of
+		// the connection below ends that one.
+		if wmu.TryLock() {
+			conn.WriteMessage(websocket.BinaryMessage, []byte{execClose, execStdin})
+			wmu.Unlock()
+		}
+	}
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		select {
 		case <-ctx.Done():
+			if stdin != nil {
+				endStdin()
+			}
 			conn.Close()
 		case <-done:
 		}
 	}()
 	if stdin != nil {
 		go func() {
-			err := pumpStdin(conn, stdin)
-			if err != nil {
-				mu.Lock()
+			// The error is recorded before stdin ends: a process that
+			// ends because of that end is never taken for a success.
+			if err := pumpStdin(conn, &wmu, stdin); err != nil {
+				emu.Lock()
 				stdinErr = err
-				mu.Unlock()
-				conn.Close()
+				emu.Unlock()
 			}
+			wmu.Lock()
+			conn.WriteMessage(websocket.BinaryMessage, []byte{execClose, execStdin})
+			wmu.Unlock()
 		}()
 	}
 	failed := func(err error) error {
-		mu.Lock()
-		defer mu.Unlock()
+		emu.Lock()
+		defer emu.Unlock()
 		switch {
 		case stdinErr != nil:
 			return stdinErr
@@ -161,19 +178,24 @@ func (c *Client) Exec(ctx context.Context, ns, pod, container string, command []
 // of 64 KiB and one byte lost its last byte).
 const execMessage = 32 << 10
 
-// pumpStdin copies r to the command's stdin in messages, then ends it.
-func pumpStdin(conn *websocket.Conn, r io.Reader) error {
+// pumpStdin copies r to the command's stdin in messages until r ends (nil
+// at its end of file, its error else) or the command does.
+func pumpStdin(conn *websocket.Conn, mu *sync.Mutex, r io.Reader) error {
 	buf := make([]byte, execMessage)
 	buf[0] = execStdin
+	write := func(msg []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return conn.WriteMessage(websocket.BinaryMessage, msg)
+	}
 	for {
 		n, err := r.Read(buf[1:])
 		if n > 0 {
-			if werr := conn.WriteMessage(websocket.BinaryMessage, buf[:1+n]); werr != nil {
+			if werr := write(buf[:1+n]); werr != nil {
 				return nil // the command ended: the reader says how
 			}
 		}
 		if err == io.EOF {
-			conn.WriteMessage(websocket.BinaryMessage, []byte{execClose, execStdin})
 			return nil
 		}
 		if err != nil {

@@ -650,9 +650,10 @@ func TestFailedReleaseJobRollsNothingOut(t *testing.T) {
 }
 
 // TestBackupsOfWhatKubernetesCannotSnapshotAreRefused: the Kubernetes
-// platform takes backups and drills of databases, and of volumes once it
-// knows the Studio's image; an environment with a bucket (or a volume
-// without it) is told which, before a schedule is saved.
+// platform takes backups and drills of databases, and of volumes and
+// buckets once it knows the Studio's image (its helper pods run it);
+// without it, an environment with a volume or a bucket is told which,
+// before a schedule is saved.
 func TestBackupsOfWhatKubernetesCannotSnapshotAreRefused(t *testing.T) {
 	p := kubernetes.New(nil, kubernetes.Options{})
 	if _, err := platform.Backups(p); err != nil {
@@ -671,19 +672,13 @@ func TestBackupsOfWhatKubernetesCannotSnapshotAreRefused(t *testing.T) {
 	if !res.Valid() {
 		t.Fatalf("manifest: %v", res.Errors())
 	}
-	want := "The Kubernetes platform does not snapshot buckets yet (attachments); the Kubernetes platform snapshots volumes only when the Studio is told its own image (--helper-image) (web/uploads): backups are not turned on, so that no snapshot leaves them out."
+	want := "The Kubernetes platform snapshots buckets only when the Studio is told its own image (--helper-image) (attachments); the Kubernetes platform snapshots volumes only when the Studio is told its own image (--helper-image) (web/uploads): backups are not turned on, so that no snapshot leaves them out."
 	if got := runs.CannotSnapshot(p, res.Definition); got != want {
 		t.Fatalf("CannotSnapshot:\n got %q\nwant %q", got, want)
 	}
 	p.Opts.HelperImage = "registry.local/skali/studio:latest"
-	want = "The Kubernetes platform does not snapshot buckets yet (attachments): backups are not turned on, so that no snapshot leaves them out."
-	if got := runs.CannotSnapshot(p, res.Definition); got != want {
-		t.Fatalf("CannotSnapshot with a helper image:\n got %q\nwant %q", got, want)
-	}
-	delete(res.Definition.Buckets, "attachments")
-	delete(res.Definition.Applications["web"].Volumes, "uploads")
 	if got := runs.CannotSnapshot(p, res.Definition); got != "" {
-		t.Fatalf("a database alone: %q", got)
+		t.Fatalf("CannotSnapshot with a helper image: %q", got)
 	}
 }
 

@@ -60,6 +60,11 @@ const (
 // for the driver's Options.PostgresImages.
 const PostgresImages = "registry.local/skali/postgres"
 
+// BridgeIP is the real-node cluster's address on its pods' bridge: a
+// server of a test listening there is reachable from the pods (and from
+// this machine), never from outside it.
+const BridgeIP = "10.244.0.1"
+
 var (
 	once    sync.Once
 	shared  *Cluster

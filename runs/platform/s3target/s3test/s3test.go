@@ -34,7 +34,7 @@ const VirtualDomain = "s3.test"
 // Server is a running S3 test server.
 type Server struct {
 	Endpoint string
-	// Addr is its loopback host:port.
+	// Addr is its host:port (loopback unless StartOn).
 	Addr   string
 	Region string
 	Access string
@@ -56,6 +56,13 @@ func Start(t testing.TB, buckets ...string) *Server {
 	return start(t, false, buckets)
 }
 
+// StartOn is Start listening on host (an address of this machine, such as
+// the test cluster's bridge, where its pods reach it) instead of loopback.
+func StartOn(t testing.TB, host string, buckets ...string) *Server {
+	t.Helper()
+	return startOn(t, host, false, buckets)
+}
+
 // StartReadOnly starts a server that refuses every write (AccessDenied).
 func StartReadOnly(t testing.TB, buckets ...string) *Server {
 	t.Helper()
@@ -64,6 +71,11 @@ func StartReadOnly(t testing.TB, buckets ...string) *Server {
 
 func start(t testing.TB, readonly bool, buckets []string) *Server {
 	t.Helper()
+	return startOn(t, "127.0.0.1", readonly, buckets)
+}
+
+func startOn(t testing.TB, host string, readonly bool, buckets []string) *Server {
+	t.Helper()
 	buildOnce.Do(func() { binPath, buildErr = build() })
 	if buildErr != nil {
 		if os.Getenv("CI") == "true" {
@@ -71,7 +83,7 @@ func start(t testing.TB, readonly bool, buckets []string) *Server {
 		}
 		t.Skipf("no S3 test server: %v", buildErr)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
