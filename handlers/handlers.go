@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/alexedwards/scs/v2"
@@ -30,6 +31,9 @@ type Base struct {
 	// OIDC is true when an OpenID provider is configured; without one,
 	// only the local administrator can sign in.
 	OIDC bool
+	// SessionLifetime ends a session this long after sign-in, however
+	// active (SessionUser); zero never ends one.
+	SessionLifetime time.Duration
 }
 
 type ctxKey int

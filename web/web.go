@@ -148,7 +148,7 @@ func New(d Deps) http.Handler {
 	sm.Cookie.Persist = false
 
 	a := &app{deps: d, logger: d.Logger, sessions: sm}
-	a.base = &handlers.Base{DB: d.DB, Sessions: sm, Logger: d.Logger, OIDC: d.OIDCIssuer != ""}
+	a.base = &handlers.Base{DB: d.DB, Sessions: sm, Logger: d.Logger, OIDC: d.OIDCIssuer != "", SessionLifetime: d.SessionLifetime}
 	return a.routes(https)
 }
 
