@@ -17,6 +17,7 @@ import (
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/handlers"
 	"github.com/skali-dev/studio/paths"
+	"github.com/skali-dev/studio/web/stream"
 )
 
 // requestID gives every request an id: the caller's X-Request-Id when it is
@@ -84,7 +85,7 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 			status := rec.status
 			if status == 0 {
 				status = http.StatusOK
-				if isWebsocketUpgrade(r) {
+				if stream.IsUpgrade(r) {
 					// The 101 went out on the hijacked connection.
 					status = http.StatusSwitchingProtocols
 				}

@@ -1,4 +1,4 @@
-package web
+package stream
 
 import (
 	"bytes"
@@ -22,12 +22,12 @@ import (
 // frame returns the websocket frame of an event, header included, built
 // once per event and process (live events are shared by all subscribers):
 // every watcher's writer sends the same bytes.
-func (s *streams) frame(e *events.Event) []byte {
+func (s *Server) frame(e *events.Event) []byte {
 	b, _ := e.Memo(func() any { return s.buildFrame(e) }).([]byte)
 	return b
 }
 
-func (s *streams) buildFrame(e *events.Event) []byte {
+func (s *Server) buildFrame(e *events.Event) []byte {
 	var frags []Fragment
 	var err error
 	if e.Stream.Kind == events.RunEvents {
@@ -41,11 +41,11 @@ func (s *streams) buildFrame(e *events.Event) []byte {
 		cancel()
 	}
 	if err != nil {
-		s.a.logger.Warn("event stream: render fragments", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
+		s.logger.Warn("event stream: render fragments", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
 	}
 	data, err := encodeFrame(e, frags)
 	if err != nil {
-		s.a.logger.Error("event stream: encode frame", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
+		s.logger.Error("event stream: encode frame", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
 		return nil
 	}
 	return appendTextFrame(make([]byte, 0, len(data)+10), data)

@@ -1,6 +1,6 @@
 //go:build unix
 
-package web_test
+package stream_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/skali-dev/studio/web"
+	"github.com/skali-dev/studio/web/stream"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
@@ -52,7 +52,7 @@ func silentWatcherAmongReaders(t *testing.T) {
 		}
 		return serr
 	}}).DialContext}
-	silent, resp, err := small.Dial("ws"+strings.TrimPrefix(s.URL, "http")+runEventsPath(runID, 0), http.Header{"Cookie": {cookie}, "Origin": {s.URL}})
+	silent, resp, err := small.Dial("ws"+strings.TrimPrefix(s.URL, "http")+webtest.RunEventsPath(runID, 0), http.Header{"Cookie": {cookie}, "Origin": {s.URL}})
 	if err != nil {
 		t.Fatalf("dial the silent watcher: %v (%v)", err, resp)
 	}
@@ -60,7 +60,7 @@ func silentWatcherAmongReaders(t *testing.T) {
 	const readers = 8
 	conns := make([]*websocket.Conn, readers)
 	for i := range conns {
-		if conns[i], resp, err = s.DialStream(t, admin, runEventsPath(runID, 0), nil); err != nil {
+		if conns[i], resp, err = s.DialStream(t, admin, webtest.RunEventsPath(runID, 0), nil); err != nil {
 			t.Fatalf("dial reader %d: %v (%v)", i, err, resp)
 		}
 		defer conns[i].Close()
@@ -89,7 +89,7 @@ func silentWatcherAmongReaders(t *testing.T) {
 					t.Errorf("reader %d, waiting for event %d: %v", i, want, err)
 					return
 				}
-				var f streamFrame
+				var f webtest.StreamFrame
 				if err := json.Unmarshal(data, &f); err != nil || f.Seq != want {
 					t.Errorf("reader %d got seq %d (%v), want %d", i, f.Seq, err, want)
 					return
@@ -102,7 +102,7 @@ func silentWatcherAmongReaders(t *testing.T) {
 	// table, in order; one that still reads nothing after it is cut off.
 	// Its socket has been full since early on: past the deadline it must
 	// be.
-	time.Sleep(web.StreamWriteWait + 2*time.Second)
+	time.Sleep(stream.StreamWriteWait + 2*time.Second)
 
 	var got int64
 	for {
@@ -111,7 +111,7 @@ func silentWatcherAmongReaders(t *testing.T) {
 		if err != nil {
 			break
 		}
-		var f streamFrame
+		var f webtest.StreamFrame
 		if err := json.Unmarshal(data, &f); err != nil || f.Seq != got+1 {
 			t.Fatalf("the silent watcher got seq %d (%v) after %d", f.Seq, err, got)
 		}
