@@ -1,5 +1,7 @@
 // Package web is the Studio's HTTP application: the chi router with every
-// route in one place, the middleware, error pages and static files.
+// route in one place, the middleware, error pages and static files. The
+// websocket streams it mounts are package stream (web/stream); who a
+// request is and what it may do is the access rule of package handlers.
 package web
 
 import (
