@@ -171,32 +171,87 @@ func TestEventStreamChecksTheRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Access answers are shared for two seconds (and refreshed in the
-	// background after that, while events keep flowing): within a few
-	// seconds of more events the stream closes.
+	closedForAccess(t, s, conn, prodRun, "the role was removed")
+}
+
+// closedForAccess appends events to the run until the stream closes, and
+// fails unless it closes with 4403 (access removed) within 10 seconds.
+// Access answers are shared for two seconds (and refreshed in the
+// background after that, while events keep flowing): within a few seconds
+// of more events the stream closes.
+func closedForAccess(t *testing.T, s *webtest.Server, conn *websocket.Conn, runID int64, why string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.AppendRunEvent(t, prodRun, "running", 0)
+		s.AppendRunEvent(t, runID, "running", 0)
 		_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 		_, _, err := conn.ReadMessage()
 		var ce *websocket.CloseError
 		if errors.As(err, &ce) {
 			if ce.Code != 4403 {
-				t.Errorf("close code after the role was removed = %d, want 4403", ce.Code)
+				t.Errorf("close code after %s = %d, want 4403", why, ce.Code)
 			}
-			break
+			return
 		}
 		if err != nil && !isTimeout(err) {
 			t.Fatalf("read: %v", err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the stream stayed open 10 s after the role was removed")
+			t.Fatalf("the stream stayed open 10 s after %s", why)
 		}
 		if err != nil {
 			// A read that timed out leaves a gorilla connection unusable.
 			t.Fatalf("no frame and no close within 500 ms")
 		}
 	}
+}
+
+// TestOpenStreamsEndWithTheirSessionOrToken: an open stream re-checks who
+// its viewer is by the same rule as the handshake: a person who signs out
+// (their session is gone) and a token revoked while its stream is open
+// both lose the stream, closed with 4403, though the role is still there.
+func TestOpenStreamsEndWithTheirSessionOrToken(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	s.AddMember(t, env, "viewer@example.test", store.RoleViewer)
+	viewer := s.SignInAs(t, "viewer@example.test", "Viewer")
+
+	conn, resp, err := s.DialStream(t, viewer, webtest.RunEventsPath(runID, 0), nil)
+	if err != nil {
+		t.Fatalf("viewer's dial: %v (%v)", err, resp)
+	}
+	s.AppendRunEvent(t, runID, "running", 0)
+	if f := webtest.ReadFrame(t, conn); f.Seq != 1 {
+		t.Fatalf("frame %+v, want seq 1", f)
+	}
+	id, secret := s.CreateToken(t, viewer, "watcher", "", "hello-world/production:viewer")
+	bearer := http.Header{"Authorization": {"Bearer " + secret}}
+	tokenConn, resp, err := s.DialStream(t, nil, webtest.RunEventsPath(runID, 1), bearer)
+	if err != nil {
+		t.Fatalf("token's dial: %v (%v)", err, resp)
+	}
+
+	if resp, _ := s.PostForm(t, viewer, "/logout", nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out = %d, want 303", resp.StatusCode)
+	}
+	closedForAccess(t, s, conn, runID, "the viewer signed out")
+
+	// The token outlives the session it was made in, until revoked.
+	var n int64
+	if err := s.DB.Pool.QueryRow(t.Context(), `SELECT last_seq FROM runs WHERE id = $1`, runID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(2); seq <= n; seq++ {
+		if f := webtest.ReadFrame(t, tokenConn); f.Seq != seq {
+			t.Fatalf("token stream: frame %+v, want seq %d", f, seq)
+		}
+	}
+	admin := s.SignInLocal(t)
+	if resp, _ := s.PostForm(t, admin, fmt.Sprintf("/tokens/%d/revoke", id), nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke = %d, want 303", resp.StatusCode)
+	}
+	closedForAccess(t, s, tokenConn, runID, "the token was revoked")
 }
 
 func isTimeout(err error) bool {
