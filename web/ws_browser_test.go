@@ -31,15 +31,7 @@ import (
 type checkpointRows struct{ stream.NoFragments }
 
 func (checkpointRows) RunFragments(_ context.Context, runID int64, ev *events.Event) ([]stream.Fragment, error) {
-	var p struct {
-		Run *struct {
-			Status string `json:"status"`
-		} `json:"run"`
-		Checkpoint *struct {
-			Position int    `json:"position"`
-			Status   string `json:"status"`
-		} `json:"checkpoint"`
-	}
+	var p webtest.StreamFrame
 	if err := json.Unmarshal(ev.Payload, &p); err != nil {
 		return nil, err
 	}

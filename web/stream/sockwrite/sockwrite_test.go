@@ -69,6 +69,16 @@ func tcpPairs(t *testing.T, n int) (servers []*net.TCPConn, clients []net.Conn) 
 	return servers, clients
 }
 
+// expectRead fails unless c's peer sent exactly want (within 10 seconds).
+func expectRead(t *testing.T, c net.Conn, who string, want []byte) {
+	t.Helper()
+	got := make([]byte, len(want))
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("%s read %q (%v), want %q", who, got, err, want)
+	}
+}
+
 // socketPair returns the two ends of a Unix stream socket pair, the
 // writing end non-blocking as the Go runtime leaves a network socket.
 func socketPair(t *testing.T) (w, r int) {
@@ -104,14 +114,7 @@ func TestWriteSendsEachItemToItsOwnSocket(t *testing.T) {
 				}
 			}
 			for i, c := range clients {
-				got := make([]byte, len(batch[i].Buf))
-				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				if _, err := io.ReadFull(c, got); err != nil {
-					t.Fatalf("watcher %d: read: %v", i, err)
-				}
-				if !bytes.Equal(got, batch[i].Buf) {
-					t.Fatalf("watcher %d read %q, want %q", i, got, batch[i].Buf)
-				}
+				expectRead(t, c, fmt.Sprintf("watcher %d", i), batch[i].Buf)
 			}
 		})
 	}
@@ -145,11 +148,7 @@ func TestWriteToAFullSocketTakesWhatFitsAndGoesOn(t *testing.T) {
 			if batch[1].Err != nil || batch[1].N != len(small) {
 				t.Fatalf("next socket: took %d of %d bytes, err %v; want all", batch[1].N, len(small), batch[1].Err)
 			}
-			got := make([]byte, len(small))
-			_ = readers[0].SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.ReadFull(readers[0], got); err != nil || !bytes.Equal(got, small) {
-				t.Fatalf("next watcher read %q (%v), want %q", got, err, small)
-			}
+			expectRead(t, readers[0], "the next watcher", small)
 
 			// The peer reads everything while the rest is sent as the
 			// socket takes it.
@@ -209,11 +208,7 @@ func TestWriteToAGonePeerFailsThatItemOnly(t *testing.T) {
 			if batch[1].Err != nil || batch[1].N != len(frame) {
 				t.Fatalf("other socket: took %d of %d, err %v", batch[1].N, len(frame), batch[1].Err)
 			}
-			got := make([]byte, len(frame))
-			_ = readers[0].SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.ReadFull(readers[0], got); err != nil || !bytes.Equal(got, frame) {
-				t.Fatalf("read %q (%v), want %q", got, err, frame)
-			}
+			expectRead(t, readers[0], "the other watcher", frame)
 		})
 	}
 }
@@ -232,10 +227,6 @@ func TestNewWithRingsOffSendsOneByOne(t *testing.T) {
 	batch := []Item{{FD: fdOf(t, servers[0]), Buf: []byte("one")}, {FD: fdOf(t, servers[1]), Buf: []byte("two")}}
 	w.Write(batch)
 	for i, r := range readers {
-		got := make([]byte, len(batch[i].Buf))
-		_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.ReadFull(r, got); err != nil || !bytes.Equal(got, batch[i].Buf) {
-			t.Fatalf("socket %d read %q (%v), want %q", i, got, err, batch[i].Buf)
-		}
+		expectRead(t, r, fmt.Sprintf("socket %d", i), batch[i].Buf)
 	}
 }
