@@ -14,7 +14,7 @@ import (
 
 // writers are the writers a process may use: the ring where this kernel
 // allows one, and the plain one everywhere.
-func writers(t *testing.T) map[string]func() Writer {
+func writers(t testing.TB) map[string]func() Writer {
 	t.Helper()
 	ws := map[string]func() Writer{"send(2)": Plain}
 	if r, err := newRing(); err != nil {
@@ -33,7 +33,7 @@ func writers(t *testing.T) map[string]func() Writer {
 }
 
 // fdOf is the descriptor under a socket connection.
-func fdOf(t *testing.T, c syscall.Conn) int {
+func fdOf(t testing.TB, c syscall.Conn) int {
 	t.Helper()
 	raw, err := c.SyscallConn()
 	if err != nil {
@@ -47,7 +47,7 @@ func fdOf(t *testing.T, c syscall.Conn) int {
 }
 
 // tcpPairs opens n loopback TCP connections and returns each one's two ends.
-func tcpPairs(t *testing.T, n int) (servers []*net.TCPConn, clients []net.Conn) {
+func tcpPairs(t testing.TB, n int) (servers []*net.TCPConn, clients []net.Conn) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
