@@ -28,11 +28,12 @@ var ErrSessionEnded = errors.New("handlers: the session has passed its lifetime"
 // for one past SessionLifetime, and the store's error (NotFound when the
 // user is gone) when the user cannot be read.
 func (b *Base) SessionUser(ctx context.Context) (*store.User, time.Time, error) {
-	id, signedInMs, ok := b.SessionUserID(ctx)
-	if !ok {
+	// Only the user's id and the sign-in time live in the session.
+	id := b.Sessions.GetInt64(ctx, sessionUserID)
+	if id == 0 {
 		return nil, time.Time{}, nil
 	}
-	signedIn := time.UnixMilli(signedInMs)
+	signedIn := time.UnixMilli(b.Sessions.GetInt64(ctx, sessionSignedIn))
 	if b.SessionEnded(signedIn) {
 		return nil, signedIn, ErrSessionEnded
 	}

@@ -75,13 +75,6 @@ const (
 	sessionAfterLogin = "after_login"
 )
 
-// SessionUserID returns the user id and sign-in time (Unix milliseconds) kept in
-// the request's session; ok is false for an anonymous session.
-func (b *Base) SessionUserID(ctx context.Context) (id int64, signedInAt int64, ok bool) {
-	id = b.Sessions.GetInt64(ctx, sessionUserID)
-	return id, b.Sessions.GetInt64(ctx, sessionSignedIn), id != 0
-}
-
 // Flash queues a one-time message for the next page the user sees.
 func (b *Base) Flash(ctx context.Context, kind, message string) {
 	b.Sessions.Put(ctx, sessionFlash, message)
