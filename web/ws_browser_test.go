@@ -20,6 +20,7 @@ import (
 
 	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/static"
+	"github.com/skali-dev/studio/views"
 	"github.com/skali-dev/studio/web"
 	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/stream"
@@ -30,7 +31,7 @@ import (
 // the run page's templ component until it lands.
 type checkpointRows struct{ stream.NoFragments }
 
-func (checkpointRows) RunFragments(_ context.Context, runID int64, ev *events.Event) ([]stream.Fragment, error) {
+func (checkpointRows) RunFragments(_ context.Context, runID int64, ev *events.Event) ([]views.Fragment, error) {
 	var p webtest.StreamFrame
 	if err := json.Unmarshal(ev.Payload, &p); err != nil {
 		return nil, err
@@ -39,12 +40,12 @@ func (checkpointRows) RunFragments(_ context.Context, runID int64, ev *events.Ev
 		// A run-level change re-renders the header, which carries the
 		// data-stream attribute itself.
 		st := html.EscapeString(p.Run.Status)
-		return []stream.Fragment{{ID: "run-header", HTML: fmt.Sprintf(
+		return []views.Fragment{{ID: "run-header", HTML: fmt.Sprintf(
 			`<section id="run-header" data-stream="/projects/hello-world/environments/production/runs/%d/events" data-last-seq="%d">`+
 				`<span id="run-status" data-run-status="%s">%s</span></section>`, runID, ev.Seq, st, st)}}, nil
 	}
 	id := fmt.Sprintf("checkpoint-%d", p.Checkpoint.Position)
-	return []stream.Fragment{{ID: id, HTML: fmt.Sprintf(`<li id="%s" data-status="%s">checkpoint %d: %s</li>`,
+	return []views.Fragment{{ID: id, HTML: fmt.Sprintf(`<li id="%s" data-status="%s">checkpoint %d: %s</li>`,
 		id, html.EscapeString(p.Checkpoint.Status), p.Checkpoint.Position, html.EscapeString(p.Checkpoint.Status))}}, nil
 }
 
