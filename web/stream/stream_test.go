@@ -321,7 +321,13 @@ func TestEventStreamPingsAndDropsADeadPeer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
-	time.Sleep(time.Second)
+	// The server drops the silent client (its subscription ends) once it
+	// has heard nothing for 400 ms; the answering one stays.
+	for deadline := time.Now().Add(time.Minute); s.Hub.Subscribers() > 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscribers a minute on; the silent client should have been dropped", s.Hub.Subscribers())
+		}
+	}
 	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))
 	for {
 		if _, _, err := silent.ReadMessage(); err != nil {
@@ -329,7 +335,7 @@ func TestEventStreamPingsAndDropsADeadPeer(t *testing.T) {
 		}
 	}
 	if n := pings.Load(); n < 5 {
-		t.Errorf("the answering client got %d pings in a second, want about 20", n)
+		t.Errorf("the answering client got %d pings while the silent one went unheard for 400 ms, want one every 50 ms", n)
 	}
 	s.AppendRunEvent(t, runID, "running", 0)
 	_ = alive.SetReadDeadline(time.Now().Add(5 * time.Second))
