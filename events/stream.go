@@ -11,18 +11,19 @@
 //     and the topic's cached run and environment (a gap, a notice too
 //     large or a read under way: Hub.fetch reads the table instead) and
 //     queues it for every subscriber (Subscription.push, subscription.go);
-//  5. web/wswrite.go         once the hub lets go of its lock, it kicks
-//     the stream (liveStream.kick, web/wsstream.go): a run watched by a
-//     few is written right there, a busier one by the pool of writers
-//     (one io_uring submission for a round of streams, wsuring_linux.go);
+//  5. web/stream/write.go   once the hub lets go of its lock, it kicks
+//     the stream (liveStream.kick, web/stream/live.go): a run watched by
+//     a few is written right there, a busier one by the pool of writers
+//     (one sockwrite.Writer call for a round of streams: one io_uring
+//     submission where the kernel allows it, web/stream/sockwrite);
 //     either takes the queue (Subscription.Poll), checks access from the
-//     cache when due (web/wsaccess.go; its own goroutine when the cache
-//     has no answer) and writes every queued frame without waiting;
-//  6. web/wsframe.go         the frame's bytes, header included, built
+//     cache when due (web/stream/access.go; its own goroutine when the
+//     cache has no answer) and writes every queued frame without waiting;
+//  6. web/stream/frame.go   the frame's bytes, header included, built
 //     once per event for every watcher: payload + seq + at + fragments;
 //  7. views/run_live.go      RunFragments renders the run page's own
 //     components (models in views/run_build.go) — called through
-//     web/wsfragments.go, never through handlers;
+//     web/stream/fragments.go, never through handlers;
 //  8. static/js/live.js      swaps the fragments in place by id.
 
 // Package events is the live-event stream: the hub that follows runs' and

@@ -125,11 +125,10 @@ func (h *API) ListEnvironments(w http.ResponseWriter, r *http.Request) error {
 	u, t := CurrentUser(ctx), CurrentToken(ctx)
 	out := []APIEnvironment{}
 	for _, g := range t.Scope {
-		own, err := h.DB.EnvironmentRole(ctx, u, g.EnvironmentID)
+		role, err := h.RoleOn(ctx, u, t, g.EnvironmentID)
 		if err != nil {
 			return err
 		}
-		role := store.MinRole(own, g.Role)
 		if role == store.RoleNone {
 			continue
 		}

@@ -21,31 +21,19 @@ func CurrentToken(ctx context.Context) *store.Token {
 	return t
 }
 
-// tokenCap lowers role to what the request's token grants on the
-// environment: a token acts with the least of its scope and its owner's
-// current role, checked at every use, so an owner who loses a role takes
-// it from their tokens at once.
-func tokenCap(ctx context.Context, environmentID int64, role store.Role) store.Role {
-	t := CurrentToken(ctx)
-	if t == nil {
-		return role
-	}
-	return store.MinRole(role, t.RoleOn(environmentID))
-}
-
 // tokenProjectRole is the highest role a token grants on any environment of
-// the project, each capped by its owner's current role there.
+// the project (RoleOn each).
 func (b *Base) tokenProjectRole(ctx context.Context, u *store.User, t *store.Token, project string) (store.Role, error) {
 	best := store.RoleNone
 	for _, g := range t.Scope {
 		if g.Project != project {
 			continue
 		}
-		own, err := b.DB.EnvironmentRole(ctx, u, g.EnvironmentID)
+		r, err := b.RoleOn(ctx, u, t, g.EnvironmentID)
 		if err != nil {
 			return store.RoleNone, err
 		}
-		if r := store.MinRole(own, g.Role); r.Includes(best) {
+		if r.Includes(best) {
 			best = r
 		}
 	}

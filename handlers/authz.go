@@ -45,12 +45,15 @@ func (b *Base) Environment(r *http.Request, want store.Role) (*store.Environment
 		}
 		return nil, store.RoleNone, err
 	}
-	role, err := b.DB.EnvironmentRole(ctx, u, env.ID)
+	t := CurrentToken(ctx)
+	role, err := b.RoleOn(ctx, u, t, env.ID)
 	if err != nil {
 		return nil, store.RoleNone, err
 	}
-	if t := CurrentToken(ctx); t != nil && role != store.RoleNone {
-		if role = tokenCap(ctx, env.ID, role); role == store.RoleNone {
+	if role == store.RoleNone && t != nil && t.RoleOn(env.ID) == store.RoleNone {
+		// Out of the token's scope: say so, unless its owner has no role
+		// there either.
+		if own, err := b.RoleOn(ctx, u, nil, env.ID); err == nil && own != store.RoleNone {
 			return nil, role, apperr.Errorf(apperr.Forbidden, "The token %s may not act on %s/%s: it is not in its scope.", t.Name, env.Project, env.Name)
 		}
 	}

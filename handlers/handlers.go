@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/alexedwards/scs/v2"
@@ -30,6 +31,9 @@ type Base struct {
 	// OIDC is true when an OpenID provider is configured; without one,
 	// only the local administrator can sign in.
 	OIDC bool
+	// SessionLifetime ends a session this long after sign-in, however
+	// active (SessionUser); zero never ends one.
+	SessionLifetime time.Duration
 }
 
 type ctxKey int
@@ -70,13 +74,6 @@ const (
 	// sessionAfterLogin holds the path an anonymous visitor asked for.
 	sessionAfterLogin = "after_login"
 )
-
-// SessionUserID returns the user id and sign-in time (Unix milliseconds) kept in
-// the request's session; ok is false for an anonymous session.
-func (b *Base) SessionUserID(ctx context.Context) (id int64, signedInAt int64, ok bool) {
-	id = b.Sessions.GetInt64(ctx, sessionUserID)
-	return id, b.Sessions.GetInt64(ctx, sessionSignedIn), id != 0
-}
 
 // Flash queues a one-time message for the next page the user sees.
 func (b *Base) Flash(ctx context.Context, kind, message string) {

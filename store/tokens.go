@@ -54,6 +54,18 @@ type Token struct {
 // Expired reports whether the token is past its expiry at now.
 func (t *Token) Expired(now time.Time) bool { return !now.Before(t.ExpiresAt) }
 
+// Usable fails with Unauthorized, saying why, when the token is revoked or
+// past its expiry at now: a request may not act with it.
+func (t *Token) Usable(now time.Time) error {
+	if t.RevokedAt != nil {
+		return apperr.Errorf(apperr.Unauthorized, "The token %s was revoked on %s. Create a new one on the Tokens page.", t.Name, humanize.Date(*t.RevokedAt))
+	}
+	if t.Expired(now) {
+		return apperr.Errorf(apperr.Unauthorized, "The token %s expired on %s. Create a new one on the Tokens page.", t.Name, humanize.Date(t.ExpiresAt))
+	}
+	return nil
+}
+
 // RoleOn returns the role the token's scope grants on the environment
 // (RoleNone outside its scope); the owner's own role still caps it.
 func (t *Token) RoleOn(environmentID int64) Role {
@@ -238,11 +250,8 @@ func (db *DB) AuthenticateToken(ctx context.Context, secret string) (*Token, err
 	if err != nil {
 		return nil, fmt.Errorf("store: authenticate token: %w", err)
 	}
-	if t.RevokedAt != nil {
-		return nil, apperr.Errorf(apperr.Unauthorized, "The token %s was revoked on %s. Create a new one on the Tokens page.", t.Name, humanize.Date(*t.RevokedAt))
-	}
-	if t.Expired(db.Now()) {
-		return nil, apperr.Errorf(apperr.Unauthorized, "The token %s expired on %s. Create a new one on the Tokens page.", t.Name, humanize.Date(t.ExpiresAt))
+	if err := t.Usable(db.Now()); err != nil {
+		return nil, err
 	}
 	if err := db.loadScopes(ctx, []*Token{t}); err != nil {
 		return nil, fmt.Errorf("store: token scope: %w", err)

@@ -117,7 +117,7 @@ func (a *app) authenticateToken(limiter *handlers.SignInLimiter) func(http.Handl
 				return
 			}
 			limiter.Take(key)
-			u, err := a.deps.DB.UserByID(ctx, t.UserID)
+			u, err := a.base.TokenUser(ctx, t) // the access rule's token → user
 			if err != nil {
 				a.apiAuthFailed(w, r, err)
 				return

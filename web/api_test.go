@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,32 +15,6 @@ import (
 	"github.com/skali-dev/studio/web"
 	"github.com/skali-dev/studio/web/webtest"
 )
-
-var tokenSecret = regexp.MustCompile(`<code data-token-secret="(\d+)">(skst_[A-Za-z0-9_-]+)</code>`)
-
-// createToken creates a token on the tokens page as c, as a person would,
-// and returns its id and the secret the page shows once.
-func createToken(t *testing.T, s *webtest.Server, c *http.Client, name, days string, scope ...string) (int64, string) {
-	t.Helper()
-	resp, body := s.PostForm(t, c, "/tokens", url.Values{"name": {name}, "scope": scope, "expires": {days}})
-	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/tokens?created=") {
-		t.Fatalf("create token %s = %d (Location %q):\n%s", name, resp.StatusCode, resp.Header.Get("Location"), pageMain(body))
-	}
-	status, page := s.Get(t, c, resp.Header.Get("Location"))
-	m := tokenSecret.FindStringSubmatch(page)
-	if status != http.StatusOK || m == nil {
-		t.Fatalf("the page after creating %s = %d and shows no secret:\n%s", name, status, pageMain(page))
-	}
-	id, _ := strconv.ParseInt(m[1], 10, 64)
-	if "/tokens?created="+m[1] != resp.Header.Get("Location") {
-		t.Fatalf("the page shows token %s, want %s", m[1], resp.Header.Get("Location"))
-	}
-	// Shown once: the same address no longer shows it.
-	if _, again := s.Get(t, c, resp.Header.Get("Location")); strings.Contains(again, m[2]) {
-		t.Fatalf("the secret of %s is shown a second time", name)
-	}
-	return id, m[2]
-}
 
 // apiCall makes one API request with token (none when empty) and returns
 // the response and its body.
@@ -113,7 +86,7 @@ func TestAPITokenScopeRolesRevocationAndExpiry(t *testing.T) {
 		t.Fatalf("a token of 366 days = %d:\n%s", resp.StatusCode, pageMain(body))
 	}
 
-	id, secret := createToken(t, s, ci, "ci-staging", "", "hello-world/staging:deployer", "")
+	id, secret := s.CreateToken(t, ci, "ci-staging", "", "hello-world/staging:deployer", "")
 	var stored int
 	var expires time.Time
 	if err := s.DB.Pool.QueryRow(t.Context(), `SELECT count(*), max(expires_at) FROM api_tokens WHERE secret_sha256 = sha256($1::bytea)
@@ -212,7 +185,7 @@ func TestAPITokenScopeRolesRevocationAndExpiry(t *testing.T) {
 	}
 
 	// An expired token is refused.
-	_, old := createToken(t, s, ci, "old", "30", "hello-world/production:viewer")
+	_, old := s.CreateToken(t, ci, "old", "30", "hello-world/production:viewer")
 	if _, err := s.DB.Pool.Exec(t.Context(), `UPDATE api_tokens SET expires_at = now() - interval '1 hour' WHERE name = 'old'`); err != nil {
 		t.Fatal(err)
 	}
@@ -233,8 +206,8 @@ func TestAPIRateLimitPerToken(t *testing.T) {
 	env := s.CreateEnvironment(t, "", "production")
 	s.AddMember(t, env, "ci@example.test", store.RoleViewer)
 	ci := s.SignInAs(t, "ci@example.test", "CI")
-	_, a := createToken(t, s, ci, "a", "", "hello-world/production:viewer")
-	_, b := createToken(t, s, ci, "b", "", "hello-world/production:viewer")
+	_, a := s.CreateToken(t, ci, "a", "", "hello-world/production:viewer")
+	_, b := s.CreateToken(t, ci, "b", "", "hello-world/production:viewer")
 	for i := range 3 {
 		if resp, body := apiCall(t, s, nil, a, "GET", "/api/v1/environments", nil); resp.StatusCode != 200 {
 			t.Fatalf("request %d = %d %s", i+1, resp.StatusCode, body)
@@ -270,7 +243,7 @@ func TestAPIPlanBoundsOrphanedValues(t *testing.T) {
 	env := s.CreateEnvironment(t, "", "production")
 	s.AddMember(t, env, "ops@example.test", store.RoleAdmin)
 	ops := s.SignInAs(t, "ops@example.test", "Ops")
-	_, secret := createToken(t, s, ops, "ops", "", "hello-world/production:admin")
+	_, secret := s.CreateToken(t, ops, "ops", "", "hello-world/production:admin")
 	const path = "/api/v1/projects/hello-world/environments/production/plan"
 
 	plan := func() (names []string, count int) {

@@ -67,7 +67,7 @@ func TestAnAdminOfOneProjectCannotTakeAnotherProjectsLiveHostname(t *testing.T) 
 		t.Fatalf("Mallory's deploy: %d, want 422 with the refusal and no holder:\n%s", resp.StatusCode, pageMain(body))
 	}
 	// The API, with Mallory's own token.
-	_, token := createToken(t, s, mallory, "ci", "30", "team-shop/production:admin")
+	_, token := s.CreateToken(t, mallory, "ci", "30", "team-shop/production:admin")
 	resp, body = apiCall(t, s, nil, token, "GET", "/api/v1"+shopPath+"/plan", nil)
 	var plan struct {
 		CanStart bool     `json:"can_start"`

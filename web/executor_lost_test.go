@@ -40,7 +40,7 @@ func TestARunWhoseExecutorIsLostSaysSoLiveAndOnEveryPage(t *testing.T) {
 	if _, body := s.Get(t, admin, runPath); strings.Contains(body, "executor lost") {
 		t.Fatal("a run with a live lease shows its executor lost")
 	}
-	conn, _, err := s.DialStream(t, admin, runEventsPath(runID, run.LastSeq), nil)
+	conn, _, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, run.LastSeq), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

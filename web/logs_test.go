@@ -27,7 +27,7 @@ func TestRunStreamCarriesLogLinesManyPerFrame(t *testing.T) {
 		VALUES ($1, 1, 'release', 'Release command web', 'running', now())`, runID); err != nil {
 		t.Fatal(err)
 	}
-	live, _, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	live, _, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, 0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestRunStreamCarriesLogLinesManyPerFrame(t *testing.T) {
 	if len(f.Fragments) != 0 {
 		t.Errorf("a frame of log lines carries %d fragments, want none", len(f.Fragments))
 	}
-	resumed, _, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	resumed, _, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, 0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestMetrics(t *testing.T) {
 	runID := s.CreateRun(t, env, "deploy")
 	admin := s.SignInLocal(t)
 	s.Get(t, admin, "/projects/hello-world/environments/production")
-	conn, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	conn, resp, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, 0), nil)
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
@@ -53,8 +53,8 @@ func TestMetrics(t *testing.T) {
 	// gone out live.
 	var body string
 	for i := 0; i < 50; i++ {
-		appendRunEvent(t, s.DB, runID, "running", 0)
-		readFrame(t, conn)
+		s.AppendRunEvent(t, runID, "running", 0)
+		webtest.ReadFrame(t, conn)
 		time.Sleep(20 * time.Millisecond)
 		body = scrape()
 		if strings.Contains(body, "studio_event_delivery_seconds_count 0") || !strings.Contains(body, "studio_event_delivery_seconds_count") {

@@ -17,6 +17,7 @@ import (
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/handlers"
 	"github.com/skali-dev/studio/paths"
+	"github.com/skali-dev/studio/web/stream"
 )
 
 // requestID gives every request an id: the caller's X-Request-Id when it is
@@ -84,7 +85,7 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 			status := rec.status
 			if status == 0 {
 				status = http.StatusOK
-				if isWebsocketUpgrade(r) {
+				if stream.IsUpgrade(r) {
 					// The 101 went out on the hijacked connection.
 					status = http.StatusSwitchingProtocols
 				}
@@ -226,34 +227,31 @@ func byteSize(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// authenticate loads the signed-in user from the session. A session past
-// its absolute lifetime (counted from sign-in, which token renewal does not
-// reset) is destroyed and the request goes on anonymous.
+// authenticate loads the signed-in user from the session (the access
+// rule's SessionUser). A session past its absolute lifetime is destroyed
+// and the request goes on anonymous.
 func (a *app) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		id, signedIn, ok := a.base.SessionUserID(ctx)
-		if !ok {
+		u, _, err := a.base.SessionUser(ctx)
+		switch {
+		case err == nil && u == nil:
 			next.ServeHTTP(w, r)
 			return
-		}
-		if time.Since(time.UnixMilli(signedIn)) > a.deps.SessionLifetime {
+		case errors.Is(err, handlers.ErrSessionEnded):
 			if err := a.sessions.Destroy(ctx); err != nil {
 				a.logger.Warn("end expired session", "request_id", handlers.RequestID(ctx), "err", err)
 			}
 			a.base.Flash(ctx, "info", "Your session has ended after its maximum lifetime. Please sign in again.")
 			next.ServeHTTP(w, r)
 			return
-		}
-		u, err := a.deps.DB.UserByID(ctx, id)
-		if err != nil && apperr.CodeOf(err) != apperr.NotFound && a.unavailable(ctx, err) {
+		case err != nil && apperr.CodeOf(err) != apperr.NotFound && a.unavailable(ctx, err):
 			// A signed-in person is not sent to sign in again because
 			// the database is down: the request cannot be served, and says so.
 			a.logger.Warn("load session user: the database cannot be reached", "request_id", handlers.RequestID(ctx), "err", err)
 			a.renderUnavailable(w, r)
 			return
-		}
-		if err != nil {
+		case err != nil:
 			// The user is gone (or could not be read for another reason
 			// while the database answers): the request goes on anonymous.
 			a.logger.Warn("load session user", "request_id", handlers.RequestID(ctx), "err", err)

@@ -31,7 +31,7 @@ func TestAPIWalkedAgainstItsOpenAPIDocument(t *testing.T) {
 	s.CreateEnvironment(t, "", "staging")
 	s.AddMember(t, prod, "ci@example.test", store.RoleAdmin)
 	ci := s.SignInAs(t, "ci@example.test", "CI")
-	_, token := createToken(t, s, ci, "ci-walk", "", "hello-world/production:admin")
+	_, token := s.CreateToken(t, ci, "ci-walk", "", "hello-world/production:admin")
 	dns.Set("shop.example.test", "127.0.0.1")
 
 	resp, body := apiCall(t, s, nil, "", "GET", "/api/v1/openapi.json", nil)

@@ -53,7 +53,7 @@ func TestAPublicationIsConfirmedOncePerValueVersion(t *testing.T) {
 		t.Fatalf("the deployer's first plan should refuse and withhold the hostname:\n%s", pageMain(page))
 	}
 	// A deployer's token typing the name is refused (422, the field named).
-	_, dtoken := createToken(t, s, deployer, "ci", "1", "team-wiki/production:deployer")
+	_, dtoken := s.CreateToken(t, deployer, "ci", "1", "team-wiki/production:deployer")
 	resp, body := apiCall(t, s, nil, dtoken, "POST", "/api/v1"+envPath+"/deploys", map[string]any{"confirm_public_value": "production"})
 	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "Only an admin of production can deploy a hostname built from APP_DOMAIN") {
 		t.Fatalf("a deployer's token publishing APP_DOMAIN = %d, want 422:\n%s", resp.StatusCode, body)

@@ -1,5 +1,7 @@
 // Package web is the Studio's HTTP application: the chi router with every
-// route in one place, the middleware, error pages and static files.
+// route in one place, the middleware, error pages and static files. The
+// websocket streams it mounts are package stream (web/stream); who a
+// request is and what it may do is the access rule of package handlers.
 package web
 
 import (
@@ -23,6 +25,7 @@ import (
 	"github.com/skali-dev/studio/static"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/views"
+	"github.com/skali-dev/studio/web/stream"
 )
 
 // Deps are what the application is built from.
@@ -65,7 +68,7 @@ type Deps struct {
 	Hub *events.Hub
 	// Fragments renders the HTML fragments that event frames carry
 	// (default: the run and environment pages' own components).
-	Fragments FragmentRenderer
+	Fragments stream.FragmentRenderer
 	// Metrics records Prometheus metrics when set (see NewMetrics).
 	Metrics *Metrics
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
@@ -148,7 +151,7 @@ func New(d Deps) http.Handler {
 	sm.Cookie.Persist = false
 
 	a := &app{deps: d, logger: d.Logger, sessions: sm}
-	a.base = &handlers.Base{DB: d.DB, Sessions: sm, Logger: d.Logger, OIDC: d.OIDCIssuer != ""}
+	a.base = &handlers.Base{DB: d.DB, Sessions: sm, Logger: d.Logger, OIDC: d.OIDCIssuer != "", SessionLifetime: d.SessionLifetime}
 	return a.routes(https)
 }
 
@@ -206,15 +209,17 @@ func (a *app) routes(https bool) http.Handler {
 	// problem documents (web/api.go).
 	a.apiRoutes(r)
 
-	// Event stream websockets read the session without saving it, so they
-	// sit outside LoadAndSave (web/ws.go); they check the Origin themselves.
-	streams := newStreams(a)
-	// A run's stream also accepts an API token (web/streamtoken.go).
+	// Event stream websockets (package stream) read the session without
+	// saving it, so they sit outside LoadAndSave; they check the Origin
+	// themselves.
+	streams := stream.New(stream.Options{Access: a.base, Hub: a.deps.Hub, Fragments: a.deps.Fragments, Runs: a.deps.Runs,
+		Logger: a.logger, Metrics: a.deps.Metrics.Streams(), PublicURL: a.deps.PublicURL})
+	// A run's stream also accepts an API token (web/stream/token.go).
 	streamTokens := handlers.NewSignInLimiter(a.deps.APIRequests.Burst, a.deps.APIRequests.Every)
-	r.With(bearerStreams(a.authenticateToken(streamTokens))).Get("/projects/{project}/environments/{env}/runs/{run}/events", a.handle(streams.streamRunEvents))
-	r.Get("/projects/{project}/environments/{env}/events", a.handle(streams.streamEnvironmentEvents))
-	// An application's runtime log, followed live (web/wslogs.go).
-	r.Get("/projects/{project}/environments/{env}/apps/{app}/logs/follow", a.handle(streams.followAppLogs))
+	r.With(stream.Bearer(a.authenticateToken(streamTokens))).Get("/projects/{project}/environments/{env}/runs/{run}/events", a.handle(streams.RunEvents))
+	r.Get("/projects/{project}/environments/{env}/events", a.handle(streams.EnvironmentEvents))
+	// An application's runtime log, followed live (web/stream/logs.go).
+	r.Get("/projects/{project}/environments/{env}/apps/{app}/logs/follow", a.handle(streams.FollowAppLogs))
 
 	r.Group(func(r chi.Router) {
 		r.Use(cop.Handler, a.loadAndSave, markSession, a.authenticate)
@@ -382,7 +387,7 @@ func (a *app) handle(fn handlers.Func) http.HandlerFunc {
 				writeAPIProblem(w, r, http.StatusUnauthorized, apperr.Message(err))
 				return
 			}
-			if isWebsocketUpgrade(r) {
+			if stream.IsUpgrade(r) {
 				// A handshake cannot follow a redirect: say it plainly.
 				http.Error(w, apperr.Message(err), http.StatusUnauthorized)
 				return

@@ -20,25 +20,19 @@ import (
 
 	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/static"
+	"github.com/skali-dev/studio/views"
 	"github.com/skali-dev/studio/web"
 	"github.com/skali-dev/studio/web/browsertest"
+	"github.com/skali-dev/studio/web/stream"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
 // checkpointRows renders a checkpoint row per run event, standing in for
 // the run page's templ component until it lands.
-type checkpointRows struct{ web.NoFragments }
+type checkpointRows struct{ stream.NoFragments }
 
-func (checkpointRows) RunFragments(_ context.Context, runID int64, ev *events.Event) ([]web.Fragment, error) {
-	var p struct {
-		Run *struct {
-			Status string `json:"status"`
-		} `json:"run"`
-		Checkpoint *struct {
-			Position int    `json:"position"`
-			Status   string `json:"status"`
-		} `json:"checkpoint"`
-	}
+func (checkpointRows) RunFragments(_ context.Context, runID int64, ev *events.Event) ([]views.Fragment, error) {
+	var p webtest.StreamFrame
 	if err := json.Unmarshal(ev.Payload, &p); err != nil {
 		return nil, err
 	}
@@ -46,12 +40,12 @@ func (checkpointRows) RunFragments(_ context.Context, runID int64, ev *events.Ev
 		// A run-level change re-renders the header, which carries the
 		// data-stream attribute itself.
 		st := html.EscapeString(p.Run.Status)
-		return []web.Fragment{{ID: "run-header", HTML: fmt.Sprintf(
+		return []views.Fragment{{ID: "run-header", HTML: fmt.Sprintf(
 			`<section id="run-header" data-stream="/projects/hello-world/environments/production/runs/%d/events" data-last-seq="%d">`+
 				`<span id="run-status" data-run-status="%s">%s</span></section>`, runID, ev.Seq, st, st)}}, nil
 	}
 	id := fmt.Sprintf("checkpoint-%d", p.Checkpoint.Position)
-	return []web.Fragment{{ID: id, HTML: fmt.Sprintf(`<li id="%s" data-status="%s">checkpoint %d: %s</li>`,
+	return []views.Fragment{{ID: id, HTML: fmt.Sprintf(`<li id="%s" data-status="%s">checkpoint %d: %s</li>`,
 		id, html.EscapeString(p.Checkpoint.Status), p.Checkpoint.Position, html.EscapeString(p.Checkpoint.Status))}}, nil
 }
 
@@ -94,9 +88,9 @@ func TestBrowserFollowsARunLive(t *testing.T) {
 	b := browsertest.New(t)
 	env := s.CreateEnvironment(t, "", "production")
 	runID := s.CreateRun(t, env, "deploy")
-	appendRunEvent(t, s.DB, runID, "running", 0)   // seq 1: already on the page
-	appendRunEvent(t, s.DB, runID, "running", 1)   // seq 2: backlog
-	appendRunEvent(t, s.DB, runID, "succeeded", 1) // seq 3: backlog
+	s.AppendRunEvent(t, runID, "running", 0)   // seq 1: already on the page
+	s.AppendRunEvent(t, runID, "running", 1)   // seq 2: backlog
+	s.AppendRunEvent(t, runID, "succeeded", 1) // seq 3: backlog
 
 	// A front server for the page: it serves the test page and passes
 	// everything else (sign-in, live.js, the websocket) to the Studio. A
@@ -155,9 +149,9 @@ func TestBrowserFollowsARunLive(t *testing.T) {
 	}
 
 	// Live.
-	appendRunEvent(t, s.DB, runID, "running", 2)
+	s.AppendRunEvent(t, runID, "running", 2)
 	waitFor("checkpoint 2 running", `document.querySelector("#checkpoint-2").dataset.status === "running"`)
-	appendRunEvent(t, s.DB, runID, "succeeded-with-warnings", 0)
+	s.AppendRunEvent(t, runID, "succeeded-with-warnings", 0)
 	waitFor("the run status", `document.querySelector("#run-status").dataset.runStatus === "succeeded-with-warnings"`)
 	if got := b.Text("#run-status"); got != "succeeded · with warnings" {
 		t.Errorf("run status text = %q", got)
@@ -168,7 +162,7 @@ func TestBrowserFollowsARunLive(t *testing.T) {
 	tl.cut()
 	waitFor("the paused banner", `((document.querySelector("#live-banner") || {}).textContent || "").startsWith("Live updates paused")`)
 	b.Screenshot("live-run-reconnecting")
-	appendRunEvent(t, s.DB, runID, "failed", 2) // seq 6, while disconnected
+	s.AppendRunEvent(t, runID, "failed", 2) // seq 6, while disconnected
 	down.Store(false)
 	waitFor("the resumed stream", `document.querySelector("#run-header").dataset.lastSeq === "6"`)
 	if got := b.Text("#checkpoint-2"); got != "checkpoint 2: failed" {
@@ -176,7 +170,7 @@ func TestBrowserFollowsARunLive(t *testing.T) {
 	}
 	waitFor("the live state", `document.querySelector("#run-header").dataset.streamStatus === "live"`)
 	waitFor("the banner to go", `document.querySelector("#live-banner").hidden`)
-	appendRunEvent(t, s.DB, runID, "succeeded", 2)
+	s.AppendRunEvent(t, runID, "succeeded", 2)
 	waitFor("an event after resuming", `document.querySelector("#run-header").dataset.lastSeq === "7"`)
 	b.Screenshot("live-run")
 }

@@ -2,9 +2,12 @@ package webtest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -54,4 +57,59 @@ func (s *Server) DialStream(tb testing.TB, c *http.Client, path string, header h
 		tb.Cleanup(func() { conn.Close() })
 	}
 	return conn, resp, err
+}
+
+// RunEventsPath is the event stream of run runID of hello-world/production,
+// from after sequence number after.
+func RunEventsPath(runID int64, after int64) string {
+	return fmt.Sprintf("/projects/hello-world/environments/production/runs/%d/events?after=%d", runID, after)
+}
+
+// AppendRunEvent appends an event to the run as the runner would: with a
+// position, a change of that checkpoint (an issue-tls one) to status;
+// without one, a change of the run to status.
+func (s *Server) AppendRunEvent(tb testing.TB, runID int64, status string, position int) {
+	tb.Helper()
+	payload := map[string]any{"run": map[string]any{"status": "running"}}
+	var cp *int
+	if position > 0 {
+		cp = &position
+		payload["checkpoint"] = map[string]any{"position": position, "kind": "issue-tls", "name": "shop.example.test", "status": status}
+	} else {
+		payload["run"] = map[string]any{"status": status}
+	}
+	if _, err := s.DB.AppendRunEvent(context.Background(), runID, cp, payload); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// StreamFrame is what an event stream sends for each event.
+type StreamFrame struct {
+	Seq int64 `json:"seq"`
+	Run *struct {
+		Status string `json:"status"`
+	} `json:"run"`
+	Checkpoint *struct {
+		Position int    `json:"position"`
+		Status   string `json:"status"`
+	} `json:"checkpoint"`
+	Type string `json:"type"`
+}
+
+// ReadFrame reads the next frame of an event stream, within 10 seconds.
+func ReadFrame(tb testing.TB, c *websocket.Conn) StreamFrame {
+	tb.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	kind, data, err := c.ReadMessage()
+	if err != nil {
+		tb.Fatalf("read frame: %v", err)
+	}
+	if kind != websocket.TextMessage {
+		tb.Fatalf("frame of type %d, want text", kind)
+	}
+	var f StreamFrame
+	if err := json.Unmarshal(data, &f); err != nil {
+		tb.Fatalf("frame %s: %v", data, err)
+	}
+	return f
 }

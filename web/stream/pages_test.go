@@ -1,4 +1,4 @@
-package web_test
+package stream_test
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ func TestRunStreamSendsThePageFragmentsOfACheckpointChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, _, err := s.DialStream(t, admin, runEventsPath(runID, run.LastSeq), nil)
+	conn, _, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, run.LastSeq), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestRunStreamLiveFramesAreTheFramesOfARead(t *testing.T) {
 	}
 	var reads atomic.Int64
 	s.Hub.ObserveReads(func(events.StreamKind, time.Duration) { reads.Add(1) })
-	live, _, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	live, _, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, 0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestRunStreamLiveFramesAreTheFramesOfARead(t *testing.T) {
 			t.Fatalf("change %d: applied %v, %v", i, ok, err)
 		}
 		got := read(live)
-		resumed, _, err := s.DialStream(t, admin, runEventsPath(runID, int64(i)), nil)
+		resumed, _, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, int64(i)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

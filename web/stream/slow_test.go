@@ -1,6 +1,6 @@
 //go:build unix
 
-package web_test
+package stream_test
 
 import (
 	"context"
@@ -44,12 +44,12 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 		}
 		return serr
 	}}).DialContext}
-	silent, resp, err := small.Dial("ws"+strings.TrimPrefix(s.URL, "http")+runEventsPath(runID, 0), http.Header{"Cookie": {cookie}, "Origin": {s.URL}})
+	silent, resp, err := small.Dial("ws"+strings.TrimPrefix(s.URL, "http")+webtest.RunEventsPath(runID, 0), http.Header{"Cookie": {cookie}, "Origin": {s.URL}})
 	if err != nil {
 		t.Fatalf("dial the silent watcher: %v (%v)", err, resp)
 	}
 	defer silent.Close()
-	reader, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	reader, resp, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, 0), nil)
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
@@ -77,7 +77,7 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the reading watcher, waiting for event %d: %v", want, err)
 		}
-		var f streamFrame
+		var f webtest.StreamFrame
 		if err := json.Unmarshal(data, &f); err != nil || f.Seq != want {
 			t.Fatalf("the reading watcher got seq %d (%v), want %d", f.Seq, err, want)
 		}
@@ -105,7 +105,7 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 			end = err
 			break
 		}
-		var f streamFrame
+		var f webtest.StreamFrame
 		if err := json.Unmarshal(data, &f); err != nil || f.Seq != got+1 {
 			t.Fatalf("the silent watcher got seq %d (%v) after %d", f.Seq, err, got)
 		}

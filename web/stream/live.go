@@ -1,4 +1,4 @@
-package web
+package stream
 
 import (
 	"context"
@@ -19,16 +19,16 @@ import (
 // timer (pings, access re-checks) and how it ends.
 
 var (
-	errAccessRemoved  = errors.New("web: access to the stream was removed")
-	errPeerGone       = errors.New("web: the client went away")
-	errClientProtocol = errors.New("web: the client sent a frame it should not")
+	errAccessRemoved  = errors.New("stream: access to the stream was removed")
+	errPeerGone       = errors.New("stream: the client went away")
+	errClientProtocol = errors.New("stream: the client sent a frame it should not")
 )
 
 // liveStream is one open websocket following one stream. It keeps only
 // what it needs (ids, not the user or the request), since an idle
 // installation may hold many thousands.
 type liveStream struct {
-	s          *streams
+	s          *Server
 	conn       *websocket.Conn
 	sub        *events.Subscription
 	token      string
@@ -67,7 +67,7 @@ type liveStream struct {
 }
 
 func (st *liveStream) log(level slog.Level, msg string, args ...any) {
-	st.s.a.logger.Log(context.Background(), level, msg, append([]any{
+	st.s.logger.Log(context.Background(), level, msg, append([]any{
 		"request_id", st.requestID, "user_id", st.userID, "stream", st.kind, "id", st.streamID}, args...)...)
 }
 
@@ -142,7 +142,7 @@ func (st *liveStream) catchUp(ctx context.Context) error {
 }
 
 // kick runs the writer unless it runs already: it hands the stream to the
-// pool of writers (wswrite.go), or starts its own goroutine when the pool's
+// pool of writers (write.go), or starts its own goroutine when the pool's
 // queue is full. The hub calls it when events are queued (and when the
 // subscription fails); end calls it too. The writer is the only one that
 // uses the subscription.

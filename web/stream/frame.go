@@ -1,4 +1,4 @@
-package web
+package stream
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/skali-dev/studio/events"
+	"github.com/skali-dev/studio/views"
 )
 
 // Frame encoding: one JSON text frame per event, the event's stored
@@ -22,13 +23,13 @@ import (
 // frame returns the websocket frame of an event, header included, built
 // once per event and process (live events are shared by all subscribers):
 // every watcher's writer sends the same bytes.
-func (s *streams) frame(e *events.Event) []byte {
+func (s *Server) frame(e *events.Event) []byte {
 	b, _ := e.Memo(func() any { return s.buildFrame(e) }).([]byte)
 	return b
 }
 
-func (s *streams) buildFrame(e *events.Event) []byte {
-	var frags []Fragment
+func (s *Server) buildFrame(e *events.Event) []byte {
+	var frags []views.Fragment
 	var err error
 	if e.Stream.Kind == events.RunEvents {
 		// Rendered from the event's state alone, without a read: no
@@ -41,11 +42,11 @@ func (s *streams) buildFrame(e *events.Event) []byte {
 		cancel()
 	}
 	if err != nil {
-		s.a.logger.Warn("event stream: render fragments", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
+		s.logger.Warn("event stream: render fragments", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
 	}
 	data, err := encodeFrame(e, frags)
 	if err != nil {
-		s.a.logger.Error("event stream: encode frame", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
+		s.logger.Error("event stream: encode frame", "stream", e.Stream.Kind.String(), "id", e.Stream.ID, "seq", e.Seq, "err", err)
 		return nil
 	}
 	return appendTextFrame(make([]byte, 0, len(data)+10), data)
@@ -72,7 +73,7 @@ func appendTextFrame(b, data []byte) []byte {
 // encoded by package payload) with seq, at and the fragments added. The payload
 // is copied as it is, not decoded and encoded again: this runs for every
 // event on the way to its watchers.
-func encodeFrame(e *events.Event, frags []Fragment) ([]byte, error) {
+func encodeFrame(e *events.Event, frags []views.Fragment) ([]byte, error) {
 	payload := bytes.TrimSpace(e.Payload)
 	if len(payload) < 2 || payload[0] != '{' || payload[len(payload)-1] != '}' || !json.Valid(payload) {
 		// Not an object: keep it under a name of its own.
@@ -107,7 +108,7 @@ func encodeFrame(e *events.Event, frags []Fragment) ([]byte, error) {
 // fragment's markup travels as it is, not as \u003c and friends: the frame
 // is never embedded in HTML), without reflection: this runs for every
 // event.
-func appendFragments(b []byte, frags []Fragment) []byte {
+func appendFragments(b []byte, frags []views.Fragment) []byte {
 	b = append(b, '[')
 	for i, f := range frags {
 		if i > 0 {
@@ -178,7 +179,7 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-func fragmentsSize(frags []Fragment) int {
+func fragmentsSize(frags []views.Fragment) int {
 	n := 0
 	for _, f := range frags {
 		n += len(f.ID) + len(f.HTML) + 32

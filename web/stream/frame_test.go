@@ -1,4 +1,4 @@
-package web
+package stream
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/events"
+	"github.com/skali-dev/studio/views"
 )
 
 // A frame is the event's stored payload with seq, at and the fragments
@@ -15,11 +16,11 @@ import (
 // whose seq, at and fragments are the Studio's.
 func TestEncodeFrameKeepsThePayloadAndAddsSeqAtAndFragments(t *testing.T) {
 	at := time.Date(2026, 11, 30, 14, 3, 0, 123000000, time.FixedZone("CET", 3600))
-	frags := []Fragment{{ID: "checkpoint-3", HTML: `<tr id="checkpoint-3"><td>a & "b"</td></tr>`}}
+	frags := []views.Fragment{{ID: "checkpoint-3", HTML: `<tr id="checkpoint-3"><td>a & "b"</td></tr>`}}
 	cases := []struct {
 		name    string
 		payload string
-		frags   []Fragment
+		frags   []views.Fragment
 		want    map[string]any
 	}{
 		{
@@ -80,7 +81,7 @@ func TestEncodeFrameKeepsThePayloadAndAddsSeqAtAndFragments(t *testing.T) {
 // escaping) writes them, whatever the markup holds: quotes, control
 // characters, invalid UTF-8, line and paragraph separators.
 func TestFrameFragmentsAreWhatEncodingJSONWrites(t *testing.T) {
-	frags := []Fragment{
+	frags := []views.Fragment{
 		{ID: "run-header", HTML: `<h1 class="x">a & b < c > d</h1>`},
 		{ID: "q\"uote\\", HTML: "tab\there\nnew\r\b\f\x00\x1f\x7f é ü 日本 \u2028 \u2029 end"},
 		{ID: "bad-utf8", HTML: "a\xffb\xc3(c\xed\xa0\x80d"},

@@ -1,4 +1,4 @@
-package web
+package stream
 
 import (
 	"context"
@@ -23,11 +23,11 @@ import (
 // rather than a session token.
 const streamTokenPrefix = "apitoken:"
 
-// bearerStreams authenticates an event stream handshake that carries
+// Bearer authenticates an event stream handshake that carries
 // Authorization (by authenticate, the JSON API's token check, which
-// answers 401 itself for a bad token); one without it goes on to the
-// session check.
-func bearerStreams(authenticate func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+// answers 401 itself for a bad token and puts the token and its owner in
+// the context); one without it goes on to the session check.
+func Bearer(authenticate func(http.Handler) http.Handler) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		withToken := authenticate(next)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -36,7 +36,7 @@ func bearerStreams(authenticate func(http.Handler) http.Handler) func(http.Handl
 				return
 			}
 			// The token is checked before the handler runs: the stream's
-			// access answer dates from here (see streams.serve).
+			// access answer dates from here (see Server.serve).
 			ctx := context.WithValue(r.Context(), tokenCheckedKey{}, time.Now())
 			withToken.ServeHTTP(w, r.WithContext(ctx))
 		})
@@ -67,37 +67,17 @@ func tokenViewer(r *http.Request) *viewer {
 	return &viewer{user: u, token: streamTokenPrefix + strconv.FormatInt(t.ID, 10), signedInAt: time.Now()}
 }
 
-// checkTokenAccess is checkAccess for a stream followed with an API token:
-// the token is neither revoked nor expired, and its owner's role on the
-// environment, capped by the token's scope, is viewer at least. It reports
-// handled false for a session's key.
-func (s *streams) checkTokenAccess(ctx context.Context, k accessKey) (ok, handled bool, err error) {
+// tokenOf reads the API token of a stream followed with one (isToken
+// false for a session's key; a nil token when it is gone).
+func (s *Server) tokenOf(ctx context.Context, k accessKey) (t *store.Token, isToken bool, err error) {
 	idText, isToken := strings.CutPrefix(k.token, streamTokenPrefix)
 	if !isToken {
-		return false, false, nil
+		return nil, false, nil
 	}
 	id, _ := strconv.ParseInt(idText, 10, 64)
-	db := s.a.deps.DB
-	t, err := db.TokenByID(ctx, id)
+	t, err = s.base.DB.TokenByID(ctx, id)
 	if apperr.CodeOf(err) == apperr.NotFound {
-		return false, true, nil
+		return nil, true, nil
 	}
-	if err != nil {
-		return false, true, err
-	}
-	if t.RevokedAt != nil || t.Expired(db.Now()) || t.UserID != k.userID {
-		return false, true, nil
-	}
-	u, err := db.UserByID(ctx, k.userID)
-	if apperr.CodeOf(err) == apperr.NotFound {
-		return false, true, nil
-	}
-	if err != nil {
-		return false, true, err
-	}
-	role, err := db.EnvironmentRole(ctx, u, k.envID)
-	if err != nil {
-		return false, true, err
-	}
-	return store.MinRole(role, t.RoleOn(k.envID)).Includes(store.RoleViewer), true, nil
+	return t, true, err
 }

@@ -1,4 +1,4 @@
-package web
+package stream
 
 import (
 	"context"
@@ -11,12 +11,9 @@ import (
 	"github.com/skali-dev/studio/views"
 )
 
-// Fragment is a piece of HTML that replaces the element with the same id
-// (its outerHTML) on a page that follows an event stream.
-type Fragment = views.Fragment
-
-// FragmentRenderer renders the fragments an event changes, so a watching
-// page swaps them in place: the run page's checkpoint row (id
+// FragmentRenderer renders the fragments an event changes (views.Fragment:
+// HTML that replaces the element with the same id), so a watching page
+// swaps them in place: the run page's checkpoint row (id
 // "checkpoint-<position>"), its header ("run-header") and status
 // ("run-status"); the environment page's runs list row or service state.
 // It is called once per event and process, whatever the number of
@@ -26,8 +23,8 @@ type Fragment = views.Fragment
 // from the event and its state alone (its context has no deadline);
 // EnvironmentFragments may read, within 5 s.
 type FragmentRenderer interface {
-	RunFragments(ctx context.Context, runID int64, ev *events.Event) ([]Fragment, error)
-	EnvironmentFragments(ctx context.Context, environmentID int64, ev *events.Event) ([]Fragment, error)
+	RunFragments(ctx context.Context, runID int64, ev *events.Event) ([]views.Fragment, error)
+	EnvironmentFragments(ctx context.Context, environmentID int64, ev *events.Event) ([]views.Fragment, error)
 }
 
 // NoFragments renders nothing: frames carry only the event's data (tests
@@ -35,12 +32,12 @@ type FragmentRenderer interface {
 type NoFragments struct{}
 
 // RunFragments implements FragmentRenderer.
-func (NoFragments) RunFragments(context.Context, int64, *events.Event) ([]Fragment, error) {
+func (NoFragments) RunFragments(context.Context, int64, *events.Event) ([]views.Fragment, error) {
 	return nil, nil
 }
 
 // EnvironmentFragments implements FragmentRenderer.
-func (NoFragments) EnvironmentFragments(context.Context, int64, *events.Event) ([]Fragment, error) {
+func (NoFragments) EnvironmentFragments(context.Context, int64, *events.Event) ([]views.Fragment, error) {
 	return nil, nil
 }
 
@@ -61,7 +58,7 @@ type pageFragments struct {
 }
 
 // RunFragments implements FragmentRenderer.
-func (p pageFragments) RunFragments(ctx context.Context, _ int64, ev *events.Event) ([]Fragment, error) {
+func (p pageFragments) RunFragments(ctx context.Context, _ int64, ev *events.Event) ([]views.Fragment, error) {
 	if ev.Run == nil || ev.Environment == nil || payload.CarriesLog(ev.Payload) {
 		// Log lines change no part the server renders: the page's script
 		// appends them from the event itself.
@@ -71,7 +68,7 @@ func (p pageFragments) RunFragments(ctx context.Context, _ int64, ev *events.Eve
 }
 
 // EnvironmentFragments implements FragmentRenderer.
-func (p pageFragments) EnvironmentFragments(ctx context.Context, _ int64, ev *events.Event) ([]Fragment, error) {
+func (p pageFragments) EnvironmentFragments(ctx context.Context, _ int64, ev *events.Event) ([]views.Fragment, error) {
 	if ev.Environment == nil {
 		return nil, nil
 	}

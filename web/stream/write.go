@@ -1,4 +1,4 @@
-package web
+package stream
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/events"
+	"github.com/skali-dev/studio/web/stream/sockwrite"
 )
 
 // Writing frames. An event reaches every watcher of a run at once, so
@@ -17,8 +18,9 @@ import (
 // (kick); otherwise it is handed to a small pool of writers (one goroutine
 // per core, kept while there is work) instead of starting a goroutine of
 // its own. Each writes all of a stream's queued frames at once, without
-// blocking; a pool writer sends a round of streams with one io_uring
-// submission (wsuring_linux.go). A socket that cannot take its frames at
+// blocking; a pool writer sends a round of streams with one
+// sockwrite.Writer call (one io_uring submission where the kernel allows
+// it, one non-blocking send(2) per stream otherwise). A socket that cannot take its frames at
 // once (a slow watcher) gets the rest written by a goroutine of its own,
 // with the write deadline, so that it never holds up the others.
 // Everything that may wait (an access check the cache cannot answer, a
@@ -83,13 +85,13 @@ type poolWriter struct {
 	// the frames in hand are written (see checkAccessCached); flush
 	// starts them.
 	refresh []func()
-	// ring, when io_uring is there, sends a batch of streams' frames with
-	// one system call (writeBatch); pending and reqs are its buffers, and
-	// arena holds the frames of the round's streams with several events
-	// queued.
-	ring    *sendRing
+	// sock sends a round of streams' frames (writeBatch); pending, reqs
+	// and items are its buffers, and arena holds the frames of the round's
+	// streams with several events queued.
+	sock    sockwrite.Writer
 	pending []*liveStream
 	reqs    []sendReq
+	items   []sockwrite.Item
 	arena   []byte
 }
 
@@ -106,16 +108,12 @@ const yieldStreams = 64
 func (w *frameWriters) run() {
 	idle := time.NewTimer(writerIdle)
 	defer idle.Stop()
-	pw := poolWriter{ring: newSendRing()}
-	defer func() {
-		if pw.ring != nil {
-			pw.ring.close()
-		}
-	}()
+	pw := poolWriter{sock: sockwrite.New()}
+	defer pw.sock.Close()
 	for {
 		select {
 		case st := <-w.queue:
-			pw.write(w, st)
+			pw.writeBatch(w, st)
 			continue
 		default:
 		}
@@ -123,7 +121,7 @@ func (w *frameWriters) run() {
 		idle.Reset(writerIdle)
 		select {
 		case st := <-w.queue:
-			pw.write(w, st)
+			pw.writeBatch(w, st)
 		case <-idle.C:
 			w.running.Add(-1)
 			if len(w.queue) == 0 {
@@ -140,25 +138,6 @@ func (w *frameWriters) run() {
 		if cap(pw.scratch) > maxWriteBatch {
 			pw.scratch = nil
 		}
-	}
-}
-
-// write writes st's queued frames, and those of streams queued meanwhile
-// when the writer has a ring.
-func (pw *poolWriter) write(w *frameWriters, st *liveStream) {
-	if pw.ring != nil {
-		pw.writeBatch(w, st)
-		return
-	}
-	pw.handle(st)
-}
-
-func (pw *poolWriter) handle(st *liveStream) {
-	st.writeQueued(pw)
-	if pw.streams++; pw.streams >= yieldStreams {
-		pw.streams = 0
-		pw.startRefreshes()
-		runtime.Gosched()
 	}
 }
 
@@ -310,23 +289,20 @@ func (st *liveStream) written(pw *poolWriter, evs []*events.Event, buf []byte, n
 	return true
 }
 
-// sendReq is one stream's write in a pool writer's batch.
+// sendReq is one stream's write in a pool writer's round: its events; its
+// frames and what became of them are the round's sockwrite.Item at the
+// same index.
 type sendReq struct {
-	st   *liveStream
-	evs  []*events.Event
-	fd   int
-	buf  []byte
-	n    int
-	err  error
-	done bool
+	st  *liveStream
+	evs []*events.Event
 }
 
 // writeBatch writes the queued frames of streams, and of those queued
-// meanwhile (at most ringEntries at a time), with one submission to the
-// writer's ring per round.
+// meanwhile (at most sockwrite.MaxBatch at a time), with one call of the
+// writer's sockwrite.Writer per round.
 func (pw *poolWriter) writeBatch(w *frameWriters, first *liveStream) {
 	pending := append(pw.pending[:0], first)
-	for len(pending) < ringEntries {
+	for len(pending) < sockwrite.MaxBatch {
 		select {
 		case st := <-w.queue:
 			pending = append(pending, st)
@@ -335,12 +311,12 @@ func (pw *poolWriter) writeBatch(w *frameWriters, first *liveStream) {
 		}
 		break
 	}
-	for len(pending) > 0 && pw.ring != nil {
+	for len(pending) > 0 {
 		if cap(pw.arena) > maxArena {
 			pw.arena = nil
 		}
 		pw.arena = pw.arena[:0] // the last round's sends are done
-		reqs := pw.reqs[:0]
+		reqs, items := pw.reqs[:0], pw.items[:0]
 		for _, st := range pending {
 			evs, buf, ok := st.prepare(pw, true)
 			if !ok {
@@ -351,33 +327,27 @@ func (pw *poolWriter) writeBatch(w *frameWriters, first *liveStream) {
 				st.written(pw, evs, buf, 0, nil)
 				continue
 			}
-			reqs = append(reqs, sendReq{st: st, evs: evs, fd: st.fd, buf: buf})
+			reqs = append(reqs, sendReq{st: st, evs: evs})
+			items = append(items, sockwrite.Item{FD: st.fd, Buf: buf})
 		}
 		pending = pending[:0]
-		if len(reqs) > 0 && !pw.ring.send(reqs) {
-			pw.ring = nil
-			for i := range reqs {
-				reqs[i].n, reqs[i].err = sendNow(reqs[i].fd, reqs[i].buf)
-			}
+		if len(items) > 0 {
+			pw.sock.Write(items)
 		}
-		for i := range reqs {
-			r := &reqs[i]
-			if r.st.written(pw, r.evs, r.buf, r.n, r.err) {
+		for i, r := range reqs {
+			if r.st.written(pw, r.evs, items[i].Buf, items[i].N, items[i].Err) {
 				pending = append(pending, r.st)
 			}
 		}
 		pw.startRefreshes() // the round's frames are out
 		pw.streams += len(reqs)
 		clear(reqs)
-		pw.reqs = reqs[:0]
+		clear(items)
+		pw.reqs, pw.items = reqs[:0], items[:0]
 		if pw.streams >= yieldStreams {
 			pw.streams = 0
 			runtime.Gosched()
 		}
-	}
-	// Without a ring (it failed): one by one.
-	for _, st := range pending {
-		pw.handle(st)
 	}
 	clear(pending)
 	pw.pending = pending[:0]
@@ -411,7 +381,7 @@ func (st *liveStream) frames(evs []*events.Event, buf []byte) []byte {
 // connection that is not a plain socket takes nothing this way. Called
 // with wmu held.
 //
-// It sends on the descriptor itself (sendNow), not through the runtime's
+// It sends on the descriptor itself (sockwrite.SendNow), not through the runtime's
 // poller: the socket never blocks, so the call need not release its P to
 // the scheduler nor take the poller's reference; wmu and fdClosed keep the
 // descriptor from being closed meanwhile. A call per frame and watcher is
@@ -421,7 +391,7 @@ func (st *liveStream) writeNow(buf []byte) (int, error) {
 	if st.fd < 0 || st.fdClosed || len(buf) == 0 {
 		return 0, nil
 	}
-	return sendNow(st.fd, buf)
+	return sockwrite.SendNow(st.fd, buf)
 }
 
 // finishWrite writes the rest of a batch the pool could not, waiting up to

@@ -1,7 +1,6 @@
-package web_test
+package stream_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,39 +12,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/skali-dev/studio/store"
-	"github.com/skali-dev/studio/web"
+	"github.com/skali-dev/studio/web/stream"
 	"github.com/skali-dev/studio/web/webtest"
 )
-
-// streamFrame is what an event stream sends for each event.
-type streamFrame struct {
-	Seq int64 `json:"seq"`
-	Run *struct {
-		Status string `json:"status"`
-	} `json:"run"`
-	Checkpoint *struct {
-		Position int    `json:"position"`
-		Status   string `json:"status"`
-	} `json:"checkpoint"`
-	Type string `json:"type"`
-}
-
-func readFrame(t *testing.T, c *websocket.Conn) streamFrame {
-	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	kind, data, err := c.ReadMessage()
-	if err != nil {
-		t.Fatalf("read frame: %v", err)
-	}
-	if kind != websocket.TextMessage {
-		t.Fatalf("frame of type %d, want text", kind)
-	}
-	var f streamFrame
-	if err := json.Unmarshal(data, &f); err != nil {
-		t.Fatalf("frame %s: %v", data, err)
-	}
-	return f
-}
 
 // closeCode reads until the connection closes and returns the close code.
 func closeCode(t *testing.T, c *websocket.Conn) int {
@@ -64,25 +33,6 @@ func closeCode(t *testing.T, c *websocket.Conn) int {
 	}
 }
 
-func appendRunEvent(t *testing.T, db *store.DB, runID int64, status string, position int) {
-	t.Helper()
-	payload := map[string]any{"run": map[string]any{"status": "running"}}
-	var cp *int
-	if position > 0 {
-		cp = &position
-		payload["checkpoint"] = map[string]any{"position": position, "kind": "issue-tls", "name": "shop.example.test", "status": status}
-	} else {
-		payload["run"] = map[string]any{"status": status}
-	}
-	if _, err := db.AppendRunEvent(context.Background(), runID, cp, payload); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func runEventsPath(runID int64, after int64) string {
-	return fmt.Sprintf("/projects/hello-world/environments/production/runs/%d/events?after=%d", runID, after)
-}
-
 // TestRunEventStreamReplaysThenFollows: an admin watching a run gets the
 // events after the sequence number they name, then each new event as one
 // JSON text frame.
@@ -91,11 +41,11 @@ func TestRunEventStreamReplaysThenFollows(t *testing.T) {
 	env := s.CreateEnvironment(t, "", "production")
 	runID := s.CreateRun(t, env, "deploy")
 	admin := s.SignInLocal(t)
-	appendRunEvent(t, s.DB, runID, "running", 0)
-	appendRunEvent(t, s.DB, runID, "running", 1)
-	appendRunEvent(t, s.DB, runID, "succeeded", 1)
+	s.AppendRunEvent(t, runID, "running", 0)
+	s.AppendRunEvent(t, runID, "running", 1)
+	s.AppendRunEvent(t, runID, "succeeded", 1)
 
-	conn, resp, err := s.DialStream(t, admin, runEventsPath(runID, 1), nil)
+	conn, resp, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, 1), nil)
 	if err != nil {
 		t.Fatalf("dial: %v (status %v)", err, resp)
 	}
@@ -103,16 +53,16 @@ func TestRunEventStreamReplaysThenFollows(t *testing.T) {
 		t.Errorf("the handshake set a cookie: %q", c)
 	}
 	for _, want := range []int64{2, 3} {
-		if f := readFrame(t, conn); f.Seq != want || f.Checkpoint == nil || f.Checkpoint.Position != 1 {
+		if f := webtest.ReadFrame(t, conn); f.Seq != want || f.Checkpoint == nil || f.Checkpoint.Position != 1 {
 			t.Fatalf("backlog frame %+v, want seq %d of checkpoint 1", f, want)
 		}
 	}
-	appendRunEvent(t, s.DB, runID, "running", 2)
-	appendRunEvent(t, s.DB, runID, "succeeded", 0)
-	if f := readFrame(t, conn); f.Seq != 4 || f.Checkpoint.Position != 2 {
+	s.AppendRunEvent(t, runID, "running", 2)
+	s.AppendRunEvent(t, runID, "succeeded", 0)
+	if f := webtest.ReadFrame(t, conn); f.Seq != 4 || f.Checkpoint.Position != 2 {
 		t.Fatalf("live frame %+v, want seq 4 of checkpoint 2", f)
 	}
-	if f := readFrame(t, conn); f.Seq != 5 || f.Checkpoint != nil || f.Run.Status != "succeeded" {
+	if f := webtest.ReadFrame(t, conn); f.Seq != 5 || f.Checkpoint != nil || f.Run.Status != "succeeded" {
 		t.Fatalf("live frame %+v, want seq 5: run succeeded", f)
 	}
 
@@ -143,7 +93,7 @@ func TestEnvironmentEventStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := readFrame(t, conn); f.Seq != 1 || f.Type != "run.started" || f.Run.Status != "running" {
+	if f := webtest.ReadFrame(t, conn); f.Seq != 1 || f.Type != "run.started" || f.Run.Status != "running" {
 		t.Fatalf("frame %+v, want seq 1 run.started", f)
 	}
 }
@@ -158,7 +108,7 @@ func TestEventStreamRefusesForeignOrigins(t *testing.T) {
 	admin := s.SignInLocal(t)
 	for _, origin := range []string{"https://evil.example.test", "null", "http://127.0.0.1:1"} {
 		t.Run(origin, func(t *testing.T) {
-			conn, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), http.Header{"Origin": {origin}})
+			conn, resp, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, 0), http.Header{"Origin": {origin}})
 			if err == nil {
 				conn.Close()
 				t.Fatalf("handshake from origin %q succeeded", origin)
@@ -190,11 +140,11 @@ func TestEventStreamChecksTheRole(t *testing.T) {
 		path   string
 		status int
 	}{
-		{"anonymous", s.NewClient(), runEventsPath(prodRun, 0), http.StatusUnauthorized},
-		{"admin of staging watching production", stager, runEventsPath(prodRun, 0), http.StatusForbidden},
+		{"anonymous", s.NewClient(), webtest.RunEventsPath(prodRun, 0), http.StatusUnauthorized},
+		{"admin of staging watching production", stager, webtest.RunEventsPath(prodRun, 0), http.StatusForbidden},
 		{"admin of staging watching production's environment stream", stager, "/projects/hello-world/environments/production/events", http.StatusForbidden},
-		{"viewer of production naming staging's run under production", viewer, runEventsPath(stagingRun, 0), http.StatusNotFound},
-		{"bad after", viewer, runEventsPath(prodRun, -1), http.StatusBadRequest},
+		{"viewer of production naming staging's run under production", viewer, webtest.RunEventsPath(stagingRun, 0), http.StatusNotFound},
+		{"bad after", viewer, webtest.RunEventsPath(prodRun, -1), http.StatusBadRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -209,44 +159,99 @@ func TestEventStreamChecksTheRole(t *testing.T) {
 		})
 	}
 
-	conn, resp, err := s.DialStream(t, viewer, runEventsPath(prodRun, 0), nil)
+	conn, resp, err := s.DialStream(t, viewer, webtest.RunEventsPath(prodRun, 0), nil)
 	if err != nil {
 		t.Fatalf("viewer's dial: %v (%v)", err, resp)
 	}
-	appendRunEvent(t, s.DB, prodRun, "running", 0)
-	if f := readFrame(t, conn); f.Seq != 1 {
+	s.AppendRunEvent(t, prodRun, "running", 0)
+	if f := webtest.ReadFrame(t, conn); f.Seq != 1 {
 		t.Fatalf("frame %+v, want seq 1", f)
 	}
 	_, err = s.DB.Pool.Exec(t.Context(), `DELETE FROM memberships WHERE environment_id = $1`, prod.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Access answers are shared for two seconds (and refreshed in the
-	// background after that, while events keep flowing): within a few
-	// seconds of more events the stream closes.
+	closedForAccess(t, s, conn, prodRun, "the role was removed")
+}
+
+// closedForAccess appends events to the run until the stream closes, and
+// fails unless it closes with 4403 (access removed) within 10 seconds.
+// Access answers are shared for two seconds (and refreshed in the
+// background after that, while events keep flowing): within a few seconds
+// of more events the stream closes.
+func closedForAccess(t *testing.T, s *webtest.Server, conn *websocket.Conn, runID int64, why string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		appendRunEvent(t, s.DB, prodRun, "running", 0)
+		s.AppendRunEvent(t, runID, "running", 0)
 		_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 		_, _, err := conn.ReadMessage()
 		var ce *websocket.CloseError
 		if errors.As(err, &ce) {
 			if ce.Code != 4403 {
-				t.Errorf("close code after the role was removed = %d, want 4403", ce.Code)
+				t.Errorf("close code after %s = %d, want 4403", why, ce.Code)
 			}
-			break
+			return
 		}
 		if err != nil && !isTimeout(err) {
 			t.Fatalf("read: %v", err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the stream stayed open 10 s after the role was removed")
+			t.Fatalf("the stream stayed open 10 s after %s", why)
 		}
 		if err != nil {
 			// A read that timed out leaves a gorilla connection unusable.
 			t.Fatalf("no frame and no close within 500 ms")
 		}
 	}
+}
+
+// TestOpenStreamsEndWithTheirSessionOrToken: an open stream re-checks who
+// its viewer is by the same rule as the handshake: a person who signs out
+// (their session is gone) and a token revoked while its stream is open
+// both lose the stream, closed with 4403, though the role is still there.
+func TestOpenStreamsEndWithTheirSessionOrToken(t *testing.T) {
+	s := webtest.Start(t)
+	env := s.CreateEnvironment(t, "", "production")
+	runID := s.CreateRun(t, env, "deploy")
+	s.AddMember(t, env, "viewer@example.test", store.RoleViewer)
+	viewer := s.SignInAs(t, "viewer@example.test", "Viewer")
+
+	conn, resp, err := s.DialStream(t, viewer, webtest.RunEventsPath(runID, 0), nil)
+	if err != nil {
+		t.Fatalf("viewer's dial: %v (%v)", err, resp)
+	}
+	s.AppendRunEvent(t, runID, "running", 0)
+	if f := webtest.ReadFrame(t, conn); f.Seq != 1 {
+		t.Fatalf("frame %+v, want seq 1", f)
+	}
+	id, secret := s.CreateToken(t, viewer, "watcher", "", "hello-world/production:viewer")
+	bearer := http.Header{"Authorization": {"Bearer " + secret}}
+	tokenConn, resp, err := s.DialStream(t, nil, webtest.RunEventsPath(runID, 1), bearer)
+	if err != nil {
+		t.Fatalf("token's dial: %v (%v)", err, resp)
+	}
+
+	if resp, _ := s.PostForm(t, viewer, "/logout", nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out = %d, want 303", resp.StatusCode)
+	}
+	closedForAccess(t, s, conn, runID, "the viewer signed out")
+
+	// The token outlives the session it was made in, until revoked.
+	var n int64
+	if err := s.DB.Pool.QueryRow(t.Context(), `SELECT last_seq FROM runs WHERE id = $1`, runID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(2); seq <= n; seq++ {
+		if f := webtest.ReadFrame(t, tokenConn); f.Seq != seq {
+			t.Fatalf("token stream: frame %+v, want seq %d", f, seq)
+		}
+	}
+	admin := s.SignInLocal(t)
+	if resp, _ := s.PostForm(t, admin, fmt.Sprintf("/tokens/%d/revoke", id), nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke = %d, want 303", resp.StatusCode)
+	}
+	closedForAccess(t, s, tokenConn, runID, "the token was revoked")
 }
 
 func isTimeout(err error) bool {
@@ -271,15 +276,15 @@ func TestEventStreamLeavesTheSessionAlone(t *testing.T) {
 		return out
 	}
 	before := snapshot()
-	conn, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	conn, resp, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, 0), nil)
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
 	if c := resp.Header.Get("Set-Cookie"); c != "" {
 		t.Errorf("the handshake set a cookie: %q", c)
 	}
-	appendRunEvent(t, s.DB, runID, "running", 0)
-	readFrame(t, conn)
+	s.AppendRunEvent(t, runID, "running", 0)
+	webtest.ReadFrame(t, conn)
 	conn.Close()
 	if after := snapshot(); after != before {
 		t.Errorf("sessions changed while streaming:\nbefore %s\nafter  %s", before, after)
@@ -289,13 +294,13 @@ func TestEventStreamLeavesTheSessionAlone(t *testing.T) {
 // TestEventStreamPingsAndDropsADeadPeer: a client that answers pings stays
 // connected; one that stops answering is closed.
 func TestEventStreamPingsAndDropsADeadPeer(t *testing.T) {
-	defer web.SetStreamTimingsForTest(50*time.Millisecond, 400*time.Millisecond)()
+	defer stream.SetStreamTimingsForTest(50*time.Millisecond, 400*time.Millisecond)()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
 	runID := s.CreateRun(t, env, "deploy")
 	admin := s.SignInLocal(t)
 
-	alive, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	alive, resp, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, 0), nil)
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
@@ -312,11 +317,17 @@ func TestEventStreamPingsAndDropsADeadPeer(t *testing.T) {
 		}
 	}()
 	// The silent client never reads, so it never answers a ping.
-	silent, resp, err := s.DialStream(t, admin, runEventsPath(runID, 0), nil)
+	silent, resp, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, 0), nil)
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
-	time.Sleep(time.Second)
+	// The server drops the silent client (its subscription ends) once it
+	// has heard nothing for 400 ms; the answering one stays.
+	for deadline := time.Now().Add(time.Minute); s.Hub.Subscribers() > 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscribers a minute on; the silent client should have been dropped", s.Hub.Subscribers())
+		}
+	}
 	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))
 	for {
 		if _, _, err := silent.ReadMessage(); err != nil {
@@ -324,9 +335,9 @@ func TestEventStreamPingsAndDropsADeadPeer(t *testing.T) {
 		}
 	}
 	if n := pings.Load(); n < 5 {
-		t.Errorf("the answering client got %d pings in a second, want about 20", n)
+		t.Errorf("the answering client got %d pings while the silent one went unheard for 400 ms, want one every 50 ms", n)
 	}
-	appendRunEvent(t, s.DB, runID, "running", 0)
+	s.AppendRunEvent(t, runID, "running", 0)
 	_ = alive.SetReadDeadline(time.Now().Add(5 * time.Second))
 	waitUntil(t, "the answering client to still receive events", func() bool {
 		return s.Hub.Subscribers() == 1
@@ -354,13 +365,13 @@ func TestEventStreamManyWatchersExactlyOnce(t *testing.T) {
 	admin := s.SignInLocal(t)
 	const before, during, watchers = 10, 40, 25
 	for range before {
-		appendRunEvent(t, s.DB, runID, "running", 1)
+		s.AppendRunEvent(t, runID, "running", 1)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for range during {
-			appendRunEvent(t, s.DB, runID, "running", 2)
+			s.AppendRunEvent(t, runID, "running", 2)
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
@@ -368,7 +379,7 @@ func TestEventStreamManyWatchersExactlyOnce(t *testing.T) {
 	for i := range watchers {
 		after := int64(i % (before + during/2))
 		go func() {
-			conn, resp, err := s.DialStream(t, admin, runEventsPath(runID, after), nil)
+			conn, resp, err := s.DialStream(t, admin, webtest.RunEventsPath(runID, after), nil)
 			if err != nil {
 				errs <- fmt.Errorf("dial after %d: %v (%v)", after, err, resp)
 				return
@@ -381,7 +392,7 @@ func TestEventStreamManyWatchersExactlyOnce(t *testing.T) {
 					errs <- fmt.Errorf("after %d, waiting for %d: %v", after, want, err)
 					return
 				}
-				var f streamFrame
+				var f webtest.StreamFrame
 				if err := json.Unmarshal(data, &f); err != nil || f.Seq != want {
 					errs <- fmt.Errorf("after %d: got seq %d (%v), want %d", after, f.Seq, err, want)
 					return

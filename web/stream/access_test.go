@@ -1,4 +1,4 @@
-package web
+package stream
 
 import (
 	"sync/atomic"

@@ -1,8 +1,39 @@
-package web
+// Package stream delivers the Studio's live events over websockets: the
+// run and environment event streams (a page's, or `studio runs watch`'s
+// with an API token) and an application's followed runtime log. It owns
+// the handshake (origin, the access rule, the upgrade), reading the
+// client's control frames (read.go), encoding an event's frame once for
+// every watcher (frame.go, with the fragments of fragments.go), writing
+// them through a pool of writers that never wait (write.go, over
+// sockwrite), the cache of access re-checks that open streams share
+// (access.go) and streams followed with an API token (token.go).
+//
+// A page that shows a run or an environment opens a websocket to
+// .../events?after=N and receives every event after sequence number N (the
+// stored backlog), then live events, one JSON text frame per event:
+//
+//	{"seq": 7, "at": "...", "run": {...}, "checkpoint": {...}, "fragments": [{"id": "checkpoint-3", "html": "..."}]}
+//
+// (the event's payload with seq, at and the rendered fragments added).
+//
+// The streams are mounted outside the session middleware: a connection
+// that stays open for hours must never write the session back (it would
+// overwrite what the person's other tabs changed meanwhile) nor set a cookie
+// on a hijacked connection. They read the session from the store once, and
+// re-check the session and the role every streamRecheck and before the
+// events they send (through a cache shared by the process's streams). Who
+// the viewer is and what they may see is decided by the access rule pages
+// and the API use (handlers/access.go), never restated here.
+//
+// The package's handlers return errors as every handler does
+// (handlers.Func); the router maps them to statuses. It does not import
+// package web.
+package stream
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,24 +48,33 @@ import (
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/events"
 	"github.com/skali-dev/studio/handlers"
+	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 )
 
-// Event streams: a page that shows a run or an environment opens a
-// websocket to .../events?after=N and receives every event after sequence
-// number N (the stored backlog), then live events, one JSON text frame per
-// event:
-//
-//	{"seq": 7, "at": "...", "run": {...}, "checkpoint": {...}, "fragments": [{"id": "checkpoint-3", "html": "..."}]}
-//
-// (the event's payload with seq, at and the rendered fragments added).
-//
-// The streams are mounted outside the session middleware: a connection
-// that stays open for hours must never write the session back (it would
-// overwrite what the person's other tabs changed meanwhile) nor set a cookie
-// on a hijacked connection. They read the session from the store once, and
-// re-check the session and the role every streamRecheck and before the
-// events they send (through a cache shared by the process's streams).
+// Options configure a Server.
+type Options struct {
+	// Access is the access rule and the session store (its DB, Sessions
+	// and SessionLifetime): the handshake and every re-check decide who
+	// watches and whether they still may through it.
+	Access *handlers.Base
+	// Hub fans run and environment events out to the streams; without it
+	// the event streams answer 500.
+	Hub *events.Hub
+	// Fragments renders the HTML fragments that event frames carry
+	// (default: the run and environment pages' own components).
+	Fragments FragmentRenderer
+	// Runs follows runtime logs and says when a DNS-pending domain is
+	// checked again; without it logs cannot be followed.
+	Runs *runs.Service
+	// Logger receives the streams' log lines (default slog.Default()).
+	Logger *slog.Logger
+	// Metrics records the streams' Prometheus metrics when set.
+	Metrics *Metrics
+	// PublicURL is the address people use to reach the Studio: its origin
+	// may open streams (as may the request's own host).
+	PublicURL string
+}
 
 // Timings of event streams; variables so tests may shorten them.
 var (
@@ -71,9 +111,11 @@ const (
 	closeAccessRemoved = 4403
 )
 
-// streams serves the event stream websockets.
-type streams struct {
-	a         *app
+// Server serves the event stream websockets and followed logs.
+type Server struct {
+	base      *handlers.Base
+	runs      *runs.Service
+	logger    *slog.Logger
 	hub       *events.Hub
 	fragments FragmentRenderer
 	metrics   *Metrics
@@ -83,22 +125,26 @@ type streams struct {
 	writers   *frameWriters
 }
 
-func newStreams(a *app) *streams {
-	s := &streams{
-		a: a, hub: a.deps.Hub, fragments: a.deps.Fragments, metrics: a.deps.Metrics,
+// New returns a Server configured by o.
+func New(o Options) *Server {
+	s := &Server{
+		base: o.Access, runs: o.Runs, logger: o.Logger, hub: o.Hub, fragments: o.Fragments, metrics: o.Metrics,
 		origins: map[string]bool{},
 		access:  &accessCache{entries: map[accessKey]*accessEntry{}},
 		writers: newFrameWriters(),
 	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
 	s.metrics.followHub(s.hub)
 	if s.fragments == nil {
-		pf := pageFragments{now: a.deps.DB.Now, activeRelease: a.deps.DB.ActiveReleaseRun, releases: newReleaseCache()}
-		if a.deps.Runs != nil {
-			pf.nextCheck = a.deps.Runs.NextAutomaticCheck
+		pf := pageFragments{now: s.base.DB.Now, activeRelease: s.base.DB.ActiveReleaseRun, releases: newReleaseCache()}
+		if s.runs != nil {
+			pf.nextCheck = s.runs.NextAutomaticCheck
 		}
 		s.fragments = pf
 	}
-	if u, err := url.Parse(a.deps.PublicURL); err == nil && u.Host != "" {
+	if u, err := url.Parse(o.PublicURL); err == nil && u.Host != "" {
 		s.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
 	}
 	s.upgrader = websocket.Upgrader{
@@ -118,7 +164,7 @@ func newStreams(a *app) *streams {
 // originAllowed accepts a handshake without Origin (not a browser, so not a
 // cross-site request) or from the Studio's own origin; it refuses another
 // site's origin and "null" (sandboxed frames, file: pages).
-func (s *streams) originAllowed(r *http.Request) bool {
+func (s *Server) originAllowed(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return true
@@ -133,7 +179,10 @@ func (s *streams) originAllowed(r *http.Request) bool {
 	return strings.EqualFold(u.Host, r.Host)
 }
 
-func isWebsocketUpgrade(r *http.Request) bool {
+// IsUpgrade reports whether r asks for a websocket: the router answers
+// such a request's refusal plainly (a handshake cannot follow a redirect)
+// and counts its 101, which went out on the hijacked connection.
+func IsUpgrade(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
@@ -144,46 +193,42 @@ type viewer struct {
 	signedInAt time.Time
 }
 
-// readSession loads the request's session from the store without touching
-// it (no commit, no cookie) and returns its user, or nil when anonymous.
-func (s *streams) readSession(r *http.Request) (*viewer, error) {
-	if v := tokenViewer(r); v != nil { // an API token (web/streamtoken.go)
+// readSession returns who watches: the API token's owner when the
+// handshake was authenticated with one (token.go), else the user of the
+// session the request's cookie names, loaded from the store without
+// touching it (no commit, no cookie); nil when anonymous, or when the
+// session has ended or its user is gone.
+func (s *Server) readSession(r *http.Request) (*viewer, error) {
+	if v := tokenViewer(r); v != nil {
 		return v, nil
 	}
-	c, err := r.Cookie(s.a.sessions.Cookie.Name)
+	c, err := r.Cookie(s.base.Sessions.Cookie.Name)
 	if err != nil || c.Value == "" {
 		return nil, nil
 	}
-	ctx, err := s.a.sessions.Load(r.Context(), c.Value)
+	ctx, err := s.base.Sessions.Load(r.Context(), c.Value)
 	if err != nil {
 		return nil, err
 	}
-	id, signedIn, ok := s.a.base.SessionUserID(ctx)
-	if !ok {
+	u, signedIn, err := s.base.SessionUser(ctx)
+	switch {
+	case errors.Is(err, handlers.ErrSessionEnded), apperr.CodeOf(err) == apperr.NotFound:
 		return nil, nil
-	}
-	v := &viewer{token: c.Value, signedInAt: time.UnixMilli(signedIn)}
-	if time.Since(v.signedInAt) > s.a.deps.SessionLifetime {
-		return nil, nil
-	}
-	u, err := s.a.deps.DB.UserByID(r.Context(), id)
-	if err != nil {
-		if apperr.CodeOf(err) == apperr.NotFound {
-			return nil, nil
-		}
+	case err != nil:
 		return nil, err
+	case u == nil:
+		return nil, nil
 	}
-	v.user = u
-	return v, nil
+	return &viewer{user: u, token: c.Value, signedInAt: signedIn}, nil
 }
 
-// streamRunEvents serves GET .../runs/{run}/events?after=N.
-func (s *streams) streamRunEvents(w http.ResponseWriter, r *http.Request) error {
+// RunEvents serves GET .../runs/{run}/events?after=N.
+func (s *Server) RunEvents(w http.ResponseWriter, r *http.Request) error {
 	return s.serve(w, r, true)
 }
 
-// streamEnvironmentEvents serves GET .../environments/{env}/events?after=N.
-func (s *streams) streamEnvironmentEvents(w http.ResponseWriter, r *http.Request) error {
+// EnvironmentEvents serves GET .../environments/{env}/events?after=N.
+func (s *Server) EnvironmentEvents(w http.ResponseWriter, r *http.Request) error {
 	return s.serve(w, r, false)
 }
 
@@ -227,9 +272,9 @@ type admission struct {
 // what check reads of the request (its numbers, before any query), the
 // session (or API token) and the viewer's role on the environment. Every
 // websocket of the Studio is admitted here.
-func (s *streams) admit(r *http.Request, check func() error) (*admission, error) {
+func (s *Server) admit(r *http.Request, check func() error) (*admission, error) {
 	if !s.originAllowed(r) {
-		s.a.logger.Warn("event stream refused: foreign origin", "request_id", handlers.RequestID(r.Context()), "path", r.URL.Path, "origin", r.Header.Get("Origin"))
+		s.logger.Warn("event stream refused: foreign origin", "request_id", handlers.RequestID(r.Context()), "path", r.URL.Path, "origin", r.Header.Get("Origin"))
 		return nil, apperr.Errorf(apperr.Forbidden, "This page may only be watched from the Studio itself.")
 	}
 	if check != nil {
@@ -246,14 +291,14 @@ func (s *streams) admit(r *http.Request, check func() error) (*admission, error)
 		return nil, apperr.Errorf(apperr.Unauthorized, "Sign in first.")
 	}
 	r = r.WithContext(handlers.WithUser(r.Context(), v.user))
-	env, _, err := s.a.base.Environment(r, store.RoleViewer)
+	env, _, err := s.base.Environment(r, store.RoleViewer)
 	if err != nil {
 		return nil, err
 	}
 	return &admission{v: v, env: env, r: r, checked: checked}, nil
 }
 
-func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) error {
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, runStream bool) error {
 	ctx := r.Context()
 	reqID := handlers.RequestID(ctx)
 	var runID, after int64
@@ -267,16 +312,16 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) 
 	v, env, r, checked := ad.v, ad.env, ad.r, ad.checked
 	stream := events.EnvironmentStream(env.ID)
 	if runStream {
-		if _, err := s.a.base.RunOf(ctx, env, runID); err != nil {
+		if _, err := s.base.RunOf(ctx, env, runID); err != nil {
 			return err
 		}
 		stream = events.RunStream(runID)
 	}
-	if !isWebsocketUpgrade(r) {
+	if !IsUpgrade(r) {
 		return apperr.Errorf(apperr.Invalid, "This address is a websocket: open it from the page that shows the run.")
 	}
 	if s.hub == nil {
-		return errors.New("web: event streams have no hub")
+		return errors.New("stream: event streams have no hub")
 	}
 
 	// Subscribe before upgrading, so a failure is still an HTTP answer.
@@ -288,7 +333,7 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request, runStream bool) 
 	if err != nil {
 		// Upgrade has answered the client already.
 		sub.Close()
-		s.a.logger.Info("event stream handshake failed", "request_id", reqID, "err", err)
+		s.logger.Info("event stream handshake failed", "request_id", reqID, "err", err)
 		return nil
 	}
 	st := &liveStream{

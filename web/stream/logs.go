@@ -1,4 +1,4 @@
-package web
+package stream
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 //
 //	{"lines": [{"at": "14:03:07.250", "datetime": "...", "pod": "web-0", "container": "web", "text": "..."}], "dropped": 0}
 //
-// The handshake is admitted as every stream's is (streams.admit: origin,
+// The handshake is admitted as every stream's is (Server.admit: origin,
 // session, viewer role), and the stream re-checks access through the same
 // cache before each frame and every streamRecheck. Lines are masked by the
 // service (runs.Service.FollowAppLogs) before they reach this file.
@@ -45,31 +45,31 @@ type logFrame struct {
 	Dropped int                     `json:"dropped,omitempty"`
 }
 
-// followAppLogs serves GET .../apps/{app}/logs/follow.
-func (s *streams) followAppLogs(w http.ResponseWriter, r *http.Request) error {
+// FollowAppLogs serves GET .../apps/{app}/logs/follow.
+func (s *Server) FollowAppLogs(w http.ResponseWriter, r *http.Request) error {
 	ad, err := s.admit(r, nil)
 	if err != nil {
 		return err
 	}
-	if s.a.deps.Runs == nil {
+	if s.runs == nil {
 		return apperr.Errorf(apperr.Unavailable, "Runtime logs are not available on this Studio.")
 	}
-	req, err := handlers.LogRequestOf(ad.r, s.a.deps.DB.Now())
+	req, err := handlers.LogRequestOf(ad.r, s.base.DB.Now())
 	if err != nil {
 		return err
 	}
 	if req.Previous || !req.Until.IsZero() {
 		return apperr.Errorf(apperr.Invalid, "Only a log that grows can be followed: leave out previous and until.")
 	}
-	if err := s.a.deps.Runs.CheckAppLogs(r.Context(), ad.env, req.App); err != nil {
+	if err := s.runs.CheckAppLogs(r.Context(), ad.env, req.App); err != nil {
 		return err
 	}
-	if !isWebsocketUpgrade(r) {
+	if !IsUpgrade(r) {
 		return apperr.Errorf(apperr.Invalid, "This address is a websocket: open it from the application's logs page.")
 	}
 	conn, err := s.upgrader.Upgrade(hijacker(w), r, nil)
 	if err != nil {
-		s.a.logger.Info("log stream handshake failed", "request_id", handlers.RequestID(r.Context()), "err", err)
+		s.logger.Info("log stream handshake failed", "request_id", handlers.RequestID(r.Context()), "err", err)
 		return nil
 	}
 	defer conn.Close()
@@ -99,7 +99,7 @@ func (s *streams) followAppLogs(w http.ResponseWriter, r *http.Request) error {
 	wake := make(chan struct{}, 1)
 	followErr := make(chan error, 1)
 	go func() {
-		followErr <- s.a.deps.Runs.FollowAppLogs(ctx, ad.env, req, func(l platform.LogLine) error {
+		followErr <- s.runs.FollowAppLogs(ctx, ad.env, req, func(l platform.LogLine) error {
 			mu.Lock()
 			if len(pending) >= logPendingLines {
 				pending = pending[1:]
@@ -123,7 +123,7 @@ func (s *streams) followAppLogs(w http.ResponseWriter, r *http.Request) error {
 	recheck := time.NewTicker(streamRecheck)
 	defer recheck.Stop()
 	allowed := func(fresh bool) bool {
-		if time.Since(ad.v.signedInAt) > s.a.deps.SessionLifetime {
+		if s.base.SessionEnded(ad.v.signedInAt) {
 			return false
 		}
 		ok, err := s.access.allowed(key, s.checkAccess, fresh)
@@ -138,7 +138,7 @@ func (s *streams) followAppLogs(w http.ResponseWriter, r *http.Request) error {
 			if err != nil && ctx.Err() == nil {
 				msg := apperr.Message(err)
 				if apperr.CodeOf(err) == apperr.Internal {
-					s.a.logger.Warn("log stream ended", "request_id", handlers.RequestID(r.Context()), "err", err)
+					s.logger.Warn("log stream ended", "request_id", handlers.RequestID(r.Context()), "err", err)
 				}
 				closeWith(websocket.CloseInternalServerErr, clipClose(msg))
 			}
@@ -185,7 +185,7 @@ func (s *streams) followAppLogs(w http.ResponseWriter, r *http.Request) error {
 				_ = conn.SetWriteDeadline(time.Now().Add(streamWriteWait))
 				if err := conn.WriteMessage(websocket.TextMessage, b); err != nil {
 					if !errors.Is(err, websocket.ErrCloseSent) {
-						s.a.logger.Info("log stream: write failed", "request_id", handlers.RequestID(r.Context()), "err", err)
+						s.logger.Info("log stream: write failed", "request_id", handlers.RequestID(r.Context()), "err", err)
 					}
 					return nil
 				}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package web
+package sockwrite
 
 import (
 	"sync/atomic"
@@ -8,20 +8,18 @@ import (
 	"unsafe"
 )
 
-// Sending frames to many sockets with one system call: a pool writer
-// with an io_uring queues one send per watcher (each non-blocking, as
-// sendNow is) and submits the lot with one io_uring_enter, where a send(2)
-// per watcher would cost a system call each (on a virtual machine with
-// page-table isolation, entering and leaving the kernel is about a fifth of
-// a small send's cost). The sends complete during the submission (a socket
-// that cannot take a frame at once answers EAGAIN, or how much it took);
-// the writer waits for every completion before it lets go of the buffers
-// and the streams' write locks. Without io_uring (an old kernel, or one
-// that forbids it) the writers send one by one.
+// Sending to many sockets with one system call: a ring queues one send
+// per item (each non-blocking, as SendNow is) and submits the lot with one
+// io_uring_enter. The sends complete during the submission (a socket that
+// cannot take its bytes at once answers EAGAIN, or how much it took); Write
+// waits for every completion before it returns, so the caller may reuse
+// the buffers and close the sockets after.
 
-// sendNow sends p on the socket fd without waiting: what the socket takes
-// at once (0 and no error when it takes nothing now).
-func sendNow(fd int, p []byte) (int, error) {
+// SendNow sends p on the socket fd without waiting: what the socket takes
+// at once (0 and no error when it takes nothing now). It calls send(2)
+// itself, not through the Go runtime's poller: the socket never blocks, so
+// the call need not hand its thread to the scheduler.
+func SendNow(fd int, p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
 		q := p[n:]
@@ -53,23 +51,23 @@ const (
 	ioringOpSend         = 26
 	ioringEnterGetEvents = 1
 	ioringSetupSubmitAll = 1 << 7
-
-	// ringEntries is the ring's size: the most sends one submission holds
-	// (a batch of 64 sends takes about half a millisecond).
-	ringEntries = 64
 )
+
+// MaxBatch is the most items one Write sends: a ring's size (a batch of 64
+// sends takes about half a millisecond).
+const MaxBatch = 64
 
 // ioUringParams is struct io_uring_params.
 type ioUringParams struct {
 	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFD uint32
 	resv                                                                   [3]uint32
 	sqOff                                                                  struct {
-		head, tail, ringMask, ringEntries, flags, dropped, array, resv1 uint32
-		userAddr                                                        uint64
+		head, tail, ringMask, MaxBatch, flags, dropped, array, resv1 uint32
+		userAddr                                                     uint64
 	}
 	cqOff struct {
-		head, tail, ringMask, ringEntries, overflow, cqes, flags, resv1 uint32
-		userAddr                                                        uint64
+		head, tail, ringMask, MaxBatch, overflow, cqes, flags, resv1 uint32
+		userAddr                                                     uint64
 	}
 }
 
@@ -94,8 +92,10 @@ type ioUringCQE struct {
 	flags    uint32
 }
 
-// sendRing is one pool writer's io_uring. Only its writer uses it.
-type sendRing struct {
+// ring is a Writer on an io_uring; after a failed submission it sends
+// with SendNow (failed).
+type ring struct {
+	failed                 bool
 	fd                     int
 	sqMem, cqMem, sqeMem   []byte
 	sqHead, sqTail, sqMask *uint32
@@ -103,40 +103,28 @@ type sendRing struct {
 	sqes                   []ioUringSQE
 	cqHead, cqTail, cqMask *uint32
 	cqes                   []ioUringCQE
+	// done marks the items of the batch under way whose completion came.
+	done [MaxBatch]bool
 }
 
-// ringsOff is set once io_uring has failed here: writers send one by one.
-var ringsOff atomic.Bool
-
-// newSendRing sets up a ring, or returns nil when io_uring is not there.
-func newSendRing() *sendRing {
-	if ringsOff.Load() {
-		return nil
-	}
-	r, err := setupSendRing()
-	if err != nil {
-		ringsOff.Store(true)
-		return nil
-	}
-	return r
-}
-
-func setupSendRing() (*sendRing, error) {
+// newRing sets up a ring, or fails when io_uring is not there (an old
+// kernel, or one that forbids it).
+func newRing() (*ring, error) {
 	var p ioUringParams
 	p.flags = ioringSetupSubmitAll
-	fd, _, errno := syscall.Syscall(sysIOUringSetup, ringEntries, uintptr(unsafe.Pointer(&p)), 0)
+	fd, _, errno := syscall.Syscall(sysIOUringSetup, MaxBatch, uintptr(unsafe.Pointer(&p)), 0)
 	if errno == syscall.EINVAL {
 		p = ioUringParams{}
-		fd, _, errno = syscall.Syscall(sysIOUringSetup, ringEntries, uintptr(unsafe.Pointer(&p)), 0)
+		fd, _, errno = syscall.Syscall(sysIOUringSetup, MaxBatch, uintptr(unsafe.Pointer(&p)), 0)
 	}
 	if errno != 0 {
 		return nil, errno
 	}
-	r := &sendRing{fd: int(fd)}
+	r := &ring{fd: int(fd)}
 	ok := false
 	defer func() {
 		if !ok {
-			r.close()
+			r.Close()
 		}
 	}()
 	var err error
@@ -162,30 +150,50 @@ func setupSendRing() (*sendRing, error) {
 	return r, nil
 }
 
-func (r *sendRing) close() {
+// Close implements Writer.
+func (r *ring) Close() {
+	if r.fd < 0 {
+		return
+	}
 	for _, m := range [][]byte{r.sqeMem, r.cqMem, r.sqMem} {
 		if m != nil {
 			_ = syscall.Munmap(m)
 		}
 	}
 	_ = syscall.Close(r.fd)
+	r.fd = -1
 }
 
-// send sends each request's buf on its fd without waiting (at most
-// ringEntries), setting its n and err as sendNow would. It reports false
-// when the ring failed before sending anything: the caller sends the
-// requests itself (and the ring is closed; ringsOff is set).
-func (r *sendRing) send(reqs []sendReq) bool {
+// Write implements Writer.
+func (r *ring) Write(batch []Item) {
+	for len(batch) > 0 {
+		n := min(len(batch), MaxBatch)
+		if r.failed || !r.send(batch[:n]) {
+			Plain().Write(batch[:n])
+		}
+		batch = batch[n:]
+	}
+}
+
+// send sends each item's Buf on its FD without waiting (at most
+// MaxBatch), setting its N and Err as SendNow would. It reports false
+// when the ring failed before sending anything: the caller sends the items
+// itself (the ring is closed and failed; ringsOff is set).
+func (r *ring) send(reqs []Item) bool {
 	tail := atomic.LoadUint32(r.sqTail)
 	mask := *r.sqMask
 	for i := range reqs {
 		idx := (tail + uint32(i)) & mask
-		buf := reqs[i].buf
-		r.sqes[idx] = ioUringSQE{opcode: ioringOpSend, fd: int32(reqs[i].fd),
-			addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), len: uint32(len(buf)),
+		var addr uint64
+		if buf := reqs[i].Buf; len(buf) > 0 {
+			addr = uint64(uintptr(unsafe.Pointer(&buf[0])))
+		}
+		r.sqes[idx] = ioUringSQE{opcode: ioringOpSend, fd: int32(reqs[i].FD),
+			addr: addr, len: uint32(len(reqs[i].Buf)),
 			msgFlags: syscall.MSG_DONTWAIT | syscall.MSG_NOSIGNAL, userData: uint64(i)}
 		r.sqArray[idx] = idx
-		reqs[i].n, reqs[i].err, reqs[i].done = 0, nil, false
+		reqs[i].N, reqs[i].Err = 0, nil
+		r.done[i] = false
 	}
 	atomic.StoreUint32(r.sqTail, tail+uint32(len(reqs)))
 	end := tail + uint32(len(reqs))
@@ -207,7 +215,8 @@ func (r *sendRing) send(reqs []sendReq) bool {
 			// Nothing was taken: drop the ring, send one by one. (Once
 			// some are taken, their completions must come: wait.)
 			ringsOff.Store(true)
-			r.close()
+			r.Close()
+			r.failed = true
 			return false
 		}
 		left -= r.reap(reqs)
@@ -216,21 +225,21 @@ func (r *sendRing) send(reqs []sendReq) bool {
 }
 
 // reap takes the completions there are and returns how many.
-func (r *sendRing) reap(reqs []sendReq) int {
+func (r *ring) reap(reqs []Item) int {
 	head := atomic.LoadUint32(r.cqHead)
 	tail := atomic.LoadUint32(r.cqTail)
 	mask := *r.cqMask
 	got := 0
 	for ; head != tail; head++ {
 		c := r.cqes[head&mask]
-		if i := int(c.userData); i < len(reqs) && !reqs[i].done {
-			reqs[i].done = true
+		if i := int(c.userData); i < len(reqs) && !r.done[i] {
+			r.done[i] = true
 			switch {
 			case c.res >= 0:
-				reqs[i].n = int(c.res)
+				reqs[i].N = int(c.res)
 			case syscall.Errno(-c.res) == syscall.EAGAIN:
 			default:
-				reqs[i].err = syscall.Errno(-c.res)
+				reqs[i].Err = syscall.Errno(-c.res)
 			}
 			got++
 		}

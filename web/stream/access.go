@@ -1,12 +1,14 @@
-package web
+package stream
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
+	"github.com/skali-dev/studio/handlers"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -23,7 +25,7 @@ import (
 // the database; a removed role then stops the stream within about
 // accessCacheTTL plus one batch.
 func (st *liveStream) checkAccess(fresh bool) error {
-	if time.Since(st.signedInAt) > st.s.a.deps.SessionLifetime {
+	if st.s.base.SessionEnded(st.signedInAt) {
 		return errAccessRemoved
 	}
 	ok, err := st.s.access.allowed(accessKey{token: st.token, userID: st.userID, envID: st.envID}, st.s.checkAccess, fresh)
@@ -47,7 +49,7 @@ func (st *liveStream) checkAccess(fresh bool) error {
 // Without an answer, the caller hands the stream to its own goroutine,
 // which waits for the check.
 func (st *liveStream) checkAccessCached(pw *poolWriter) (answered bool, err error) {
-	if time.Since(st.signedInAt) > st.s.a.deps.SessionLifetime {
+	if st.s.base.SessionEnded(st.signedInAt) {
 		return true, errAccessRemoved
 	}
 	ok, answered, refresh := st.s.access.cached(accessKey{token: st.token, userID: st.userID, envID: st.envID}, st.s.checkAccess)
@@ -64,29 +66,65 @@ func (st *liveStream) checkAccessCached(pw *poolWriter) (answered bool, err erro
 	return true, nil
 }
 
-// checkAccess asks the database whether the session still exists and its
-// user still holds a role on the environment.
-func (s *streams) checkAccess(k accessKey) (bool, error) {
+// checkAccess asks the access rule again, from the database, whether the
+// stream's viewer may still watch the environment: the session still
+// exists and is its user's (SessionUser), or the API token is still usable
+// and its owner's (token.go), and that user's role there (RoleOn, capped by
+// the token) is viewer at least.
+func (s *Server) checkAccess(k accessKey) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if ok, handled, err := s.checkTokenAccess(ctx, k); handled { // web/streamtoken.go
-		return ok, err
-	}
-	if _, found, err := s.a.deps.DB.Sessions().FindCtx(ctx, k.token); err != nil || !found {
+	u, t, err := s.viewerOf(ctx, k)
+	if u == nil || err != nil {
 		return false, err
 	}
-	u, err := s.a.deps.DB.UserByID(ctx, k.userID)
-	if apperr.CodeOf(err) == apperr.NotFound {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	role, err := s.a.deps.DB.EnvironmentRole(ctx, u, k.envID)
+	role, err := s.base.RoleOn(ctx, u, t, k.envID)
 	if err != nil {
 		return false, err
 	}
 	return role.Includes(store.RoleViewer), nil
+}
+
+// viewerOf is who holds k now, by the access rule, with the API token they
+// watch with (nil for a session); a nil user when k's session or token no
+// longer stands for k's user.
+func (s *Server) viewerOf(ctx context.Context, k accessKey) (*store.User, *store.Token, error) {
+	if t, ok, err := s.tokenOf(ctx, k); ok { // token.go
+		if t == nil || err != nil {
+			return nil, nil, err
+		}
+		u, err := s.base.TokenUser(ctx, t)
+		if u, err = ownUser(u, err, k); u == nil || err != nil {
+			return nil, nil, err
+		}
+		return u, t, nil
+	}
+	sctx, err := s.base.Sessions.Load(ctx, k.token)
+	if err != nil {
+		return nil, nil, err
+	}
+	u, _, err := s.base.SessionUser(sctx)
+	if errors.Is(err, handlers.ErrSessionEnded) {
+		return nil, nil, nil
+	}
+	if u, err = ownUser(u, err, k); u == nil || err != nil {
+		return nil, nil, err
+	}
+	return u, nil, nil
+}
+
+// ownUser is u when the rule found it and it is k's user; a user gone, a
+// token no longer usable or a session now someone else's is nil.
+func ownUser(u *store.User, err error, k accessKey) (*store.User, error) {
+	switch code := apperr.CodeOf(err); {
+	case err != nil && (code == apperr.NotFound || code == apperr.Unauthorized):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case u == nil || u.ID != k.userID:
+		return nil, nil
+	}
+	return u, nil
 }
 
 // accessKey is what an access check depends on.

@@ -1,4 +1,4 @@
-package web_test
+package stream_test
 
 import (
 	"fmt"
@@ -21,11 +21,11 @@ func TestRunEventStreamAcceptsAnAPIToken(t *testing.T) {
 	s.AddMember(t, prod, "ci@example.test", store.RoleAdmin)
 	s.AddMember(t, staging, "ci@example.test", store.RoleViewer)
 	ci := s.SignInAs(t, "ci@example.test", "CI Person")
-	id, secret := createToken(t, s, ci, "watcher", "", "hello-world/staging:viewer")
+	id, secret := s.CreateToken(t, ci, "watcher", "", "hello-world/staging:viewer")
 
 	stagingRun := s.CreateRun(t, staging, "deploy")
 	prodRun := s.CreateRun(t, prod, "deploy")
-	appendRunEvent(t, s.DB, stagingRun, "running", 0)
+	s.AppendRunEvent(t, stagingRun, "running", 0)
 	bearer := http.Header{"Authorization": {"Bearer " + secret}}
 	path := func(env string, run int64) string {
 		return fmt.Sprintf("/projects/hello-world/environments/%s/runs/%d/events?after=0", env, run)
@@ -35,11 +35,11 @@ func TestRunEventStreamAcceptsAnAPIToken(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a staging viewer token dials a staging run: %v (status %v)", err, resp)
 	}
-	if f := readFrame(t, conn); f.Seq != 1 || f.Run.Status != "running" {
+	if f := webtest.ReadFrame(t, conn); f.Seq != 1 || f.Run.Status != "running" {
 		t.Fatalf("first frame %+v, want seq 1: run running", f)
 	}
-	appendRunEvent(t, s.DB, stagingRun, "succeeded", 0)
-	if f := readFrame(t, conn); f.Seq != 2 || f.Run.Status != "succeeded" {
+	s.AppendRunEvent(t, stagingRun, "succeeded", 0)
+	if f := webtest.ReadFrame(t, conn); f.Seq != 2 || f.Run.Status != "succeeded" {
 		t.Fatalf("live frame %+v, want seq 2: run succeeded", f)
 	}
 

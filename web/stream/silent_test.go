@@ -1,12 +1,14 @@
 //go:build unix
 
-package web_test
+package stream_test
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/skali-dev/studio/web"
+	"github.com/skali-dev/studio/web/stream"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
@@ -34,7 +37,11 @@ func TestEventStreamOneSilentWatcherAmongManyReaders(t *testing.T) {
 }
 
 func silentWatcherAmongReaders(t *testing.T) {
-	s := webtest.Start(t)
+	var metrics *web.Metrics
+	s := webtest.Start(t, func(d *web.Deps) {
+		metrics = web.NewMetrics(d.DB)
+		d.Metrics = metrics
+	})
 	env := s.CreateEnvironment(t, "", "production")
 	runID := s.CreateRun(t, env, "deploy")
 	admin := s.SignInLocal(t)
@@ -52,7 +59,7 @@ func silentWatcherAmongReaders(t *testing.T) {
 		}
 		return serr
 	}}).DialContext}
-	silent, resp, err := small.Dial("ws"+strings.TrimPrefix(s.URL, "http")+runEventsPath(runID, 0), http.Header{"Cookie": {cookie}, "Origin": {s.URL}})
+	silent, resp, err := small.Dial("ws"+strings.TrimPrefix(s.URL, "http")+webtest.RunEventsPath(runID, 0), http.Header{"Cookie": {cookie}, "Origin": {s.URL}})
 	if err != nil {
 		t.Fatalf("dial the silent watcher: %v (%v)", err, resp)
 	}
@@ -60,7 +67,7 @@ func silentWatcherAmongReaders(t *testing.T) {
 	const readers = 8
 	conns := make([]*websocket.Conn, readers)
 	for i := range conns {
-		if conns[i], resp, err = s.DialStream(t, admin, runEventsPath(runID, 0), nil); err != nil {
+		if conns[i], resp, err = s.DialStream(t, admin, webtest.RunEventsPath(runID, 0), nil); err != nil {
 			t.Fatalf("dial reader %d: %v (%v)", i, err, resp)
 		}
 		defer conns[i].Close()
@@ -89,7 +96,7 @@ func silentWatcherAmongReaders(t *testing.T) {
 					t.Errorf("reader %d, waiting for event %d: %v", i, want, err)
 					return
 				}
-				var f streamFrame
+				var f webtest.StreamFrame
 				if err := json.Unmarshal(data, &f); err != nil || f.Seq != want {
 					t.Errorf("reader %d got seq %d (%v), want %d", i, f.Seq, err, want)
 					return
@@ -100,9 +107,30 @@ func silentWatcherAmongReaders(t *testing.T) {
 	wg.Wait()
 	// A watcher that reads within the write deadline catches up from the
 	// table, in order; one that still reads nothing after it is cut off.
-	// Its socket has been full since early on: past the deadline it must
-	// be.
-	time.Sleep(web.StreamWriteWait + 2*time.Second)
+	// Its socket has been full since early on: wait until the server has
+	// closed its stream (only the readers' are open), and past the deadline
+	// it must have.
+	openNow := func() string {
+		rec := httptest.NewRecorder()
+		metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		for line := range strings.Lines(rec.Body.String()) {
+			if strings.HasPrefix(line, `studio_event_streams_open{stream="run"} `) {
+				return strings.TrimSpace(line)
+			}
+		}
+		return "(no open streams metric)"
+	}
+	want := fmt.Sprintf(`studio_event_streams_open{stream="run"} %d`, readers)
+	for deadline := time.Now().Add(stream.StreamWriteWait + time.Minute); ; {
+		seen := openNow()
+		if seen == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the silent watcher's stream is still open long after its write deadline: %s, want %s", seen, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	var got int64
 	for {
@@ -111,7 +139,7 @@ func silentWatcherAmongReaders(t *testing.T) {
 		if err != nil {
 			break
 		}
-		var f streamFrame
+		var f webtest.StreamFrame
 		if err := json.Unmarshal(data, &f); err != nil || f.Seq != got+1 {
 			t.Fatalf("the silent watcher got seq %d (%v) after %d", f.Seq, err, got)
 		}

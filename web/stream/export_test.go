@@ -1,6 +1,10 @@
-package web
+package stream
 
-import "time"
+import (
+	"time"
+
+	"github.com/skali-dev/studio/web/stream/sockwrite"
+)
 
 // SetStreamTimingsForTest shortens the event streams' ping interval and
 // the silence after which a client counts as gone; the returned function
@@ -18,3 +22,12 @@ func SetStreamTimingsForTest(ping, pongWait time.Duration) (restore func()) {
 // StreamWriteWait is how long a stream's write may wait on a full socket
 // before the watcher is cut off.
 var StreamWriteWait = streamWriteWait
+
+// SendRingsOffForTest makes the stream writers started from now on send
+// one stream at a time, as on a kernel without io_uring; the returned
+// function lets later writers use rings again. Tests using it must not run
+// in parallel.
+func SendRingsOffForTest() (restore func()) {
+	was := sockwrite.RingsOff(true)
+	return func() { sockwrite.RingsOff(was) }
+}
