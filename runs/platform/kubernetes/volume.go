@@ -73,6 +73,18 @@ func bucketHelper(name string) helper {
 // startHelper starts a pod of the volume agent, waits until it runs and
 // returns its name and how to delete it.
 func (p *Platform) startHelper(ctx context.Context, n envNames, h helper) (string, func(), error) {
+	// A helper of this service still there is a Studio's that was killed
+	// during a step (one backup step of an environment runs at a time):
+	// it goes first, so that it holds no claim and is not left behind.
+	old, err := p.Client.List(ctx, KindPod, n.namespace, LabelHelper+"=backup,"+LabelService+"="+labelValue(h.service))
+	if err != nil {
+		return "", nil, p.apiError("listing the helper pods of "+h.what, err)
+	}
+	for _, o := range old {
+		if err := p.Client.Delete(ctx, KindPod, n.namespace, str(o, "metadata", "name")); err != nil {
+			return "", nil, p.apiError("deleting an earlier helper pod of "+h.what, err)
+		}
+	}
 	suffix := make([]byte, 3)
 	rand.Read(suffix)
 	name := dnsName("skali-helper", h.service, hex.EncodeToString(suffix))
