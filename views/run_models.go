@@ -130,6 +130,9 @@ type RunPage struct {
 	// the environment's stream after it, which says when the domain was
 	// checked again (its countdown restarts).
 	EnvironmentSeq *int64
+	// Live is where the page's script fetches RunLiveParts again
+	// (paths.RunLive).
+	Live string
 	// Approval is the run's Approval checkpoint (a deploy of a protected
 	// environment), nil for a run that needed none.
 	Approval *ApprovalView
