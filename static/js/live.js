@@ -22,6 +22,9 @@
 //   #env-state[data-active-revision] (environment page): when a frame's
 //     fragment changes it, #env-outdated is shown (the page shows an older
 //     revision; reload).
+//   [data-live-src="…/live"] (one element per page, data-live-on="any" or
+//     run kinds and event types): the page's role-dependent parts,
+//     fetched with fetchLive and swapped by id (see the views package doc).
 //   <time data-countdown datetime="2026-11-30T14:03:00Z">…</time>
 //     shows the time left until that absolute UTC time ("in 52 min"), as
 //     views.Countdown renders it, then "checking…"
