@@ -175,6 +175,7 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 	if m.Approval, err = ApprovalView(r.Context(), h.DB, env, run, cps, CurrentUser(r.Context())); err != nil {
 		return err
 	}
+	m.LiveOn = views.RunLiveOn(m.Approval)
 	m.LogFilter = strings.TrimSpace(r.URL.Query().Get("q"))
 	if utf8.RuneCountInString(m.LogFilter) > views.RunLogFilter {
 		return apperr.Errorf(apperr.Invalid, "This filter has %s.", humanize.TooLong(utf8.RuneCountInString(m.LogFilter), views.RunLogFilter))
@@ -216,10 +217,11 @@ func (h *Runs) checkpointViews(r *http.Request, env *store.Environment, run *sto
 
 // ShowRunLive answers the run page's parts that depend on the reader's
 // role (any role, as the page): under each TLS checkpoint, what to do about
-// its domain while it is DNS pending (Check now for deployers), each
-// replacing the page's element of its id. The page's script fetches them
-// when a checkpoint defers a domain live, or a countdown to its next
-// automatic check has run out.
+// its domain while it is DNS pending (Check now for deployers), and the
+// approval card (whether the reader may approve), each replacing the
+// page's element of its id. The page's script fetches them when a
+// checkpoint defers a domain live, a countdown to its next automatic check
+// has run out, or a frame says the run waits or ended (RunLiveOn).
 func (h *Runs) ShowRunLive(w http.ResponseWriter, r *http.Request) error {
 	env, role, err := h.Environment(r, store.RoleViewer)
 	if err != nil {
@@ -233,11 +235,14 @@ func (h *Runs) ShowRunLive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list, _, err := h.checkpointViews(r, env, run, cps, h.DB.Now(), role)
-	if err != nil {
+	var m views.RunLiveView
+	if m.Checkpoints, _, err = h.checkpointViews(r, env, run, cps, h.DB.Now(), role); err != nil {
 		return err
 	}
-	return Render(w, r, http.StatusOK, views.RunLiveParts(list))
+	if m.Approval, err = ApprovalView(r.Context(), h.DB, env, run, cps, CurrentUser(r.Context())); err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.RunLiveParts(m))
 }
 
 // DownloadRunLog answers the run's whole log as text (any role that sees

@@ -1219,8 +1219,10 @@ func checkpointDNS(vm CheckpointView) templ.Component {
 }
 
 // RunLiveParts is what paths.RunLive answers: under each TLS checkpoint,
-// what to do about its domain (nothing once it is no longer DNS pending).
-func RunLiveParts(cps []CheckpointView) templ.Component {
+// what to do about its domain (nothing once it is no longer DNS pending),
+// and the approval card of a run that needed approval (who approved, and
+// whether the reader may).
+func RunLiveParts(m RunLiveView) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1237,12 +1239,18 @@ func RunLiveParts(cps []CheckpointView) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		for _, vm := range cps {
+		for _, vm := range m.Checkpoints {
 			if vm.TLS != nil {
 				templ_7745c5c3_Err = checkpointDNS(vm).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
+			}
+		}
+		if m.Approval != nil {
+			templ_7745c5c3_Err = ApprovalCard(*m.Approval).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
 			}
 		}
 		return nil

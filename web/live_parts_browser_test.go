@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 	"github.com/skali-dev/studio/web/browsertest"
+	"github.com/skali-dev/studio/web/webtest"
 )
 
 // TestBrowserRoleDependentPartsComeFromTheLiveEndpoint keeps an admin's
@@ -75,4 +77,54 @@ func TestBrowserRoleDependentPartsComeFromTheLiveEndpoint(t *testing.T) {
 	if !strings.Contains(parts, `data-testid="take-snapshot"`) {
 		t.Errorf("the deployer's live parts do not offer a snapshot:\n%s", parts)
 	}
+}
+
+// TestBrowserApprovalCardFollowsAnotherPersonsApproval keeps the run page
+// of a deploy waiting for two approvals open in the admin's browser while
+// an approver, in a session of their own, approves: the page's approval
+// card counts the approval and names the approver without a reload, read
+// from the run's …/live parts when the run's stream says it still waits.
+func TestBrowserApprovalCardFollowsAnotherPersonsApproval(t *testing.T) {
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
+	admin := s.SignInLocal(t)
+	env := s.CreateEnvironment(t, protectedManifest, "production")
+	for _, p := range []string{"alice", "bob"} {
+		s.AddMember(t, env, p+"@example.test", store.RoleDeployer)
+	}
+	alice := s.SignInAs(t, "alice@example.test", "Alice Martin")
+	bob := s.SignInAs(t, "bob@example.test", "Bob Okafor")
+	const envPath = "/projects/shop/environments/production"
+	for _, step := range []struct {
+		c    *http.Client
+		path string
+		form url.Values
+	}{
+		{admin, envPath + "/values", url.Values{"name": {"API_KEY"}, "value": {"screens-secret"}}},
+		{admin, envPath + "/protection", url.Values{"approvals": {"2"}, "role": {"deployer"}, "expires": {"7d"}, "wait": {"0s"}, "bypass": {"admins"}}},
+		{alice, envPath + "/deploys", url.Values{}},
+	} {
+		if resp, body := s.PostForm(t, step.c, step.path, step.form); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("fixture %s = %d\n%s", step.path, resp.StatusCode, pageMain(body))
+		}
+	}
+	runPath := envPath + "/runs/1"
+
+	b := browsertest.NewFor(t, 3*time.Minute)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(s.URL+runPath), chromedp.WaitVisible(chromedp.CSS(`#approval[data-approvals="0"]`)),
+		chromedp.WaitReady(chromedp.CSS(`[data-stream][data-stream-status="live"]`)))
+	browsertest.Eval[any](b, `window.studioMarker = "not reloaded"`)
+
+	_, runPage := s.Get(t, bob, runPath)
+	if resp, _ := s.PostForm(t, bob, runPath+"/approve", url.Values{"digest": {digestOf(t, runPage)}, "comment": {"Read the plan"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("bob approves: %d", resp.StatusCode)
+	}
+	got := b.TextWithin(`#approval[data-approvals="1"]`, time.Minute, func(s string) bool { return strings.Contains(s, "Bob Okafor") })
+	if !strings.Contains(got, "1 of 2 approvals") || !strings.Contains(got, "Read the plan") {
+		t.Errorf("the admin's approval card after Bob's approval says %q, want 1 of 2 with Bob's comment", got)
+	}
+	if got := browsertest.Eval[string](b, `window.studioMarker || "reloaded"`); got != "not reloaded" {
+		t.Error("the run page reloaded itself; it should have read its live parts")
+	}
+	b.Screenshot("run-approval-live")
 }

@@ -117,8 +117,9 @@
   // (focus in it, or text typed into it) waits for the next read, made
   // once they leave it. One read at a time per address; asks that arrive
   // meanwhile make one more. [data-live-on] says which frames of the
-  // page's streams ask for a read: "any", or run kinds and event types
-  // ("backup restore environment.state"); without it, only this script
+  // page's streams ask for a read: "any", or event types, run kinds and
+  // run statuses ("backup restore environment.state", "waiting rejected
+  // failed cancelled"); without it, only this script
   // asks (a countdown run out, a pushed row without its role-dependent
   // part). The element with data-live-src counts its reads in
   // data-refreshed.
@@ -188,7 +189,7 @@
     document.addEventListener("studio:event", function (ev) {
       var f = ev.detail || {};
       var asks = liveOn.some(function (w) {
-        return w === "any" || w === f.type || (f.run && w === f.run.kind);
+        return w === "any" || w === f.type || (f.run && (w === f.run.kind || w === f.run.status));
       });
       if (asks) soon();
     });
