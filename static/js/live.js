@@ -119,10 +119,9 @@
   // meanwhile make one more. [data-live-on] says which frames of the
   // page's streams ask for a read: "any", or event types, run kinds and
   // run statuses ("backup restore environment.state", "waiting rejected
-  // failed cancelled"); without it, only this script
-  // asks (a countdown run out, a pushed row without its role-dependent
-  // part). The element with data-live-src counts its reads in
-  // data-refreshed.
+  // failed cancelled"); without it, only this script asks (a countdown run
+  // out, a pushed row without its role-dependent part). The element with
+  // data-live-src counts its reads in data-refreshed.
   var livePage = document.querySelector("[data-live-src]");
   var liveReads = {};
   var liveSkipped = false;
