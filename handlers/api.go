@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/skali-dev/studio/api"
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/compiler/kinds"
@@ -21,22 +22,8 @@ import (
 	"github.com/skali-dev/studio/views"
 )
 
-// Problem is an RFC 9457 problem document, the body of every error of the
-// JSON API. Detail is the sentence the matching page shows.
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	// Field names the request field a refusal concerns.
-	Field string `json:"field,omitempty"`
-	// Diagnostics are a manifest's problems, when it does not compile.
-	Diagnostics []compiler.Diagnostic `json:"diagnostics,omitempty"`
-	RequestID   string                `json:"request_id,omitempty"`
-}
-
 // WriteProblem answers with p as application/problem+json.
-func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
+func WriteProblem(w http.ResponseWriter, r *http.Request, p api.Problem) {
 	if p.Type == "" {
 		p.Type = "about:blank"
 	}
@@ -105,25 +92,12 @@ func (h *API) service() (*runs.Service, error) {
 	return h.Runs, nil
 }
 
-// APIEnvironment is an environment as the API lists it.
-type APIEnvironment struct {
-	Project string `json:"project"`
-	Name    string `json:"name"`
-	// State is active, restoring or down.
-	State string `json:"state"`
-	// ActiveRevision is the deployed revision's number, 0 before the first deploy.
-	ActiveRevision int `json:"active_revision"`
-	// Role is what the token may do there: its scope capped by its owner's role.
-	Role string `json:"role"`
-	URL  string `json:"url"`
-}
-
 // ListEnvironments lists the environments the token may act on with their
 // state: GET /api/v1/environments.
 func (h *API) ListEnvironments(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	u, t := CurrentUser(ctx), CurrentToken(ctx)
-	out := []APIEnvironment{}
+	out := []api.Environment{}
 	for _, g := range t.Scope {
 		role, err := h.RoleOn(ctx, u, t, g.EnvironmentID)
 		if err != nil {
@@ -136,7 +110,7 @@ func (h *API) ListEnvironments(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		e := APIEnvironment{Project: env.Project, Name: env.Name, State: env.State, Role: string(role),
+		e := api.Environment{Project: env.Project, Name: env.Name, State: env.State, Role: string(role),
 			URL: h.PublicURL + paths.Environment(env.Project, env.Name)}
 		if env.ActiveRevisionID != nil {
 			rev, err := h.DB.RevisionByID(ctx, *env.ActiveRevisionID)
@@ -150,28 +124,10 @@ func (h *API) ListEnvironments(w http.ResponseWriter, r *http.Request) error {
 	return WriteJSON(w, http.StatusOK, map[string]any{"environments": out})
 }
 
-// manifestBody is the body of validate and add-a-revision.
-type manifestBody struct {
-	Manifest string `json:"manifest"`
-	// Kind and Filename help validate tell a manifest's kind.
-	Kind     string `json:"kind,omitempty"`
-	Filename string `json:"filename,omitempty"`
-}
-
-// APIValidation is a validated manifest, shaped like one object of
-// `studio validate --json`.
-type APIValidation struct {
-	Kind        string                  `json:"kind"`
-	Valid       bool                    `json:"valid"`
-	Hash        string                  `json:"hash,omitempty"`
-	Diagnostics []compiler.Diagnostic   `json:"diagnostics"`
-	Values      *compiler.ValueContract `json:"values,omitempty"`
-}
-
 // Validate compiles a manifest: POST /api/v1/validate. 200 when valid
 // (warnings included), 422 when not, like the page.
 func (h *API) Validate(w http.ResponseWriter, r *http.Request) error {
-	var body manifestBody
+	var body api.ManifestBody
 	if err := readJSON(r, &body); err != nil {
 		return err
 	}
@@ -184,7 +140,7 @@ func (h *API) Validate(w http.ResponseWriter, r *http.Request) error {
 		name = ""
 	}
 	res := kinds.Validate(name, []byte(strings.ReplaceAll(body.Manifest, "\r\n", "\n")), opts)
-	v := APIValidation{Kind: string(res.Kind), Valid: res.Valid(), Diagnostics: res.Diagnostics}
+	v := api.Validation{Kind: string(res.Kind), Valid: res.Valid(), Diagnostics: res.Diagnostics}
 	if v.Diagnostics == nil {
 		v.Diagnostics = []compiler.Diagnostic{}
 	}
@@ -196,19 +152,6 @@ func (h *API) Validate(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusUnprocessableEntity
 	}
 	return WriteJSON(w, status, v)
-}
-
-// APIRevision is a stored revision of a project.
-type APIRevision struct {
-	Project string `json:"project"`
-	Number  int    `json:"number"`
-	Hash    string `json:"hash"`
-	Summary string `json:"summary"`
-	// Unchanged is true when the manifest compiled to the latest revision's
-	// definition, so nothing was stored.
-	Unchanged bool                  `json:"unchanged"`
-	Warnings  []compiler.Diagnostic `json:"warnings"`
-	URL       string                `json:"url"`
 }
 
 // AddRevision stores a manifest as the project's next revision:
@@ -223,7 +166,7 @@ func (h *API) AddRevision(w http.ResponseWriter, r *http.Request) error {
 	if err := requireRevisionRole(role); err != nil {
 		return err
 	}
-	var body manifestBody
+	var body api.ManifestBody
 	if err := readJSON(r, &body); err != nil {
 		return err
 	}
@@ -236,7 +179,7 @@ func (h *API) AddRevision(w http.ResponseWriter, r *http.Request) error {
 	}
 	res := compiler.Compile([]byte(src))
 	if !res.Valid() {
-		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The manifest does not compile",
+		WriteProblem(w, r, api.Problem{Status: http.StatusUnprocessableEntity, Title: "The manifest does not compile",
 			Detail: "The manifest has errors, so no revision was added.", Field: "manifest", Diagnostics: res.Diagnostics})
 		return nil
 	}
@@ -252,7 +195,7 @@ func (h *API) AddRevision(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := APIRevision{Project: p.Name, Number: rev.Number, Hash: rev.Hash, Summary: rev.Summary, Unchanged: unchanged,
+	out := api.Revision{Project: p.Name, Number: rev.Number, Hash: rev.Hash, Summary: rev.Summary, Unchanged: unchanged,
 		Warnings: res.Warnings(), URL: h.PublicURL + paths.Revision(p.Name, rev.Number)}
 	if out.Warnings == nil {
 		out.Warnings = []compiler.Diagnostic{}
@@ -262,55 +205,6 @@ func (h *API) AddRevision(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusOK
 	}
 	return WriteJSON(w, status, out)
-}
-
-// APIPlan is a deploy plan. Hostnames are given as written, never resolved:
-// a resolved hostname is built from values, and no answer carries a value.
-type APIPlan struct {
-	Revision      int      `json:"revision"`
-	Latest        int      `json:"latest"`
-	FromRevision  int      `json:"from_revision"`
-	FirstDeploy   bool     `json:"first_deploy"`
-	Rollback      bool     `json:"rollback"`
-	Redeploy      bool     `json:"redeploy"`
-	CanStart      bool     `json:"can_start"`
-	NeedsConfirm  bool     `json:"needs_confirm"`
-	MissingValues []string `json:"missing_values"`
-	// OrphanedValues are the first views.OrphanedShown stored names the
-	// revision does not reference, in name order; OrphanedCount counts
-	// them all (the values page lists every one).
-	OrphanedValues []string        `json:"orphaned_values"`
-	OrphanedCount  int             `json:"orphaned_count"`
-	Destructive    []string        `json:"destructive"`
-	Refused        []string        `json:"refused"`
-	PublicValues   []string        `json:"public_values"`
-	Changes        []APIPlanChange `json:"changes"`
-	Hostnames      []APIHostname   `json:"hostnames"`
-}
-
-// APIPlanChange is one service the deploy changes.
-type APIPlanChange struct {
-	Kind   string           `json:"kind"`
-	Name   string           `json:"name"`
-	Action string           `json:"action"`
-	Fields []APIFieldChange `json:"fields"`
-}
-
-// APIFieldChange is one changed field, expressions as written.
-type APIFieldChange struct {
-	Field string `json:"field"`
-	Old   string `json:"old"`
-	New   string `json:"new"`
-}
-
-// APIHostname is a hostname of the new revision as written.
-type APIHostname struct {
-	Route      string `json:"route"`
-	Expression string `json:"expression"`
-	// Hostname is the hostname the deploy will serve, for deployers and
-	// admins (withheld while a value it is built from awaits publication).
-	Hostname string `json:"hostname,omitempty"`
-	TLS      string `json:"tls"`
 }
 
 func nonNil(s []string) []string {
@@ -340,11 +234,11 @@ func (h *API) ShowPlan(w http.ResponseWriter, r *http.Request) error {
 	}
 	u := CurrentUser(r.Context())
 	dp.ForReader(role.Includes(store.RoleDeployer), u != nil && u.IsAdmin)
-	p := APIPlan{Revision: dp.To.Number, Latest: dp.Latest, FirstDeploy: dp.FirstDeploy, Rollback: dp.Rollback, Redeploy: dp.Redeploy,
+	p := api.Plan{Revision: dp.To.Number, Latest: dp.Latest, FirstDeploy: dp.FirstDeploy, Rollback: dp.Rollback, Redeploy: dp.Redeploy,
 		CanStart:     dp.CanStart() && role.Includes(store.RoleDeployer) && (!dp.PublishesValues() || role.Includes(store.RoleAdmin)),
 		NeedsConfirm: len(dp.Destructive) > 0, MissingValues: nonNil(dp.MissingValues), OrphanedValues: nonNil(dp.OrphanedValues[:min(len(dp.OrphanedValues), views.OrphanedShown)]), OrphanedCount: len(dp.OrphanedValues),
 		Destructive: nonNil(dp.Destructive), Refused: nonNil(dp.Refused), PublicValues: []string{},
-		Changes: []APIPlanChange{}, Hostnames: []APIHostname{}}
+		Changes: []api.PlanChange{}, Hostnames: []api.Hostname{}}
 	if dp.From != nil {
 		p.FromRevision = dp.From.Number
 	}
@@ -352,14 +246,14 @@ func (h *API) ShowPlan(w http.ResponseWriter, r *http.Request) error {
 		p.PublicValues = append(p.PublicValues, pv.Name)
 	}
 	for _, c := range dp.Changes {
-		ch := APIPlanChange{Kind: c.Kind, Name: c.Name, Action: c.Action, Fields: []APIFieldChange{}}
+		ch := api.PlanChange{Kind: c.Kind, Name: c.Name, Action: c.Action, Fields: []api.FieldChange{}}
 		for _, f := range c.Fields {
-			ch.Fields = append(ch.Fields, APIFieldChange{Field: f.Field, Old: f.Old, New: f.New})
+			ch.Fields = append(ch.Fields, api.FieldChange{Field: f.Field, Old: f.Old, New: f.New})
 		}
 		p.Changes = append(p.Changes, ch)
 	}
 	for _, hx := range dp.Hostnames {
-		ah := APIHostname{Route: hx.Route, Expression: hx.Expression, TLS: hx.TLS}
+		ah := api.Hostname{Route: hx.Route, Expression: hx.Expression, TLS: hx.TLS}
 		if rh, ok := dp.Resolved[hx.Expression]; ok && role.Includes(store.RoleDeployer) && len(rh.Missing) == 0 && !rh.NotAHostname {
 			ah.Hostname = rh.Name
 		}
@@ -368,24 +262,10 @@ func (h *API) ShowPlan(w http.ResponseWriter, r *http.Request) error {
 	return WriteJSON(w, http.StatusOK, p)
 }
 
-// deployBody is the body of starting a deploy: the page's form fields.
-type deployBody struct {
-	Revision           int    `json:"revision,omitempty"`
-	Confirm            string `json:"confirm,omitempty"`
-	Redeploy           bool   `json:"redeploy,omitempty"`
-	ConfirmPublicValue string `json:"confirm_public_value,omitempty"`
-	// FreezeOverride is an installation admin's reason to deploy during
-	// a freeze window.
-	FreezeOverride string `json:"freeze_override,omitempty"`
-	// Release rolls back to that earlier successful deploy (its run id):
-	// its revision and value versions.
-	Release int64 `json:"release,omitempty"`
-}
-
 // StartDeploy starts a deploy: POST .../deploys. A refusal is 422 with the
 // page's sentence and the field it concerns.
 func (h *API) StartDeploy(w http.ResponseWriter, r *http.Request) error {
-	var body deployBody
+	var body api.DeployBody
 	if err := readJSON(r, &body); err != nil {
 		return err
 	}
@@ -417,55 +297,13 @@ func (h *API) StartDeploy(w http.ResponseWriter, r *http.Request) error {
 		} else if field == "" {
 			field = "revision"
 		}
-		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The deploy was refused", Detail: refusal.Message, Field: field})
+		WriteProblem(w, r, api.Problem{Status: http.StatusUnprocessableEntity, Title: "The deploy was refused", Detail: refusal.Message, Field: field})
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	return h.writeRun(w, r, http.StatusCreated, env, run)
-}
-
-// APIRun is a run with its checkpoints.
-type APIRun struct {
-	ID int64 `json:"id"`
-	// Number counts the environment's runs: how its pages name the run
-	// ("#12 of production"). ID is what URLs and the API take.
-	Number int    `json:"number"`
-	Kind   string `json:"kind"`
-	// Status is pending, running, waiting, succeeded,
-	// succeeded-with-warnings, failed or cancelled.
-	Status          string          `json:"status"`
-	Finished        bool            `json:"finished"`
-	Reason          string          `json:"reason,omitempty"`
-	Revision        int             `json:"revision,omitempty"`
-	FromRevision    int             `json:"from_revision,omitempty"`
-	CreatedBy       string          `json:"created_by"`
-	CreatedAt       string          `json:"created_at"`
-	StartedAt       *string         `json:"started_at"`
-	FinishedAt      *string         `json:"finished_at"`
-	CancelRequested bool            `json:"cancel_requested"`
-	Deferred        int             `json:"deferred"`
-	Warnings        int             `json:"warnings"`
-	URL             string          `json:"url"`
-	APIURL          string          `json:"api_url"`
-	Checkpoints     []APICheckpoint `json:"checkpoints"`
-	// Approval is what a deploy of a protected environment waits for
-	// (omitted once its approvals are met: then its reason says when it
-	// starts).
-	Approval *APIApproval `json:"approval,omitempty"`
-}
-
-// APICheckpoint is one checkpoint of a run.
-type APICheckpoint struct {
-	Position   int     `json:"position"`
-	Kind       string  `json:"kind"`
-	Name       string  `json:"name"`
-	Status     string  `json:"status"`
-	Warning    string  `json:"warning,omitempty"`
-	Error      string  `json:"error,omitempty"`
-	StartedAt  *string `json:"started_at"`
-	FinishedAt *string `json:"finished_at"`
 }
 
 func timeText(t interface{ Format(string) string }) string {
@@ -478,12 +316,12 @@ func (h *API) writeRun(w http.ResponseWriter, r *http.Request, status int, env *
 		return err
 	}
 	det := runs.DecodeRunDetail(run.Detail)
-	out := APIRun{ID: run.ID, Number: run.Number, Kind: string(run.Kind), Status: run.Status, Finished: store.RunFinished(run.Status), Reason: run.Reason,
+	out := api.Run{ID: run.ID, Number: run.Number, Kind: string(run.Kind), Status: run.Status, Finished: store.RunFinished(run.Status), Reason: run.Reason,
 		Revision: run.Revision, FromRevision: run.FromRevision, CreatedBy: run.CreatedBy, CreatedAt: timeText(run.CreatedAt.UTC()),
 		CancelRequested: run.CancelRequested, Deferred: det.Deferred, Warnings: det.Warnings,
 		URL:         h.PublicURL + paths.Run(env.Project, env.Name, run.ID),
 		APIURL:      h.PublicURL + "/api/v1" + paths.Run(env.Project, env.Name, run.ID),
-		Checkpoints: []APICheckpoint{}}
+		Checkpoints: []api.Checkpoint{}}
 	if run.StartedAt != nil {
 		s := timeText(run.StartedAt.UTC())
 		out.StartedAt = &s
@@ -494,7 +332,7 @@ func (h *API) writeRun(w http.ResponseWriter, r *http.Request, status int, env *
 	}
 	for _, cp := range cps {
 		d := runs.DecodeCheckpointDetail(cp.Detail)
-		c := APICheckpoint{Position: cp.Position, Kind: cp.Kind, Name: cp.Name, Status: cp.Status, Warning: cp.Warning, Error: d.Error}
+		c := api.Checkpoint{Position: cp.Position, Kind: cp.Kind, Name: cp.Name, Status: cp.Status, Warning: cp.Warning, Error: d.Error}
 		if cp.StartedAt != nil {
 			s := timeText(cp.StartedAt.UTC())
 			c.StartedAt = &s
@@ -580,20 +418,12 @@ func (h *API) TakeSnapshot(w http.ResponseWriter, r *http.Request) error {
 			if br.NoTarget {
 				msg = runs.NoTargetMessage
 			}
-			WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The snapshot was refused", Detail: msg, Field: br.Field})
+			WriteProblem(w, r, api.Problem{Status: http.StatusUnprocessableEntity, Title: "The snapshot was refused", Detail: msg, Field: br.Field})
 			return nil
 		}
 		return err
 	}
 	return h.writeRun(w, r, http.StatusCreated, env, run)
-}
-
-// APIValueSet is what setting a value answers: never the value.
-type APIValueSet struct {
-	Name    string `json:"name"`
-	Version int    `json:"version"`
-	// Orphaned is true when the manifest does not reference the name.
-	Orphaned bool `json:"orphaned"`
 }
 
 // SetValue stores a value: PUT .../values/{name} with {"value": "...",
@@ -607,10 +437,7 @@ func (h *API) SetValue(w http.ResponseWriter, r *http.Request) error {
 	if h.Vault == nil {
 		return fmt.Errorf("handlers: no value-encryption keyring configured")
 	}
-	var body struct {
-		Value         *string `json:"value"`
-		ConfirmOrphan bool    `json:"confirm_orphan,omitempty"`
-	}
+	var body api.ValueBody
 	if err := readJSON(r, &body); err != nil {
 		return err
 	}
@@ -620,12 +447,12 @@ func (h *API) SetValue(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if field, p := valueInputProblem(shown.Contract, name, body.Value); field != "" {
-		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The value was refused", Detail: p, Field: field})
+		WriteProblem(w, r, api.Problem{Status: http.StatusUnprocessableEntity, Title: "The value was refused", Detail: p, Field: field})
 		return nil
 	}
 	orphaned := !store.References(shown.Contract, name)
 	if orphaned && !body.ConfirmOrphan {
-		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The value was refused", Field: "confirm_orphan",
+		WriteProblem(w, r, api.Problem{Status: http.StatusUnprocessableEntity, Title: "The value was refused", Field: "confirm_orphan",
 			Detail: fmt.Sprintf("The manifest does not reference %s, so deploys would ignore it. Send confirm_orphan: true to store it anyway.", name)})
 		return nil
 	}
@@ -633,21 +460,7 @@ func (h *API) SetValue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return WriteJSON(w, http.StatusOK, APIValueSet{Name: name, Version: version, Orphaned: orphaned})
-}
-
-// APIImport is what importing a .env file answers: names and versions.
-type APIImport struct {
-	Changed   []APIValueVersion `json:"changed"`
-	Unchanged []string          `json:"unchanged"`
-	// Skipped are names the manifest does not reference: not stored.
-	Skipped []string `json:"skipped"`
-}
-
-// APIValueVersion is a value's name and new version.
-type APIValueVersion struct {
-	Name    string `json:"name"`
-	Version int    `json:"version"`
+	return WriteJSON(w, http.StatusOK, api.ValueSet{Name: name, Version: version, Orphaned: orphaned})
 }
 
 // ImportValues stores the values of a .env file in one transaction:
@@ -661,14 +474,12 @@ func (h *API) ImportValues(w http.ResponseWriter, r *http.Request) error {
 	if h.Vault == nil {
 		return fmt.Errorf("handlers: no value-encryption keyring configured")
 	}
-	var body struct {
-		Dotenv string `json:"dotenv"`
-	}
+	var body api.ImportBody
 	if err := readJSON(r, &body); err != nil {
 		return err
 	}
 	refuse := func(msg string) error {
-		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The import was refused", Detail: msg, Field: "dotenv"})
+		WriteProblem(w, r, api.Problem{Status: http.StatusUnprocessableEntity, Title: "The import was refused", Detail: msg, Field: "dotenv"})
 		return nil
 	}
 	if len(body.Dotenv) > MaxDotenvBytes {
@@ -695,9 +506,9 @@ func (h *API) ImportValues(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := APIImport{Changed: []APIValueVersion{}, Unchanged: nonNil(res.Unchanged), Skipped: nonNil(res.Skipped)}
+	out := api.Import{Changed: []api.ValueVersion{}, Unchanged: nonNil(res.Unchanged), Skipped: nonNil(res.Skipped)}
 	for _, c := range res.Changed {
-		out.Changed = append(out.Changed, APIValueVersion{Name: c.Name, Version: c.Version})
+		out.Changed = append(out.Changed, api.ValueVersion{Name: c.Name, Version: c.Version})
 	}
 	return WriteJSON(w, http.StatusOK, out)
 }

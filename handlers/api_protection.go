@@ -5,45 +5,15 @@ import (
 	"slices"
 	"time"
 
+	"github.com/skali-dev/studio/api"
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/humanize"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/store"
 )
 
-// APIProtection is an environment's protection rule as the API shows it.
-type APIProtection struct {
-	Protected    bool     `json:"protected"`
-	Approvals    int      `json:"approvals"`
-	Approvers    []string `json:"approvers"`
-	SelfApproval bool     `json:"self_approval"`
-	Wait         string   `json:"wait"`
-	Expires      string   `json:"expires"`
-	Bypass       string   `json:"bypass"`
-	// FreezeWindows are the environment's freeze windows; FrozenUntil is
-	// when the one open now ends (omitted when none is).
-	FreezeWindows []runs.FreezeInput `json:"freeze_windows"`
-	FrozenUntil   *time.Time         `json:"frozen_until,omitempty"`
-}
-
-// APIApproval is what a run waiting for approval waits for.
-type APIApproval struct {
-	Digest    string   `json:"digest"`
-	Approvals int      `json:"approvals"`
-	Needed    int      `json:"needed"`
-	Approvers []string `json:"approvers"`
-	Approved  []string `json:"approved"`
-	Changed   []string `json:"changed"`
-}
-
-// APIDecision is the body of approve and reject.
-type APIDecision struct {
-	Digest  string `json:"digest"`
-	Comment string `json:"comment"`
-}
-
-func (h *API) protection(r *http.Request, env *store.Environment) (APIProtection, error) {
-	out := APIProtection{Approvers: []string{}, Wait: "0s", Expires: humanize.ManifestDuration(store.DefaultApprovalExpiry), Bypass: string(store.BypassNobody)}
+func (h *API) protection(r *http.Request, env *store.Environment) (api.Protection, error) {
+	out := api.Protection{Approvers: []string{}, Wait: "0s", Expires: humanize.ManifestDuration(store.DefaultApprovalExpiry), Bypass: string(store.BypassNobody)}
 	windows, err := h.DB.FreezeWindows(r.Context(), env.ID)
 	if err != nil {
 		return out, err
@@ -104,7 +74,7 @@ func (h *API) SetProtection(w http.ResponseWriter, r *http.Request) error {
 	if in.FreezeWindows != nil {
 		// Checked before anything is stored: a bad window changes nothing.
 		if windows, err = runs.CheckFreezeWindows(*in.FreezeWindows); err != nil {
-			WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The freeze windows were refused", Detail: err.Error()})
+			WriteProblem(w, r, api.Problem{Status: http.StatusUnprocessableEntity, Title: "The freeze windows were refused", Detail: err.Error()})
 			return nil
 		}
 	}
@@ -120,7 +90,7 @@ func (h *API) SetProtection(w http.ResponseWriter, r *http.Request) error {
 		err = h.DB.PutFreezeWindows(r.Context(), ActorOf(r), env, windows)
 	}
 	if apperr.CodeOf(err) == apperr.Invalid {
-		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The rule was refused", Detail: apperr.Message(err)})
+		WriteProblem(w, r, api.Problem{Status: http.StatusUnprocessableEntity, Title: "The rule was refused", Detail: apperr.Message(err)})
 		return nil
 	}
 	if err != nil {
@@ -133,8 +103,8 @@ func (h *API) SetProtection(w http.ResponseWriter, r *http.Request) error {
 	return WriteJSON(w, http.StatusOK, out)
 }
 
-func (h *API) decision(r *http.Request) (APIDecision, error) {
-	var d APIDecision
+func (h *API) decision(r *http.Request) (api.Decision, error) {
+	var d api.Decision
 	if r.ContentLength == 0 {
 		return d, nil
 	}
@@ -188,7 +158,7 @@ func (h *API) RejectRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if d.Comment == "" {
-		WriteProblem(w, r, Problem{Status: http.StatusUnprocessableEntity, Title: "The rejection was refused", Detail: "Say why you reject this deploy.", Field: "comment"})
+		WriteProblem(w, r, api.Problem{Status: http.StatusUnprocessableEntity, Title: "The rejection was refused", Detail: "Say why you reject this deploy.", Field: "comment"})
 		return nil
 	}
 	if err := svc.Reject(r.Context(), ActorOf(r), env, run.ID, d.Comment); err != nil {
@@ -201,14 +171,14 @@ func (h *API) RejectRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 // apiApproval is the approval a run waits for (nil when none).
-func (h *API) apiApproval(r *http.Request, env *store.Environment, run *store.Run, cps []store.Checkpoint) (*APIApproval, error) {
+func (h *API) apiApproval(r *http.Request, env *store.Environment, run *store.Run, cps []store.Checkpoint) (*api.Approval, error) {
 	v, err := ApprovalView(r.Context(), h.DB, env, run, cps, nil)
 	if err != nil || v == nil || !v.Waiting || v.Started {
 		// Approved (or bypassed): the run no longer waits for approval; its
 		// reason says when it starts (a rule's wait, a freeze window).
 		return nil, err
 	}
-	out := &APIApproval{Digest: v.Digest, Approvals: v.Count, Needed: v.Needed, Approvers: append([]string{}, v.Approvers...),
+	out := &api.Approval{Digest: v.Digest, Approvals: v.Count, Needed: v.Needed, Approvers: append([]string{}, v.Approvers...),
 		Approved: []string{}, Changed: append([]string{}, v.Changed...)}
 	for _, a := range v.Approved {
 		out.Approved = append(out.Approved, a.Name)

@@ -56,16 +56,41 @@ func (h *Backups) ShowBackupsPage(w http.ResponseWriter, r *http.Request) error 
 	return h.render(w, r, http.StatusOK, env, role, backupsForm{})
 }
 
-func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env *store.Environment, role store.Role, f backupsForm) error {
-	svc, err := h.service()
+// ShowBackupsLive answers the backups page's live parts (any role, as the
+// page), which its script fetches again when a snapshot or a restore starts
+// or ends: each top-level element replaces the page's element of its id.
+func (h *Backups) ShowBackupsLive(w http.ResponseWriter, r *http.Request) error {
+	env, role, err := h.Environment(r, store.RoleViewer)
 	if err != nil {
 		return err
+	}
+	m, err := h.page(r, env, role, backupsForm{})
+	if err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.BackupsLiveParts(m))
+}
+
+func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env *store.Environment, role store.Role, f backupsForm) error {
+	m, err := h.page(r, env, role, f)
+	if err != nil {
+		return err
+	}
+	m.Chrome = h.Chrome(r, "Backups · "+env.Project+" / "+env.Name, "projects")
+	return Render(w, r, status, views.Backups(m))
+}
+
+// page builds the backups page's model, all but its chrome: the page and
+// its live parts read the same.
+func (h *Backups) page(r *http.Request, env *store.Environment, role store.Role, f backupsForm) (views.BackupsPage, error) {
+	svc, err := h.service()
+	if err != nil {
+		return views.BackupsPage{}, err
 	}
 	ctx := r.Context()
 	u := CurrentUser(ctx)
 	now := svc.Now()
 	m := views.BackupsPage{
-		Chrome:  h.Chrome(r, "Backups · "+env.Project+" / "+env.Name, "projects"),
 		Project: env.Project, Env: env.Name, State: env.State, Down: env.State == store.EnvironmentRestoreFailed, LastEventSeq: env.LastEventSeq,
 		IsInstallAdmin: u != nil && u.IsAdmin,
 		CanManage:      role.Includes(store.RoleAdmin), CanBackup: role.Includes(store.RoleDeployer),
@@ -73,21 +98,21 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 	}
 	target, err := h.DB.BackupTarget(ctx)
 	if err != nil {
-		return err
+		return m, err
 	}
 	m.NoTarget = target == ""
 	if m.TargetProblem, err = svc.TargetProblem(ctx); err != nil {
-		return err
+		return m, err
 	}
 	latest, err := h.DB.LatestRevision(ctx, env.ProjectID)
 	if err != nil {
-		return err
+		return m, err
 	}
 	if len(runs.SnapshotServices(latest.Definition)) == 0 {
 		m.Refusal = "The latest revision declares no database, bucket or volume: there is nothing to snapshot, so schedules and manual backups are refused."
 	}
 	if m.Status, err = BackupStatus(r, h.DB, svc, env); err != nil {
-		return err
+		return m, err
 	}
 	m.Cron, m.Keep = m.Status.Cron, m.Status.Keep
 	m.DrillCron, m.DrillCronError = m.Status.DrillCron, f.drillErr
@@ -110,11 +135,11 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 	before = max(before, 0)
 	list, more, err := h.DB.BackupsBefore(ctx, env.ID, before, BackupsPageSize)
 	if err != nil {
-		return err
+		return m, err
 	}
-	m.Refresh = paths.Backups(env.Project, env.Name)
+	m.Live = paths.BackupsLive(env.Project, env.Name)
 	if before > 0 {
-		m.Refresh += "?before=" + strconv.FormatInt(before, 10)
+		m.Live += "?before=" + strconv.FormatInt(before, 10)
 		m.NewestURL = paths.Backups(env.Project, env.Name)
 	}
 	if more && len(list) > 0 {
@@ -122,7 +147,7 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 	}
 	missing, err := svc.MissingSnapshots(ctx, env, list)
 	if err != nil {
-		return err
+		return m, err
 	}
 	var runIDs []int64
 	for _, b := range list {
@@ -132,7 +157,7 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 	}
 	backupRuns, err := h.DB.RunsByID(ctx, runIDs)
 	if err != nil {
-		return err
+		return m, err
 	}
 	for i := range list {
 		b := &list[i]
@@ -151,7 +176,7 @@ func (h *Backups) render(w http.ResponseWriter, r *http.Request, status int, env
 		}
 		m.Snapshots = append(m.Snapshots, row)
 	}
-	return Render(w, r, status, views.Backups(m))
+	return m, nil
 }
 
 // backupRunOf is b's run from runs, nil when it has none (or it is gone).

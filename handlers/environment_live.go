@@ -95,5 +95,19 @@ func (h *Environments) ShowEnvironmentLive(w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		return err
 	}
+	certs, err := h.DB.Certificates(ctx, env.ID)
+	if err != nil {
+		return err
+	}
+	now := h.DB.Now()
+	for _, c := range certs {
+		d := views.DNSSlot{Domain: c.Domain}
+		if dnsPending(c) {
+			if d.DNS, err = dnsPendingView(ctx, h.DB, h.Runs, env, c, now, m.CanDeploy, 0); err != nil {
+				return err
+			}
+		}
+		m.DNS = append(m.DNS, d)
+	}
 	return Render(w, r, http.StatusOK, views.EnvironmentLiveParts(m))
 }

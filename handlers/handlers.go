@@ -99,9 +99,9 @@ func (b *Base) Chrome(r *http.Request, title, nav string) views.Chrome {
 		}
 		c.User.Approvals = len(waiting)
 	}
-	// A page's script reading the page again (X-Studio-Refresh) leaves the
-	// one-time message for the next page the person opens.
-	if b.Sessions != nil && r.Header.Get("X-Studio-Refresh") == "" {
+	// A page's script never reads a whole page again (it reads the page's
+	// …/live parts, which have no chrome), so the message is the page's.
+	if b.Sessions != nil {
 		if msg := b.Sessions.PopString(r.Context(), sessionFlash); msg != "" {
 			c.Flash = &views.Flash{Kind: b.Sessions.PopString(r.Context(), sessionFlashKind), Message: msg}
 		}

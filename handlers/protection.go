@@ -379,6 +379,18 @@ func (h *Protection) ShowApprovalsPage(w http.ResponseWriter, r *http.Request) e
 	return Render(w, r, http.StatusOK, views.Approvals(m))
 }
 
+// ShowApprovalsLive answers the navigation's count of runs waiting for the
+// signed-in person (views.ApprovalsCount), which every page's script
+// fetches again: on an event its stream brings, every 20 seconds and when
+// the page is shown again.
+func (h *Protection) ShowApprovalsLive(w http.ResponseWriter, r *http.Request) error {
+	list, err := h.DB.WaitingForApproval(r.Context(), CurrentUser(r.Context()))
+	if err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.ApprovalsCount(len(list)))
+}
+
 // planSummary is an approval plan in one line.
 func planSummary(p runs.ApprovalPlan) string {
 	s := fmt.Sprintf("revision %d", p.Revision)

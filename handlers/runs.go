@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -163,29 +164,18 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 	if !m.Run.Finished {
 		m.Chrome.Refresh = 3
 	}
-	var certs map[string]store.Certificate
-	for _, cp := range cps {
-		v := views.NewCheckpointView(env, run, cp, now)
-		if v.TLS != nil && cp.Kind == runs.KindIssueTLS && v.TLS.Domain != "" {
-			// What to do about a domain still DNS pending, by its current
-			// state (not the checkpoint's).
-			if certs == nil {
-				if certs, err = h.certificates(r, env); err != nil {
-					return err
-				}
-			}
-			if c, ok := certs[v.TLS.Domain]; ok && dnsPending(c) {
-				if v.DNS, err = dnsPendingView(r.Context(), h.DB, h.Runs, env, c, now, role.Includes(store.RoleDeployer), run.ID); err != nil {
-					return err
-				}
-				m.EnvironmentSeq = &env.LastEventSeq
-			}
-		}
-		m.Checkpoints = append(m.Checkpoints, v)
+	var pending bool
+	if m.Checkpoints, pending, err = h.checkpointViews(r, env, run, cps, now, role); err != nil {
+		return err
 	}
+	if pending {
+		m.EnvironmentSeq = &env.LastEventSeq
+	}
+	m.Live = paths.RunLive(env.Project, env.Name, run.ID)
 	if m.Approval, err = ApprovalView(r.Context(), h.DB, env, run, cps, CurrentUser(r.Context())); err != nil {
 		return err
 	}
+	m.LiveOn = views.RunLiveOn(m.Approval)
 	m.LogFilter = strings.TrimSpace(r.URL.Query().Get("q"))
 	if utf8.RuneCountInString(m.LogFilter) > views.RunLogFilter {
 		return apperr.Errorf(apperr.Invalid, "This filter has %s.", humanize.TooLong(utf8.RuneCountInString(m.LogFilter), views.RunLogFilter))
@@ -197,6 +187,62 @@ func (h *Runs) ShowRunPage(w http.ResponseWriter, r *http.Request) error {
 	views.AttachLogs(m.Checkpoints, lines, m.LogFilter)
 	m.LogLines, m.LogURL = len(lines), paths.RunLog(env.Project, env.Name, run.ID)
 	return Render(w, r, http.StatusOK, views.Run(m))
+}
+
+// checkpointViews builds a run's checkpoints as its page shows them to a
+// reader of role: each TLS checkpoint whose domain is still DNS pending,
+// by the domain's current state (not the checkpoint's), says what to do
+// about it (pending reports whether one does).
+func (h *Runs) checkpointViews(r *http.Request, env *store.Environment, run *store.Run, cps []store.Checkpoint, now time.Time, role store.Role) (out []views.CheckpointView, pending bool, err error) {
+	var certs map[string]store.Certificate
+	for _, cp := range cps {
+		v := views.NewCheckpointView(env, run, cp, now)
+		if v.TLS != nil && cp.Kind == runs.KindIssueTLS && v.TLS.Domain != "" {
+			if certs == nil {
+				if certs, err = h.certificates(r, env); err != nil {
+					return nil, false, err
+				}
+			}
+			if c, ok := certs[v.TLS.Domain]; ok && dnsPending(c) {
+				if v.DNS, err = dnsPendingView(r.Context(), h.DB, h.Runs, env, c, now, role.Includes(store.RoleDeployer), run.ID); err != nil {
+					return nil, false, err
+				}
+				pending = true
+			}
+		}
+		out = append(out, v)
+	}
+	return out, pending, nil
+}
+
+// ShowRunLive answers the run page's parts that depend on the reader's
+// role (any role, as the page): under each TLS checkpoint, what to do about
+// its domain while it is DNS pending (Check now for deployers), and the
+// approval card (whether the reader may approve), each replacing the
+// page's element of its id. The page's script fetches them when a
+// checkpoint defers a domain live, a countdown to its next automatic check
+// has run out, or a frame says the run waits or ended (RunLiveOn).
+func (h *Runs) ShowRunLive(w http.ResponseWriter, r *http.Request) error {
+	env, role, err := h.Environment(r, store.RoleViewer)
+	if err != nil {
+		return err
+	}
+	run, err := h.run(r, env)
+	if err != nil {
+		return err
+	}
+	cps, err := h.DB.Checkpoints(r.Context(), run.ID)
+	if err != nil {
+		return err
+	}
+	var m views.RunLiveView
+	if m.Checkpoints, _, err = h.checkpointViews(r, env, run, cps, h.DB.Now(), role); err != nil {
+		return err
+	}
+	if m.Approval, err = ApprovalView(r.Context(), h.DB, env, run, cps, CurrentUser(r.Context())); err != nil {
+		return err
+	}
+	return Render(w, r, http.StatusOK, views.RunLiveParts(m))
 }
 
 // DownloadRunLog answers the run's whole log as text (any role that sees

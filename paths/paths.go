@@ -190,6 +190,17 @@ func RollbackPlan(project, env string, runID int64) string {
 // environment's stream brings an event.
 func EnvironmentLive(project, env string) string { return Environment(project, env) + "/live" }
 
+// BackupsLive is the backups page's live parts (an alert, the header's
+// action, the status card, the snapshots), re-fetched by the page's script
+// when a snapshot or a restore starts or ends.
+func BackupsLive(project, env string) string { return Backups(project, env) + "/live" }
+
+// RunLive is the run page's live parts that depend on the reader's role
+// (what to do about a DNS-pending domain, Check now among it), re-fetched
+// by the page's script when a checkpoint defers a domain or a countdown
+// to its next check runs out.
+func RunLive(project, env string, id int64) string { return Run(project, env, id) + "/live" }
+
 // ValueRestore restores an earlier version of a value as its next version.
 func ValueRestore(project, env, name string) string {
 	return Values(project, env) + "/" + name + "/restore"
@@ -231,6 +242,10 @@ func RunReject(project, env string, id int64) string { return Run(project, env, 
 
 // Approvals is the signed-in person's inbox of runs waiting for them.
 const Approvals = "/approvals"
+
+// ApprovalsLive is the navigation's count of runs waiting for the
+// signed-in person, re-fetched by every page's script.
+const ApprovalsLive = Approvals + "/live"
 
 // AppLogs is an application's runtime logs page; with ?download=1 its
 // filtered lines as a file.

@@ -51,8 +51,9 @@ type BackupsPage struct {
 	Snapshots []BackupRow
 	OlderURL  string
 	NewestURL string
-	// Refresh is what the page's script reads again: this page.
-	Refresh string
+	// Live is where the page's script fetches BackupsLiveParts again
+	// (paths.BackupsLive, with this page's ?before=).
+	Live string
 }
 
 // BackupStatusView is the schedule, its next fire, the last good snapshot

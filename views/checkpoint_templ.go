@@ -298,8 +298,8 @@ func CheckpointRow(vm CheckpointView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		if vm.DNS != nil {
-			templ_7745c5c3_Err = DNSPending(*vm.DNS).Render(ctx, templ_7745c5c3_Buffer)
+		if vm.TLS != nil {
+			templ_7745c5c3_Err = checkpointDNS(vm).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1187,6 +1187,74 @@ func logCount(l LogView) string {
 		return strconv.Itoa(l.Total) + map[bool]string{true: " line", false: " lines"}[l.Total == 1]
 	}
 	return strconv.Itoa(l.Shown) + " of " + strconv.Itoa(l.Total) + " lines match"
+}
+
+// checkpointDNS holds, under a TLS checkpoint, what to do about its domain
+// while it is DNS pending. It depends on the reader's role (Check now), so
+// a pushed row has it empty: the page keeps the one it had, or fetches
+// RunLiveParts.
+func checkpointDNS(vm CheckpointView) templ.Component {
+	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
+		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
+		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
+			return templ_7745c5c3_CtxErr
+		}
+		templ_7745c5c3_Buffer, templ_7745c5c3_IsBuffer := templruntime.GetBuffer(templ_7745c5c3_W)
+		if !templ_7745c5c3_IsBuffer {
+			defer func() {
+				templ_7745c5c3_BufErr := templruntime.ReleaseBuffer(templ_7745c5c3_Buffer)
+				if templ_7745c5c3_Err == nil {
+					templ_7745c5c3_Err = templ_7745c5c3_BufErr
+				}
+			}()
+		}
+		ctx = templ.InitializeContext(ctx)
+		ctx = templ.ClearChildren(ctx)
+		templ_7745c5c3_Err = DNSPendingSlot(CheckpointID(vm.Position)+"-dns", vm.DNS).Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		return nil
+	})
+}
+
+// RunLiveParts is what paths.RunLive answers: under each TLS checkpoint,
+// what to do about its domain (nothing once it is no longer DNS pending),
+// and the approval card of a run that needed approval (who approved, and
+// whether the reader may).
+func RunLiveParts(m RunLiveView) templ.Component {
+	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
+		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
+		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
+			return templ_7745c5c3_CtxErr
+		}
+		templ_7745c5c3_Buffer, templ_7745c5c3_IsBuffer := templruntime.GetBuffer(templ_7745c5c3_W)
+		if !templ_7745c5c3_IsBuffer {
+			defer func() {
+				templ_7745c5c3_BufErr := templruntime.ReleaseBuffer(templ_7745c5c3_Buffer)
+				if templ_7745c5c3_Err == nil {
+					templ_7745c5c3_Err = templ_7745c5c3_BufErr
+				}
+			}()
+		}
+		ctx = templ.InitializeContext(ctx)
+		ctx = templ.ClearChildren(ctx)
+		for _, vm := range m.Checkpoints {
+			if vm.TLS != nil {
+				templ_7745c5c3_Err = checkpointDNS(vm).Render(ctx, templ_7745c5c3_Buffer)
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+		}
+		if m.Approval != nil {
+			templ_7745c5c3_Err = ApprovalCard(*m.Approval).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+		}
+		return nil
+	})
 }
 
 var _ = templruntime.GeneratedTemplate

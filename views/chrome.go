@@ -1,6 +1,29 @@
 // Package views holds the Studio's templ components: the layout, one file per
 // page and shared partials. Every page takes one typed view model; no
 // component queries anything.
+//
+// One way to refresh on an event. Every page is whole without JavaScript;
+// a live page's parts change in one of two ways:
+//
+//   - What is the same for every reader (a checkpoint's row, a run's
+//     status, the environment's state, a domain's TLS state) is pushed:
+//     the event streams send fragments (Fragment, rendered by
+//     RunFragments and EnvironmentFragments), each replacing the element
+//     of its id. Nothing in them depends on who watches.
+//   - What depends on the reader's role (an action such as Restore, Take a
+//     snapshot now or Check now, the navigation's count of approvals) is
+//     fetched from the page's one …/live endpoint (paths.EnvironmentLive,
+//     paths.BackupsLive, paths.RunLive; paths.ApprovalsLive for the
+//     navigation), which checks the page's role and answers a component
+//     of top-level elements with ids, each replacing the page's element
+//     of that id (EnvironmentLiveParts, BackupsLiveParts, RunLiveParts,
+//     ApprovalsCount). The page renders the same components, names the
+//     endpoint in data-live-src and, in data-live-on, the frames that
+//     call for a read; one helper in static/js/live.js reads it.
+//
+// A pushed part that holds a role-dependent one carries it as an empty
+// slot with an id (DNSPendingSlot), which the page keeps or fetches. No
+// script reads a whole page again.
 package views
 
 import "strings"

@@ -68,3 +68,15 @@ func NewDNSPendingView(domain string, probe *runs.ProbeResult, probedAt time.Tim
 	}
 	return v
 }
+
+// DNSPendingSlotID is the id of the environment page's DNSPendingSlot of
+// domain.
+func DNSPendingSlotID(domain string) string { return "dns-pending-" + domain }
+
+// DNSSlot is a domain of an environment with what to do about it while it
+// is DNS pending (nil when it is not): the environment page's live parts
+// refresh each.
+type DNSSlot struct {
+	Domain string
+	DNS    *DNSPendingView
+}

@@ -234,4 +234,8 @@ type EnvironmentLiveView struct {
 	AppNames, DatabaseNames, BucketNames []string
 	// Drift is what differs from what the Studio last applied.
 	Drift DriftView
+	// DNS is every certificate's domain of the environment with what to
+	// do about it while DNS pending (paths.EnvironmentLive fills it; the
+	// page renders its own from its Certificates card).
+	DNS []DNSSlot
 }

@@ -130,9 +130,32 @@ type RunPage struct {
 	// the environment's stream after it, which says when the domain was
 	// checked again (its countdown restarts).
 	EnvironmentSeq *int64
+	// Live is where the page's script fetches RunLiveParts again
+	// (paths.RunLive); LiveOn the run statuses whose frames call for it
+	// (RunLiveOn).
+	Live, LiveOn string
 	// Approval is the run's Approval checkpoint (a deploy of a protected
 	// environment), nil for a run that needed none.
 	Approval *ApprovalView
+}
+
+// RunLiveView is the run page's parts that depend on the reader: what to
+// do about a DNS-pending domain under each TLS checkpoint, the approval
+// card.
+type RunLiveView struct {
+	Checkpoints []CheckpointView
+	Approval    *ApprovalView
+}
+
+// RunLiveOn is the run page's data-live-on: a run that needed approval
+// reads its approval card again when a frame says it waits (an approval
+// counted or voided, or the rule met) or has ended (rejected, expired);
+// other runs' pages only when their script asks.
+func RunLiveOn(approval *ApprovalView) string {
+	if approval == nil {
+		return ""
+	}
+	return "waiting rejected failed cancelled"
 }
 
 // RunsPage is the model of an environment's runs list.

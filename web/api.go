@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/skali-dev/studio/api"
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/handlers"
 )
@@ -48,7 +49,7 @@ func writeAPIProblem(w http.ResponseWriter, r *http.Request, status int, message
 	if message == "" {
 		message = texts[1]
 	}
-	handlers.WriteProblem(w, r, handlers.Problem{Status: status, Title: texts[0], Detail: message})
+	handlers.WriteProblem(w, r, api.Problem{Status: status, Title: texts[0], Detail: message})
 }
 
 // apiRoutes mounts the JSON API. Its requests are never

@@ -127,6 +127,15 @@ func TestDeferredDomainShowsDNSPendingAndCheckNow(t *testing.T) {
 	if !strings.Contains(page, `data-service-state="DNS pending"`) || !strings.Contains(page, "Check now") {
 		t.Fatalf("environment page:\n%s", pageMain(page))
 	}
+	// The run's and the environment's live parts say the same, for the
+	// pages' scripts to swap in (a deferral seen live, a check run out).
+	runLive := resp.Header.Get("Location") + "/live"
+	for _, live := range []string{runLive, envPath + "/live"} {
+		if status, parts := s.Get(t, c, live); status != http.StatusOK || !strings.Contains(parts, `data-dns-pending="wiki.test"`) ||
+			!strings.Contains(parts, "Check now") || strings.Contains(parts, "<html") {
+			t.Fatalf("%s: %d\n%s", live, status, parts)
+		}
+	}
 	// The domain arrives; Check now issues at once.
 	dns.Set("wiki.test", "127.0.0.1")
 	resp, _ = s.PostForm(t, c, envPath+"/probe", url.Values{"domain": {"wiki.test"}})
@@ -141,6 +150,11 @@ func TestDeferredDomainShowsDNSPendingAndCheckNow(t *testing.T) {
 	}
 	if !strings.Contains(page, `data-service-state="issued"`) {
 		t.Fatalf("after check now:\n%s", pageMain(page))
+	}
+	// Issued: the run's live parts hold an empty slot where the page's
+	// script had what to do.
+	if status, parts := s.Get(t, c, runLive); status != http.StatusOK || strings.Contains(parts, "data-dns-pending") || !strings.Contains(parts, `class="dns-slot"`) {
+		t.Fatalf("%s after the domain was issued: %d\n%s", runLive, status, parts)
 	}
 	assertAudit(t, s, "domains.checked", "production", "wiki.test")
 }

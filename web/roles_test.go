@@ -222,6 +222,7 @@ var routeTable = []routeCase{
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs", path: "/projects/hello-world/environments/production/runs", allow: prodViewers},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs/{run}", path: "/projects/hello-world/environments/production/runs/{run}", allow: prodViewers},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs/{run}/log", path: "/projects/hello-world/environments/production/runs/{run}/log", allow: prodViewers},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/runs/{run}/live", path: "/projects/hello-world/environments/production/runs/{run}/live", allow: prodViewers},
 	// Runtime logs (issue 39): production runs nothing in the fixture, so
 	// a viewer is told so (404); the follow websocket answers a plain GET 400.
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/apps/{app}/logs", path: "/projects/hello-world/environments/production/apps/web/logs",
@@ -240,10 +241,12 @@ var routeTable = []routeCase{
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/runs/{run}/reject", path: "/projects/hello-world/environments/production/runs/{run}/reject",
 		form: url.Values{"comment": {"no"}}, allow: prodViewers, ok: []int{http.StatusConflict}},
 	{method: "GET", pattern: "/approvals", path: "/approvals", allow: signedIn},
+	{method: "GET", pattern: "/approvals/live", path: "/approvals/live", allow: signedIn},
 	// Backups (issue 13). The fixture has no backup target until the last
 	// row sets one, so allowed posts that would change data are refused
 	// with 422 (no target, wrong typed confirmation) or 404/409.
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/backups", path: "/projects/hello-world/environments/production/backups", allow: prodViewers},
+	{method: "GET", pattern: "/projects/{project}/environments/{env}/backups/live", path: "/projects/hello-world/environments/production/backups/live", allow: prodViewers},
 	{method: "GET", pattern: "/projects/{project}/environments/{env}/backups/schedule/preview",
 		path: "/projects/hello-world/environments/production/backups/schedule/preview?cron=0+3+*+*+*", allow: prodViewers},
 	{method: "POST", pattern: "/projects/{project}/environments/{env}/backups", path: "/projects/hello-world/environments/production/backups",

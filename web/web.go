@@ -292,6 +292,7 @@ func (a *app) routes(https bool) http.Handler {
 			r.Get("/projects/{project}/environments/{env}/runs", a.handle(runPages.ShowRunsPage))
 			r.Get("/projects/{project}/environments/{env}/runs/{run}", a.handle(runPages.ShowRunPage))
 			r.Get("/projects/{project}/environments/{env}/runs/{run}/log", a.handle(runPages.DownloadRunLog))
+			r.Get("/projects/{project}/environments/{env}/runs/{run}/live", a.handle(runPages.ShowRunLive))
 			// Runtime logs (issue 39): viewers of the environment.
 			r.Get("/projects/{project}/environments/{env}/apps/{app}/logs", a.handle(handlers.NewAppLogs(a.base, a.deps.Runs).ShowAppLogsPage))
 			r.Post("/projects/{project}/environments/{env}/runs/{run}/cancel", a.handle(runPages.CancelRun))
@@ -303,6 +304,7 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/projects/{project}/environments/{env}/runs/{run}/approve", a.handle(protection.ApproveRun))
 			r.Post("/projects/{project}/environments/{env}/runs/{run}/reject", a.handle(protection.RejectRun))
 			r.Get("/approvals", a.handle(protection.ShowApprovalsPage))
+			r.Get("/approvals/live", a.handle(protection.ShowApprovalsLive))
 
 			// Revision pages, settings pages (with their danger zones),
 			// deletions with typed confirmation, and the
@@ -330,6 +332,7 @@ func (a *app) routes(https bool) http.Handler {
 			r.Post("/admin/backup-target", a.handle(admin.SetBackupTarget))
 			r.Post("/admin/hostnames/move", a.handle(admin.MoveHostname))
 			r.Get("/projects/{project}/environments/{env}/backups", a.handle(backups.ShowBackupsPage))
+			r.Get("/projects/{project}/environments/{env}/backups/live", a.handle(backups.ShowBackupsLive))
 			r.Post("/projects/{project}/environments/{env}/backups", a.handle(backups.TakeSnapshot))
 			r.Post("/projects/{project}/environments/{env}/backups/schedule", a.handle(backups.SetSchedule))
 			r.Post("/projects/{project}/environments/{env}/backups/schedule/remove", a.handle(backups.RemoveSchedule))

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skali-dev/studio/api"
 	"github.com/skali-dev/studio/termsafe"
 )
 
@@ -67,17 +68,7 @@ type apiClient struct {
 }
 
 // apiError is a problem document the API answered with.
-type apiError struct {
-	Status int    `json:"status"`
-	Title  string `json:"title"`
-	Detail string `json:"detail"`
-	Field  string `json:"field"`
-	// Diagnostics are a manifest's problems.
-	Diagnostics []struct {
-		Severity, Path, Message string
-		Line, Column            int
-	} `json:"diagnostics"`
-}
+type apiError struct{ api.Problem }
 
 func (e *apiError) Error() string {
 	msg := e.Detail
@@ -212,7 +203,7 @@ func (c *apiClient) call(ctx context.Context, method, path string, body, out any
 		return &redirectError{base: c.base, to: "nowhere (" + termsafe.Visible(resp.Status) + ")"}
 	}
 	if resp.StatusCode >= 400 {
-		ae := &apiError{Status: resp.StatusCode}
+		ae := &apiError{api.Problem{Status: resp.StatusCode}}
 		if v, err := visibleJSON(data); err != nil || json.Unmarshal(v, ae) != nil || ae.Status == 0 {
 			ae.Status, ae.Title = resp.StatusCode, termsafe.Visible(resp.Status)
 		}
@@ -229,35 +220,7 @@ func (c *apiClient) call(ctx context.Context, method, path string, body, out any
 }
 
 // apiRun is a run as the API answers it.
-type apiRun struct {
-	ID int64 `json:"id"`
-	// Number counts the environment's runs, as the pages name it ("#12");
-	// 0 from a Studio older than the numbering.
-	Number      int    `json:"number"`
-	Kind        string `json:"kind"`
-	Status      string `json:"status"`
-	Finished    bool   `json:"finished"`
-	Reason      string `json:"reason"`
-	Deferred    int    `json:"deferred"`
-	Warnings    int    `json:"warnings"`
-	URL         string `json:"url"`
-	APIURL      string `json:"api_url"`
-	Checkpoints []struct {
-		Position int    `json:"position"`
-		Name     string `json:"name"`
-		Status   string `json:"status"`
-		Warning  string `json:"warning"`
-		Error    string `json:"error"`
-	} `json:"checkpoints"`
-	// Approval is what a deploy of a protected environment waits for.
-	Approval *struct {
-		Approvals int      `json:"approvals"`
-		Needed    int      `json:"needed"`
-		Approvers []string `json:"approvers"`
-		Approved  []string `json:"approved"`
-		Changed   []string `json:"changed"`
-	} `json:"approval"`
-}
+type apiRun struct{ api.Run }
 
 // name is how the run is named to people: "#12", counted per environment
 // (the id from a Studio older than the numbering).
@@ -604,12 +567,8 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			fmt.Fprintf(stderr, "studio deploy: %v\n", err)
 			return exitRefused
 		}
-		var added struct {
-			Number    int    `json:"number"`
-			Unchanged bool   `json:"unchanged"`
-			Summary   string `json:"summary"`
-		}
-		if err := c.call(ctx, "POST", projectPath+"/revisions", map[string]string{"manifest": string(src)}, &added); err != nil {
+		var added api.Revision
+		if err := c.call(ctx, "POST", projectPath+"/revisions", api.ManifestBody{Manifest: string(src)}, &added); err != nil {
 			return fail("add the revision", err)
 		}
 		rev = added.Number
@@ -619,16 +578,8 @@ func runDeploy(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			say("Added revision %d: %s", rev, added.Summary)
 		}
 	}
-	body := map[string]any{"confirm": *confirm, "redeploy": *redeploy, "confirm_public_value": *confirmPublic}
-	if rev > 0 {
-		body["revision"] = rev
-	}
-	if *release > 0 {
-		body["release"] = *release
-	}
-	if *freezeOverride != "" {
-		body["freeze_override"] = *freezeOverride
-	}
+	body := api.DeployBody{Revision: max(rev, 0), Confirm: *confirm, Redeploy: *redeploy, ConfirmPublicValue: *confirmPublic,
+		Release: max(*release, 0), FreezeOverride: *freezeOverride}
 	var run apiRun
 	if err := c.call(ctx, "POST", envPath+"/deploys", body, &run); err != nil {
 		return fail("start the deploy", err)
@@ -722,7 +673,7 @@ func runApprove(ctx context.Context, args []string, stdout, stderr io.Writer, us
 		return exitRefused
 	}
 	var run apiRun
-	if err := c.call(ctx, "POST", path+"/approve", map[string]string{"comment": *comment}, &run); err != nil {
+	if err := c.call(ctx, "POST", path+"/approve", api.Decision{Comment: *comment}, &run); err != nil {
 		fmt.Fprintf(stderr, "studio runs approve: %v\n", err)
 		if refused(err) {
 			return exitRefused
@@ -774,16 +725,9 @@ func runValues(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "studio values import: %v\n", err)
 		return exitRefused
 	}
-	var res struct {
-		Changed []struct {
-			Name    string `json:"name"`
-			Version int    `json:"version"`
-		} `json:"changed"`
-		Unchanged []string `json:"unchanged"`
-		Skipped   []string `json:"skipped"`
-	}
+	var res api.Import
 	path := "/api/v1/projects/" + url.PathEscape(*project) + "/environments/" + url.PathEscape(*env) + "/values/import"
-	if err := c.call(ctx, "POST", path, map[string]string{"dotenv": string(src)}, &res); err != nil {
+	if err := c.call(ctx, "POST", path, api.ImportBody{Dotenv: string(src)}, &res); err != nil {
 		fmt.Fprintf(stderr, "studio values import: %v\n", err)
 		if refused(err) {
 			return exitRefused

@@ -8,38 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"time"
-)
 
-// apiHealth is an environment's health as the API answers it
-// (GET .../health).
-type apiHealth struct {
-	Project      string `json:"project"`
-	Environment  string `json:"environment"`
-	Level        string `json:"level"`
-	Reported     bool   `json:"reported"`
-	Note         string `json:"note"`
-	Applications []struct {
-		Name     string     `json:"name"`
-		State    string     `json:"state"`
-		Healthy  bool       `json:"healthy"`
-		Ready    int        `json:"ready"`
-		Desired  int        `json:"desired"`
-		Restarts int        `json:"restarts"`
-		Since    *time.Time `json:"since"`
-		Reason   string     `json:"reason"`
-	} `json:"applications"`
-	Databases []struct {
-		Name    string `json:"name"`
-		Phase   string `json:"phase"`
-		Healthy bool   `json:"healthy"`
-	} `json:"databases"`
-	Buckets []struct {
-		Name    string `json:"name"`
-		Phase   string `json:"phase"`
-		Healthy bool   `json:"healthy"`
-	} `json:"buckets"`
-}
+	"github.com/skali-dev/studio/api"
+)
 
 // runStatus implements `studio status --url URL --project P --env E`:
 // what the platform last reported of what the environment runs. Exit 0
@@ -68,7 +39,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "studio status: %v\n", err)
 		return exitRefused
 	}
-	var h apiHealth
+	var h api.Health
 	path := "/api/v1/projects/" + url.PathEscape(*project) + "/environments/" + url.PathEscape(*env) + "/health"
 	if err := c.call(ctx, "GET", path, nil, &h); err != nil {
 		fmt.Fprintf(stderr, "studio status: %v\n", err)

@@ -44,38 +44,6 @@
   });
 })();
 
-// The navigation's count of runs waiting for the reader's approval stays
-// live: a page with a live stream (live.js: a run, an environment, runs
-// lists) reads the inbox again within a second of each event pushed to it
-// (a run starting to wait, approved, rejected, voided); every page reads
-// it again every 20 seconds while shown, and when it is shown again
-// (X-Studio-Refresh keeps a one-time message for the next page).
-(function () {
-  "use strict";
-  var link = document.querySelector("a[data-approvals-nav]");
-  if (!link || !window.fetch || !window.DOMParser) return;
-  function update() {
-    if (document.hidden) return;
-    fetch(link.getAttribute("href"), { headers: { Accept: "text/html", "X-Studio-Refresh": "1" }, credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
-      .then(function (html) {
-        var doc = new DOMParser().parseFromString(html, "text/html");
-        var fresh = doc.querySelector("a[data-approvals-nav] [data-approvals-count]");
-        var now = link.querySelector("[data-approvals-count]");
-        if (now) now.remove();
-        if (fresh) link.appendChild(document.importNode(fresh, true));
-      })
-      .catch(function () {});
-  }
-  window.setInterval(update, 20000);
-  document.addEventListener("visibilitychange", update);
-  var soon = null;
-  document.addEventListener("studio:event", function () {
-    if (soon) return;
-    soon = window.setTimeout(function () { soon = null; update(); }, 1000);
-  });
-})();
-
 // A pasted .env the Studio refused is kept in this browser, never sent
 // back by the Studio (it holds secrets): <textarea data-keep-paste> is saved
 // for this tab when its form is sent and put back when the page comes back

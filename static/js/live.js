@@ -22,6 +22,9 @@
 //   #env-state[data-active-revision] (environment page): when a frame's
 //     fragment changes it, #env-outdated is shown (the page shows an older
 //     revision; reload).
+//   [data-live-src="…/live"] (one element per page, data-live-on="any" or
+//     run kinds and event types): the page's role-dependent parts,
+//     fetched with fetchLive and swapped by id (see the views package doc).
 //   <time data-countdown datetime="2026-11-30T14:03:00Z">…</time>
 //     shows the time left until that absolute UTC time ("in 52 min"), as
 //     views.Countdown renders it, then "checking…"
@@ -88,41 +91,114 @@
   }
   // A countdown to an automatic check that has said "checking…" for a few
   // seconds without the stream bringing the check (the check was skipped:
-  // a reconcile of that domain still ran, say) is fetched again from the
-  // page: the server counts to the check after that one. Each copy of a
-  // next check or of what a domain resolved to (data-live next-check-… and
-  // dns-resolves-…) is replaced by the fresh page's.
+  // a reconcile of that domain still ran, say) reads the page's live parts
+  // again (fetchLive): the server counts to the check after that one.
   var DUE_REFETCH_MS = 5000;
-  var refetching = false, lastRefetch = 0;
+  var lastRefetch = 0;
   onTick.push(function (now) {
-    if (refetching || now - lastRefetch < DUE_REFETCH_MS) return;
+    if (now - lastRefetch < DUE_REFETCH_MS) return;
     var stale = false;
     document.querySelectorAll("[data-next-check] time[data-countdown][data-due-now]").forEach(function (el) {
       var at = Date.parse(el.getAttribute("datetime"));
       if (!isNaN(at) && now - at >= DUE_REFETCH_MS) stale = true;
     });
     if (!stale) return;
-    refetching = true;
     lastRefetch = now;
-    // X-Studio-Refresh (on every read of a page by this script): the server
-    // keeps a one-time flash message for the page the person opens next. A
-    // read without it, racing a form's post (Check now), spent the post's
-    // message before its redirect could show it.
-    fetch(location.pathname + location.search, { credentials: "same-origin", headers: { Accept: "text/html", "X-Studio-Refresh": "1" } })
-      .then(function (res) { return res.ok ? res.text() : null; })
+    fetchLive();
+  });
+
+  // One way to refresh on an event (the rule is in the views package's
+  // doc). What is the same for every reader comes pushed, as fragments in
+  // a stream's frames (apply, below). What depends on the reader's role
+  // comes from ONE address per page, its …/live endpoint, which the page
+  // names in [data-live-src]: fetchLive(src) reads it (the page's own when
+  // src is not given) and puts each top-level element of the answer in
+  // place of the page's element of the same id. A part the person is using
+  // (focus in it, or text typed into it) waits for the next read, made
+  // once they leave it. One read at a time per address; asks that arrive
+  // meanwhile make one more. [data-live-on] says which frames of the
+  // page's streams ask for a read: "any", or event types, run kinds and
+  // run statuses ("backup restore environment.state", "waiting rejected
+  // failed cancelled"); without it, only this script asks (a countdown run
+  // out, a pushed row without its role-dependent part). The element with
+  // data-live-src counts its reads in data-refreshed.
+  var livePage = document.querySelector("[data-live-src]");
+  var liveReads = {};
+  var liveSkipped = false;
+  function inUse(el) {
+    var a = document.activeElement;
+    if (a && a !== document.body && el.contains(a)) return true;
+    return Array.prototype.some.call(el.querySelectorAll("input, textarea"), function (i) {
+      return i.type !== "hidden" && i.value !== i.defaultValue;
+    });
+  }
+  function fetchLive(src) {
+    var own = !src;
+    src = src || (livePage && livePage.getAttribute("data-live-src"));
+    if (!src || !window.fetch) return;
+    var st = liveReads[src] || (liveReads[src] = { busy: false, again: false });
+    if (st.busy) {
+      st.again = true;
+      return;
+    }
+    st.busy = true;
+    fetch(src, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (res) {
+        if (res.redirected && own) {
+          // Signed out meanwhile: show where the server sends the person.
+          location.reload();
+          return null;
+        }
+        return res.ok && !res.redirected ? res.text() : null;
+      })
       .then(function (html) {
         if (html === null) return;
-        var doc = new DOMParser().parseFromString(html, "text/html");
-        doc.querySelectorAll('[data-live^="next-check-"], [data-live^="dns-resolves-"]').forEach(function (fresh) {
-          document.querySelectorAll('[data-live="' + CSS.escape(fresh.getAttribute("data-live")) + '"]').forEach(function (old) {
-            old.outerHTML = fresh.outerHTML;
-          });
+        var t = document.createElement("template");
+        t.innerHTML = html;
+        Array.prototype.slice.call(t.content.children).forEach(function (part) {
+          var old = part.id && document.getElementById(part.id);
+          if (!old) return;
+          if (inUse(old)) {
+            liveSkipped = true;
+            return;
+          }
+          old.replaceWith(part);
         });
+        if (own && livePage) {
+          livePage.setAttribute("data-refreshed", String((parseInt(livePage.getAttribute("data-refreshed") || "0", 10) || 0) + 1));
+        }
         tickCountdowns();
       })
       .catch(function () {})
-      .then(function () { refetching = false; });
-  });
+      .then(function () {
+        st.busy = false;
+        if (st.again) {
+          st.again = false;
+          fetchLive(own ? undefined : src);
+        }
+      });
+  }
+  if (livePage) {
+    var liveOn = (livePage.getAttribute("data-live-on") || "").split(/\s+/).filter(Boolean);
+    var liveTimer = null;
+    var soon = function () {
+      clearTimeout(liveTimer);
+      liveTimer = setTimeout(function () { fetchLive(); }, 100);
+    };
+    document.addEventListener("studio:event", function (ev) {
+      var f = ev.detail || {};
+      var asks = liveOn.some(function (w) {
+        return w === "any" || w === f.type || (f.run && (w === f.run.kind || w === f.run.status));
+      });
+      if (asks) soon();
+    });
+    livePage.addEventListener("focusout", function () {
+      if (!liveSkipped) return;
+      liveSkipped = false;
+      soon();
+    });
+  }
+
   var streams = document.querySelectorAll("[data-stream]");
   if (document.querySelector("time[data-countdown], time[data-elapsed]") || streams.length) {
     tickCountdowns();
@@ -326,27 +402,20 @@
       return true;
     }
 
-    // keepDNSPending puts what to do about a DNS-pending domain back under
-    // the swapped row id when its checkpoint still says the domain was
-    // deferred: the block it had, or the one the page renders now (a
-    // deferral seen live, fetched once).
+    // keepDNSPending puts what to do about a DNS-pending domain (views'
+    // DNSPendingSlot, which depends on the reader's role) back into the
+    // swapped row id, which comes pushed with the slot empty: the block it
+    // had or, for a deferral seen live, the one the page's live parts
+    // have now.
     function keepDNSPending(id, block) {
-      var row = document.getElementById(id);
-      if (!row || !row.hasAttribute("data-tls-deferred") || row.querySelector(".dns-pending")) return;
-      function put(b) {
-        var tls = row.isConnected && !row.querySelector(".dns-pending") && row.querySelector(".tls");
-        if (b && tls) tls.after(b);
+      var slot = document.getElementById(id + "-dns");
+      if (!slot || slot.querySelector(".dns-pending")) return;
+      if (block) {
+        slot.appendChild(block);
+        return;
       }
-      if (block) { put(block); return; }
-      fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html", "X-Studio-Refresh": "1" } })
-        .then(function (res) { return res.ok ? res.text() : null; })
-        .then(function (html) {
-          if (html === null) return;
-          var doc = new DOMParser().parseFromString(html, "text/html");
-          var fresh = doc.getElementById(id);
-          put(fresh && fresh.querySelector(".dns-pending"));
-        })
-        .catch(function () {});
+      var row = document.getElementById(id);
+      if (row && row.hasAttribute("data-tls-deferred")) fetchLive();
     }
 
     function apply(frame) {
@@ -580,37 +649,23 @@
 
   streams.forEach(follow);
 
-  // The environment page's live parts (state, what it runs, a deploy in
-  // progress, values changed since, releases): when its stream brings an
-  // event, fetch them again from #env-live-head[data-refresh] and replace
-  // each element of the answer's ids. One fetch at a time; events that
-  // arrive meanwhile cause one more.
-  function refreshEnvironmentParts() {
-    var head = document.getElementById("env-live-head");
-    var src = head && head.getAttribute("data-refresh");
-    if (!src) return;
-    var busy = false, again = false;
-    function refresh() {
-      if (busy) { again = true; return; }
-      busy = true;
-      fetch(src, { credentials: "same-origin", headers: { Accept: "text/html", "X-Studio-Refresh": "1" } })
-        .then(function (res) { return res.ok ? res.text() : null; })
-        .then(function (html) {
-          if (html === null) return;
-          var t = document.createElement("template");
-          t.innerHTML = html;
-          Array.prototype.slice.call(t.content.children).forEach(function (part) {
-            var old = part.id && document.getElementById(part.id);
-            if (old) old.replaceWith(part);
-          });
-        })
-        .catch(function () {})
-        .then(function () {
-          busy = false;
-          if (again) { again = false; refresh(); }
-        });
-    }
-    document.addEventListener("studio:event", refresh);
+  // The navigation's count of runs waiting for the reader's approval
+  // (a[data-approvals-nav] names its live address in data-approvals-live)
+  // stays live: a page with a live stream (a run, an environment, runs
+  // lists) reads it again within a second of each event pushed to it (a
+  // run starting to wait, approved, rejected, voided); every page reads it
+  // again every 20 seconds while shown, and when it is shown again.
+  var approvals = document.querySelector("a[data-approvals-nav][data-approvals-live]");
+  if (approvals) {
+    var count = function () {
+      if (!document.hidden) fetchLive(approvals.getAttribute("data-approvals-live"));
+    };
+    window.setInterval(count, 20000);
+    document.addEventListener("visibilitychange", count);
+    var countSoon = null;
+    document.addEventListener("studio:event", function () {
+      if (countSoon) return;
+      countSoon = window.setTimeout(function () { countSoon = null; count(); }, 1000);
+    });
   }
-  refreshEnvironmentParts();
 })();
