@@ -2,7 +2,7 @@
 // without this script, which makes run, environment and runs-list pages follow their
 // event stream and ticks countdowns.
 //
-// Contract with the pages (see web/ws.go for the frames):
+// Contract with the pages (see web/stream/frame.go for the frames):
 //   <section data-stream="/projects/P/environments/E/runs/5/events" data-last-seq="12">
 //     follows that websocket from sequence number 12: each frame
 //     {"seq": 13, "run": {...}, "checkpoint": {...}, "fragments": [{"id", "html"}]}

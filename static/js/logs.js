@@ -1,7 +1,7 @@
 // Skali Studio: an application's runtime logs page follows new lines live.
 // Progressive enhancement: without this script the page shows the lines
 // as of its request. The list ol[data-follow] names the websocket
-// (web/wslogs.go) and data-after the newest line shown; each frame
+// (web/stream/logs.go) and data-after the newest line shown; each frame
 // {"lines": [{"at", "datetime", "pod", "container", "text"}], "dropped": N}
 // appends its lines (masked and made visible by the server; written here
 // as text, never as HTML). A lost connection is retried with backoff,
