@@ -570,10 +570,12 @@ func drillStatus(r *http.Request, db *store.DB, env *store.Environment, now time
 		return err
 	}
 	s := runs.SummarizeDrill(cps)
-	parts := []string{humanize.Duration(now.Sub(*run.FinishedAt)) + " ago", humanize.Count(s.Objects, "object", "objects"), views.ByteSize(s.Bytes)}
-	if s.Counted {
+	age := max(now.Sub(*run.FinishedAt).Round(time.Second), time.Second)
+	parts := []string{humanize.Duration(age) + " ago", humanize.Count(s.Objects, "object", "objects"), views.ByteSize(s.Bytes)}
+	switch {
+	case s.Counted:
 		parts = append(parts, humanize.Count(s.Tables, "table", "tables"), humanize.Count(int(s.Rows), "row", "rows"))
-	} else {
+	case drilledDatabase(cps):
 		parts = append(parts, "no tables counted (the local platform simulates databases without tables)")
 	}
 	if run.StartedAt != nil {
@@ -581,4 +583,14 @@ func drillStatus(r *http.Request, db *store.DB, env *store.Environment, now time
 	}
 	v.LastProven, v.LastProvenURL = strings.Join(parts, " · "), paths.Run(env.Project, env.Name, run.ID)
 	return nil
+}
+
+// drilledDatabase says whether a drill's checkpoints restored a database.
+func drilledDatabase(cps []store.Checkpoint) bool {
+	for _, cp := range cps {
+		if d := runs.DecodeCheckpointDetail(cp.Detail); cp.Kind == runs.KindDrillRestore && d.Snapshot != nil && d.Snapshot.Service.Kind == "database" {
+			return true
+		}
+	}
+	return false
 }

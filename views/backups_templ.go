@@ -960,14 +960,14 @@ func Backups(m BackupsPage) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if m.CanManage {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 102, "<div class=\"card\" id=\"drills\"><div class=\"card-header\"><div><h2>Restore drills</h2><p>A drill restores the newest good snapshot into a scratch place of its own, checks every file's size and SHA-256 against what the snapshot recorded, then removes the scratch place. It never stops or changes ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 102, "<div class=\"card\" id=\"drills\"><div class=\"card-header\"><div><h2>Restore drills</h2><p>A drill restores the newest good snapshot into a scratch place of its own, checks every file's size and SHA-256 against what the snapshot recorded (and, where the platform counts them, every table's rows), then removes the scratch place. It never stops or changes ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var46 string
 				templ_7745c5c3_Var46, templ_7745c5c3_Err = templ.JoinStringErrs(m.Env)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/backups.templ`, Line: 215, Col: 223}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/backups.templ`, Line: 215, Col: 281}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var46))
 				if templ_7745c5c3_Err != nil {

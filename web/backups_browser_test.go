@@ -290,3 +290,37 @@ func TestBrowserBackupsPreviewDropsPastFires(t *testing.T) {
 		t.Errorf("the preview %q still lists the past fire %s", got, first)
 	}
 }
+
+// TestBrowserRunsADrillAndSeesTheLastProvenRestore: an admin takes a
+// snapshot, runs a restore drill from the backups page, watches it
+// succeed on its run page, and the backups page then names the last
+// proven restore (and how much it proved), at desktop and phone widths.
+func TestBrowserRunsADrillAndSeesTheLastProvenRestore(t *testing.T) {
+	s, _, _, _ := backupsReady(t)
+	const page = "/projects/vault/environments/production/backups"
+	b := browsertest.NewFor(t, 4*time.Minute)
+	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
+	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS(`[data-testid="last-proven"]`)))
+	if got := b.Text(`[data-testid="last-proven"]`); got != "No drill has succeeded yet" {
+		t.Fatalf("before any drill the page says %q", got)
+	}
+	b.Do(chromedp.Click(chromedp.CSS(`[data-testid="take-snapshot"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status[data-run-kind="backup"][data-run-status="succeeded"]`)))
+	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS(`[data-testid="run-drill"]`)))
+	b.Do(chromedp.Click(chromedp.CSS(`[data-testid="run-drill"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status[data-run-kind="drill"][data-run-status="succeeded"]`)))
+	if got := b.Text("main"); !strings.Contains(got, "Restore database main into scratch") || !strings.Contains(got, "Remove the scratch place") {
+		t.Fatalf("the drill's run page lacks its checkpoints:\n%s", got)
+	}
+	b.Screenshot("drill-run")
+	b.Do(chromedp.Navigate(s.URL+page), chromedp.WaitVisible(chromedp.CSS(`[data-testid="last-proven"] a`)))
+	if got := b.Text(`[data-testid="last-proven"]`); !strings.Contains(got, "ago · 1 object · ") || !strings.Contains(got, "no tables counted") {
+		t.Fatalf("after the drill the last proven restore reads %q", got)
+	}
+	b.Screenshot("backups-after-drill")
+	b.Do(chromedp.EmulateViewport(390, 844))
+	b.Screenshot("backups-after-drill-phone")
+	if w := browsertest.Eval[int](b, `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("the backups page is %dpx wide on a 390px phone", w)
+	}
+}

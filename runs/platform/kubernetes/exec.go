@@ -176,7 +176,7 @@ func (c *Client) Exec(ctx context.Context, ns, pod, container string, command []
 // execMessage is the largest stdin message sent, with room to spare: on
 // Kubernetes 1.36 a stdin message over 64 KiB loses what is beyond (one
 // of 64 KiB and one byte lost its last byte).
-const execMessage = 32 << 10
+const execMessage = 63 << 10
 
 // pumpStdin copies r to the command's stdin in messages until r ends (nil
 // at its end of file, its error else) or the command does.

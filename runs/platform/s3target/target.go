@@ -338,7 +338,10 @@ func (t *Target) Create(ctx context.Context, installation, dir, name string) (pl
 	return &writer{t: t, ctx: ctx, key: key, name: name, sum: platform.NewSummer(), buf: make([]byte, 0, t.partSize)}, nil
 }
 
-// writer streams one object: a buffer of one part, uploaded when full.
+// writer streams one object: a buffer of one part, uploaded when full
+// while the next part fills a second buffer (one part in flight at a time,
+// so memory is two parts whatever the object's size, and reading what is
+// snapshotted overlaps sending it).
 type writer struct {
 	t        *Target
 	ctx      context.Context
@@ -346,10 +349,19 @@ type writer struct {
 	name     string
 	sum      *platform.Summer
 	buf      []byte
+	spare    []byte // the buffer of the part last sent, once it is done
+	inflight chan sentPart
 	uploadID string
 	parts    []Part
 	done     bool
 	err      error
+}
+
+// sentPart is the outcome of one part's upload, with its buffer back.
+type sentPart struct {
+	part Part
+	err  error
+	buf  []byte
 }
 
 func (w *writer) Write(p []byte) (int, error) {
@@ -376,7 +388,8 @@ func (w *writer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// flush uploads the buffer as the next part.
+// flush starts uploading the buffer as the next part, once the part
+// before it is done, and goes on in the other buffer.
 func (w *writer) flush() error {
 	if w.uploadID == "" {
 		id, err := w.t.c.CreateMultipart(w.ctx, w.key)
@@ -385,12 +398,33 @@ func (w *writer) flush() error {
 		}
 		w.uploadID = id
 	}
-	part, err := w.t.c.UploadPart(w.ctx, w.key, w.uploadID, len(w.parts)+1, w.buf)
-	if err != nil {
-		return w.fail(err)
+	if err := w.wait(); err != nil {
+		return err
 	}
-	w.parts = append(w.parts, part)
-	w.buf = w.buf[:0]
+	buf, num, sent := w.buf, len(w.parts)+1, make(chan sentPart, 1)
+	go func() {
+		part, err := w.t.c.UploadPart(w.ctx, w.key, w.uploadID, num, buf)
+		sent <- sentPart{part, err, buf}
+	}()
+	w.inflight = sent
+	if w.spare == nil {
+		w.spare = make([]byte, 0, cap(buf))
+	}
+	w.buf, w.spare = w.spare[:0], nil
+	return nil
+}
+
+// wait waits for the part in flight, if any.
+func (w *writer) wait() error {
+	if w.inflight == nil {
+		return nil
+	}
+	r := <-w.inflight
+	w.inflight, w.spare = nil, r.buf[:0]
+	if r.err != nil {
+		return w.fail(r.err)
+	}
+	w.parts = append(w.parts, r.part)
 	return nil
 }
 
@@ -431,6 +465,9 @@ func (w *writer) Commit() (platform.SnapshotFile, error) {
 			err = w.flush()
 		}
 		if err == nil {
+			err = w.wait()
+		}
+		if err == nil {
 			if cerr := w.t.c.CompleteMultipart(w.ctx, w.key, w.uploadID, w.parts); cerr != nil {
 				err = w.fail(cerr)
 			}
@@ -442,7 +479,7 @@ func (w *writer) Commit() (platform.SnapshotFile, error) {
 		return platform.SnapshotFile{}, err
 	}
 	w.done = true
-	w.buf = nil
+	w.buf, w.spare = nil, nil
 	return w.sum.File(w.name), nil
 }
 
@@ -454,6 +491,8 @@ func (w *writer) Abort() {
 	}
 	w.done = true
 	w.buf = nil
+	w.wait() // no part may land after the abort
+	w.spare = nil
 	if w.uploadID != "" {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), 30*time.Second)
 		defer cancel()

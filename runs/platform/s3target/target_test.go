@@ -293,6 +293,9 @@ func TestCreateAbortsTheUploadALostWriterLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost.Write(make([]byte, 6<<20)) // one part uploaded, then the process dies
+	if err := s3target.WaitForParts(lost); err != nil {
+		t.Fatal(err)
+	}
 	if ups, _ := tg.Client().ListMultipart(ctx, "studio/"); len(ups) != 1 {
 		t.Fatalf("uploads after the lost writer: %v", ups)
 	}
