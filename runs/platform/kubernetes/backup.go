@@ -137,12 +137,27 @@ func (t *stderrTail) said(err error) error {
 	return err
 }
 
+// The application names of the Studio's sessions: a restore ends those
+// of snapshots and restores a killed Studio left (their psql or pg_dump
+// waits in the pod for input that never comes, holding its locks).
+const (
+	appSnapshot = "skali-snapshot"
+	appRestore  = "skali-restore"
+	appAdmin    = "skali-admin"
+)
+
+// conninfo is the connection string of the Studio's sessions on db.
+func conninfo(db, app string) string {
+	return "dbname=" + db + " application_name=" + app
+}
+
 // psql runs psql as the superuser on database db with script as its
-// input, stopping at the first error; it returns its output.
-func (p *Platform) psql(ctx context.Context, ns, pod, db string, script io.Reader, args ...string) ([]byte, error) {
+// input, stopping at the first error; it returns its output. Its
+// session is named app.
+func (p *Platform) psql(ctx context.Context, ns, pod, db, app string, script io.Reader, args ...string) ([]byte, error) {
 	var out strings.Builder
 	var errs stderrTail
-	cmd := append([]string{"psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", pgSocket, "-U", "postgres", "-d", db}, args...)
+	cmd := append([]string{"psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", pgSocket, "-U", "postgres", "-d", conninfo(db, app)}, args...)
 	err := p.Client.Exec(ctx, ns, pod, pgContainer, cmd, script, &out, &errs)
 	if err != nil {
 		return nil, errs.said(err)
@@ -183,7 +198,7 @@ func (p *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.
 	defer w.Abort()
 	var scan dumpScanner
 	var errs stderrTail
-	cmd := []string{"pg_dump", "--clean", "--if-exists", "--no-password", "-h", pgSocket, "-U", "postgres", "-d", pgDatabase}
+	cmd := []string{"pg_dump", "--clean", "--if-exists", "--no-password", "-h", pgSocket, "-U", "postgres", "-d", conninfo(pgDatabase, appSnapshot)}
 	if err := p.Client.Exec(ctx, n.namespace, pod, pgContainer, cmd, nil, io.MultiWriter(w, &scan), &errs); err != nil {
 		if ctx.Err() != nil {
 			return platform.SnapshotFile{}, ctx.Err()
@@ -243,9 +258,17 @@ func (p *Platform) Restore(ctx context.Context, env platform.Env, svc platform.S
 	if err != nil {
 		return err
 	}
+	// Sessions a killed Studio left on the database would hold the locks
+	// this restore takes.
+	ended := fmt.Sprintf("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '%s' AND application_name IN ('%s', '%s') AND pid <> pg_backend_pid();\n", pgDatabase, appSnapshot, appRestore)
+	if out, err := p.psql(ctx, n.namespace, pod, "postgres", appAdmin, strings.NewReader(ended), "-A", "-t"); err != nil {
+		return fmt.Errorf("ending earlier sessions of the Studio's on database %s failed: %w", svc.Name, err)
+	} else if k := strings.TrimSpace(string(out)); k != "0" {
+		p.Opts.Logger.Info("ended sessions a stopped Studio left on a database before restoring it", "namespace", n.namespace, "database", svc.Name, "sessions", k)
+	}
 	script := verifiedScript(ctx, loc, file, nil)
 	defer script.Close() // ends the reading of the file when psql stops first
-	if _, err := p.psql(ctx, n.namespace, pod, pgDatabase, script); err != nil {
+	if _, err := p.psql(ctx, n.namespace, pod, pgDatabase, appRestore, script); err != nil {
 		return fileError(err, "replaying it into database "+svc.Name+" failed")
 	}
 	return nil
@@ -293,14 +316,14 @@ func (p *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc pla
 	}
 	db := scratchDatabase(scratch)
 	drop := func(ctx context.Context) error {
-		_, err := p.psql(ctx, n.namespace, pod, "postgres", strings.NewReader(`DROP DATABASE IF EXISTS "`+db+`" WITH (FORCE);`+"\n"))
+		_, err := p.psql(ctx, n.namespace, pod, "postgres", appAdmin, strings.NewReader(`DROP DATABASE IF EXISTS "`+db+`" WITH (FORCE);`+"\n"))
 		return err
 	}
 	// A drill done again after a restart starts from a clean place.
 	if err := drop(ctx); err != nil {
 		return none, fmt.Errorf("the scratch database could not be cleared: %w", err)
 	}
-	if _, err := p.psql(ctx, n.namespace, pod, "postgres", strings.NewReader(`CREATE DATABASE "`+db+`" OWNER `+pgDatabase+";\n")); err != nil {
+	if _, err := p.psql(ctx, n.namespace, pod, "postgres", appAdmin, strings.NewReader(`CREATE DATABASE "`+db+`" OWNER `+pgDatabase+";\n")); err != nil {
 		return none, fmt.Errorf("the scratch database could not be made: %w", err)
 	}
 	defer func() {
@@ -313,7 +336,7 @@ func (p *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc pla
 	var scan dumpScanner
 	script := verifiedScript(ctx, loc, file, &scan)
 	defer script.Close()
-	if _, err := p.psql(ctx, n.namespace, pod, db, script); err != nil {
+	if _, err := p.psql(ctx, n.namespace, pod, db, appRestore, script); err != nil {
 		return none, fileError(err, "the dump did not restore")
 	}
 	if scan.bad != nil {
@@ -331,7 +354,7 @@ func (p *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc pla
 	for _, t := range want.Tables {
 		fmt.Fprintf(&q, "SELECT count(*) FROM %s;\n", t.Table)
 	}
-	out, err := p.psql(ctx, n.namespace, pod, db, strings.NewReader(q.String()), "-A", "-t")
+	out, err := p.psql(ctx, n.namespace, pod, db, appAdmin, strings.NewReader(q.String()), "-A", "-t")
 	if err != nil {
 		return none, fmt.Errorf("the restored tables could not be counted: %w", err)
 	}

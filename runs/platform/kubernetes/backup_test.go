@@ -177,6 +177,27 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 		t.Fatalf("the drill changed the environment's data: %s entries", n)
 	}
 
+	// A restore's psql left by a Studio killed mid-restore: its session
+	// waits for input that never comes, holding its transaction's locks.
+	// The next restore ends it first.
+	pod := str(f.get(kubernetes.KindPGCluster, "data"), "status", "currentPrimary")
+	orphan := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "-n", f.ns, "exec", "-i", pod, "-c", "postgres", "--",
+		"psql", "-X", "-h", "/controller/run", "-U", "postgres", "-d", "dbname=app application_name=skali-restore")
+	orphanIn, err := orphan.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orphanIn.Close(); orphan.Process.Kill(); orphan.Wait() })
+	io.WriteString(orphanIn, "BEGIN;\nLOCK TABLE ledger_entries IN ACCESS EXCLUSIVE MODE;\n")
+	for deadline := time.Now().Add(30 * time.Second); f.sql(cluster, "app", "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'ledger_entries' AND l.mode = 'AccessExclusiveLock' AND l.granted") != "1"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the left-over session never took its lock")
+		}
+	}
+
 	// The restore: stopped, replayed, started.
 	restoreStarted := time.Now().Add(-time.Second) // the API server's clock rounds to seconds
 	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "realbackup")
@@ -185,6 +206,9 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 	}
 	if got := f.finish(restore); got.Status != store.RunSucceeded {
 		t.Fatalf("restore %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
+	}
+	if !strings.Contains(f.logs.String(), "ended sessions a stopped Studio left on a database before restoring it") {
+		t.Error("the restore did not say it ended the left-over session")
 	}
 	if n := f.sql(cluster, "app", "SELECT count(*) || ' ' || max(id) FROM ledger_entries"); n != "5000 5000" {
 		t.Fatalf("after the restore the entries are %q, want the snapshot's 5000", n)
@@ -269,7 +293,7 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 	// closed, not abandoned (a psql waiting for more would hold its
 	// transaction, and keep the database from shutting down).
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		n := f.sql(cluster, "postgres", "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'psql' AND pid <> pg_backend_pid()")
+		n := f.sql(cluster, "postgres", "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'skali-%' AND pid <> pg_backend_pid()")
 		if n == "0" {
 			break
 		}

@@ -145,29 +145,50 @@ func (c *Client) Exec(ctx context.Context, ns, pod, container string, command []
 		}
 		return err
 	}
+	buf := make([]byte, 64<<10)
 	for {
-		kind, data, err := conn.ReadMessage()
+		// Messages are copied through one buffer, none kept whole: a
+		// dump of any size streams in bounded memory.
+		kind, r, err := conn.NextReader()
 		if err != nil {
 			if websocket.IsCloseError(err, websocket.CloseNormalClosure) {
 				return failed(errors.New("the command's stream ended without its exit status"))
 			}
 			return failed(&UnreachableError{Err: err})
 		}
-		if kind != websocket.BinaryMessage || len(data) == 0 {
+		if kind != websocket.BinaryMessage {
 			continue
 		}
+		if _, err := io.ReadFull(r, buf[:1]); err != nil {
+			continue // an empty message
+		}
 		var w io.Writer
-		switch data[0] {
+		switch buf[0] {
 		case execStdout:
 			w = stdout
 		case execStderr:
 			w = stderr
 		case execStatus:
-			return failed(execStatusError(data[1:]))
+			data, err := io.ReadAll(io.LimitReader(r, 64<<10))
+			if err != nil {
+				return failed(&UnreachableError{Err: err})
+			}
+			return failed(execStatusError(data))
+		default:
+			continue
 		}
-		if w != nil && len(data) > 1 {
-			if _, err := w.Write(data[1:]); err != nil {
-				return err
+		for {
+			n, rerr := r.Read(buf)
+			if n > 0 {
+				if _, err := w.Write(buf[:n]); err != nil {
+					return err
+				}
+			}
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				return failed(&UnreachableError{Err: rerr})
 			}
 		}
 	}
