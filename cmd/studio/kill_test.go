@@ -108,7 +108,7 @@ type studioProcess struct {
 
 // startStudio starts `studio serve` on the database; flags are added to
 // (and win over) the defaults of these tests: 700 ms steps, 2 s leases.
-func startStudio(t *testing.T, dbURL, key string, flags ...string) *studioProcess {
+func startStudio(t testing.TB, dbURL, key string, flags ...string) *studioProcess {
 	t.Helper()
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--public-url", "http://127.0.0.1",
 		"--local-step-delay", "700ms", "--run-lease", "2s", "--reconcile-interval", "1h", "--data-dir", t.TempDir()}, flags...)
@@ -187,7 +187,7 @@ func TestAKilledProcessesRunResumesAfterARestart(t *testing.T) {
 
 // waitFor polls cond until it holds; it asserts nothing about time, but
 // gives up after two minutes so a broken resume fails instead of hanging.
-func waitFor(t *testing.T, cond func() bool) {
+func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {

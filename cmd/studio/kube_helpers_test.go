@@ -36,7 +36,7 @@ func kubeCluster(t *testing.T) *clustertest.Cluster {
 }
 
 // kubectl runs kubectl as the cluster's admin and returns its output.
-func kubectl(t *testing.T, c *clustertest.Cluster, stdin string, args ...string) string {
+func kubectl(t testing.TB, c *clustertest.Cluster, stdin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(c.Kubectl, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
 	if stdin != "" {
@@ -50,7 +50,7 @@ func kubectl(t *testing.T, c *clustertest.Cluster, stdin string, args ...string)
 }
 
 // kubeObject reads one object (kubectl get -o json); nil when not found.
-func kubeObject(t *testing.T, c *clustertest.Cluster, args ...string) map[string]any {
+func kubeObject(t testing.TB, c *clustertest.Cluster, args ...string) map[string]any {
 	t.Helper()
 	out := kubectl(t, c, "", append(append([]string{"get"}, args...), "-o", "json", "--ignore-not-found")...)
 	if strings.TrimSpace(out) == "" {
@@ -64,7 +64,7 @@ func kubeObject(t *testing.T, c *clustertest.Cluster, args ...string) map[string
 }
 
 // kubeItems lists objects (kubectl get -o json) and returns its items.
-func kubeItems(t *testing.T, c *clustertest.Cluster, args ...string) []map[string]any {
+func kubeItems(t testing.TB, c *clustertest.Cluster, args ...string) []map[string]any {
 	t.Helper()
 	o := kubeObject(t, c, args...)
 	var out []map[string]any
@@ -102,7 +102,7 @@ func field(o any, path ...any) string {
 // environment production and values, and returns the database, its URL and
 // the key that encrypts values (for the Studio processes a test starts on
 // it).
-func newKubeProject(t *testing.T, manifest string, values map[string]string) (db *store.DB, dbURL, key string) {
+func newKubeProject(t testing.TB, manifest string, values map[string]string) (db *store.DB, dbURL, key string) {
 	t.Helper()
 	dbURL = storetest.NewURL(t)
 	key = store.GenerateKey()
@@ -117,7 +117,7 @@ func newKubeProject(t *testing.T, manifest string, values map[string]string) (db
 
 // addKubeProject adds the project of manifest, its environment production
 // and values to the database.
-func addKubeProject(t *testing.T, db *store.DB, key, manifest string, values map[string]string) {
+func addKubeProject(t testing.TB, db *store.DB, key, manifest string, values map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	keys, err := store.OpenKeyring(ctx, db, store.KeyringOptions{SecretKey: key})
@@ -146,7 +146,7 @@ func addKubeProject(t *testing.T, db *store.DB, key, manifest string, values map
 // deployNewest starts a deploy of the project's newest revision through the
 // deploy form of the Studio s, as c (signed in there: the sign-in link is
 // good once), and returns the run's id.
-func deployNewest(t *testing.T, s *studioProcess, c *http.Client, db *store.DB, project string) int64 {
+func deployNewest(t testing.TB, s *studioProcess, c *http.Client, db *store.DB, project string) int64 {
 	t.Helper()
 	ctx := context.Background()
 	var rev int
@@ -162,7 +162,7 @@ func deployNewest(t *testing.T, s *studioProcess, c *http.Client, db *store.DB, 
 }
 
 // runOutcome returns the run's status and reason.
-func runOutcome(t *testing.T, db *store.DB, runID int64) (string, string) {
+func runOutcome(t testing.TB, db *store.DB, runID int64) (string, string) {
 	t.Helper()
 	r, err := db.RunByID(context.Background(), runID)
 	if err != nil {
@@ -173,7 +173,7 @@ func runOutcome(t *testing.T, db *store.DB, runID int64) (string, string) {
 
 // postForm posts a form as the page's own form does, expects the redirect
 // that follows a change and returns where it goes.
-func postForm(t *testing.T, c *http.Client, u, form string) string {
+func postForm(t testing.TB, c *http.Client, u, form string) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(form))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

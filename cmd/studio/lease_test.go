@@ -17,7 +17,7 @@ import (
 )
 
 // signedIn returns a client signed in to the Studio process s.
-func signedIn(t *testing.T, s *studioProcess) *http.Client {
+func signedIn(t testing.TB, s *studioProcess) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -52,7 +52,7 @@ func checkpointStatus(db *store.DB, runID int64, kind string) string {
 }
 
 // waitForRunEnd waits until the run has finished, however it ended.
-func waitForRunEnd(t *testing.T, db *store.DB, runID int64) {
+func waitForRunEnd(t testing.TB, db *store.DB, runID int64) {
 	t.Helper()
 	waitFor(t, func() bool {
 		var finished bool

@@ -37,6 +37,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -128,6 +129,25 @@ func serve(ctx context.Context, addr string, readyAfter time.Duration, neverRead
 			return
 		}
 		fmt.Fprintln(w, "ready")
+	})
+	// POST /exit?code=N ends the process (a container that dies): the
+	// answer is sent first.
+	mux.HandleFunc("/exit", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		code, err := strconv.Atoi(r.URL.Query().Get("code"))
+		if err != nil {
+			code = 1
+		}
+		fmt.Fprintf(w, "exiting with %d\n", code)
+		w.(http.Flusher).Flush()
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			fmt.Fprintf(os.Stderr, "testapp: exiting with %d as asked\n", code)
+			os.Exit(code)
+		}()
 	})
 	mux.HandleFunc("/files", filesHandler(os.Getenv("TESTAPP_DATA")))
 	mux.HandleFunc("/files/", filesHandler(os.Getenv("TESTAPP_DATA")))
