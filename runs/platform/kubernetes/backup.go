@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -285,6 +286,9 @@ func fileError(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// scratchName is the form of a drill's scratch database's name.
+var scratchName = regexp.MustCompile(`^skali_drill_[0-9a-f]{16}$`)
+
 // scratchDatabase is the drill's scratch database for scratch (the
 // runner's scratch place of one checkpoint): of the drill alone.
 func scratchDatabase(scratch string) string {
@@ -319,9 +323,21 @@ func (p *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc pla
 		_, err := p.psql(ctx, n.namespace, pod, "postgres", appAdmin, strings.NewReader(`DROP DATABASE IF EXISTS "`+db+`" WITH (FORCE);`+"\n"))
 		return err
 	}
-	// A drill done again after a restart starts from a clean place.
-	if err := drop(ctx); err != nil {
-		return none, fmt.Errorf("the scratch database could not be cleared: %w", err)
+	// A drill done again after a restart starts from a clean place, and
+	// the scratch databases of drills that never finished (their Studio
+	// killed, then the run cancelled) go: one drill of an environment
+	// runs at a time, and a Cluster is one environment's.
+	left, err := p.psql(ctx, n.namespace, pod, "postgres", appAdmin, strings.NewReader(`SELECT datname FROM pg_database WHERE datname LIKE 'skali\_drill\_%';`+"\n"), "-A", "-t")
+	if err != nil {
+		return none, fmt.Errorf("the scratch databases could not be listed: %w", err)
+	}
+	for _, name := range strings.Fields(string(left)) {
+		if !scratchName.MatchString(name) {
+			continue // not one of the Studio's
+		}
+		if _, err := p.psql(ctx, n.namespace, pod, "postgres", appAdmin, strings.NewReader(`DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE);`+"\n")); err != nil {
+			return none, fmt.Errorf("an earlier drill's scratch database could not be dropped: %w", err)
+		}
 	}
 	if _, err := p.psql(ctx, n.namespace, pod, "postgres", appAdmin, strings.NewReader(`CREATE DATABASE "`+db+`" OWNER `+pgDatabase+";\n")); err != nil {
 		return none, fmt.Errorf("the scratch database could not be made: %w", err)

@@ -154,6 +154,10 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 	// Written after the snapshot: a restore takes it away.
 	f.sql(cluster, "app", "INSERT INTO ledger_entries VALUES (5001, 'after the snapshot'); INSERT INTO testapp_rows (note) VALUES ('after the snapshot')")
 
+	// The scratch database of a drill that never finished (its Studio
+	// killed, the run then cancelled): the next drill drops it.
+	f.sql(cluster, "postgres", "CREATE DATABASE skali_drill_0123456789abcdef")
+
 	// A drill proves the snapshot without touching the environment.
 	drill, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
 	if err != nil {
