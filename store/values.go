@@ -110,22 +110,42 @@ func (db *DB) StoredValuesNamed(ctx context.Context, envID int64, names []string
 // count is an index-only scan of environment_values_set_idx: names only,
 // never the sealed values, so it stays small next to a page.
 func (db *DB) OrphanedValues(ctx context.Context, envID int64, referenced []string, filter string, offset, limit int) ([]StoredValue, int, error) {
+	n, err := db.OrphanedValueCount(ctx, envID, referenced, filter)
+	if err != nil || limit <= 0 || offset >= n {
+		return nil, n, err
+	}
+	out, err := db.OrphanedValuesPage(ctx, envID, referenced, filter, offset, limit)
+	return out, n, err
+}
+
+// OrphanedValueCount is OrphanedValues' count alone.
+func (db *DB) OrphanedValueCount(ctx context.Context, envID int64, referenced []string, filter string) (int, error) {
+	where, args := orphanedWhere(envID, referenced, filter)
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM environment_values v
+		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL AND `+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: orphaned values: %w", err)
+	}
+	return n, nil
+}
+
+// OrphanedValuesPage is OrphanedValues' page alone, for a caller that
+// has counted them already.
+func (db *DB) OrphanedValuesPage(ctx context.Context, envID int64, referenced []string, filter string, offset, limit int) ([]StoredValue, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	where, args := orphanedWhere(envID, referenced, filter)
+	return db.storedValuesWhere(ctx, where, fmt.Sprintf(` OFFSET %d LIMIT %d`, max(offset, 0), limit), args...)
+}
+
+func orphanedWhere(envID int64, referenced []string, filter string) (string, []any) {
 	where, args := `v.name <> ALL($2)`, []any{envID, referenced}
 	if filter != "" {
 		where += ` AND strpos(lower(v.name), lower($3)) > 0`
 		args = append(args, filter)
 	}
-	var n int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM environment_values v
-		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL AND `+where, args...).Scan(&n); err != nil {
-		return nil, 0, fmt.Errorf("store: orphaned values: %w", err)
-	}
-	if limit <= 0 || offset >= n {
-		return nil, n, nil
-	}
-	page := fmt.Sprintf(` OFFSET %d LIMIT %d`, max(offset, 0), limit)
-	out, err := db.storedValuesWhere(ctx, where, page, args...)
-	return out, n, err
+	return where, args
 }
 
 // StoredValueNames lists the names of the environment's set values, by
@@ -133,6 +153,18 @@ func (db *DB) OrphanedValues(ctx context.Context, envID int64, referenced []stri
 func (db *DB) StoredValueNames(ctx context.Context, envID int64) ([]string, error) {
 	rows, _ := db.Pool.Query(ctx, `SELECT name FROM environment_values
 		WHERE environment_id = $1 AND ciphertext IS NOT NULL ORDER BY name`, envID)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: stored value names: %w", err)
+	}
+	return out, nil
+}
+
+// StoredValueNamesAmong lists which of names are set for the
+// environment, by name (an index-only scan of those names alone).
+func (db *DB) StoredValueNamesAmong(ctx context.Context, envID int64, names []string) ([]string, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT name FROM environment_values
+		WHERE environment_id = $1 AND name = ANY($2) AND ciphertext IS NOT NULL ORDER BY name`, envID, names)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("store: stored value names: %w", err)
