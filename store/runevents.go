@@ -475,7 +475,7 @@ func (db *DB) EnvironmentEventsWithState(ctx context.Context, environmentID, aft
 	b.Queue(`SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id = $1`, environmentID).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&env.ID, &env.ProjectID, &env.Project, &env.Name, &env.State, &env.ActiveRevisionID, &env.CreatedAt, &env.LastEventSeq)
 	})
-	b.Queue(`SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 ORDER BY r.id DESC LIMIT $2`, environmentID, latest).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+runColumns+` FROM (`+newestRunsOf("")+`) r ORDER BY r.id DESC`, environmentID, latest).Query(func(rows pgx.Rows) error {
 		var err error
 		runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
 			r, err := scanRun(row)

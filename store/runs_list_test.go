@@ -1,0 +1,125 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skali-dev/studio/store"
+	"github.com/skali-dev/studio/store/storetest"
+)
+
+// TestRunsListsOfAnEnvironmentWhoseRunsAreOld: an environment whose runs
+// are all older than another environment's many runs lists the same runs
+// as a plain reading of the table: newest first, a page at a time, by
+// kind, by several statuses merged, all combined; the stream's latest runs
+// too. The lists read through a lateral join on the environment's row
+// (newestRunsOf), so that no plan walks the other environment's newer
+// runs (issue 41).
+func TestRunsListsOfAnEnvironmentWhoseRunsAreOld(t *testing.T) {
+	db := storetest.NewDB(t)
+	ctx := context.Background()
+	p, _, err := db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: "wiki", Source: "name: wiki", Canonical: []byte(`{"name":"wiki"}`), Hash: "sha256:x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := []store.RunKind{store.RunDeploy, store.RunBackup, store.RunRestore, store.RunReconcile}
+	statuses := []string{store.RunSucceeded, store.RunFailed, store.RunCancelled, store.RunSucceededWithWarnings, store.RunRejected}
+	create := func(env *store.Environment, i int) {
+		t.Helper()
+		r, err := db.CreateRun(ctx, store.Actor{}, env, store.NewRun{EnvironmentID: env.ID, Kind: kinds[i%len(kinds)]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 6 {
+			return // left pending
+		}
+		if _, err := db.ApplyRunChange(ctx, store.RunChange{RunID: r.ID, Status: statuses[i%len(statuses)]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 40 {
+		create(old, i)
+	}
+	for i := range 80 {
+		create(busy, i)
+	}
+
+	// The reference: every run of the environment, newest first.
+	type row struct {
+		id     int64
+		kind   store.RunKind
+		status string
+	}
+	rows, _ := db.Pool.Query(ctx, `SELECT id, kind, status FROM runs WHERE environment_id = $1 ORDER BY id DESC`, old.ID)
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.id, &x.kind, &x.status)
+		return x, err
+	})
+	if err != nil || len(all) != 40 {
+		t.Fatalf("reference: %d runs, err %v", len(all), err)
+	}
+	want := func(f store.RunFilter, limit int) []int64 {
+		var out []int64
+		for _, r := range all {
+			if (f.Before == 0 || r.id < f.Before) && (f.Kind == "" || r.kind == f.Kind) && (len(f.Statuses) == 0 || slices.Contains(f.Statuses, r.status)) && len(out) < limit {
+				out = append(out, r.id)
+			}
+		}
+		return out
+	}
+	ids := func(runs []store.Run) []int64 {
+		var out []int64
+		for _, r := range runs {
+			if r.EnvironmentID != old.ID {
+				t.Errorf("run %d of environment %d in production's list", r.ID, r.EnvironmentID)
+			}
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	mid := all[15].id
+	for _, c := range []struct {
+		f     store.RunFilter
+		limit int
+	}{
+		{store.RunFilter{}, 10},
+		{store.RunFilter{}, 100},
+		{store.RunFilter{Before: mid}, 10},
+		{store.RunFilter{Kind: store.RunRestore}, 5},
+		{store.RunFilter{Kind: store.RunRestore, Before: mid}, 5},
+		{store.RunFilter{Statuses: []string{store.RunFailed, store.RunRejected}}, 6},
+		{store.RunFilter{Statuses: []string{store.RunSucceeded, store.RunSucceededWithWarnings}, Kind: store.RunDeploy, Before: mid}, 3},
+		{store.RunFilter{Statuses: []string{store.RunPending}}, 10},
+	} {
+		got, err := db.RunsWhere(ctx, old.ID, c.f, c.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := want(c.f, c.limit); !slices.Equal(ids(got), w) || len(w) == 0 {
+			t.Errorf("RunsWhere(%+v, %d) = %v, want %v", c.f, c.limit, ids(got), w)
+		}
+	}
+	// The stream's latest runs of the environment.
+	_, env, latest, err := db.EnvironmentEventsWithState(ctx, old.ID, 0, 10, 5)
+	if err != nil || env.ID != old.ID {
+		t.Fatalf("environment events: env %+v err %v", env, err)
+	}
+	if w := want(store.RunFilter{}, 5); !slices.Equal(ids(latest), w) {
+		t.Errorf("latest runs = %v, want %v", ids(latest), w)
+	}
+	if _, err := db.RunsWhere(ctx, old.ID+1000, store.RunFilter{}, 10); err != nil {
+		t.Errorf("runs of an environment that does not exist: %v", err)
+	}
+}
