@@ -123,3 +123,50 @@ func TestRunsListsOfAnEnvironmentWhoseRunsAreOld(t *testing.T) {
 		t.Errorf("runs of an environment that does not exist: %v", err)
 	}
 }
+
+// TestLatestProbeReadsTheEnvironmentsOwnNewestRuns: the newest probe of a
+// domain among the environment's last runs, never another environment's
+// newer one; NotFound when none probed it (issue 41: read as the runs
+// lists are).
+func TestLatestProbeReadsTheEnvironmentsOwnNewestRuns(t *testing.T) {
+	db := storetest.NewDB(t)
+	ctx := context.Background()
+	p, _, err := db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: "wiki", Source: "name: wiki", Canonical: []byte(`{"name":"wiki"}`), Hash: "sha256:x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(e *store.Environment, cps ...store.NewCheckpoint) int64 {
+		t.Helper()
+		r, err := db.CreateRun(ctx, store.Actor{}, e, store.NewRun{EnvironmentID: e.ID, Kind: store.RunReconcile, Checkpoints: cps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	tls := store.NewCheckpoint{Kind: "issue-tls", Name: "Issue TLS", Detail: map[string]any{"tls": map[string]any{"domain": "wiki.test", "verdict": "pointing"}}}
+	probe := store.NewCheckpoint{Kind: "probe", Name: "Probe", Detail: map[string]any{"probe": map[string]any{"domain": "wiki.test"}}}
+	if _, err := db.LatestProbe(ctx, env.ID, "wiki.test"); err == nil {
+		t.Fatal("a probe found before any run")
+	}
+	first := run(env, tls)
+	run(env, store.NewCheckpoint{Kind: "build", Name: "Build"})
+	run(other, probe)
+	if rec, err := db.LatestProbe(ctx, env.ID, "wiki.test"); err != nil || rec.RunID != first {
+		t.Fatalf("latest probe = %+v, %v; want run %d (the other environment's newer probe is not production's)", rec, err, first)
+	}
+	second := run(env, probe)
+	if rec, err := db.LatestProbe(ctx, env.ID, "wiki.test"); err != nil || rec.RunID != second {
+		t.Fatalf("latest probe = %+v, %v; want run %d", rec, err, second)
+	}
+	if _, err := db.LatestProbe(ctx, env.ID, "other.test"); err == nil {
+		t.Fatal("a probe of a domain never probed was found")
+	}
+}
