@@ -501,12 +501,16 @@ func (db *DB) EnvironmentEventsWithState(ctx context.Context, environmentID, aft
 		}
 		return rows.Err()
 	})
+	// The runs the events concern, read by their ids (a primary-key probe
+	// each): as "r.id IN (…)", a generic plan merged the events with the
+	// environment's runs read from the newest, all of them for a replay
+	// of old events.
 	b.Queue(`
 		SELECT `+runColumns+` FROM runs r
-		WHERE r.environment_id = $1 AND r.id IN (
+		WHERE r.environment_id = $1 AND r.id = ANY(ARRAY(
 			SELECT run_id FROM (
 				SELECT run_id FROM environment_events
-				WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e)`, environmentID, after, limit).Query(func(rows pgx.Rows) error {
+				WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e WHERE run_id IS NOT NULL))`, environmentID, after, limit).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			r, err := scanRun(rows)
 			if err != nil {

@@ -112,9 +112,23 @@ func TestRunsListsOfAnEnvironmentWhoseRunsAreOld(t *testing.T) {
 		}
 	}
 	// The stream's latest runs of the environment.
-	_, env, latest, err := db.EnvironmentEventsWithState(ctx, old.ID, 0, 10, 5)
-	if err != nil || env.ID != old.ID {
-		t.Fatalf("environment events: env %+v err %v", env, err)
+	evs, env, latest, err := db.EnvironmentEventsWithState(ctx, old.ID, 0, 10, 5)
+	if err != nil || env.ID != old.ID || len(evs) != 10 {
+		t.Fatalf("environment events: %d, env %+v err %v", len(evs), env, err)
+	}
+	// Each event carries the run it concerns as it is now.
+	concerned := 0
+	for _, e := range evs {
+		if e.RunID == nil {
+			continue
+		}
+		concerned++
+		if e.RunNow == nil || e.RunNow.ID != *e.RunID {
+			t.Errorf("event %d of run %d carries run %+v", e.Seq, *e.RunID, e.RunNow)
+		}
+	}
+	if concerned == 0 {
+		t.Error("no event of the first 10 concerns a run")
 	}
 	if w := want(store.RunFilter{}, 5); !slices.Equal(ids(latest), w) {
 		t.Errorf("latest runs = %v, want %v", ids(latest), w)

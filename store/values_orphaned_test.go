@@ -60,6 +60,14 @@ func TestOrphanedValuesPagesAndCountsMatchTheFullList(t *testing.T) {
 	if err != nil || !slices.Equal(gotSet, wantSet) {
 		t.Errorf("referenced names set = %q (err %v), want %q", gotSet, err, wantSet)
 	}
+	// The values named, read a name at a time: set ones only, once each.
+	named, err := f.db.StoredValuesNamed(ctx, f.env.ID, []string{"LOG_LEVEL", "GONE", "APP_DOMAIN", "NEVER_SET", "APP_DOMAIN", "OTHER_ONLY"})
+	if err != nil || len(named) != 2 || named[0].Name != "APP_DOMAIN" || named[1].Name != "LOG_LEVEL" || named[0].Version != 1 || named[0].UpdatedBy == "" {
+		t.Errorf("values named = %+v (err %v), want APP_DOMAIN v1 and LOG_LEVEL, with who set them", named, err)
+	}
+	if got, err := f.db.StoredValueNamesAmong(ctx, f.env.ID, []string{"GONE", "LEGACY_TOKEN", "LEGACY_TOKEN"}); err != nil || !slices.Equal(got, []string{"LEGACY_TOKEN"}) {
+		t.Errorf("set names among GONE, LEGACY_TOKEN twice = %q (err %v), want LEGACY_TOKEN once", got, err)
+	}
 	n, err := f.db.OrphanedValueCount(ctx, f.env.ID, referenced, "")
 	if err != nil || n != len(wantOrphaned) {
 		t.Errorf("orphaned count = %d (err %v), want %d", n, err, len(wantOrphaned))

@@ -76,11 +76,11 @@ var plannedStatements = []planned{
 			UNION ALL (SELECT r.* FROM environments e CROSS JOIN LATERAL (SELECT r.* FROM runs r WHERE r.environment_id = e.id AND r.status = $4 ORDER BY r.id DESC LIMIT $2) r WHERE e.id = $1)) r
 		ORDER BY r.id DESC LIMIT $2`,
 		func(i *installation) []any { return []any{i.busy.ID, 101, "failed", "rejected"} }},
-	{"stream: the runs its events concern", `SELECT r.id FROM runs r WHERE r.environment_id = $1 AND r.id IN (
-			SELECT run_id FROM (SELECT run_id FROM environment_events WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e)`,
+	{"stream: the runs its events concern", `SELECT r.id FROM runs r WHERE r.environment_id = $1 AND r.id = ANY(ARRAY(
+			SELECT run_id FROM (SELECT run_id FROM environment_events WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e WHERE run_id IS NOT NULL))`,
 		func(i *installation) []any { return []any{i.busy.ID, int64(0), 500} }},
-	{"deploy plan: set names the revision references", `SELECT name FROM environment_values
-		WHERE environment_id = $1 AND name = ANY($2) AND ciphertext IS NOT NULL ORDER BY name`,
+	{"deploy plan: set names the revision references", `SELECT v.name FROM (SELECT DISTINCT unnest($2::text[]) AS name) n CROSS JOIN LATERAL (
+		SELECT v.name FROM environment_values v WHERE v.environment_id = $1 AND v.name = n.name AND v.ciphertext IS NOT NULL LIMIT 1) v ORDER BY v.name`,
 		func(i *installation) []any {
 			return []any{i.busy.ID, []string{"APP_DOMAIN", "DATABASE_PASSWORD", "SMTP_URL"}}
 		}},
