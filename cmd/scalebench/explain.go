@@ -76,8 +76,9 @@ var plannedStatements = []planned{
 			UNION ALL (SELECT r.* FROM environments e CROSS JOIN LATERAL (SELECT r.* FROM runs r WHERE r.environment_id = e.id AND r.status = $4 ORDER BY r.id DESC LIMIT $2) r WHERE e.id = $1)) r
 		ORDER BY r.id DESC LIMIT $2`,
 		func(i *installation) []any { return []any{i.busy.ID, 101, "failed", "rejected"} }},
-	{"stream: the runs its events concern", `SELECT r.id FROM runs r WHERE r.environment_id = $1 AND r.id = ANY(ARRAY(
-			SELECT run_id FROM (SELECT run_id FROM environment_events WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e WHERE run_id IS NOT NULL))`,
+	{"stream: the runs its events concern", `SELECT r.id FROM (SELECT DISTINCT run_id FROM (
+			SELECT run_id FROM environment_events WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e WHERE run_id IS NOT NULL) e
+		CROSS JOIN LATERAL (SELECT r.* FROM runs r WHERE r.id = e.run_id AND r.environment_id = $1 LIMIT 1) r`,
 		func(i *installation) []any { return []any{i.busy.ID, int64(0), 500} }},
 	{"deploy plan: set names the revision references", `SELECT v.name FROM (SELECT DISTINCT unnest($2::text[]) AS name) n CROSS JOIN LATERAL (
 		SELECT v.name FROM environment_values v WHERE v.environment_id = $1 AND v.name = n.name AND v.ciphertext IS NOT NULL LIMIT 1) v ORDER BY v.name`,
