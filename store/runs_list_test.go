@@ -11,6 +11,24 @@ import (
 	"github.com/skali-dev/studio/store/storetest"
 )
 
+// twoEnvironments is a database with a project's production and staging.
+func twoEnvironments(t *testing.T) (*store.DB, *store.Environment, *store.Environment) {
+	t.Helper()
+	db := storetest.NewDB(t)
+	ctx := context.Background()
+	p, _, err := db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: "wiki", Source: "name: wiki", Canonical: []byte(`{"name":"wiki"}`), Hash: "sha256:x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envs [2]*store.Environment
+	for i, name := range []string{"production", "staging"} {
+		if envs[i], err = db.CreateEnvironment(ctx, store.Actor{}, p.ID, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db, envs[0], envs[1]
+}
+
 // TestRunsListsOfAnEnvironmentWhoseRunsAreOld: an environment whose runs
 // are all older than another environment's many runs lists the same runs
 // as a plain reading of the table: newest first, a page at a time, by
@@ -19,20 +37,8 @@ import (
 // (newestRunsOf), so that no plan walks the other environment's newer
 // runs (issue 41).
 func TestRunsListsOfAnEnvironmentWhoseRunsAreOld(t *testing.T) {
-	db := storetest.NewDB(t)
 	ctx := context.Background()
-	p, _, err := db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: "wiki", Source: "name: wiki", Canonical: []byte(`{"name":"wiki"}`), Hash: "sha256:x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "production")
-	if err != nil {
-		t.Fatal(err)
-	}
-	busy, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "staging")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, old, busy := twoEnvironments(t)
 	kinds := []store.RunKind{store.RunDeploy, store.RunBackup, store.RunRestore, store.RunReconcile}
 	statuses := []string{store.RunSucceeded, store.RunFailed, store.RunCancelled, store.RunSucceededWithWarnings, store.RunRejected}
 	create := func(env *store.Environment, i int) {
@@ -143,20 +149,8 @@ func TestRunsListsOfAnEnvironmentWhoseRunsAreOld(t *testing.T) {
 // newer one; NotFound when none probed it (issue 41: read as the runs
 // lists are).
 func TestLatestProbeReadsTheEnvironmentsOwnNewestRuns(t *testing.T) {
-	db := storetest.NewDB(t)
 	ctx := context.Background()
-	p, _, err := db.CreateProject(ctx, store.Actor{}, store.NewRevision{Name: "wiki", Source: "name: wiki", Canonical: []byte(`{"name":"wiki"}`), Hash: "sha256:x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "production")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := db.CreateEnvironment(ctx, store.Actor{}, p.ID, "staging")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, env, other := twoEnvironments(t)
 	run := func(e *store.Environment, cps ...store.NewCheckpoint) int64 {
 		t.Helper()
 		r, err := db.CreateRun(ctx, store.Actor{}, e, store.NewRun{EnvironmentID: e.ID, Kind: store.RunReconcile, Checkpoints: cps})

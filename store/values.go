@@ -87,15 +87,7 @@ func (db *DB) StoredValues(ctx context.Context, envID int64) ([]StoredValue, err
 		FROM environment_values v LEFT JOIN users u ON u.id = v.updated_by
 		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL
 		ORDER BY v.name`, envID)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredValue, error) {
-		var s StoredValue
-		err := row.Scan(&s.Name, &s.Version, &s.UpdatedBy, &s.UpdatedAt)
-		return s, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: stored values: %w", err)
-	}
-	return out, nil
+	return collectStoredValues(rows)
 }
 
 // StoredValuesNamed lists the stored values among names, by name: the
@@ -106,15 +98,7 @@ func (db *DB) StoredValuesNamed(ctx context.Context, envID int64, names []string
 		FROM `+namedValues(`v.name, v.version, v.updated_by, v.updated_at`)+`
 		LEFT JOIN users u ON u.id = v.updated_by
 		ORDER BY v.name`, envID, names)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredValue, error) {
-		var s StoredValue
-		err := row.Scan(&s.Name, &s.Version, &s.UpdatedBy, &s.UpdatedAt)
-		return s, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: stored values: %w", err)
-	}
-	return out, nil
+	return collectStoredValues(rows)
 }
 
 // namedValues is the FROM item of environment $1's set values among the
@@ -204,6 +188,11 @@ func (db *DB) storedValuesWhere(ctx context.Context, where, page string, args ..
 		FROM environment_values v LEFT JOIN users u ON u.id = v.updated_by
 		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL AND `+where+`
 		ORDER BY v.name`+page, args...)
+	return collectStoredValues(rows)
+}
+
+// collectStoredValues reads rows of (name, version, set by, set at).
+func collectStoredValues(rows pgx.Rows) ([]StoredValue, error) {
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredValue, error) {
 		var s StoredValue
 		err := row.Scan(&s.Name, &s.Version, &s.UpdatedBy, &s.UpdatedAt)
