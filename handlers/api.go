@@ -236,7 +236,7 @@ func (h *API) ShowPlan(w http.ResponseWriter, r *http.Request) error {
 	dp.ForReader(role.Includes(store.RoleDeployer), u != nil && u.IsAdmin)
 	p := api.Plan{Revision: dp.To.Number, Latest: dp.Latest, FirstDeploy: dp.FirstDeploy, Rollback: dp.Rollback, Redeploy: dp.Redeploy,
 		CanStart:     dp.CanStart() && role.Includes(store.RoleDeployer) && (!dp.PublishesValues() || role.Includes(store.RoleAdmin)),
-		NeedsConfirm: len(dp.Destructive) > 0, MissingValues: nonNil(dp.MissingValues), OrphanedValues: nonNil(dp.OrphanedValues[:min(len(dp.OrphanedValues), views.OrphanedShown)]), OrphanedCount: len(dp.OrphanedValues),
+		NeedsConfirm: len(dp.Destructive) > 0, MissingValues: nonNil(dp.MissingValues), OrphanedValues: nonNil(dp.OrphanedValues[:min(len(dp.OrphanedValues), views.OrphanedShown)]), OrphanedCount: dp.OrphanedCount,
 		Destructive: nonNil(dp.Destructive), Refused: nonNil(dp.Refused), PublicValues: []string{},
 		Changes: []api.PlanChange{}, Hostnames: []api.Hostname{}}
 	if dp.From != nil {

@@ -108,7 +108,7 @@ func (h *Deploys) planPage(r *http.Request, svc *runs.Service, env *store.Enviro
 		Project: env.Project, Env: env.Name,
 		Revision: dp.To.Number, RevisionHash: dp.To.Hash, Latest: dp.Latest,
 		FirstDeploy: dp.FirstDeploy, Rollback: dp.Rollback, Redeploy: dp.Redeploy,
-		Missing: dp.MissingValues, Orphaned: dp.OrphanedValues, Destructive: dp.Destructive, Refused: dp.Refused, OtherCluster: dp.OtherCluster,
+		Missing: dp.MissingValues, Orphaned: dp.OrphanedValues, OrphanedCount: dp.OrphanedCount, Destructive: dp.Destructive, Refused: dp.Refused, OtherCluster: dp.OtherCluster,
 		ShowHostnames: role.Includes(store.RoleDeployer),
 		CanDeploy:     role.Includes(store.RoleDeployer),
 		CanStart:      dp.CanStart(),

@@ -73,7 +73,7 @@ func (h *Values) listPage(r *http.Request, env *store.Environment, role store.Ro
 	for _, s := range store.ValueStates(shown.Contract, stored) {
 		m.Rows = append(m.Rows, valueRow(s, uses))
 	}
-	_, orphaned, err := h.DB.OrphanedValues(ctx, env.ID, referenced, "", 0, 0)
+	orphaned, err := h.DB.OrphanedValueCount(ctx, env.ID, referenced, "")
 	if err != nil {
 		return views.ValuesPage{}, err
 	}
@@ -116,9 +116,12 @@ func (h *Values) listPage(r *http.Request, env *store.Environment, role store.Ro
 	}
 	// The page's rows: the referenced ones first, then the orphaned ones
 	// of the page, read from SQL by position among the orphaned names.
-	_, matchedOrphans, err := h.DB.OrphanedValues(ctx, env.ID, referenced, filter, 0, 0)
-	if err != nil {
-		return views.ValuesPage{}, err
+	// Without a filter, every orphaned value matches: counted above.
+	matchedOrphans := orphaned
+	if filter != "" {
+		if matchedOrphans, err = h.DB.OrphanedValueCount(ctx, env.ID, referenced, filter); err != nil {
+			return views.ValuesPage{}, err
+		}
 	}
 	m.Matched = len(m.Rows) + matchedOrphans
 	m.Page = 1
@@ -132,7 +135,7 @@ func (h *Values) listPage(r *http.Request, env *store.Environment, role store.Ro
 	m.Rows = append([]views.ValueRow(nil), ref[min(from, len(ref)):min(to, len(ref))]...)
 	if to > len(ref) {
 		offset := max(from, len(ref)) - len(ref)
-		orphans, _, err := h.DB.OrphanedValues(ctx, env.ID, referenced, filter, offset, to-max(from, len(ref)))
+		orphans, err := h.DB.OrphanedValuesPage(ctx, env.ID, referenced, filter, offset, to-max(from, len(ref)))
 		if err != nil {
 			return views.ValuesPage{}, err
 		}

@@ -29,8 +29,14 @@ type PlanInput struct {
 	// FromRevision and ToRevision are revision numbers; FromRevision is 0 on
 	// a first deploy.
 	FromRevision, ToRevision int
-	// StoredValues names the values set for the environment.
+	// StoredValues names the values set for the environment: all of
+	// them, or (with OrphanedCount) every set name the new revision
+	// references and the first OrphanedListed of the others, by name.
 	StoredValues []string
+	// OrphanedCount counts the set names the new revision does not
+	// reference when StoredValues lists only the first of them (0:
+	// StoredValues lists every set name).
+	OrphanedCount int
 	// BucketBytes is what each live bucket stores, by key.
 	BucketBytes map[string]int64
 	// Revisions are the definitions of every revision of the project, by
@@ -38,6 +44,10 @@ type PlanInput struct {
 	// hostname without an admin's typed consent (From and To count too).
 	Revisions map[int]*compiler.Definition
 }
+
+// OrphanedListed is how many orphaned names a deploy plan lists (the
+// deploy plan page and the API's plan); the others are counted.
+const OrphanedListed = 20
 
 // Plan is what a deploy would do.
 type Plan struct {
@@ -50,8 +60,12 @@ type Plan struct {
 	Changes  []ServiceChange
 	// MissingValues are required values that are not set: the deploy cannot start.
 	MissingValues []string
-	// OrphanedValues are stored values the new revision does not reference.
+	// OrphanedValues are stored values the new revision does not
+	// reference, by name: all of them, or the first OrphanedListed when
+	// the plan was made from those (PlanInput.OrphanedCount).
 	OrphanedValues []string
+	// OrphanedCount counts them all.
+	OrphanedCount int
 	// Destructive says why the deploy needs typed confirmation; empty when it does not.
 	Destructive []string
 	// Refused says why the deploy is refused outright; empty when it may go ahead.
@@ -210,6 +224,7 @@ func PlanDeploy(in PlanInput) *Plan {
 			p.OrphanedValues = append(p.OrphanedValues, n)
 		}
 	}
+	p.OrphanedCount = max(in.OrphanedCount, len(p.OrphanedValues))
 	revisions := maps.Clone(in.Revisions)
 	if revisions == nil {
 		revisions = map[int]*compiler.Definition{}

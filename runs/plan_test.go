@@ -167,3 +167,18 @@ func TestPlanFlagsAHostnameBuiltFromAValueUsedElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanCountsOrphanedValuesItWasNotGiven: a plan made from the set names
+// the revision references and the first orphaned ones (PlanInput's
+// OrphanedCount) lists those and counts them all (issue 41).
+func TestPlanCountsOrphanedValuesItWasNotGiven(t *testing.T) {
+	to := compile(t, planBase)
+	p := runs.PlanDeploy(runs.PlanInput{To: to, ToRevision: 1, StoredValues: []string{"OLD_B", "APP_DOMAIN", "OLD_A"}, OrphanedCount: 40})
+	if strings.Join(p.OrphanedValues, ",") != "OLD_A,OLD_B" || p.OrphanedCount != 40 || strings.Join(p.MissingValues, ",") != "API_TOKEN" {
+		t.Fatalf("orphaned %q count %d missing %q, want OLD_A,OLD_B of 40 and API_TOKEN missing", p.OrphanedValues, p.OrphanedCount, p.MissingValues)
+	}
+	p = runs.PlanDeploy(runs.PlanInput{To: to, ToRevision: 1, StoredValues: []string{"APP_DOMAIN", "OLD_A"}})
+	if p.OrphanedCount != 1 {
+		t.Fatalf("orphaned count without OrphanedCount = %d, want 1 (the names given)", p.OrphanedCount)
+	}
+}

@@ -236,9 +236,21 @@ func (s *Service) PlanDeploy(ctx context.Context, env *store.Environment, number
 			}
 		}
 	}
-	if in.StoredValues, err = s.DB.StoredValueNames(ctx, env.ID); err != nil {
+	// The set names the revision references, and the first orphaned ones
+	// with a count of them all: what the plan shows, not every stored
+	// name (an environment may hold thousands the manifest dropped).
+	referenced := store.ContractNames(to.Definition.ValueContract())
+	if in.StoredValues, err = s.DB.StoredValueNamesAmong(ctx, env.ID, referenced); err != nil {
 		return nil, err
 	}
+	orphaned, count, err := s.DB.OrphanedValues(ctx, env.ID, referenced, "", 0, OrphanedListed)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range orphaned {
+		in.StoredValues = append(in.StoredValues, v.Name)
+	}
+	in.OrphanedCount = count
 	dp.Plan = PlanDeploy(in)
 	if c, ok := platform.As[platform.DefinitionChecker](s.Platform); ok {
 		dp.Refused = append(dp.Refused, c.CheckDefinition(to.Definition)...)

@@ -196,15 +196,16 @@ type ProbeRecord struct {
 
 // LatestProbe returns the newest Issue TLS or domain-arrival checkpoint of
 // the environment that probed domain, among its last 200 runs; NotFound
-// when none did.
+// when none did. The runs are read as newestRunsOf reads them.
 func (db *DB) LatestProbe(ctx context.Context, envID int64, domain string) (*ProbeRecord, error) {
 	var p ProbeRecord
 	var at *time.Time
 	err := db.Pool.QueryRow(ctx, `
 		SELECT c.run_id, c.detail, COALESCE(c.finished_at, c.started_at)
-		FROM (SELECT id FROM runs WHERE environment_id = $1 ORDER BY id DESC LIMIT 200) r
+		FROM environments e CROSS JOIN LATERAL (
+		    SELECT id FROM runs WHERE environment_id = e.id ORDER BY id DESC LIMIT 200) r
 		JOIN run_checkpoints c ON c.run_id = r.id
-		WHERE c.kind IN ('issue-tls', 'probe')
+		WHERE e.id = $1 AND c.kind IN ('issue-tls', 'probe')
 		  AND (c.detail->'tls'->>'domain' = $2 AND c.detail->'tls' ? 'verdict' OR c.detail->'probe'->>'domain' = $2)
 		ORDER BY r.id DESC, c.position DESC LIMIT 1`, envID, domain).Scan(&p.RunID, &p.Detail, &at)
 	if errors.Is(err, pgx.ErrNoRows) {

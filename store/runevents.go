@@ -475,7 +475,7 @@ func (db *DB) EnvironmentEventsWithState(ctx context.Context, environmentID, aft
 	b.Queue(`SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id WHERE e.id = $1`, environmentID).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&env.ID, &env.ProjectID, &env.Project, &env.Name, &env.State, &env.ActiveRevisionID, &env.CreatedAt, &env.LastEventSeq)
 	})
-	b.Queue(`SELECT `+runColumns+` FROM runs r WHERE r.environment_id = $1 ORDER BY r.id DESC LIMIT $2`, environmentID, latest).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+runColumns+` FROM (`+newestRunsOf("")+`) r ORDER BY r.id DESC`, environmentID, latest).Query(func(rows pgx.Rows) error {
 		var err error
 		runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
 			r, err := scanRun(row)
@@ -501,12 +501,18 @@ func (db *DB) EnvironmentEventsWithState(ctx context.Context, environmentID, aft
 		}
 		return rows.Err()
 	})
+	// The runs the events concern, read by their ids (a primary-key probe
+	// each: a lateral subquery with LIMIT is never turned into a join).
+	// As "r.id IN (…)" or "r.id = ANY(ARRAY(…))", a generic plan read
+	// the environment's runs from the newest and filtered them: all of
+	// them (10,000 in the bench) for a replay of old events.
 	b.Queue(`
-		SELECT `+runColumns+` FROM runs r
-		WHERE r.environment_id = $1 AND r.id IN (
-			SELECT run_id FROM (
+		SELECT `+runColumns+` FROM (
+			SELECT DISTINCT run_id FROM (
 				SELECT run_id FROM environment_events
-				WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e)`, environmentID, after, limit).Query(func(rows pgx.Rows) error {
+				WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e
+			WHERE run_id IS NOT NULL) e
+		CROSS JOIN LATERAL (SELECT r.* FROM runs r WHERE r.id = e.run_id AND r.environment_id = $1 LIMIT 1) r`, environmentID, after, limit).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			r, err := scanRun(rows)
 			if err != nil {

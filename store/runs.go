@@ -393,23 +393,25 @@ func (db *DB) RunsWhere(ctx context.Context, envID int64, f RunFilter, limit int
 	// of "$2 = 0 OR id < $2" can use neither). With several statuses, each
 	// is read from the top of its own index range and the pages merged.
 	args := []any{envID, limit}
-	where := `r.environment_id = $1`
+	var cond string
 	if f.Before > 0 {
 		args = append(args, f.Before)
-		where += fmt.Sprintf(` AND r.id < $%d`, len(args))
+		cond += fmt.Sprintf(` AND r.id < $%d`, len(args))
 	}
 	if f.Kind != "" {
 		args = append(args, f.Kind)
-		where += fmt.Sprintf(` AND r.kind = $%d`, len(args))
+		cond += fmt.Sprintf(` AND r.kind = $%d`, len(args))
 	}
-	query := `SELECT ` + runColumns + ` FROM runs r WHERE ` + where + ` ORDER BY r.id DESC LIMIT $2`
+	query := `SELECT ` + runColumns + ` FROM (` + newestRunsOf(cond) + `) r`
 	if len(f.Statuses) > 0 {
 		parts := make([]string, 0, len(f.Statuses))
 		for _, st := range f.Statuses {
 			args = append(args, st)
-			parts = append(parts, fmt.Sprintf(`(SELECT r.* FROM runs r WHERE %s AND r.status = $%d ORDER BY r.id DESC LIMIT $2)`, where, len(args)))
+			parts = append(parts, `(`+newestRunsOf(cond+fmt.Sprintf(` AND r.status = $%d`, len(args)))+`)`)
 		}
 		query = `SELECT ` + runColumns + ` FROM (` + strings.Join(parts, ` UNION ALL `) + `) r ORDER BY r.id DESC LIMIT $2`
+	} else {
+		query += ` ORDER BY r.id DESC`
 	}
 	rows, _ := db.Pool.Query(ctx, query, args...)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
@@ -423,6 +425,22 @@ func (db *DB) RunsWhere(ctx context.Context, envID int64, f RunFilter, limit int
 		return nil, fmt.Errorf("store: runs: %w", err)
 	}
 	return out, nil
+}
+
+// newestRunsOf is the statement of environment $1's newest $2 runs that
+// cond (" AND …" over runs r, or "") lets through, newest first. The
+// runs are read through a lateral join on the environment's row, so that
+// the planner estimates them as an average environment's: an index range
+// of (environment_id, id DESC) read from its top, in every plan. Given
+// the environment as a constant, it would estimate a busy environment's
+// runs as a share of all and may walk the primary key backwards,
+// filtering out every other environment's newer runs: fast while the
+// environment's runs are the newest, a scan of the table when they are
+// old.
+func newestRunsOf(cond string) string {
+	return `SELECT r.* FROM environments e CROSS JOIN LATERAL (
+		SELECT r.* FROM runs r WHERE r.environment_id = e.id` + cond + ` ORDER BY r.id DESC LIMIT $2) r
+		WHERE e.id = $1`
 }
 
 // Checkpoints returns the run's checkpoints in order.

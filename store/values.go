@@ -87,21 +87,30 @@ func (db *DB) StoredValues(ctx context.Context, envID int64) ([]StoredValue, err
 		FROM environment_values v LEFT JOIN users u ON u.id = v.updated_by
 		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL
 		ORDER BY v.name`, envID)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredValue, error) {
-		var s StoredValue
-		err := row.Scan(&s.Name, &s.Version, &s.UpdatedBy, &s.UpdatedAt)
-		return s, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: stored values: %w", err)
-	}
-	return out, nil
+	return collectStoredValues(rows)
 }
 
 // StoredValuesNamed lists the stored values among names, by name: the
 // ones a contract references, read without the others.
 func (db *DB) StoredValuesNamed(ctx context.Context, envID int64, names []string) ([]StoredValue, error) {
-	return db.storedValuesWhere(ctx, `v.name = ANY($2)`, "", envID, names)
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT v.name, v.version, `+userDisplayName+`, v.updated_at
+		FROM `+namedValues(`v.name, v.version, v.updated_by, v.updated_at`)+`
+		LEFT JOIN users u ON u.id = v.updated_by
+		ORDER BY v.name`, envID, names)
+	return collectStoredValues(rows)
+}
+
+// namedValues is the FROM item of environment $1's set values among the
+// names $2, with columns of environment_values v: one primary-key probe
+// per name (a lateral subquery with LIMIT is never turned into a join),
+// whatever the number of values the environment holds. As "v.name =
+// ANY($2)", a generic plan read every set name of the environment and
+// filtered them (2,000 for three).
+func namedValues(columns string) string {
+	return `(SELECT DISTINCT unnest($2::text[]) AS name) n CROSS JOIN LATERAL (
+		SELECT ` + columns + ` FROM environment_values v
+		WHERE v.environment_id = $1 AND v.name = n.name AND v.ciphertext IS NOT NULL LIMIT 1) v`
 }
 
 // OrphanedValues counts the stored values of the environment whose names
@@ -110,22 +119,42 @@ func (db *DB) StoredValuesNamed(ctx context.Context, envID int64, names []string
 // count is an index-only scan of environment_values_set_idx: names only,
 // never the sealed values, so it stays small next to a page.
 func (db *DB) OrphanedValues(ctx context.Context, envID int64, referenced []string, filter string, offset, limit int) ([]StoredValue, int, error) {
+	n, err := db.OrphanedValueCount(ctx, envID, referenced, filter)
+	if err != nil || limit <= 0 || offset >= n {
+		return nil, n, err
+	}
+	out, err := db.OrphanedValuesPage(ctx, envID, referenced, filter, offset, limit)
+	return out, n, err
+}
+
+// OrphanedValueCount is OrphanedValues' count alone.
+func (db *DB) OrphanedValueCount(ctx context.Context, envID int64, referenced []string, filter string) (int, error) {
+	where, args := orphanedWhere(envID, referenced, filter)
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM environment_values v
+		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL AND `+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: orphaned values: %w", err)
+	}
+	return n, nil
+}
+
+// OrphanedValuesPage is OrphanedValues' page alone, for a caller that
+// has counted them already.
+func (db *DB) OrphanedValuesPage(ctx context.Context, envID int64, referenced []string, filter string, offset, limit int) ([]StoredValue, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	where, args := orphanedWhere(envID, referenced, filter)
+	return db.storedValuesWhere(ctx, where, fmt.Sprintf(` OFFSET %d LIMIT %d`, max(offset, 0), limit), args...)
+}
+
+func orphanedWhere(envID int64, referenced []string, filter string) (string, []any) {
 	where, args := `v.name <> ALL($2)`, []any{envID, referenced}
 	if filter != "" {
 		where += ` AND strpos(lower(v.name), lower($3)) > 0`
 		args = append(args, filter)
 	}
-	var n int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM environment_values v
-		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL AND `+where, args...).Scan(&n); err != nil {
-		return nil, 0, fmt.Errorf("store: orphaned values: %w", err)
-	}
-	if limit <= 0 || offset >= n {
-		return nil, n, nil
-	}
-	page := fmt.Sprintf(` OFFSET %d LIMIT %d`, max(offset, 0), limit)
-	out, err := db.storedValuesWhere(ctx, where, page, args...)
-	return out, n, err
+	return where, args
 }
 
 // StoredValueNames lists the names of the environment's set values, by
@@ -133,6 +162,17 @@ func (db *DB) OrphanedValues(ctx context.Context, envID int64, referenced []stri
 func (db *DB) StoredValueNames(ctx context.Context, envID int64) ([]string, error) {
 	rows, _ := db.Pool.Query(ctx, `SELECT name FROM environment_values
 		WHERE environment_id = $1 AND ciphertext IS NOT NULL ORDER BY name`, envID)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: stored value names: %w", err)
+	}
+	return out, nil
+}
+
+// StoredValueNamesAmong lists which of names are set for the
+// environment, by name (a probe per name: namedValues).
+func (db *DB) StoredValueNamesAmong(ctx context.Context, envID int64, names []string) ([]string, error) {
+	rows, _ := db.Pool.Query(ctx, `SELECT v.name FROM `+namedValues(`v.name`)+` ORDER BY v.name`, envID, names)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("store: stored value names: %w", err)
@@ -148,6 +188,11 @@ func (db *DB) storedValuesWhere(ctx context.Context, where, page string, args ..
 		FROM environment_values v LEFT JOIN users u ON u.id = v.updated_by
 		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL AND `+where+`
 		ORDER BY v.name`+page, args...)
+	return collectStoredValues(rows)
+}
+
+// collectStoredValues reads rows of (name, version, set by, set at).
+func collectStoredValues(rows pgx.Rows) ([]StoredValue, error) {
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredValue, error) {
 		var s StoredValue
 		err := row.Scan(&s.Name, &s.Version, &s.UpdatedBy, &s.UpdatedAt)

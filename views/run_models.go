@@ -3,6 +3,8 @@ package views
 import (
 	"strconv"
 	"time"
+
+	"github.com/skali-dev/studio/runs"
 )
 
 // RunView is a run as its header and the runs lists show it.
@@ -250,10 +252,12 @@ type DeployPlanPage struct {
 	Redeploy     bool
 	Changes      []PlanChangeView
 	Missing      []string
-	// Orphaned lists the orphaned names; the page shows OrphanedShown.
-	Orphaned    []string
-	Destructive []string
-	Refused     []string
+	// Orphaned lists the first orphaned names; the page shows
+	// OrphanedShown of them and links the others, OrphanedCount in all.
+	Orphaned      []string
+	OrphanedCount int
+	Destructive   []string
+	Refused       []string
 	// OtherCluster says the active revision runs on another cluster, so
 	// the plan deploys everything (runs.DeployPlan.OtherCluster).
 	OtherCluster string
@@ -389,4 +393,9 @@ func hasPending(svcs []ServiceStateView) bool {
 
 // OrphanedShown is how many orphaned names the deploy plan lists; it links
 // to the values page for the others.
-const OrphanedShown = 20
+const OrphanedShown = runs.OrphanedListed
+
+// OrphanedMore is how many orphaned names the page does not list.
+func (m DeployPlanPage) OrphanedMore() int {
+	return max(m.OrphanedCount, len(m.Orphaned)) - min(len(m.Orphaned), OrphanedShown)
+}

@@ -276,4 +276,17 @@ func TestAPIPlanBoundsOrphanedValues(t *testing.T) {
 	if count != 25 || strings.Join(names, ",") != strings.Join(want[:20], ",") {
 		t.Fatalf("with 25 orphaned values the plan lists %q and counts %d, want the first 20 in name order and 25", names, count)
 	}
+	// The deploy plan page lists the same 20 and links the other 5.
+	resp, err := ops.Get(s.URL + "/projects/hello-world/environments/production/deploys/new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	html := string(page)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(html, "and 5 more on the values page") ||
+		!strings.Contains(html, "<code>"+want[19]+"</code>") || strings.Contains(html, want[20]) {
+		t.Fatalf("deploy plan page = %d, want the first 20 orphaned names and \"and 5 more on the values page\"; orphaned card: %.2000s",
+			resp.StatusCode, html[max(0, strings.Index(html, `id="orphaned"`)):])
+	}
 }

@@ -62,15 +62,34 @@ func busy(inst *installation) []any { return []any{inst.busy.ID} }
 // plannedStatements are the statements of issue 41's causes, as the store
 // sends them, with the busy environment's arguments.
 var plannedStatements = []planned{
-	{"runs list, deep page", `SELECT r.id FROM runs r WHERE r.environment_id = $1 AND r.id < $2 ORDER BY r.id DESC LIMIT 20`,
-		func(i *installation) []any { return []any{i.busy.ID, i.runID - 5000} }},
-	{"runs list, by kind", `SELECT r.id FROM runs r WHERE r.environment_id = $1 AND r.kind = $2 ORDER BY r.id DESC LIMIT 20`,
-		func(i *installation) []any { return []any{i.busy.ID, "restore"} }},
+	{"runs list, first page", `SELECT r.id FROM (SELECT r.* FROM environments e CROSS JOIN LATERAL (
+			SELECT r.* FROM runs r WHERE r.environment_id = e.id ORDER BY r.id DESC LIMIT $2) r WHERE e.id = $1) r ORDER BY r.id DESC`,
+		func(i *installation) []any { return []any{i.busy.ID, 101} }},
+	{"runs list, deep page", `SELECT r.id FROM (SELECT r.* FROM environments e CROSS JOIN LATERAL (
+			SELECT r.* FROM runs r WHERE r.environment_id = e.id AND r.id < $3 ORDER BY r.id DESC LIMIT $2) r WHERE e.id = $1) r ORDER BY r.id DESC`,
+		func(i *installation) []any { return []any{i.busy.ID, 101, i.runID - 5000} }},
+	{"runs list, by kind", `SELECT r.id FROM (SELECT r.* FROM environments e CROSS JOIN LATERAL (
+			SELECT r.* FROM runs r WHERE r.environment_id = e.id AND r.kind = $3 ORDER BY r.id DESC LIMIT $2) r WHERE e.id = $1) r ORDER BY r.id DESC`,
+		func(i *installation) []any { return []any{i.busy.ID, 101, "restore"} }},
 	{"runs list, by status", `SELECT r.id FROM (
-			(SELECT r.* FROM runs r WHERE r.environment_id = $1 AND r.status = $3 ORDER BY r.id DESC LIMIT $2)
-			UNION ALL (SELECT r.* FROM runs r WHERE r.environment_id = $1 AND r.status = $4 ORDER BY r.id DESC LIMIT $2)) r
+			(SELECT r.* FROM environments e CROSS JOIN LATERAL (SELECT r.* FROM runs r WHERE r.environment_id = e.id AND r.status = $3 ORDER BY r.id DESC LIMIT $2) r WHERE e.id = $1)
+			UNION ALL (SELECT r.* FROM environments e CROSS JOIN LATERAL (SELECT r.* FROM runs r WHERE r.environment_id = e.id AND r.status = $4 ORDER BY r.id DESC LIMIT $2) r WHERE e.id = $1)) r
 		ORDER BY r.id DESC LIMIT $2`,
-		func(i *installation) []any { return []any{i.busy.ID, 20, "failed", "cancelled"} }},
+		func(i *installation) []any { return []any{i.busy.ID, 101, "failed", "rejected"} }},
+	{"stream: the runs its events concern", `SELECT r.id FROM (SELECT DISTINCT run_id FROM (
+			SELECT run_id FROM environment_events WHERE environment_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e WHERE run_id IS NOT NULL) e
+		CROSS JOIN LATERAL (SELECT r.* FROM runs r WHERE r.id = e.run_id AND r.environment_id = $1 LIMIT 1) r`,
+		func(i *installation) []any { return []any{i.busy.ID, int64(0), 500} }},
+	{"deploy plan: set names the revision references", `SELECT v.name FROM (SELECT DISTINCT unnest($2::text[]) AS name) n CROSS JOIN LATERAL (
+		SELECT v.name FROM environment_values v WHERE v.environment_id = $1 AND v.name = n.name AND v.ciphertext IS NOT NULL LIMIT 1) v ORDER BY v.name`,
+		func(i *installation) []any {
+			return []any{i.busy.ID, []string{"APP_DOMAIN", "DATABASE_PASSWORD", "SMTP_URL"}}
+		}},
+	{"deploy plan: the first orphaned values", `SELECT v.name FROM environment_values v LEFT JOIN users u ON u.id = v.updated_by
+		WHERE v.environment_id = $1 AND v.ciphertext IS NOT NULL AND v.name <> ALL($2) ORDER BY v.name OFFSET 0 LIMIT 20`,
+		func(i *installation) []any {
+			return []any{i.busy.ID, []string{"APP_DOMAIN", "DATABASE_PASSWORD", "SMTP_URL"}}
+		}},
 	{"active release", `SELECT id FROM runs WHERE environment_id = $1 AND kind = 'deploy'
 		AND status IN ('succeeded', 'succeeded-with-warnings') AND revision_id IS NOT NULL ORDER BY finished_at DESC, id DESC LIMIT 1`, busy},
 	{"queued runs (metrics)", `SELECT count(*) FROM runs WHERE status IN ('pending', 'running', 'waiting')`, func(*installation) []any { return nil }},

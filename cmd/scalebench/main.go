@@ -34,6 +34,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -59,6 +60,7 @@ type options struct {
 	only    string
 	explain bool
 	profile string
+	keep    string
 }
 
 func main() {
@@ -69,6 +71,7 @@ func main() {
 	flag.IntVar(&o.values, "values", 2000, "values in the large installation's busy environment (each with 10 versions)")
 	flag.StringVar(&o.only, "only", "", "time only the pages whose name contains this (several: separated by commas)")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the timed samples (both installations; the Studio runs in this process) to this file")
+	flag.StringVar(&o.keep, "keep", "", "keep the installations in this directory and use them again on the next run with the same directory (the program's code may change in between: migrations run; the sizes are those of the first run)")
 	flag.BoolVar(&o.explain, "explain", false, "print the plans of the slowest statements of the large installation (pg_stat_statements is not needed: the bench EXPLAINs what it knows)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -128,11 +131,16 @@ type installation struct {
 
 func run(o options) error {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "scalebench-")
-	if err != nil {
+	dir := o.keep
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "scalebench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
 	pg, err := pgserver.Start(ctx, pgserver.Options{Dir: dir, Ephemeral: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err
@@ -149,13 +157,34 @@ func run(o options) error {
 		name string
 		size sizes
 	}{{"small", small()}, {"large", o.large()}} {
-		if _, err := admin.Exec(ctx, "CREATE DATABASE "+in.name); err != nil {
+		var exists bool
+		if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, in.name).Scan(&exists); err != nil {
 			return err
+		}
+		if exists {
+			var built bool
+			_ = admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, in.name+"_built").Scan(&built)
+			if !built {
+				// A build that did not finish: start again.
+				if _, err := admin.Exec(ctx, "DROP DATABASE "+in.name); err != nil {
+					return err
+				}
+				exists = false
+			}
+		}
+		if !exists {
+			if _, err := admin.Exec(ctx, "CREATE DATABASE "+in.name); err != nil {
+				return err
+			}
 		}
 		u, _ := url.Parse(pg.URL())
 		u.Path = "/" + in.name
 		start := time.Now()
-		inst, err := build(ctx, in.name, in.size, u.String())
+		inst, err := build(ctx, in.name, in.size, u.String(), filepath.Join(dir, in.name+".key"), exists)
+		if err == nil && !exists {
+			// Marks the installation as built, for -keep.
+			_, err = admin.Exec(ctx, "CREATE DATABASE "+in.name+"_built")
+		}
 		if err != nil {
 			return fmt.Errorf("%s installation: %w", in.name, err)
 		}
@@ -183,7 +212,9 @@ applications:
 
 // build writes the sample through the product's store, copies it up to
 // the sizes and serves the Studio against the database.
-func build(ctx context.Context, name string, sz sizes, dbURL string) (*installation, error) {
+// With reuse, the database was built by an earlier run (-keep): only the
+// Studio is served against it.
+func build(ctx context.Context, name string, sz sizes, dbURL, keyFile string, reuse bool) (*installation, error) {
 	db, err := store.Open(ctx, dbURL)
 	if err != nil {
 		return nil, err
@@ -191,7 +222,7 @@ func build(ctx context.Context, name string, sz sizes, dbURL string) (*installat
 	if _, err := db.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	keys, err := store.OpenKeyring(ctx, db, store.KeyringOptions{SecretKey: store.GenerateKey()})
+	keys, err := store.OpenKeyring(ctx, db, store.KeyringOptions{KeyFile: keyFile})
 	if err != nil {
 		return nil, err
 	}
@@ -201,12 +232,17 @@ func build(ctx context.Context, name string, sz sizes, dbURL string) (*installat
 	hub := events.NewHub(db, events.HubOptions{Logger: logger, LatestRuns: views.LatestRunsShown})
 	metrics := web.NewMetrics(db)
 	var handler http.Handler
+	// Each request is labelled with its installation, so that a CPU
+	// profile shows them apart: go tool pprof -tagfocus inst=large.
+	labels := pprof.Labels("inst", name)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/metrics" {
-			metrics.Handler().ServeHTTP(w, r)
-			return
-		}
-		handler.ServeHTTP(w, r)
+		pprof.Do(r.Context(), labels, func(context.Context) {
+			if r.URL.Path == "/metrics" {
+				metrics.Handler().ServeHTTP(w, r)
+				return
+			}
+			handler.ServeHTTP(w, r)
+		})
 	}))
 	lp, _, err := local.New(ctx, db, vault, local.Options{Resolver: noDNS{}})
 	if err != nil {
@@ -224,6 +260,17 @@ func build(ctx context.Context, name string, sz sizes, dbURL string) (*installat
 	}
 	me.IsAdmin = true
 	actor := store.Actor{User: &me}
+	if reuse {
+		if inst.busy, err = db.EnvironmentByName(ctx, "shop", "production"); err != nil {
+			return nil, err
+		}
+		if _, inst.token, err = db.CreateToken(ctx, actor, store.NewToken{Name: "bench", Days: 30,
+			Scope: []store.TokenGrant{{EnvironmentID: inst.busy.ID, Project: "shop", Environment: "production", Role: store.RoleAdmin}}}); err != nil {
+			return nil, err
+		}
+		err = db.Pool.QueryRow(ctx, `SELECT max(id) FROM runs WHERE environment_id = $1 AND kind = 'deploy' AND finished_at IS NOT NULL`, inst.busy.ID).Scan(&inst.runID)
+		return inst, err
+	}
 
 	// The sample, through the product's own writes.
 	mk := func(project string) (*store.Project, error) {
