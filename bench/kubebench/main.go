@@ -25,9 +25,9 @@
 // application's image with real readiness probes and a release command
 // that runs; there is no slow row.
 //
-//	go run ./cmd/kubebench                      # starts the test cluster
-//	go run ./cmd/kubebench -kubeconfig /tmp/skali-cluster/kubeconfig
-//	go run ./cmd/kubebench -nodes real -iterations 3 -services 1,3
+//	go run ./kubebench                      # starts the test cluster
+//	go run ./kubebench -kubeconfig /tmp/skali-cluster/kubeconfig
+//	go run ./kubebench -nodes real -iterations 3 -services 1,3
 package main
 
 import (

@@ -24,7 +24,7 @@
 // watcher's kernel received it (SO_TIMESTAMPNS), which does not depend on
 // when the bench got to run. The time the bench read it is shown too.
 //
-//	go run ./cmd/streambench -watchers 1,100,1000 -idle 10000
+//	go run ./streambench -watchers 1,100,1000 -idle 10000
 package main
 
 import (

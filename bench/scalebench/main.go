@@ -16,8 +16,8 @@
 // times each page and call against both, back to back and alternating, and
 // prints p50 and p99 of each, their large/small ratios and the page's size.
 //
-//	go run ./cmd/scalebench              # the sizes (a few minutes)
-//	go run ./cmd/scalebench -scale 0.05  # a quick run
+//	go run ./scalebench              # the sizes (a few minutes)
+//	go run ./scalebench -scale 0.05  # a quick run
 package main
 
 import (
