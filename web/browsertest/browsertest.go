@@ -8,13 +8,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 )
 
-// Browser is one headless Chromium with one tab.
+// Browser is one tab, in a browser context of its own, of the package's
+// headless Chromium.
 type Browser struct {
 	// Ctx runs chromedp actions in the tab.
 	Ctx context.Context
@@ -37,9 +39,10 @@ func chromiumPath() string {
 	return ""
 }
 
-// New starts a headless Chromium for the test and closes it when the test
-// ends. Without Chromium the test fails on CI (CI=true) and is skipped
-// elsewhere with a message saying how to install it.
+// New opens a tab for the test in the package's headless Chromium, in a
+// browser context of its own, and closes both when the test ends. Without
+// Chromium the test fails on CI (CI=true) and is skipped elsewhere with a
+// message saying how to install it.
 func New(tb testing.TB) *Browser {
 	tb.Helper()
 	return NewFor(tb, 90*time.Second)
@@ -47,6 +50,13 @@ func New(tb testing.TB) *Browser {
 
 // NewFor is New for a test whose actions may take up to limit in all (a
 // walk through every page at several sizes).
+//
+// Every test of a package shares one Chromium process (started by the
+// first test that asks for it, stopped by Shutdown from TestMain), and each
+// test gets a new browser context in it: its own cookies, storage, cache
+// and tabs, as a fresh incognito window has, so tests can run in parallel
+// without seeing each other's sessions. Starting one Chromium per test cost
+// about a second of a busy two-core machine each.
 func NewFor(tb testing.TB, limit time.Duration) *Browser {
 	tb.Helper()
 	path := chromiumPath()
@@ -56,6 +66,45 @@ func NewFor(tb testing.TB, limit time.Duration) *Browser {
 		}
 		tb.Skip("browsertest: Chromium is not installed; install it with 'apt-get install -y chromium' to run browser tests")
 	}
+	root, err := sharedBrowser(path)
+	if err != nil {
+		tb.Fatalf("browsertest: start Chromium: %v", err)
+	}
+	ctx, cancelTab := chromedp.NewContext(root, chromedp.WithNewBrowserContext())
+	tb.Cleanup(cancelTab)
+	// The first action opens the tab; later actions are bounded, so a hung
+	// page fails the test instead of hanging CI.
+	if err := chromedp.Do(ctx); err != nil {
+		tb.Fatalf("browsertest: open a tab: %v", err)
+	}
+	bounded, cancelTimeout := context.WithTimeout(ctx, limit)
+	tb.Cleanup(cancelTimeout)
+	return &Browser{Ctx: bounded, tb: tb}
+}
+
+// shared is the package's one Chromium: the context of its first tab (which
+// only starts it; tests open tabs of their own) and what stops it.
+var shared struct {
+	mu          sync.Mutex
+	ctx         context.Context
+	cancelTab   context.CancelFunc
+	cancelAlloc context.CancelFunc
+	dir         string
+}
+
+// sharedBrowser returns the context of the package's Chromium, starting it
+// when it is not running (the first test, or one after Chromium died).
+func sharedBrowser(path string) (context.Context, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.ctx != nil && shared.ctx.Err() == nil {
+		return shared.ctx, nil
+	}
+	stopLocked()
+	dir, err := os.MkdirTemp("", "studio-chromium-")
+	if err != nil {
+		return nil, err
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless,
@@ -63,7 +112,7 @@ func NewFor(tb testing.TB, limit time.Duration) *Browser {
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(tb.TempDir()),
+		chromedp.UserDataDir(dir),
 		chromedp.WindowSize(1280, 900),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
@@ -72,22 +121,42 @@ func NewFor(tb testing.TB, limit time.Duration) *Browser {
 		chromedp.Flag("disable-extensions", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("no-proxy-server", true),
+		// Tabs of parallel tests are all "in the background" for Chromium:
+		// their timers and rendering must run at full speed all the same.
+		chromedp.Flag("disable-background-timer-throttling", true),
+		chromedp.Flag("disable-backgrounding-occluded-windows", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
-	tb.Cleanup(func() {
+	// The first action starts the browser and must not carry a timeout (it
+	// would stop the browser).
+	if err := chromedp.Do(ctx); err != nil {
 		cancelTab()
 		cancelAlloc()
-	})
-	// The first action starts the browser and must not carry a timeout (it
-	// would stop the browser); later actions are bounded, so a hung page
-	// fails the test instead of hanging CI.
-	if err := chromedp.Do(ctx); err != nil {
-		tb.Fatalf("browsertest: start Chromium: %v", err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	bounded, cancelTimeout := context.WithTimeout(ctx, limit)
-	tb.Cleanup(cancelTimeout)
-	return &Browser{Ctx: bounded, tb: tb}
+	shared.ctx, shared.cancelTab, shared.cancelAlloc, shared.dir = ctx, cancelTab, cancelAlloc, dir
+	return ctx, nil
+}
+
+// Shutdown stops the package's Chromium, if a test started it. Call it from
+// TestMain after the tests ran (storetest.Main(m, browsertest.Shutdown)), so
+// no browser outlives the test binary.
+func Shutdown() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	stopLocked()
+}
+
+func stopLocked() {
+	if shared.cancelTab != nil {
+		shared.cancelTab()
+		shared.cancelAlloc()
+		os.RemoveAll(shared.dir)
+	}
+	shared.ctx, shared.cancelTab, shared.cancelAlloc, shared.dir = nil, nil, nil, ""
 }
 
 // Do runs steps in the tab and fails the test on error.
