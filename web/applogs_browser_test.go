@@ -14,6 +14,7 @@ import (
 // appear without a reload, masked; the page's lines before any script are
 // what the server rendered.
 func TestBrowserFollowsAnApplicationsLogLive(t *testing.T) {
+	t.Parallel()
 	s, _, _ := logsWiki(t)
 
 	b := browsertest.New(t)

@@ -18,6 +18,7 @@ import (
 // while the caret is in it and in the list under the editor, the caret
 // stays where it was), then fixed (the marker goes away).
 func TestBrowserDiagnosticsAsYouType(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	b := browsertest.New(t)
 	prod := readExample(t, "production")
@@ -121,6 +122,7 @@ func TestBrowserDiagnosticsAsYouType(t *testing.T) {
 // their descriptions come from the compiler's table (through the schema).
 // Hovering a key shows its description.
 func TestBrowserCompletion(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	b := browsertest.New(t)
 	src := "name: shop\napplications:\n  web:\n    image: nginx\n    ports:\n      http: {port: 80}\n    routes:\n      public:\n        domain: a.example.com\n        port: http\n"

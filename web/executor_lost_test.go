@@ -21,6 +21,7 @@ import (
 // the environment page all say "executor lost · resuming" while the run's
 // machine status stays running.
 func TestARunWhoseExecutorIsLostSaysSoLiveAndOnEveryPage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
@@ -88,6 +89,7 @@ func TestARunWhoseExecutorIsLostSaysSoLiveAndOnEveryPage(t *testing.T) {
 // is marked lost: the heading says so live, with the machine status still
 // running, and the page offers Cancel.
 func TestBrowserRunPageShowsItsExecutorLostWithoutAReload(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")

@@ -48,6 +48,7 @@ var longLine = "name: hello-world\ndescription: " + strings.Repeat("a-very-long-
 // STUDIO_DOCS_SCREENSHOTS=1 remakes the README's screenshots of the main
 // pages in docs/screenshots.
 func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("visits every page four times")
 	}
