@@ -96,7 +96,8 @@ func TestBrowserDiagnosticsAsYouType(t *testing.T) {
 	for _, w := range []int64{1280, 390} {
 		b.Emulate(w, "light")
 		b.Do(chromedp.Evaluate[chromedp.Void](`(() => { const ta = document.getElementById("manifest"); ta.focus(); ta.dispatchEvent(new Event("keyup")); document.querySelector(".editor").scrollIntoView({block: "center"}); })()`),
-			chromedp.Sleep(100*time.Millisecond))
+			// The caret's tip (a keyup handler) painted: two frames later.
+			chromedp.Evaluate[chromedp.Void](`new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())))`, chromedp.EvalAwaitPromise))
 		b.Screenshot("diagnostics-as-you-type-" + itoa(int(w)))
 	}
 	b.Emulate(1280, "light")

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
@@ -276,4 +278,54 @@ func (b *Browser) seen() string {
 		return "(unreadable: " + err.Error() + ")"
 	}
 	return s
+}
+
+// Session is what a tab holds for the person using it: its page's origin
+// and cookies, and what is left of its time limit. Open opens the same
+// session in another window.
+type Session struct {
+	origin  string
+	cookies []*network.Cookie
+	limit   time.Duration
+}
+
+// Session reads the cookies b holds for its current page.
+func (b *Browser) Session() Session {
+	b.tb.Helper()
+	s := Session{origin: Eval[string](b, `location.origin`), limit: 90 * time.Second}
+	b.Do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		res, err := cdp.Call(ctx, t, network.GetCookies, network.GetCookiesParams{})
+		s.cookies = res.Cookies
+		return err
+	}))
+	if deadline, ok := b.Ctx.Deadline(); ok {
+		s.limit = time.Until(deadline)
+	}
+	return s
+}
+
+// Open opens, for tb, a tab in a browser context of its own that holds the
+// session's cookies: the same person, signed in the same way, in a second
+// window. Its actions are bounded by what was left of the first tab's
+// limit. Tests that walk pages at several sizes at once give each size a
+// window of its own.
+func (s Session) Open(tb testing.TB) *Browser {
+	tb.Helper()
+	b := NewFor(tb, s.limit)
+	params := make([]*network.CookieParam, 0, len(s.cookies))
+	for _, c := range s.cookies {
+		p := &network.CookieParam{Name: c.Name, Value: c.Value, URL: s.origin, Path: c.Path,
+			Secure: c.Secure, HTTPOnly: c.HTTPOnly, SameSite: c.SameSite}
+		if !c.Session {
+			p.Expires = cdp.TimeSinceEpoch(c.Expires)
+		}
+		params = append(params, p)
+	}
+	if len(params) > 0 {
+		b.Do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, network.SetCookies, network.SetCookiesParams{Cookies: params})
+			return err
+		}))
+	}
+	return b
 }
