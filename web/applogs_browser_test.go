@@ -59,7 +59,7 @@ func TestBrowserFollowsAnApplicationsLogLive(t *testing.T) {
 	// Each state of the page fits a phone, keeps its controls in sight and
 	// passes axe-core, light and dark.
 	logs := wikiEnv + "/apps/web/logs"
-	visitAll(t, b, s, []page{
+	visitInTurn(t, b, s, []page{
 		{name: "app-logs", path: logs},
 		{name: "app-logs-search", path: logs + "?q=cookie&since=15m"},
 		{name: "app-logs-previous-none", path: logs + "?previous=1"},

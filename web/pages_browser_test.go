@@ -222,6 +222,20 @@ func visitAll(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []p
 	})
 }
 
+// visitInTurn is visitAll in b alone, one width and scheme after another,
+// for a page that follows a live stream: four windows following at once
+// slow each other down more than they gain (the live app-logs page took
+// 40 s instead of 3 in each of four parallel windows).
+func visitInTurn(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page) {
+	t.Helper()
+	docs := os.Getenv("STUDIO_DOCS_SCREENSHOTS") == "1"
+	for _, width := range []int64{1280, 390} {
+		for _, scheme := range []string{"light", "dark"} {
+			visitAt(t, b, s, pages, width, scheme, docs)
+		}
+	}
+}
+
 // visitAt is one walk of visitAll: every page at one width and scheme.
 func visitAt(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page, width int64, scheme string, docs bool) {
 	b.Emulate(width, scheme)
