@@ -17,7 +17,10 @@ func TestBrowserFollowsAnApplicationsLogLive(t *testing.T) {
 	t.Parallel()
 	s, _, _ := logsWiki(t)
 
-	b := browsertest.New(t)
+	// Following the log, then sixteen page visits checked by axe-core (see
+	// visitInTurn), beside other tests: minutes on a busy two-core machine,
+	// as the other walks allow.
+	b := browsertest.NewFor(t, 5*time.Minute)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
 	b.Do(chromedp.Navigate(s.URL+wikiEnv), chromedp.WaitVisible(chromedp.CSS(`[data-app="web"] [data-testid="app-logs"]`)))
 	b.Screenshot("environment-app-logs-link")

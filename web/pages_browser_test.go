@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,23 +204,26 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 
 // visitAll visits pages at two widths, light and dark, signed in as b
 // is. Each width and scheme walks in a window of its own (a browser context
-// with b's cookies), the four in parallel: a walk only reads (the forms it
-// fills are refused), so they share the Studio. It returns when all four
-// are done, so the caller may change what the pages show afterwards.
+// with b's cookies), the four at once: a walk only reads (the forms it
+// fills are refused), so they share the Studio. The four run inside the
+// caller's test (not as parallel subtests, which would queue behind other
+// tests while b's time limit runs), and visitAll returns when all four are
+// done, so the caller may then change what the pages show.
 func visitAll(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page) {
 	t.Helper()
 	docs := os.Getenv("STUDIO_DOCS_SCREENSHOTS") == "1"
 	session := b.Session()
-	t.Run("walk", func(t *testing.T) {
-		for _, width := range []int64{1280, 390} {
-			for _, scheme := range []string{"light", "dark"} {
+	var walks sync.WaitGroup
+	for _, width := range []int64{1280, 390} {
+		for _, scheme := range []string{"light", "dark"} {
+			walks.Go(func() {
 				t.Run(strconv.FormatInt(width, 10)+"-"+scheme, func(t *testing.T) {
-					t.Parallel()
 					visitAt(t, session.Open(t), s, pages, width, scheme, docs)
 				})
-			}
+			})
 		}
-	})
+	}
+	walks.Wait()
 }
 
 // visitInTurn is visitAll in b alone, one width and scheme after another,
