@@ -68,6 +68,7 @@ func problemDetail(t *testing.T, resp *http.Response, body string) string {
 }
 
 func TestAPITokenScopeRolesRevocationAndExpiry(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithAdmins("root@example.test"), webtest.WithDeploys(&webtest.Deploys{}))
 	prod := s.CreateEnvironment(t, "", "production")
 	staging := s.CreateEnvironment(t, "", "staging")
@@ -202,6 +203,7 @@ func TestAPITokenScopeRolesRevocationAndExpiry(t *testing.T) {
 }
 
 func TestAPIRateLimitPerToken(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, func(d *web.Deps) { d.APIRequests = web.RateLimit{Burst: 3, Every: time.Hour} })
 	env := s.CreateEnvironment(t, "", "production")
 	s.AddMember(t, env, "ci@example.test", store.RoleViewer)
@@ -239,6 +241,7 @@ func jsonField(t *testing.T, body, field string) string {
 // names and counts them all, so that an environment with thousands of
 // stored names the manifest dropped answers a plan of the same size.
 func TestAPIPlanBoundsOrphanedValues(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	env := s.CreateEnvironment(t, "", "production")
 	s.AddMember(t, env, "ops@example.test", store.RoleAdmin)

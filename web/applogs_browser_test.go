@@ -14,9 +14,13 @@ import (
 // appear without a reload, masked; the page's lines before any script are
 // what the server rendered.
 func TestBrowserFollowsAnApplicationsLogLive(t *testing.T) {
+	t.Parallel()
 	s, _, _ := logsWiki(t)
 
-	b := browsertest.New(t)
+	// Following the log, then sixteen page visits checked by axe-core (see
+	// visitInTurn), beside other tests: minutes on a busy two-core machine,
+	// as the other walks allow.
+	b := browsertest.NewFor(t, 5*time.Minute)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
 	b.Do(chromedp.Navigate(s.URL+wikiEnv), chromedp.WaitVisible(chromedp.CSS(`[data-app="web"] [data-testid="app-logs"]`)))
 	b.Screenshot("environment-app-logs-link")
@@ -58,7 +62,7 @@ func TestBrowserFollowsAnApplicationsLogLive(t *testing.T) {
 	// Each state of the page fits a phone, keeps its controls in sight and
 	// passes axe-core, light and dark.
 	logs := wikiEnv + "/apps/web/logs"
-	visitAll(t, b, s, []page{
+	visitInTurn(t, b, s, []page{
 		{name: "app-logs", path: logs},
 		{name: "app-logs-search", path: logs + "?q=cookie&since=15m"},
 		{name: "app-logs-previous-none", path: logs + "?previous=1"},

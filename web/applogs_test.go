@@ -152,6 +152,7 @@ func anyLine(lines []pageLine, ok func(pageLine) bool) bool {
 // exactly the lines shown; the follow websocket's frames bring new lines,
 // masked too. Someone outside the environment reads nothing.
 func TestRuntimeLogsAreMaskedFilteredAndDownloaded(t *testing.T) {
+	t.Parallel()
 	s, admin, d := logsWiki(t)
 	viewer := s.SignInAs(t, "viewer@example.test", "Vera Viewer")
 	env, err := s.DB.EnvironmentByName(context.Background(), "team-wiki", "production")

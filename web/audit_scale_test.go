@@ -14,6 +14,7 @@ import (
 // environment as project/environment text instead of listing them all,
 // and filters by what is typed.
 func TestAuditEnvironmentFilterIsTypedPastAHundredEnvironments(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	for i := range 101 {
 		s.CreateEnvironment(t, "", fmt.Sprintf("env-%03d", i))

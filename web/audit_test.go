@@ -17,6 +17,7 @@ import (
 )
 
 func TestAuditLogScopes(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithAdmins("root@example.test"))
 	prod := s.CreateEnvironment(t, "", "production")
 	staging := s.CreateEnvironment(t, "", "staging")
@@ -78,6 +79,7 @@ func TestAuditLogScopes(t *testing.T) {
 // the filters, the last page has no Older link, and Newer goes back to
 // exactly the page before.
 func TestAuditLogIsNewestFirstAndPaginated(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	ctx := context.Background()
 	total := 2*handlers.AuditPageSize + 25
@@ -147,6 +149,7 @@ func TestAuditLogIsNewestFirstAndPaginated(t *testing.T) {
 }
 
 func TestSignInAndSignOutAreAudited(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	c := s.SignInLocal(t)
 	s.PostForm(t, c, "/logout", nil)
@@ -176,6 +179,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // every environment of the project runs next: the admins of each see it,
 // also when filtering by their environment. Other projects' stay hidden.
 func TestEnvironmentAdminsSeeTheirProjectsRevisions(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	prod := s.CreateEnvironment(t, "", "production")
 	staging := s.CreateEnvironment(t, "", "staging")
@@ -205,6 +209,7 @@ func TestEnvironmentAdminsSeeTheirProjectsRevisions(t *testing.T) {
 // TestAuditLogFilters filters by person, date range and text, and writes
 // times as 2026-11-30 16:35 UTC with the relative time on hover.
 func TestAuditLogFilters(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithAdmins("root@example.test"))
 	prod := s.CreateEnvironment(t, "", "production")
 	s.AddMember(t, prod, "zed@example.test", store.RoleViewer)

@@ -17,6 +17,7 @@ import (
 // through the OpenID provider in Chromium, adds a member with the form, and
 // takes screenshots of the members page, its form errors and the audit log.
 func TestBrowserSignsInWithOIDCAndManagesMembers(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithAdmins("root@example.test"))
 	prod := s.CreateEnvironment(t, "", "production")
 	s.AddMember(t, prod, "grace@example.test", store.RoleAdmin)

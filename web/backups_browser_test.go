@@ -66,6 +66,7 @@ func restoreFailingAfterTheStop(t *testing.T, s *webtest.Server, admin *http.Cli
 // would, sees the preview follow the typing, takes a snapshot by hand and
 // watches it complete; no page is wider than a phone's screen.
 func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
+	t.Parallel()
 	s, env, admin, target := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 
@@ -155,6 +156,7 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 // environment is down and stops offering snapshots, all without a reload
 // and without losing what the admin was typing in the schedule form.
 func TestBrowserBackupsPageFollowsSnapshotsAndRestores(t *testing.T) {
+	t.Parallel()
 	s, env, admin, target := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 
@@ -223,6 +225,7 @@ func TestBrowserBackupsPageFollowsSnapshotsAndRestores(t *testing.T) {
 // snapshot reads "missing" with the reason and offers no restore, on a
 // desktop and a phone; the admin page says what is wrong with the target.
 func TestBrowserBackupsMissingSnapshot(t *testing.T) {
+	t.Parallel()
 	s, _, admin, target := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 	resp, _ := s.PostForm(t, admin, page, url.Values{})
@@ -270,6 +273,7 @@ func TestBrowserBackupsMissingSnapshot(t *testing.T) {
 // a schedule that fires every minute: once the first fire of the preview
 // has come, it leaves the list, which still shows five fires to come.
 func TestBrowserBackupsPreviewDropsPastFires(t *testing.T) {
+	t.Parallel()
 	s, _, _, _ := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 	b := browsertest.NewFor(t, 3*time.Minute)

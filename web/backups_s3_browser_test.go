@@ -16,6 +16,7 @@ import (
 // the right one is saved, the keys then read "set" and their fields stay
 // empty; the page fits a phone and passes axe.
 func TestBrowserBackupsS3TargetForm(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t, "backups")
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	b := browsertest.NewFor(t, 2*time.Minute)

@@ -22,6 +22,7 @@ func s3TargetForm(srv *s3test.Server, bucket string) url.Values {
 // snapshot in the bucket, and the keys found in no page, log line, run
 // log or audit record.
 func TestBackupsS3TargetThroughTheAdminPage(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t, "backups")
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	root := s.SignInLocal(t)

@@ -33,6 +33,7 @@ databases:
 `
 
 func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
+	t.Parallel()
 	d := &webtest.Deploys{}
 	var metrics *web.Metrics
 	s := webtest.Start(t, webtest.WithDeploys(d), func(deps *web.Deps) { metrics = web.NewMetrics(deps.DB) })
@@ -202,6 +203,7 @@ func TestBackupsTargetScheduleSnapshotAndAlarm(t *testing.T) {
 // page. An environment that a restore left down refuses deploys until its
 // data is accepted.
 func TestRestoreOfACorruptedSnapshotIsRefusedBeforeTheStop(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	root := s.SignInLocal(t)
 	env := s.CreateEnvironment(t, backupWebManifest, "production")
@@ -300,6 +302,7 @@ func TestRestoreOfACorruptedSnapshotIsRefusedBeforeTheStop(t *testing.T) {
 // restore asked for anyway is refused; the admin page says what is wrong
 // with the target; nothing is written anywhere.
 func TestBackupsPageShowsMissingSnapshots(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	root := s.SignInLocal(t)
 	env := s.CreateEnvironment(t, backupWebManifest, "production")
@@ -368,6 +371,7 @@ func TestBackupsPageShowsMissingSnapshots(t *testing.T) {
 // snapshot, with the folder it left over and its path; once a later
 // snapshot has removed the folder, the page no longer says so.
 func TestBackupsPageShowsALeftoverSnapshot(t *testing.T) {
+	t.Parallel()
 	faults := &local.Faults{}
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Faults: faults}))
 	root := s.SignInLocal(t)

@@ -15,6 +15,7 @@ import (
 // two errors counts them, lists each once with a link to its line, and
 // marks those lines in the source without repeating the messages.
 func TestABadNewProjectShowsEachErrorOnce(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	c := s.SignInLocal(t)
 	resp, body := s.PostForm(t, c, "/projects", url.Values{"manifest": {"name: Bad_Name\napplications:\n  web:\n    image: nginx\n    bogus: 1\n"}})

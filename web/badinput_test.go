@@ -16,6 +16,7 @@ import (
 // that is not UTF-8) are the sender's mistake: a 4xx page that says so, no
 // 500, nothing stored changes, and the server keeps serving.
 func TestMalformedRequestsGetA4xxAndChangeNothing(t *testing.T) {
+	t.Parallel()
 	s, env := wikiServer(t)
 	s.AddMember(t, env, "vera@example.com", store.RoleViewer)
 	admin := s.SignInLocal(t)

@@ -11,6 +11,7 @@ import (
 )
 
 func TestBrowserSignsInAndSeesTheHomePage(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	b := browsertest.New(t)
 	b.Do(

@@ -17,6 +17,7 @@ import (
 // green, with a neutral note linking to the cancelled run, and no red pill
 // or banner anywhere.
 func TestACancelledRedeployLeavesARunningEnvironmentAsItWas(t *testing.T) {
+	t.Parallel()
 	const envPath = "/projects/team-wiki/environments/production"
 	dns := &webtest.Resolver{}
 	s, admin := deployableWiki(t, &webtest.Deploys{StepDelay: 200 * time.Millisecond}, dns, "127.0.0.1")

@@ -18,6 +18,7 @@ import (
 // click adds no check and says so; the first reports the addresses its
 // deadline left unasked.
 func TestCheckNowTwiceChecksOnce(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s, c := deployableWiki(t, &webtest.Deploys{}, dns, "127.0.0.2")
 	const envPath = "/projects/team-wiki/environments/production"

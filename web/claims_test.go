@@ -22,6 +22,7 @@ import (
 // reads which environment holds it, and moves the claim to Mallory's
 // environment by typing the hostname, with an audit record.
 func TestAnAdminOfOneProjectCannotTakeAnotherProjectsLiveHostname(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))
 	admin := s.SignInLocal(t)

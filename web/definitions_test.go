@@ -12,6 +12,7 @@ import (
 // the source text were compiled again, a changed compiler (here, a source
 // edited behind the Studio's back) could change what a revision deploys.
 func TestEnvironmentPageReadsTheStoredDefinition(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithValueKeys())
 	c := s.SignInLocal(t)
 	s.CreateEnvironment(t, "", "production")

@@ -18,6 +18,7 @@ import (
 // TestDeleteEnvironmentThenProject deletes an environment with and without
 // its typed name and while a run is in progress, then the project.
 func TestDeleteEnvironmentThenProject(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithAdmins("root@example.test"), webtest.WithValueKeys())
 	prod := s.CreateEnvironment(t, "", "production")
 	s.CreateEnvironment(t, "", "staging")
@@ -134,6 +135,7 @@ func TestDeleteEnvironmentThenProject(t *testing.T) {
 // TestRemoveMemberAsksFirst: the members page links to a confirmation page
 // instead of removing at once.
 func TestRemoveMemberAsksFirst(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithAdmins("root@example.test"))
 	prod := s.CreateEnvironment(t, "", "production")
 	s.AddMember(t, prod, "viewer@example.test", store.RoleViewer)
@@ -158,6 +160,7 @@ func TestRemoveMemberAsksFirst(t *testing.T) {
 // a retry, and deploys are refused; the retry deletes the rows once the
 // platform has, and the same name can be created again.
 func TestDeleteEnvironmentOnAPlatformThatHoldsItIsARun(t *testing.T) {
+	t.Parallel()
 	var stuck atomic.Bool
 	stuck.Store(true)
 	var asked atomic.Int32

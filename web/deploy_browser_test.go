@@ -18,6 +18,7 @@ import (
 // the service DNS pending; when the domain arrives but validation fails,
 // the page shows the retry time.
 func TestBrowserDeploysWithADomainPointingElsewhere(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	d := &webtest.Deploys{}
 	s, _ := deployableWiki(t, d, dns, "127.0.0.2")
@@ -81,6 +82,7 @@ func TestBrowserDeploysWithADomainPointingElsewhere(t *testing.T) {
 // TestBrowserShowsADestructivePlan plans a revision that removes a bucket
 // and changes the application, and types the confirmation.
 func TestBrowserShowsADestructivePlan(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s, admin := deployableWiki(t, &webtest.Deploys{}, dns, "127.0.0.1")
 	const envPath = "/projects/team-wiki/environments/production"

@@ -37,6 +37,7 @@ func waitForRun(t *testing.T, s *webtest.Server, c *http.Client, path string) st
 }
 
 func TestDeployFromThePlanToTheRunPage(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))
 	c := s.SignInLocal(t)
@@ -112,6 +113,7 @@ func TestDeployFromThePlanToTheRunPage(t *testing.T) {
 }
 
 func TestDeferredDomainShowsDNSPendingAndCheckNow(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s, c := deployableWiki(t, &webtest.Deploys{}, dns, "127.0.0.2")
 	const envPath = "/projects/team-wiki/environments/production"
@@ -160,6 +162,7 @@ func TestDeferredDomainShowsDNSPendingAndCheckNow(t *testing.T) {
 }
 
 func TestDestructiveDeployAsksForTheEnvironmentsName(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s, c := deployableWiki(t, &webtest.Deploys{}, dns, "127.0.0.1")
 	const envPath = "/projects/team-wiki/environments/production"

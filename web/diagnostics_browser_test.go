@@ -18,6 +18,7 @@ import (
 // while the caret is in it and in the list under the editor, the caret
 // stays where it was), then fixed (the marker goes away).
 func TestBrowserDiagnosticsAsYouType(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	b := browsertest.New(t)
 	prod := readExample(t, "production")
@@ -95,7 +96,8 @@ func TestBrowserDiagnosticsAsYouType(t *testing.T) {
 	for _, w := range []int64{1280, 390} {
 		b.Emulate(w, "light")
 		b.Do(chromedp.Evaluate[chromedp.Void](`(() => { const ta = document.getElementById("manifest"); ta.focus(); ta.dispatchEvent(new Event("keyup")); document.querySelector(".editor").scrollIntoView({block: "center"}); })()`),
-			chromedp.Sleep(100*time.Millisecond))
+			// The caret's tip (a keyup handler) painted: two frames later.
+			chromedp.Evaluate[chromedp.Void](`new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())))`, chromedp.EvalAwaitPromise))
 		b.Screenshot("diagnostics-as-you-type-" + itoa(int(w)))
 	}
 	b.Emulate(1280, "light")
@@ -121,6 +123,7 @@ func TestBrowserDiagnosticsAsYouType(t *testing.T) {
 // their descriptions come from the compiler's table (through the schema).
 // Hovering a key shows its description.
 func TestBrowserCompletion(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	b := browsertest.New(t)
 	src := "name: shop\napplications:\n  web:\n    image: nginx\n    ports:\n      http: {port: 80}\n    routes:\n      public:\n        domain: a.example.com\n        port: http\n"

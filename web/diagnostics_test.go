@@ -38,6 +38,7 @@ func postCheck(t *testing.T, s *webtest.Server, body string, header map[string]s
 // diagnostics with the range the editor underlines, for every kind the
 // form takes, and refuses what a form on another site could send.
 func TestDiagnosticsEndpoint(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	ask := func(req handlers.CheckRequest) handlers.CheckAnswer {
 		t.Helper()
@@ -107,6 +108,7 @@ func TestDiagnosticsEndpoint(t *testing.T) {
 // TestSchemaEndpoint: GET /schema/skali.json serves the compiler's JSON
 // Schema without a session, as an editor's language server fetches it.
 func TestSchemaEndpoint(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	resp, err := http.Get(s.URL + "/schema/skali.json")
 	if err != nil {
@@ -129,6 +131,7 @@ func TestSchemaEndpoint(t *testing.T) {
 // pause in typing, so at the default (info) level an answered check writes
 // no access-log line, while a refused one and every other request still do.
 func TestCheckAnswersStayOutOfTheInfoLog(t *testing.T) {
+	t.Parallel()
 	logs := &webtest.SyncBuffer{}
 	s := webtest.Start(t, func(d *web.Deps) {
 		d.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))

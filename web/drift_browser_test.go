@@ -22,6 +22,7 @@ import (
 // and listing the drift; deploying it and coming back to the environment
 // page, the drift goes away live when the redeploy's rollout is done.
 func TestBrowserSeesDriftLiveAndRestoresIt(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	faults := &local.Faults{}
 	// Steps take a while, so the redeploy is still under way when the

@@ -22,6 +22,7 @@ import (
 // ticked and listing the drift it undoes; the redeploy clears the drift.
 // Nothing clears it before that.
 func TestDriftOnTheEnvironmentPageAndItsRestore(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	faults := &local.Faults{}
 	d := &webtest.Deploys{Faults: faults}

@@ -16,6 +16,7 @@ import (
 // stored; a deployer may not), runs a drill, and the page then reads the
 // last proven restore.
 func TestDrillScheduleFormAndLastProvenRestore(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	root := s.SignInLocal(t)
 	env := s.CreateEnvironment(t, backupWebManifest, "production")

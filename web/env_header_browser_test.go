@@ -13,6 +13,7 @@ import (
 // environment page's buttons (Deploy, Runs, Values, Members, Webhooks) sit
 // on one row.
 func TestBrowserEnvironmentHeaderButtonsStayOnOneRow(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
 	b := browsertest.New(t)

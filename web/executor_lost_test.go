@@ -21,6 +21,7 @@ import (
 // the environment page all say "executor lost · resuming" while the run's
 // machine status stays running.
 func TestARunWhoseExecutorIsLostSaysSoLiveAndOnEveryPage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
@@ -44,10 +45,7 @@ func TestARunWhoseExecutorIsLostSaysSoLiveAndOnEveryPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond) // the lease expires
-	if ids, err := s.DB.TakeOverLostRuns(ctx, nil); err != nil || len(ids) != 1 {
-		t.Fatalf("take over: %v %v", ids, err)
-	}
+	takeOverOnceItsLeaseExpires(t, s, runID)
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, data, err := conn.ReadMessage()
 	if err != nil {
@@ -88,6 +86,7 @@ func TestARunWhoseExecutorIsLostSaysSoLiveAndOnEveryPage(t *testing.T) {
 // is marked lost: the heading says so live, with the machine status still
 // running, and the page offers Cancel.
 func TestBrowserRunPageShowsItsExecutorLostWithoutAReload(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
@@ -106,10 +105,7 @@ func TestBrowserRunPageShowsItsExecutorLostWithoutAReload(t *testing.T) {
 	if strings.Contains(b.Text("main"), "executor lost") {
 		t.Fatal("the page says the executor is lost while its lease holds")
 	}
-	time.Sleep(400 * time.Millisecond)
-	if ids, err := s.DB.TakeOverLostRuns(ctx, nil); err != nil || len(ids) != 1 {
-		t.Fatalf("take over: %v %v", ids, err)
-	}
+	takeOverOnceItsLeaseExpires(t, s, runID)
 	b.Do(chromedp.WaitVisible(chromedp.CSS(`#run-status[data-executor-lost][data-run-status="running"]`)))
 	page := b.Text("main")
 	for _, want := range []string{"executor lost · resuming", "resumes it from its last recorded checkpoint", "Cancel run"} {
@@ -118,4 +114,27 @@ func TestBrowserRunPageShowsItsExecutorLostWithoutAReload(t *testing.T) {
 		}
 	}
 	b.Screenshot("run-executor-lost")
+}
+
+// takeOverOnceItsLeaseExpires waits, up to ten seconds, until the run's
+// lease has expired in the database's clock and the run is taken over as
+// lost (as the Studio's sweep does), and fails if any other run is.
+func takeOverOnceItsLeaseExpires(t *testing.T, s *webtest.Server, runID int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ids, err := s.DB.TakeOverLostRuns(context.Background(), nil)
+		if err != nil || len(ids) > 1 || (len(ids) == 1 && ids[0] != runID) {
+			t.Fatalf("take over: %v %v, want run %d", ids, err, runID)
+		}
+		if len(ids) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			var expires string
+			_ = s.DB.Pool.QueryRow(context.Background(), `SELECT coalesce(lease_expires_at::text, 'none') || ' (now ' || clock_timestamp()::text || ')' FROM runs WHERE id = $1`, runID).Scan(&expires)
+			t.Fatalf("run %d was not taken over within 10s; its lease expires at %s", runID, expires)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

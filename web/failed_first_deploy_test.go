@@ -17,6 +17,7 @@ import (
 // and Check now, and the hostname as the next deploy will serve it; a
 // viewer gets the expression only, as before.
 func TestAFailedFirstDeployShowsTheNextStep(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	faults := &local.Faults{Issuance: map[string]string{"wiki.test": "the CA refused the order"}}
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns, Faults: faults}))

@@ -14,6 +14,7 @@ import (
 // with the cursor in the field that failed, on screen, the name kept; a
 // wrong confirmation of a deletion does the same and deletes nothing.
 func TestBrowserFailedPostOpensAtTheError(t *testing.T) {
+	t.Parallel()
 	s, _ := wikiServer(t)
 	// The browser checks the name's pattern itself; the length limit is
 	// the server's.
@@ -82,6 +83,7 @@ func TestBrowserFailedPostOpensAtTheError(t *testing.T) {
 // TestBrowserKeyboardSeesTheSkipLinkAndFocusRing: the first Tab shows the
 // skip link, and a focused control wears a solid ring.
 func TestBrowserKeyboardSeesTheSkipLinkAndFocusRing(t *testing.T) {
+	t.Parallel()
 	s, _ := wikiServer(t)
 	b := browsertest.New(t)
 	b.Do(

@@ -19,6 +19,7 @@ func freezeForm(cron, duration, action string) url.Values {
 // window open now shows its countdown on the environment and protection
 // pages, and a deploy in a refusing window is refused in words.
 func TestFreezeWindowFormRefusesABadCronAndAFrozenEnvironmentCountsDown(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	admin := s.SignInLocal(t)
 	env := s.CreateEnvironment(t, plainManifestForFreeze, "production")

@@ -33,6 +33,7 @@ type chunkedReader struct{ io.Reader }
 // route, both with a declared length and chunked (no length): each answers
 // 413 naming the limit, never a complaint about the form's content.
 func TestOverLimitBodiesAnswer413(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10
 	s := webtest.Start(t, webtest.WithValueKeys(), func(d *web.Deps) { d.MaxBodyBytes = limit })
 	s.CreateEnvironment(t, "", "production")
@@ -88,6 +89,7 @@ func TestOverLimitBodiesAnswer413(t *testing.T) {
 // with Retry-After, nothing more is written, and the failures are one
 // audit record with a count.
 func TestFailedSignInsAreLimitedAndAuditedOnce(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithSignInLimit(5, time.Minute))
 	c := s.NewClient()
 	auditBefore := countRows(t, s, `SELECT count(*) FROM audit_events`)
@@ -135,6 +137,7 @@ func TestFailedSignInsAreLimitedAndAuditedOnce(t *testing.T) {
 // leave nothing in the sessions table; a started sign-in leaves one session
 // that ends with the sign-in flow, 10 minutes later.
 func TestAnonymousTrafficCreatesNoSessions(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	s.CreateEnvironment(t, "", "production")
 	for range 20 {
@@ -172,6 +175,7 @@ func TestAnonymousTrafficCreatesNoSessions(t *testing.T) {
 // TestSessionTokensAreStoredHashed: a dump of the database holds no session
 // token, and what it holds does not sign anyone in.
 func TestSessionTokensAreStoredHashed(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	c := s.SignInLocal(t)
 	ck := sessionCookie(t, s, c)
@@ -208,6 +212,7 @@ func TestSessionTokensAreStoredHashed(t *testing.T) {
 // 500), in the form and in an import; nothing is stored and the name is not
 // logged.
 func TestLongNamesAndNulBytesAreClearErrors(t *testing.T) {
+	t.Parallel()
 	s, _ := wikiServer(t)
 	c := s.SignInLocal(t)
 	for _, n := range []int{2800, 100000} {

@@ -17,6 +17,7 @@ import (
 // before a deploy, and for a newer revision not yet deployed, pages show
 // the expression and whether its values are set.
 func TestAValueCannotBeReadThroughAHostname(t *testing.T) {
+	t.Parallel()
 	for _, deployed := range []bool{false, true} {
 		name := "never deployed"
 		if deployed {

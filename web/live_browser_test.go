@@ -20,6 +20,7 @@ import (
 // load survives), and every checkpoint row is there exactly once. The
 // environment page lists the run live too.
 func TestBrowserWatchesADeployLive(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s, admin := deployableWiki(t, &webtest.Deploys{StepDelay: 250 * time.Millisecond}, dns, "127.0.0.2") // elsewhere: the route is deferred
 	const envPath = "/projects/team-wiki/environments/production"
@@ -146,6 +147,7 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 // and its row turns to its outcome when it ends, a second one appears
 // above it, each run is listed once, and the page never reloads.
 func TestBrowserRunsListFollowsTheEnvironment(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s, admin := deployableWiki(t, &webtest.Deploys{StepDelay: 150 * time.Millisecond}, dns, "127.0.0.2") // elsewhere: the route is deferred
 	const envPath = "/projects/team-wiki/environments/production"
@@ -190,6 +192,7 @@ func TestBrowserRunsListFollowsTheEnvironment(t *testing.T) {
 // finishes (it belongs on a later page); a page of older runs updates its
 // own rows in place and inserts neither a new run nor one of another page.
 func TestBrowserRunsPagesShowOnlyTheirOwnRuns(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
 	var ids []int64 // oldest first

@@ -45,6 +45,7 @@ func secretIn(text string) []string {
 // filters without the script; and a failed run's heading links to the
 // failed step's last line.
 func TestBrowserShowsLogLinesLiveMaskedAndFiltered(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	faults := &local.Faults{Output: map[string]map[string][]string{
 		"release": {"web": {

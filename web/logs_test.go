@@ -18,6 +18,7 @@ import (
 // fragments (nothing the server renders changes), the same live and read
 // back; the run page and its download show them.
 func TestRunStreamCarriesLogLinesManyPerFrame(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
@@ -104,6 +105,7 @@ func TestRunStreamCarriesLogLinesManyPerFrame(t *testing.T) {
 // curl or cat, writes each as a visible escape (\x1b[2J, \u009b,
 // \u202e), never as the bytes a terminal acts on, one line per log line.
 func TestRunLogDownloadShowsTerminalControlsVisibly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")

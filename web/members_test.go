@@ -16,6 +16,7 @@ import (
 const prodMembers = "/projects/hello-world/environments/production/members"
 
 func TestEnvironmentAdminManagesMembers(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
 	s.AddMember(t, env, "boss@example.test", store.RoleAdmin)
@@ -74,6 +75,7 @@ func TestEnvironmentAdminManagesMembers(t *testing.T) {
 }
 
 func TestAddMemberFormShowsErrorsNextToFields(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
 	admin := s.SignInLocal(t)
@@ -109,6 +111,7 @@ func TestAddMemberFormShowsErrorsNextToFields(t *testing.T) {
 }
 
 func TestMembersOfAnotherEnvironmentAreNotReachable(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	prod := s.CreateEnvironment(t, "", "production")
 	staging := s.CreateEnvironment(t, "", "staging")
@@ -148,6 +151,7 @@ func assertAudit(t *testing.T, s *webtest.Server, action, target, detail string)
 // An email the provider did not verify could be anybody's: a role granted to
 // that address goes to a pending member that only a verified sign-in claims.
 func TestUnverifiedEmailDoesNotReceiveARoleGrantedToIt(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	s.CreateEnvironment(t, "", "production")
 	mallory := s.NewClient()
@@ -178,6 +182,7 @@ func TestUnverifiedEmailDoesNotReceiveARoleGrantedToIt(t *testing.T) {
 // nothing changes), but can once someone else is admin. Installation
 // admins, who manage every environment anyway, may.
 func TestTheLastEnvironmentAdminStays(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
 	s.AddMember(t, env, "boss@example.test", store.RoleAdmin)
@@ -208,6 +213,7 @@ func TestTheLastEnvironmentAdminStays(t *testing.T) {
 // TestMembersPageSaysWhenNobodyCanSignInByEmail: without an OpenID
 // provider, the members page says that people added by email cannot sign in.
 func TestMembersPageSaysWhenNobodyCanSignInByEmail(t *testing.T) {
+	t.Parallel()
 	for _, oidc := range []bool{false, true} {
 		var opts []webtest.Option
 		if !oidc {
@@ -226,6 +232,7 @@ func TestMembersPageSaysWhenNobodyCanSignInByEmail(t *testing.T) {
 // members page may break after its @ and before its dots, never inside a
 // word, and reads whole.
 func TestALongEmailBreaksOnlyBetweenItsParts(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
 	const long = "maximilian.alexander.vonhohenberg@engineering.example-corporation.test"

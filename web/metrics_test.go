@@ -19,6 +19,7 @@ import (
 // an open stream, its delivered events, the hub's reads and the run queue
 // show in /metrics.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	var metrics *web.Metrics
 	s := webtest.Start(t, func(d *web.Deps) {
 		metrics = web.NewMetrics(d.DB)
@@ -82,6 +83,7 @@ func TestMetrics(t *testing.T) {
 // different paths, matched and not: the request metrics keep one series per
 // known method, route pattern and status, so nobody can grow them at will.
 func TestMetricsLabelsStayFew(t *testing.T) {
+	t.Parallel()
 	var metrics *web.Metrics
 	s := webtest.Start(t, func(d *web.Deps) {
 		metrics = web.NewMetrics(d.DB)

@@ -13,6 +13,7 @@ import (
 // navigation ("Installation" included) is within the screen, none cut off
 // or scrolled away.
 func TestBrowserPhoneNavigationShowsEveryItem(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	b := browsertest.New(t)
 	b.Emulate(390, "light")

@@ -18,6 +18,7 @@ import (
 // then checks the domain again, still elsewhere, and the countdown counts
 // down again from the next check instead of saying "checking…" forever.
 func TestBrowserNextCheckRestartsWhenTheDomainIsStillPending(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	d := &webtest.Deploys{ReconcileInterval: 15 * time.Second}
 	s, admin := deployableWiki(t, d, dns, "127.0.0.2")

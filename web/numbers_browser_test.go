@@ -17,6 +17,7 @@ import (
 // at 1280 and 390 px, light and dark: none overflows, hides a control or
 // fails axe.
 func TestBrowserSettingsAndNumberedRunPages(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	prod := s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
 	ctx := context.Background()

@@ -28,6 +28,7 @@ var edges = []string{int4Max, int4Over, int8Max, int8Over, negative, hugeDigit}
 // forms (400 with a sentence), and to the event streams before their
 // upgrade: none reaches a query that fails, so none answers 500.
 func TestNumbersBeyondTheirColumn(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	env := s.CreateEnvironment(t, "", "production")
 	runID := s.CreateRun(t, env, "deploy")

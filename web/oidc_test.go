@@ -14,6 +14,7 @@ import (
 )
 
 func TestOIDCSignInCreatesTheUserAndShowsTheirName(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	c := s.NewClient()
 	// An anonymous visit remembers where the person wanted to go.
@@ -64,6 +65,7 @@ func TestOIDCSignInCreatesTheUserAndShowsTheirName(t *testing.T) {
 }
 
 func TestOIDCAdminsComeFromTheAdminsSetting(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithAdmins("root@example.test", "sub-grace"))
 	for _, tc := range []struct {
 		who  oidcprovider.Identity
@@ -93,6 +95,7 @@ func TestOIDCAdminsComeFromTheAdminsSetting(t *testing.T) {
 // sign-in page with a sentence, never sign anybody in, log the reason with
 // the request id and leave a sign-in.failed audit record.
 func TestOIDCFailures(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		run    func(t *testing.T, s *webtest.Server, c *http.Client) (*http.Response, string)
@@ -230,6 +233,7 @@ func TestOIDCFailures(t *testing.T) {
 }
 
 func TestOIDCFlowIsSingleUse(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	c := s.NewClient()
 	cb := s.Authorize(t, c, s.StartOIDC(t, c), webtest.Identity("ada@example.test", "Ada"))
@@ -244,6 +248,7 @@ func TestOIDCFlowIsSingleUse(t *testing.T) {
 }
 
 func TestOIDCProviderDownAtStartRecovers(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	s.OIDC.SetDown(true)
 	c := s.NewClient()
@@ -255,6 +260,7 @@ func TestOIDCProviderDownAtStartRecovers(t *testing.T) {
 }
 
 func TestOIDCOffWithoutIssuer(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithoutOIDC())
 	status, body := s.Get(t, s.NewClient(), "/login")
 	if status != http.StatusOK || strings.Contains(body, "/login/oidc") {
@@ -266,6 +272,7 @@ func TestOIDCOffWithoutIssuer(t *testing.T) {
 }
 
 func TestOIDCDiscoveryFailureDoesNotStopTheStudio(t *testing.T) {
+	t.Parallel()
 	// An issuer nobody answers at: the Studio still serves, and the sign-in
 	// page explains.
 	s := webtest.Start(t, func(d *web.Deps) { d.OIDCIssuer = "http://127.0.0.1:1" })

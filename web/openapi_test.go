@@ -25,6 +25,7 @@ import (
 // answers that are refused, and checks each request and each real answer
 // (status, content type, body) against the document.
 func TestAPIWalkedAgainstItsOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s := webtest.Start(t, webtest.WithAdmins("root@example.test"), webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))
 	prod := s.CreateEnvironment(t, "", "production")

@@ -17,6 +17,7 @@ import (
 // cluster; this Studio drives the local platform): its page says so in
 // one sentence, and its deploy plan too; on its own platform neither does.
 func TestEnvironmentOnAnotherClusterIsSaidOnItsPageAndPlan(t *testing.T) {
+	t.Parallel()
 	s, c := deployableWiki(t, &webtest.Deploys{}, &webtest.Resolver{}, "127.0.0.2")
 	const envPath = "/projects/team-wiki/environments/production"
 	resp, _ := s.PostForm(t, c, envPath+"/deploys", url.Values{})

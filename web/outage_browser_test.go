@@ -15,6 +15,7 @@ import (
 // again" button; once the database is back, that button brings the page
 // they asked for.
 func TestBrowserSeesTheOutagePageAndTriesAgain(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	s.CreateEnvironment(t, "", "production")
 	b := browsertest.New(t)

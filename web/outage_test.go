@@ -74,6 +74,7 @@ func checkOutageAnswer(t *testing.T, what string, resp *http.Response, body stri
 // changed, the Studio keeps serving, and once the database is back the same
 // requests work again.
 func TestDatabaseOutageAnswers503(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithValueKeys())
 	s.CreateEnvironment(t, "", "production")
 	admin := s.SignInLocal(t)
@@ -234,6 +235,7 @@ func postInBackground(s *webtest.Server, c *http.Client, path string, form url.V
 // to the values page, not 500; that page answers 503 while the outage
 // lasts, and shows the imported value once it ends.
 func TestPostThatCommittedAnswersAsCommitted(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithValueKeys())
 	env := s.CreateEnvironment(t, "", "production")
 	admin := s.SignInLocal(t)
@@ -283,6 +285,7 @@ func TestPostThatCommittedAnswersAsCommitted(t *testing.T) {
 // request reads the signed-in person (their session loaded already): the
 // answer is 503, not the sign-in page a missing user would get.
 func TestSignedInUserUnreadableDuringOutage(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	admin := s.SignInLocal(t)
 	waitForBlocked := holdTable(t, s, "users", "ACCESS EXCLUSIVE")
@@ -315,6 +318,7 @@ func TestSignedInUserUnreadableDuringOutage(t *testing.T) {
 // still answers 200 with the metrics that need no database, and the run
 // queue's depth says it is unknown (-1).
 func TestMetricsDuringOutage(t *testing.T) {
+	t.Parallel()
 	var metrics *web.Metrics
 	s := webtest.Start(t, func(d *web.Deps) {
 		metrics = web.NewMetrics(d.DB)

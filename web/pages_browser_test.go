@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ var longLine = "name: hello-world\ndescription: " + strings.Repeat("a-very-long-
 // STUDIO_DOCS_SCREENSHOTS=1 remakes the README's screenshots of the main
 // pages in docs/screenshots.
 func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("visits every page four times")
 	}
@@ -200,57 +202,99 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 	visitAll(t, b, s, pages)
 }
 
+// visitAll visits pages at two widths, light and dark, signed in as b
+// is. Each width and scheme walks in a window of its own (a browser context
+// with b's cookies), the four at once: a walk only reads (the forms it
+// fills are refused), so they share the Studio. The four run inside the
+// caller's test (not as parallel subtests, which would queue behind other
+// tests while b's time limit runs), and visitAll returns when all four are
+// done, so the caller may then change what the pages show.
 func visitAll(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page) {
+	t.Helper()
+	docs := os.Getenv("STUDIO_DOCS_SCREENSHOTS") == "1"
+	session := b.Session()
+	var walks sync.WaitGroup
+	for _, width := range []int64{1280, 390} {
+		for _, scheme := range []string{"light", "dark"} {
+			walks.Go(func() {
+				t.Run(strconv.FormatInt(width, 10)+"-"+scheme, func(t *testing.T) {
+					visitAt(t, session.Open(t), s, pages, width, scheme, docs)
+				})
+			})
+		}
+	}
+	walks.Wait()
+}
+
+// visitInTurn is visitAll in b alone, one width and scheme after another,
+// for a page that follows a live stream: four windows following at once
+// slow each other down more than they gain (the live app-logs page took
+// 40 s instead of 3 in each of four parallel windows).
+func visitInTurn(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page) {
 	t.Helper()
 	docs := os.Getenv("STUDIO_DOCS_SCREENSHOTS") == "1"
 	for _, width := range []int64{1280, 390} {
 		for _, scheme := range []string{"light", "dark"} {
-			b.Emulate(width, scheme)
-			for _, p := range pages {
-				name := p.name + "-" + strconv.FormatInt(width, 10) + "-" + scheme
-				t.Run(name, func(t *testing.T) {
-					wait := p.wait
-					if wait == "" {
-						wait = "main"
-					}
-					b.Do(chromedp.Navigate(s.URL+p.path), chromedp.WaitVisible(chromedp.CSS("main")))
-					if len(p.fill) > 0 {
-						var first string
-						for sel, v := range p.fill {
-							b.Do(chromedp.SetValue(chromedp.CSS(sel), v))
-							first = sel
-						}
-						b.Do(chromedp.Evaluate[chromedp.Void](`document.querySelector(` + strconv.Quote(first) + `).form.requestSubmit()`))
-						b.Do(chromedp.Sleep(300e6), chromedp.WaitVisible(chromedp.CSS(wait)))
-					}
-					if p.script != "" {
-						b.Do(chromedp.WaitReady(chromedp.CSS("#live-banner")), chromedp.Evaluate[chromedp.Void](p.script))
-					}
-					if extra, culprits := b.Overflow(); extra > 0 {
-						t.Errorf("%s at %d px is %d px wider than the screen: %s", p.path, width, extra, culprits)
-					}
-					if broken := b.BrokenTokens(24); width < 640 && len(broken) > 0 {
-						t.Errorf("%s at %d px breaks words inside tables: %s", p.path, width, strings.Join(broken, ", "))
-					}
-					if hidden := b.ControlsOutOfSight(); len(hidden) > 0 {
-						t.Errorf("%s at %d px has controls out of sight: %s", p.path, width, strings.Join(hidden, "; "))
-					}
-					// No rule is disabled: every page must pass all of them.
-					for _, v := range b.Axe(browsertest.WCAG21AA) {
-						t.Errorf("%s at %d px, %s: %s", p.path, width, scheme, v)
-					}
-					shot := b.Screenshot(name)
-					if docs && p.main && (scheme == "light" || p.name == "environment") {
-						png, err := os.ReadFile(shot)
-						if err == nil {
-							err = os.WriteFile(filepath.Join("..", "docs", "screenshots", name+".png"), png, 0o644)
-						}
-						if err != nil {
-							t.Fatal(err)
-						}
-					}
-				})
-			}
+			visitAt(t, b, s, pages, width, scheme, docs)
 		}
+	}
+}
+
+// visitAt is one walk of visitAll: every page at one width and scheme.
+func visitAt(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page, width int64, scheme string, docs bool) {
+	b.Emulate(width, scheme)
+	for _, p := range pages {
+		name := p.name + "-" + strconv.FormatInt(width, 10) + "-" + scheme
+		t.Run(name, func(t *testing.T) {
+			wait := p.wait
+			if wait == "" {
+				wait = "main"
+			}
+			b.Do(chromedp.Navigate(s.URL+p.path), chromedp.WaitVisible(chromedp.CSS("main")))
+			if len(p.fill) > 0 {
+				var first string
+				for sel, v := range p.fill {
+					b.Do(chromedp.SetValue(chromedp.CSS(sel), v))
+					first = sel
+				}
+				// A form the browser finds invalid is not sent (the
+				// page shows its fields invalid); a valid one loads
+				// the answer's page, a new document to wait for.
+				sent := browsertest.Eval[bool](b, `(() => { const f = document.querySelector(`+strconv.Quote(first)+`).form;
+					if (!f.checkValidity()) { f.reportValidity(); return false; }
+					window.__before = 1; f.requestSubmit(); return true; })()`)
+				if sent {
+					b.WaitNewPage(wait)
+				} else {
+					b.Do(chromedp.WaitVisible(chromedp.CSS(wait)))
+				}
+			}
+			if p.script != "" {
+				b.Do(chromedp.WaitReady(chromedp.CSS("#live-banner")), chromedp.Evaluate[chromedp.Void](p.script))
+			}
+			if extra, culprits := b.Overflow(); extra > 0 {
+				t.Errorf("%s at %d px is %d px wider than the screen: %s", p.path, width, extra, culprits)
+			}
+			if broken := b.BrokenTokens(24); width < 640 && len(broken) > 0 {
+				t.Errorf("%s at %d px breaks words inside tables: %s", p.path, width, strings.Join(broken, ", "))
+			}
+			if hidden := b.ControlsOutOfSight(); len(hidden) > 0 {
+				t.Errorf("%s at %d px has controls out of sight: %s", p.path, width, strings.Join(hidden, "; "))
+			}
+			// No rule is disabled: every page must pass all of them.
+			for _, v := range b.Axe(browsertest.WCAG21AA) {
+				t.Errorf("%s at %d px, %s: %s", p.path, width, scheme, v)
+			}
+			shot := b.Screenshot(name)
+			if docs && p.main && (scheme == "light" || p.name == "environment") {
+				png, err := os.ReadFile(shot)
+				if err == nil {
+					err = os.WriteFile(filepath.Join("..", "docs", "screenshots", name+".png"), png, 0o644)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 // through paths opens a page, and the top bar of a signed-in admin links
 // to exactly those pages.
 func TestTopLevelPathsAreServed(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 
 	anonymous := s.NewClient()

@@ -11,6 +11,7 @@ import (
 // TestThePlansMissingValueLinkLandsOnItsRow: each missing value of a plan
 // links to the values page at that value's row.
 func TestThePlansMissingValueLinkLandsOnItsRow(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
 	admin := s.SignInLocal(t)
@@ -30,6 +31,7 @@ func TestThePlansMissingValueLinkLandsOnItsRow(t *testing.T) {
 // TestTheRoutedApplicationIsListedFirst: orders' worker sorts before its
 // api by name, but the api, which has the route, is listed first.
 func TestTheRoutedApplicationIsListedFirst(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	manifest := strings.ReplaceAll(exampleManifest(t, "two-applications"), "  api:\n", "  web:\n")
 	manifest = strings.ReplaceAll(manifest, "  worker:\n", "  billing:\n")

@@ -18,6 +18,7 @@ import (
 // worker alone. A rollback to the first release is titled as a rollback
 // on its run page and in the runs list.
 func TestPlansSayWhatWillRunAndOnlyThatRuns(t *testing.T) {
+	t.Parallel()
 	const env = "/projects/orders/environments/production"
 	dns := &webtest.Resolver{}
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))

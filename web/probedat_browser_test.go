@@ -18,6 +18,7 @@ import (
 // and after Check now; a countdown left at "checking…" (no check came)
 // turns into the next time within seconds.
 func TestBrowserProbedAtMovesWithEveryProbe(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	d := &webtest.Deploys{ReconcileInterval: 3 * time.Second}
 	s, admin := deployableWiki(t, d, dns, "127.0.0.2")

@@ -20,6 +20,7 @@ func exampleManifest(t *testing.T, name string) string {
 }
 
 func TestProjectsEnvironmentsAndValuesAsAdmin(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithValueKeys())
 	c := s.SignInLocal(t)
 

@@ -19,6 +19,7 @@ import (
 // 1280 and 390 px, light and dark, each checked by axe-core
 // (STUDIO_SCREENSHOTS=DIR keeps the screenshots).
 func TestBrowserProtectionPagesFitAndPassAxe(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

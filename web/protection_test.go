@@ -52,6 +52,7 @@ func digestOf(t *testing.T, page string) string {
 }
 
 func TestProtectedProductionNeedsTwoApprovalsAndAChangedValueVoidsThem(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	admin := s.SignInLocal(t)
 	env := s.CreateEnvironment(t, protectedManifest, "production")

@@ -19,6 +19,7 @@ import (
 // being asked; a new version of APP_DOMAIN asks again. A deployer's token
 // typing the name is refused, as the README says.
 func TestAPublicationIsConfirmedOncePerValueVersion(t *testing.T) {
+	t.Parallel()
 	const envPath = "/projects/team-wiki/environments/production"
 	dns := &webtest.Resolver{}
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))

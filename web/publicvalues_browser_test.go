@@ -21,6 +21,7 @@ import (
 // in the field the plan asks for and lands on the run. Both pages fit a
 // phone and pass axe, and neither holds the value anywhere in its HTML.
 func TestBrowserPlanOfAHostnameBuiltFromAValueUsedElsewhere(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))
 	manifest := strings.Replace(exampleManifest(t, "production"), `domain: "${APP_DOMAIN}"`,

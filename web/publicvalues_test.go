@@ -24,6 +24,7 @@ const publicSecret = "9f86d081884c7d659a2feaa0c55ad015"
 // were published. A value used only in hostnames (APP_DOMAIN) deploys as
 // before.
 func TestAHostnameCannotPublishAValueByAccident(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))
 	prod := s.CreateEnvironment(t, exampleManifest(t, "production"), "production")

@@ -33,6 +33,7 @@ func newToken(t *testing.T, s *webtest.Server, email string, env *store.Environm
 // value in a hostname through the API, even typing the name; the same
 // admin's session may.
 func TestRequestRolePublishingAValueIsCappedByTheTokensScope(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{Resolver: dns}))
 	prod := s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
@@ -88,6 +89,7 @@ func TestRequestRolePublishingAValueIsCappedByTheTokensScope(t *testing.T) {
 // same database): the old session and the old token are refused at once,
 // without signing in again.
 func TestRequestRoleAnAdminRemovedFromAdminsLosesThePowerAtOnce(t *testing.T) {
+	t.Parallel()
 	first := webtest.Start(t, webtest.WithAdmins("ada@example.test"), webtest.WithDeploys(&webtest.Deploys{}))
 	env := first.CreateEnvironment(t, "", "production")
 	ada := first.SignInAs(t, "ada@example.test", "Ada")
@@ -123,6 +125,7 @@ func TestRequestRoleAnAdminRemovedFromAdminsLosesThePowerAtOnce(t *testing.T) {
 // revision its column cannot hold with 400 and the page's sentence, never
 // a failed query.
 func TestRequestRoleAPIDeployRevisionBeyondItsColumn(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	env := s.CreateEnvironment(t, "", "production")
 	s.AddMember(t, env, "dan@example.test", store.RoleDeployer)

@@ -13,6 +13,7 @@ import (
 // reference's production example and reads the third's page: the changes
 // against the previous revision and against the one production runs.
 func TestRevisionPageComparesWithPreviousAndDeployed(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithValueKeys())
 	c := s.SignInLocal(t)
 	v1 := exampleManifest(t, "production")

@@ -519,6 +519,7 @@ func (f *roleFixture) removeMember(t *testing.T, email string) {
 // TestEveryRouteWithEveryRole calls every route of the Studio as every role
 // and checks the answer: allowed, the 403 page, or 303 to sign-in.
 func TestEveryRouteWithEveryRole(t *testing.T) {
+	t.Parallel()
 	f := newRoleFixture(t)
 
 	// Every registered route has a row.

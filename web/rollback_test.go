@@ -55,6 +55,7 @@ func setValue(t *testing.T, s *webtest.Server, c *http.Client, name, value strin
 // whose plan shows SESSION_SECRET v3 → v1 and what a rollback cannot bring
 // back; the rollback hands the platform v1 again.
 func TestValueChangesShowAndRollbackBringsBackTheReleaseValues(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	d := &webtest.Deploys{}
 	s, admin := deployableWiki(t, d, dns, "127.0.0.1")
@@ -128,6 +129,7 @@ func TestValueChangesShowAndRollbackBringsBackTheReleaseValues(t *testing.T) {
 // earlier versions of a name (never their values) and restores one as a
 // new version, audited.
 func TestRestoreAnEarlierValueVersion(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithValueKeys())
 	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
 	admin := s.SignInLocal(t)
@@ -156,6 +158,7 @@ func TestRestoreAnEarlierValueVersion(t *testing.T) {
 // link, out of date when a newer revision exists, and a failed last deploy
 // with its reason.
 func TestHomeAndProjectPagesSayEachEnvironmentsState(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	d := &webtest.Deploys{}
 	s, admin := deployableWiki(t, d, dns, "127.0.0.1")

@@ -14,6 +14,7 @@ import (
 // title, heading line and breadcrumb) and "#N" in the environment's lists,
 // each environment counting on its own, while URLs keep the global id.
 func TestRunPagesNameRunsByTheirNumberInTheirEnvironment(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	prod := s.CreateEnvironment(t, "", "production")
 	staging := s.CreateEnvironment(t, "", "staging")

@@ -13,6 +13,7 @@ import (
 // revision 1" in the runs list and on its page, and the list filters by
 // kind and status with plain query parameters (a form without JavaScript).
 func TestRunsListNamesRedeploysAndFilters(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s, c := deployableWiki(t, &webtest.Deploys{}, dns, "127.0.0.1")
 	const envPath = "/projects/team-wiki/environments/production"

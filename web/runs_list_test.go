@@ -34,6 +34,7 @@ func runRows(page string) []int64 {
 // once; another environment's runs never appear; a malformed page address
 // says what is wrong.
 func TestRunsListIsReadPageByPage(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	prod := s.CreateEnvironment(t, "", "production")
 	staging := s.CreateEnvironment(t, "", "staging")

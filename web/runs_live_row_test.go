@@ -28,6 +28,7 @@ func runRowHTML(page, id string) string {
 // active release, offers none either way. A viewer's list hides the
 // rollback that live rows carry for everyone.
 func TestLiveRunRowKeepsTheRollback(t *testing.T) {
+	t.Parallel()
 	s, admin := deployableWiki(t, &webtest.Deploys{}, &webtest.Resolver{}, "127.0.0.1")
 	first := strings.TrimPrefix(startDeploy(t, s, admin, url.Values{}), wikiEnv+"/runs/")
 	// A list that watches while the second deploy runs: when it becomes

@@ -20,6 +20,7 @@ import (
 // next, each value's earlier versions as a link to its history (too many
 // for one page's restore buttons), and that history offers the restore.
 func TestBrowserValuesPageOfManyValuesIsPaged(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithValueKeys())
 	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
 	admin := s.SignInLocal(t)
@@ -63,6 +64,7 @@ func TestBrowserValuesPageOfManyValuesIsPaged(t *testing.T) {
 // environments than the form lists, the tokens page lists 25, says how
 // many more there are and finds the others with a search.
 func TestBrowserTokensPageFindsEnvironmentsWithASearch(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	for i := range 40 {
 		s.CreateEnvironment(t, "", fmt.Sprintf("env-%02d", i))
@@ -93,6 +95,7 @@ func TestBrowserTokensPageFindsEnvironmentsWithASearch(t *testing.T) {
 // backups page lists 25; its Older link, followed in the browser, shows
 // the 5 oldest and a way back to the newest, at both widths.
 func TestBrowserBackupsPagerShowsOlderSnapshots(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	env := s.CreateEnvironment(t, backupWebManifest, "production")
 	if _, err := s.DB.Pool.Exec(t.Context(), `INSERT INTO backups (environment_id, origin, scheduled_at, skipped)
@@ -122,6 +125,7 @@ func TestBrowserBackupsPagerShowsOlderSnapshots(t *testing.T) {
 // link, followed in the browser, shows the next records of the filtered
 // list and Newer goes back, at both widths.
 func TestBrowserAuditOlderAndNewerPagesKeepTheFilter(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	for i := range 60 {
 		if err := s.DB.Audit(t.Context(), store.AuditEvent{Actor: "script", Action: "test.event", Target: fmt.Sprintf("t%02d", i)}); err != nil {

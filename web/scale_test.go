@@ -21,6 +21,7 @@ var valueRowName = regexp.MustCompile(`<tr [^>]*data-name="([A-Z0-9_]+)"`)
 // the prune button, the environment page and the deploy plan count them
 // all, and the plan lists 20 names and links to the others.
 func TestValuesPagesListTheOrphanedValuesInOrderOnce(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")
 	admin := s.SignInLocal(t)
@@ -86,6 +87,7 @@ func TestValuesPagesListTheOrphanedValuesInOrderOnce(t *testing.T) {
 // link; following it shows exactly the next 25, then the last 10 with no
 // Older link and a way back to the newest.
 func TestBackupsPageListsOlderSnapshotsAPageAtATime(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	root := s.SignInLocal(t)
 	env := s.CreateEnvironment(t, backupWebManifest, "production")
@@ -146,6 +148,7 @@ func TestBackupsPageListsOlderSnapshotsAPageAtATime(t *testing.T) {
 // home page's card and "+2 more" (only what the member may see counted);
 // an admin sees "+3 more".
 func TestHomeCardShowsTheFirstEnvironmentsAndCountsTheOthers(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithAdmins("root@example.test"))
 	var names []string
 	for i := range 11 {

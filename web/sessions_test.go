@@ -23,6 +23,7 @@ func sessionCookie(t *testing.T, s *webtest.Server, c *http.Client) *http.Cookie
 }
 
 func TestSignInRenewsTheSessionToken(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{"local link", "OIDC"} {
 		t.Run(method, func(t *testing.T) {
 			s := webtest.Start(t)
@@ -100,6 +101,7 @@ func TestSessionAbsoluteLifetime(t *testing.T) {
 }
 
 func TestSessionCookieFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		publicURL, name string
 		secure          bool

@@ -18,6 +18,7 @@ import (
 // link and a complete OIDC sign-in from that same address (behind a proxy,
 // everybody's) still sign in; the bad ones keep being refused.
 func TestValidSignInsPassTheFailedSignInLimit(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithSignInLimit(web.DefaultSignInFailures.Burst, web.DefaultSignInFailures.Every))
 	attacker := s.NewClient()
 	statuses := map[int]int{}
@@ -64,6 +65,7 @@ func TestValidSignInsPassTheFailedSignInLimit(t *testing.T) {
 // sign-ins are counted only when the peer is a trusted proxy, and then it
 // is the right-most address that is not a trusted proxy itself.
 func TestTrustedProxiesNameTheClient(t *testing.T) {
+	t.Parallel()
 	trusting := func(cidrs ...string) webtest.Option {
 		return func(d *web.Deps) {
 			for _, c := range cidrs {

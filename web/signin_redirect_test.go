@@ -17,6 +17,7 @@ import (
 // check. A next that leads anywhere but a page of this Studio, as a browser
 // would read the redirect, must land on the home page.
 func TestSignInReturnsOnlyToPagesOfThisStudio(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	self, err := url.Parse(s.URL)
 	if err != nil {

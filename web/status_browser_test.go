@@ -18,6 +18,7 @@ import (
 // deploying with a notice linking the run, then running revision 2, the
 // notice goes, and the "available" hint goes with it.
 func TestBrowserEnvironmentPageIsLiveAsAWhole(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s, admin := deployableWiki(t, &webtest.Deploys{StepDelay: 300 * time.Millisecond}, dns, "127.0.0.1")
 	startDeploy(t, s, admin, url.Values{})

@@ -14,6 +14,7 @@ import (
 // navigation, a token created by choosing a role per environment, its
 // secret shown once, at desktop and phone widths without sideways scroll.
 func TestBrowserCreatesATokenAndSeesItOnce(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	s.CreateEnvironment(t, "", "production")
 	s.CreateEnvironment(t, "", "staging")

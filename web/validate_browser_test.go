@@ -20,6 +20,7 @@ import (
 // would, and checks that the error is in view at once and that clicking it
 // lands on its line.
 func TestBrowserValidateFindsTheTypo(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	b := browsertest.New(t)
 	b.Do(
@@ -77,6 +78,7 @@ func TestBrowserValidateFindsTheTypo(t *testing.T) {
 // TestBrowserValidateShowsTheSummary pastes the reference's production-shaped
 // example and checks the summary and the hash.
 func TestBrowserValidateShowsTheSummary(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	b := browsertest.New(t)
 	b.Do(
@@ -106,6 +108,7 @@ func TestBrowserValidateShowsTheSummary(t *testing.T) {
 // TestBrowserValidateReleaseManifest: a pasted release manifest is
 // recognised, and the page says so above the verdict.
 func TestBrowserValidateReleaseManifest(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	b := browsertest.New(t)
 	manifest := readFile(t, "..", "compiler", "release", "testdata", "manifest.yaml")
@@ -141,6 +144,7 @@ func TestBrowserValidateReleaseManifest(t *testing.T) {
 // file picked is what the form sends and the server checks, and a
 // diagnostic's line link leads to the line in the source listing.
 func TestBrowserValidateFilePickerWithoutJavaScript(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	b := browsertest.New(t)
 	file := filepath.Join(t.TempDir(), "skali.yaml")

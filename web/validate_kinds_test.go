@@ -24,6 +24,7 @@ func readFile(tb testing.TB, parts ...string) string {
 // detected kind and the same line-anchored diagnostics and a summary
 // fitting the kind."
 func TestValidateOtherKinds(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	c := s.NewClient()
 	manifest := readFile(t, "..", "compiler", "release", "testdata", "manifest.yaml")

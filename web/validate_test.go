@@ -40,6 +40,7 @@ applications:
 `
 
 func TestValidatePageIsPublic(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	status, body := s.Get(t, s.NewClient(), "/validate")
 	if status != http.StatusOK {
@@ -56,6 +57,7 @@ func TestValidatePageIsPublic(t *testing.T) {
 }
 
 func TestValidateValidManifestShowsSummaryAndHash(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	src := readExample(t, "production")
 	resp, body := s.PostForm(t, s.NewClient(), "/validate", url.Values{"manifest": {src}})
@@ -89,6 +91,7 @@ func TestValidateValidManifestShowsSummaryAndHash(t *testing.T) {
 }
 
 func TestValidateInvalidManifestShowsEachDiagnosticAtItsLine(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	resp, body := s.PostForm(t, s.NewClient(), "/validate", url.Values{"manifest": {strings.ReplaceAll(typoManifest, "\n", "\r\n")}})
 	if resp.StatusCode != http.StatusUnprocessableEntity {
@@ -121,6 +124,7 @@ func TestValidateInvalidManifestShowsEachDiagnosticAtItsLine(t *testing.T) {
 }
 
 func TestValidateOversizeManifest(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	c := s.NewClient()
 
@@ -149,6 +153,7 @@ func TestValidateOversizeManifest(t *testing.T) {
 }
 
 func TestValidateEmptyManifest(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	resp, body := s.PostForm(t, s.NewClient(), "/validate", url.Values{"manifest": {""}})
 	if resp.StatusCode != http.StatusUnprocessableEntity {

@@ -14,6 +14,7 @@ import (
 // new environment admin: paste the production-shaped example, create
 // production, import a .env, and read the value states.
 func TestBrowserCreatesProjectEnvironmentAndImportsValues(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithValueKeys())
 	b := browsertest.New(t)
 	manifest := exampleManifest(t, "production")

@@ -12,6 +12,7 @@ import (
 // name the manifest does not use asks first, and "Replace" puts the cursor
 // in the value field.
 func TestValueFormsKeepWhatIsNotSecret(t *testing.T) {
+	t.Parallel()
 	s, _ := wikiServer(t)
 	c := s.SignInLocal(t)
 
@@ -60,6 +61,7 @@ func TestValueFormsKeepWhatIsNotSecret(t *testing.T) {
 // uses it; the filter works as a GET form; a never-deployed environment
 // wears no green active badge.
 func TestValuesPageShowsUsesAndFilters(t *testing.T) {
+	t.Parallel()
 	s, _ := wikiServer(t)
 	c := s.SignInLocal(t)
 	_, page := s.Get(t, c, envPath+"/values")

@@ -20,6 +20,7 @@ import (
 // (not the browser's pattern message) says what to type; lengths read
 // "N characters; at most M" on every form.
 func TestBrowserValuesImportShowsEveryProblemAndKeepsThePaste(t *testing.T) {
+	t.Parallel()
 	const secret = "pasted-secret-4d1f0c2b"
 	s := webtest.Start(t, webtest.WithValueKeys())
 	s.CreateEnvironment(t, exampleManifest(t, "production"), "production")

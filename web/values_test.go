@@ -28,6 +28,7 @@ func wikiServer(t *testing.T) (*webtest.Server, *store.Environment) {
 }
 
 func TestEveryProjectAndValueActionByRole(t *testing.T) {
+	t.Parallel()
 	s, env := wikiServer(t)
 	s.AddMember(t, env, "viewer@example.com", store.RoleViewer)
 	s.AddMember(t, env, "deployer@example.com", store.RoleDeployer)
@@ -116,6 +117,7 @@ func TestEveryProjectAndValueActionByRole(t *testing.T) {
 }
 
 func TestValueFormsReRenderWithErrors(t *testing.T) {
+	t.Parallel()
 	s, _ := wikiServer(t)
 	c := s.SignInLocal(t)
 	for _, tc := range []struct {
@@ -162,6 +164,7 @@ func TestValueFormsReRenderWithErrors(t *testing.T) {
 // looks for each of them in a dump of the database, every page, the logs
 // and the audit table. Failure messages name values by number only.
 func TestNoPlaintextLeaks(t *testing.T) {
+	t.Parallel()
 	s, env := wikiServer(t)
 	s.ActivateRevision(t, "team-wiki", "production", 1) // its hostnames are shown, and searched
 	s.AddMember(t, env, "viewer@example.com", store.RoleViewer)
@@ -289,6 +292,7 @@ func (w *writer) Write(p []byte) (int, error) { return w.b.Write(p) }
 // TestPrunePageShowsThePendingFlash: the prune page consumes a pending
 // flash message once, and shows it.
 func TestPrunePageShowsThePendingFlash(t *testing.T) {
+	t.Parallel()
 	s, _ := wikiServer(t)
 	c := s.SignInLocal(t)
 	if resp, _ := s.PostForm(t, c, envPath+"/values", url.Values{"name": {"OLD_SETTING"}, "value": {"x"}, "confirm_orphan": {"1"}}); resp.StatusCode != http.StatusSeeOther {
@@ -312,6 +316,7 @@ func TestPrunePageShowsThePendingFlash(t *testing.T) {
 // by mistake or by someone who may add revisions but not read values, is
 // withheld.
 func TestSecretPutInARouteDomainIsNotShown(t *testing.T) {
+	t.Parallel()
 	s, env := wikiServer(t)
 	s.AddMember(t, env, "eve@example.com", store.RoleViewer)
 	admin := s.SignInLocal(t)

@@ -28,6 +28,7 @@ import (
 // humanize.Duration), so that a countdown does not change its wording when
 // the script takes over.
 func TestBrowserCountdownWordingMatchesGo(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	b := browsertest.New(t)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
@@ -81,6 +82,7 @@ func jsString(s string) string {
 // automatic check, whose countdown ticks and reads "checking…" once due;
 // Check now on the run page checks that domain and comes back to the run.
 func TestBrowserDNSPendingSaysWhatToDoAndCountsDown(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	d := &webtest.Deploys{ReconcileInterval: 20 * time.Second,
 		PublicAddresses: []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8::7")}}
@@ -265,6 +267,7 @@ func reconcileRestartsCountdown(t *testing.T, s *webtest.Server, d *webtest.Depl
 // counting down, then "checking…". (The Studio's clock runs an hour
 // behind the browser's, so the hour of backoff ends within the test.)
 func TestBrowserCertificateRetryCountsDownOnTheRunPage(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	d := &webtest.Deploys{Resolver: dns}
 	behind := func() time.Time { return time.Now().Add(-runs.Backoff(1) + 45*time.Second) }
@@ -306,6 +309,7 @@ func TestBrowserCertificateRetryCountsDownOnTheRunPage(t *testing.T) {
 // known one; when the stream is back, the banner says "Reconnected", then
 // goes, and the state is no longer stale.
 func TestBrowserShowsTheConnectionState(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	s, admin := deployableWiki(t, &webtest.Deploys{}, dns, "127.0.0.2")
 	const envPath = "/projects/team-wiki/environments/production"
@@ -377,6 +381,7 @@ func TestBrowserShowsTheConnectionState(t *testing.T) {
 // defers, what to do about it under that checkpoint, without a reload (the
 // stream swaps the row; the page keeps what it says per viewer).
 func TestBrowserDNSPendingAppearsLiveUnderTheCheckpoint(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	d := &webtest.Deploys{ReconcileInterval: time.Minute, StepDelay: 700 * time.Millisecond,
 		PublicAddresses: []netip.Addr{netip.MustParseAddr("203.0.113.7")}}

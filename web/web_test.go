@@ -2,19 +2,38 @@ package web_test
 
 import (
 	"context"
+	"flag"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/skali-dev/studio/store/storetest"
 	"github.com/skali-dev/studio/web"
+	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+// parallelTests is how many of the package's parallel tests run at once
+// unless -parallel says otherwise. Go's default is GOMAXPROCS (2 on a
+// two-core CI machine), but most of a browser test's time is spent waiting
+// for a page, a live update or a countdown, not computing, so more of them
+// fit on two cores (see docs/testing.md).
+const parallelTests = 4
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
+	}
+	storetest.Main(m, browsertest.Shutdown)
+}
 
 func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	c := s.NewClient()
 	for _, path := range []string{"/healthz", "/readyz"} {
@@ -49,6 +68,7 @@ func TestHealthAndReadiness(t *testing.T) {
 }
 
 func TestSecurityHeadersOnEveryPage(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	resp, err := s.NewClient().Get(s.URL + "/login")
 	if err != nil {
@@ -79,6 +99,7 @@ func TestSecurityHeadersOnEveryPage(t *testing.T) {
 }
 
 func TestAnonymousVisitorIsSentToSignIn(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	resp, err := s.NewClient().Get(s.URL + "/")
 	if err != nil {
@@ -91,6 +112,7 @@ func TestAnonymousVisitorIsSentToSignIn(t *testing.T) {
 }
 
 func TestUnknownPageIsA404Page(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	c := s.SignInLocal(t)
 	status, body := s.Get(t, c, "/no/such/page")
@@ -103,6 +125,7 @@ func TestUnknownPageIsA404Page(t *testing.T) {
 }
 
 func TestCrossOriginPostIsRefusedAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	c := s.SignInLocal(t)
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/logout", strings.NewReader(url.Values{}.Encode()))
@@ -124,6 +147,7 @@ func TestCrossOriginPostIsRefusedAndChangesNothing(t *testing.T) {
 }
 
 func TestOversizedBodyIsRefused(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, func(d *web.Deps) { d.MaxBodyBytes = 1 << 10 })
 	c := s.SignInLocal(t)
 	resp, _ := s.PostForm(t, c, "/logout", url.Values{"padding": {strings.Repeat("x", 4<<10)}})
@@ -133,6 +157,7 @@ func TestOversizedBodyIsRefused(t *testing.T) {
 }
 
 func TestLocalSignInLinkWorksOnce(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	link := s.LocalLoginURL(t)
 	c := s.NewClient()
@@ -158,6 +183,7 @@ func TestLocalSignInLinkWorksOnce(t *testing.T) {
 }
 
 func TestSignOutEndsTheSessionServerSide(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	c := s.SignInLocal(t)
 	u, _ := url.Parse(s.URL)
@@ -183,6 +209,7 @@ func TestSignOutEndsTheSessionServerSide(t *testing.T) {
 }
 
 func TestAuditLinkShowsOnlyForAdmins(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
 	s.AddMember(t, env, "viewer@example.test", "viewer")

@@ -16,6 +16,7 @@ import (
 // certificates, backups); ticking Deploys and Certificates subscribes the
 // endpoint to every deploy and certificate event, and nothing else.
 func TestWebhookEventsChosenByGroup(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	env := s.CreateEnvironment(t, "name: plain\napplications:\n  api:\n    image: ghcr.io/acme/api:1\n", "production")
 	admin := s.SignInLocal(t)

@@ -26,6 +26,7 @@ import (
 // this endpoint and for one of every environment (the installation's page)
 // but not for an endpoint that chose other events.
 func TestBrowserAddsAWebhookAndSeesItsSecretOnce(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithValueKeys())
 	env := s.CreateEnvironment(t, "", "production")
 	b := browsertest.New(t)
@@ -120,6 +121,7 @@ func TestBrowserAddsAWebhookAndSeesItsSecretOnce(t *testing.T) {
 // answers 500 (retrying, its answer shown); Redeliver sends a finished
 // delivery again with the same webhook-id.
 func TestBrowserWebhookDeliveriesOfARealDeploy(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	s.CreateEnvironment(t, "name: plain\napplications:\n  api:\n    image: ghcr.io/acme/api:1\n", "production")
 	admin := s.SignInLocal(t)

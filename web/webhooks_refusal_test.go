@@ -23,6 +23,7 @@ import (
 // stored error however long (a row written before errors were bounded) is
 // shown clipped.
 func TestWebhookPageSaysWhyADeliveryWasRefused(t *testing.T) {
+	t.Parallel()
 	d := &webtest.Deploys{}
 	s := webtest.Start(t, webtest.WithDeploys(d))
 	env := s.CreateEnvironment(t, "name: plain\napplications:\n  api:\n    image: ghcr.io/acme/api:1\n", "production")

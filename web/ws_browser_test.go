@@ -84,6 +84,7 @@ func (l *trackingListener) cut() {
 // it left off. (Countdowns are tested on the real run and environment
 // pages: watch_browser_test.go.)
 func TestBrowserFollowsARunLive(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, func(d *web.Deps) { d.Fragments = checkpointRows{} })
 	b := browsertest.New(t)
 	env := s.CreateEnvironment(t, "", "production")

@@ -35,9 +35,13 @@ var (
 )
 
 // Main runs a test package's tests and then stops the private server, so no
-// postgres process outlives the test binary. Call it from TestMain.
-func Main(m *testing.M) {
+// postgres process outlives the test binary. Call it from TestMain; after
+// runs before the server stops (a package's shared browser, say).
+func Main(m *testing.M, after ...func()) {
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	shutdown()
 	os.Exit(code)
 }

@@ -8,13 +8,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
-// Browser is one headless Chromium with one tab.
+// Browser is one tab, in a browser context of its own, of the package's
+// headless Chromium.
 type Browser struct {
 	// Ctx runs chromedp actions in the tab.
 	Ctx context.Context
@@ -37,9 +41,10 @@ func chromiumPath() string {
 	return ""
 }
 
-// New starts a headless Chromium for the test and closes it when the test
-// ends. Without Chromium the test fails on CI (CI=true) and is skipped
-// elsewhere with a message saying how to install it.
+// New opens a tab for the test in the package's headless Chromium, in a
+// browser context of its own, and closes both when the test ends. Without
+// Chromium the test fails on CI (CI=true) and is skipped elsewhere with a
+// message saying how to install it.
 func New(tb testing.TB) *Browser {
 	tb.Helper()
 	return NewFor(tb, 90*time.Second)
@@ -47,6 +52,13 @@ func New(tb testing.TB) *Browser {
 
 // NewFor is New for a test whose actions may take up to limit in all (a
 // walk through every page at several sizes).
+//
+// Every test of a package shares one Chromium process (started by the
+// first test that asks for it, stopped by Shutdown from TestMain), and each
+// test gets a new browser context in it: its own cookies, storage, cache
+// and tabs, as a fresh incognito window has, so tests can run in parallel
+// without seeing each other's sessions. Starting one Chromium per test cost
+// about a second of a busy two-core machine each.
 func NewFor(tb testing.TB, limit time.Duration) *Browser {
 	tb.Helper()
 	path := chromiumPath()
@@ -56,6 +68,45 @@ func NewFor(tb testing.TB, limit time.Duration) *Browser {
 		}
 		tb.Skip("browsertest: Chromium is not installed; install it with 'apt-get install -y chromium' to run browser tests")
 	}
+	root, err := sharedBrowser(path)
+	if err != nil {
+		tb.Fatalf("browsertest: start Chromium: %v", err)
+	}
+	ctx, cancelTab := chromedp.NewContext(root, chromedp.WithNewBrowserContext())
+	tb.Cleanup(cancelTab)
+	// The first action opens the tab; later actions are bounded, so a hung
+	// page fails the test instead of hanging CI.
+	if err := chromedp.Do(ctx); err != nil {
+		tb.Fatalf("browsertest: open a tab: %v", err)
+	}
+	bounded, cancelTimeout := context.WithTimeout(ctx, limit)
+	tb.Cleanup(cancelTimeout)
+	return &Browser{Ctx: bounded, tb: tb}
+}
+
+// shared is the package's one Chromium: the context of its first tab (which
+// only starts it; tests open tabs of their own) and what stops it.
+var shared struct {
+	mu          sync.Mutex
+	ctx         context.Context
+	cancelTab   context.CancelFunc
+	cancelAlloc context.CancelFunc
+	dir         string
+}
+
+// sharedBrowser returns the context of the package's Chromium, starting it
+// when it is not running (the first test, or one after Chromium died).
+func sharedBrowser(path string) (context.Context, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.ctx != nil && shared.ctx.Err() == nil {
+		return shared.ctx, nil
+	}
+	stopLocked()
+	dir, err := os.MkdirTemp("", "studio-chromium-")
+	if err != nil {
+		return nil, err
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless,
@@ -63,7 +114,7 @@ func NewFor(tb testing.TB, limit time.Duration) *Browser {
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(tb.TempDir()),
+		chromedp.UserDataDir(dir),
 		chromedp.WindowSize(1280, 900),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
@@ -72,22 +123,42 @@ func NewFor(tb testing.TB, limit time.Duration) *Browser {
 		chromedp.Flag("disable-extensions", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("no-proxy-server", true),
+		// Tabs of parallel tests are all "in the background" for Chromium:
+		// their timers and rendering must run at full speed all the same.
+		chromedp.Flag("disable-background-timer-throttling", true),
+		chromedp.Flag("disable-backgrounding-occluded-windows", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
-	tb.Cleanup(func() {
+	// The first action starts the browser and must not carry a timeout (it
+	// would stop the browser).
+	if err := chromedp.Do(ctx); err != nil {
 		cancelTab()
 		cancelAlloc()
-	})
-	// The first action starts the browser and must not carry a timeout (it
-	// would stop the browser); later actions are bounded, so a hung page
-	// fails the test instead of hanging CI.
-	if err := chromedp.Do(ctx); err != nil {
-		tb.Fatalf("browsertest: start Chromium: %v", err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	bounded, cancelTimeout := context.WithTimeout(ctx, limit)
-	tb.Cleanup(cancelTimeout)
-	return &Browser{Ctx: bounded, tb: tb}
+	shared.ctx, shared.cancelTab, shared.cancelAlloc, shared.dir = ctx, cancelTab, cancelAlloc, dir
+	return ctx, nil
+}
+
+// Shutdown stops the package's Chromium, if a test started it. Call it from
+// TestMain after the tests ran (storetest.Main(m, browsertest.Shutdown)), so
+// no browser outlives the test binary.
+func Shutdown() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	stopLocked()
+}
+
+func stopLocked() {
+	if shared.cancelTab != nil {
+		shared.cancelTab()
+		shared.cancelAlloc()
+		os.RemoveAll(shared.dir)
+	}
+	shared.ctx, shared.cancelTab, shared.cancelAlloc, shared.dir = nil, nil, nil, ""
 }
 
 // Do runs steps in the tab and fails the test on error.
@@ -207,4 +278,54 @@ func (b *Browser) seen() string {
 		return "(unreadable: " + err.Error() + ")"
 	}
 	return s
+}
+
+// Session is what a tab holds for the person using it: its page's origin
+// and cookies, and what is left of its time limit. Open opens the same
+// session in another window.
+type Session struct {
+	origin  string
+	cookies []*network.Cookie
+	limit   time.Duration
+}
+
+// Session reads the cookies b holds for its current page.
+func (b *Browser) Session() Session {
+	b.tb.Helper()
+	s := Session{origin: Eval[string](b, `location.origin`), limit: 90 * time.Second}
+	b.Do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		res, err := cdp.Call(ctx, t, network.GetCookies, network.GetCookiesParams{})
+		s.cookies = res.Cookies
+		return err
+	}))
+	if deadline, ok := b.Ctx.Deadline(); ok {
+		s.limit = time.Until(deadline)
+	}
+	return s
+}
+
+// Open opens, for tb, a tab in a browser context of its own that holds the
+// session's cookies: the same person, signed in the same way, in a second
+// window. Its actions are bounded by what was left of the first tab's
+// limit. Tests that walk pages at several sizes at once give each size a
+// window of its own.
+func (s Session) Open(tb testing.TB) *Browser {
+	tb.Helper()
+	b := NewFor(tb, s.limit)
+	params := make([]*network.CookieParam, 0, len(s.cookies))
+	for _, c := range s.cookies {
+		p := &network.CookieParam{Name: c.Name, Value: c.Value, URL: s.origin, Path: c.Path,
+			Secure: c.Secure, HTTPOnly: c.HTTPOnly, SameSite: c.SameSite}
+		if !c.Session {
+			p.Expires = cdp.TimeSinceEpoch(c.Expires)
+		}
+		params = append(params, p)
+	}
+	if len(params) > 0 {
+		b.Do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, network.SetCookies, network.SetCookiesParams{Cookies: params})
+			return err
+		}))
+	}
+	return b
 }
