@@ -300,6 +300,7 @@ func TestBrowserBackupsPreviewDropsPastFires(t *testing.T) {
 // succeed on its run page, and the backups page then names the last
 // proven restore (and how much it proved), at desktop and phone widths.
 func TestBrowserRunsADrillAndSeesTheLastProvenRestore(t *testing.T) {
+	t.Parallel()
 	s, _, _, _ := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 	b := browsertest.NewFor(t, 4*time.Minute)

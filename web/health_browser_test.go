@@ -22,6 +22,7 @@ import (
 // the platform's report, without a reload. A page of an environment never
 // deployed says so instead of claiming health.
 func TestBrowserSeesAnApplicationsHealthChangeLive(t *testing.T) {
+	t.Parallel()
 	dns := &webtest.Resolver{}
 	faults := &local.Faults{}
 	d := &webtest.Deploys{Faults: faults}

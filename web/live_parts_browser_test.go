@@ -23,6 +23,7 @@ import (
 // never the whole page. The deployer reading the same parts gets the
 // snapshot without those actions.
 func TestBrowserRoleDependentPartsComeFromTheLiveEndpoint(t *testing.T) {
+	t.Parallel()
 	s, env, _, _ := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 	s.AddMember(t, env, "dana@example.test", store.RoleDeployer)
@@ -85,6 +86,7 @@ func TestBrowserRoleDependentPartsComeFromTheLiveEndpoint(t *testing.T) {
 // card counts the approval and names the approver without a reload, read
 // from the run's …/live parts when the run's stream says it still waits.
 func TestBrowserApprovalCardFollowsAnotherPersonsApproval(t *testing.T) {
+	t.Parallel()
 	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{}))
 	admin := s.SignInLocal(t)
 	env := s.CreateEnvironment(t, protectedManifest, "production")
