@@ -387,18 +387,28 @@ func (p *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc pla
 	return check, nil
 }
 
+// envDeployments finds the environment's namespace and lists its
+// Deployments.
+func (p *Platform) envDeployments(ctx context.Context, env platform.Env) (envNames, []Object, error) {
+	n, err := p.backupNames(ctx, env)
+	if err != nil {
+		return n, nil, err
+	}
+	deps, err := p.Client.List(ctx, KindDeployment, n.namespace, LabelManagedBy+"="+managedBy)
+	if err != nil {
+		return n, nil, p.apiError("listing the Deployments of "+n.namespace, err)
+	}
+	return n, deps, nil
+}
+
 // StopEnvironment implements platform.BackupPlatform: every application's
 // Deployment is scaled to zero (its count kept in an annotation for
 // StartEnvironment; an autoscaler leaves a Deployment at zero alone) and
 // the wait ends when its pods are gone.
 func (p *Platform) StopEnvironment(ctx context.Context, env platform.Env) error {
-	n, err := p.backupNames(ctx, env)
+	n, deps, err := p.envDeployments(ctx, env)
 	if err != nil {
 		return err
-	}
-	deps, err := p.Client.List(ctx, KindDeployment, n.namespace, LabelManagedBy+"="+managedBy)
-	if err != nil {
-		return p.apiError("listing the Deployments of "+n.namespace, err)
 	}
 	for _, d := range deps {
 		name := str(d, "metadata", "name")
@@ -411,11 +421,12 @@ func (p *Platform) StopEnvironment(ctx context.Context, env platform.Env) error 
 			return p.apiError("scaling Deployment "+name+" to zero", err)
 		}
 	}
-	return p.waitPods(ctx, n, func(pods []Object) (bool, string) {
-		if len(pods) == 0 {
-			return true, ""
+	return waitUntil(ctx, "the environment did not stop", func(ctx context.Context) (bool, string, error) {
+		pods, err := p.Client.List(ctx, KindPod, n.namespace, LabelComponent+"=application")
+		if err != nil || len(pods) == 0 {
+			return err == nil, "", p.apiError("listing the pods of "+n.namespace, err)
 		}
-		return false, fmt.Sprintf("%d application pods still running (%s first)", len(pods), str(pods[0], "metadata", "name"))
+		return false, fmt.Sprintf("%d application pods still running (%s first)", len(pods), str(pods[0], "metadata", "name")), nil
 	})
 }
 
@@ -423,13 +434,9 @@ func (p *Platform) StopEnvironment(ctx context.Context, env platform.Env) error 
 // restore stopped get their replicas back, and the wait ends when each
 // has them Ready.
 func (p *Platform) StartEnvironment(ctx context.Context, env platform.Env) error {
-	n, err := p.backupNames(ctx, env)
+	n, deps, err := p.envDeployments(ctx, env)
 	if err != nil {
 		return err
-	}
-	deps, err := p.Client.List(ctx, KindDeployment, n.namespace, LabelManagedBy+"="+managedBy)
-	if err != nil {
-		return p.apiError("listing the Deployments of "+n.namespace, err)
 	}
 	want := map[string]int{}
 	for _, d := range deps {
@@ -448,14 +455,11 @@ func (p *Platform) StartEnvironment(ctx context.Context, env platform.Env) error
 			return p.apiError("starting Deployment "+name+" again", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	for {
-		deps, err := p.Client.List(ctx, KindDeployment, n.namespace, LabelManagedBy+"="+managedBy)
+	return waitUntil(ctx, "the environment did not start again", func(ctx context.Context) (bool, string, error) {
+		_, deps, err := p.envDeployments(ctx, env)
 		if err != nil {
-			return p.apiError("reading the Deployments of "+n.namespace, err)
+			return false, "", err
 		}
-		waiting := ""
 		for _, d := range deps {
 			name := str(d, "metadata", "name")
 			r, ok := want[name]
@@ -464,45 +468,34 @@ func (p *Platform) StartEnvironment(ctx context.Context, env platform.Env) error
 			}
 			ready := num(at(d, "status", "readyReplicas"))
 			if ready < r || num(at(d, "status", "observedGeneration")) < num(at(d, "metadata", "generation")) {
-				waiting = fmt.Sprintf("Deployment %s has %d of %d pods Ready", name, ready, r)
-				break
+				return false, fmt.Sprintf("Deployment %s has %d of %d pods Ready", name, ready, r), nil
 			}
 		}
-		if waiting == "" {
-			return nil
-		}
-		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("the environment did not start again within %s: %s", startTimeout, waiting)
-			}
-			return err
-		}
-	}
+		return true, "", nil
+	})
 }
 
-// waitPods waits until done says the namespace's application pods are
-// as wanted.
-func (p *Platform) waitPods(ctx context.Context, n envNames, done func([]Object) (bool, string)) error {
+// waitUntil asks done every half second until it says so, for at most
+// startTimeout; when that runs out the error is what, with done's last
+// words on what it waits for.
+func waitUntil(ctx context.Context, what string, done func(context.Context) (bool, string, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	for {
-		pods, err := p.Client.List(ctx, KindPod, n.namespace, LabelComponent+"=application")
-		if err != nil {
-			return p.apiError("listing the pods of "+n.namespace, err)
-		}
-		ok, waiting := done(pods)
-		if ok {
-			return nil
+		ok, waiting, err := done(ctx)
+		if ok || err != nil {
+			return err
 		}
 		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("the environment did not stop within %s: %s", startTimeout, waiting)
+				return fmt.Errorf("%s within %s: %s", what, startTimeout, waiting)
 			}
 			return err
 		}
 	}
 }
 
+// sleepCtx sleeps d, or less when ctx ends (its error then).
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -117,23 +117,10 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 		"INSERT INTO ledger_entries SELECT g, 'entry ' || g || ' ' || repeat(md5(g::text), 8) FROM generate_series(1, 5000) g; "+
 		"INSERT INTO testapp_rows (note) VALUES ('second row, before the snapshot')")
 
-	if err := f.svc.SaveBackupTarget(f.ctx, store.Actor{}, runs.BackupTargetForm{Target: "s3://backups/studio", Endpoint: srv.Endpoint,
-		Region: srv.Region, PathStyle: true, AccessKey: srv.Access, SecretKey: srv.Secret}); err != nil {
-		t.Fatal(err)
-	}
+	f.saveTarget(srv)
 	started := time.Now()
-	backup, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := f.finish(backup); got.Status != store.RunSucceeded {
-		t.Fatalf("snapshot %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
-	}
+	b := f.snapshot()
 	t.Logf("snapshot taken in %s", time.Since(started).Round(10*time.Millisecond))
-	b, err := f.db.BackupByRun(f.ctx, backup.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	prefix := "studio/ledger/realbackup/" + b.Name + "/"
 	objs := srv.Objects(t, "backups", prefix)
 	if len(objs) != 1 || objs[prefix+"database-data.sql"] < 1000 {
@@ -159,19 +146,11 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 	f.sql(cluster, "postgres", "CREATE DATABASE skali_drill_0123456789abcdef")
 
 	// A drill proves the snapshot without touching the environment.
-	drill, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := f.finish(drill)
+	got, s := f.drill()
 	if got.Status != store.RunSucceeded {
 		t.Fatalf("drill %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
 	}
-	cps, err := f.db.Checkpoints(f.ctx, drill.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := runs.SummarizeDrill(cps); !s.Counted || s.Tables != 2 || s.Rows != 5002 {
+	if !s.Counted || s.Tables != 2 || s.Rows != 5002 {
 		t.Fatalf("the drill proved %+v, want 2 tables and 5,002 rows counted", s)
 	}
 	if n := f.sql(cluster, "postgres", "SELECT count(*) FROM pg_database WHERE datname LIKE 'skali_drill_%'"); n != "0" {
@@ -204,11 +183,7 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 
 	// The restore: stopped, replayed, started.
 	restoreStarted := time.Now().Add(-time.Second) // the API server's clock rounds to seconds
-	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "realbackup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := f.finish(restore); got.Status != store.RunSucceeded {
+	if got := f.restore(b); got.Status != store.RunSucceeded {
 		t.Fatalf("restore %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
 	}
 	if !strings.Contains(f.logs.String(), "ended sessions a stopped Studio left on a database before restoring it") {
@@ -270,11 +245,7 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 	if err := srv.Client(t, "backups").Put(f.ctx, key, []byte(strings.Repeat("x", len(dump)))); err != nil {
 		t.Fatal(err)
 	}
-	restore, err = f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "realbackup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := f.finish(restore); got.Status != store.RunFailed || !strings.Contains(got.Reason, "database-data.sql does not match its recorded checksum") {
+	if got := f.restore(b); got.Status != store.RunFailed || !strings.Contains(got.Reason, "database-data.sql does not match its recorded checksum") {
 		t.Fatalf("restore of a changed object: %s (%s)", got.Status, got.Reason)
 	}
 	if env := f.reloadEnv(); env.State != store.EnvironmentActive {
@@ -283,11 +254,7 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 	if r := num(at(f.serving("web"), "spec", "replicas")); r != 2 {
 		t.Fatalf("a refused restore scaled web to %d", r)
 	}
-	drill, err = f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := f.finish(drill); got.Status != store.RunFailed || !strings.Contains(got.Reason, "database-data.sql") {
+	if got, _ := f.drill(); got.Status != store.RunFailed || !strings.Contains(got.Reason, "database-data.sql") {
 		t.Fatalf("drill of a changed object: %s (%s)", got.Status, got.Reason)
 	}
 	if n := f.sql(cluster, "postgres", "SELECT count(*) FROM pg_database WHERE datname LIKE 'skali_drill_%'"); n != "0" {
@@ -326,6 +293,73 @@ func (f *fixture) serving(app string) kubernetes.Object {
 	}
 	f.t.Fatalf("no Deployment of %s has replicas (%d Deployments)", app, len(deps))
 	return nil
+}
+
+// saveTarget saves srv's bucket backups, prefix studio, as the backup
+// target.
+func (f *fixture) saveTarget(srv *s3test.Server) {
+	f.t.Helper()
+	if err := f.svc.SaveBackupTarget(f.ctx, store.Actor{}, runs.BackupTargetForm{Target: "s3://backups/studio", Endpoint: srv.Endpoint,
+		Region: srv.Region, PathStyle: true, AccessKey: srv.Access, SecretKey: srv.Secret}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// snapshot takes a snapshot by hand and returns it once it succeeded.
+func (f *fixture) snapshot() *store.Backup {
+	f.t.Helper()
+	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if got := f.finish(run); got.Status != store.RunSucceeded {
+		f.t.Fatalf("snapshot %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
+	}
+	b, err := f.db.BackupByRun(f.ctx, run.ID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+// drill runs a restore drill to its end and returns it with what it
+// proved.
+func (f *fixture) drill() (*store.Run, runs.DrillSummary) {
+	f.t.Helper()
+	run, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	got := f.finish(run)
+	cps, err := f.db.Checkpoints(f.ctx, run.ID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return got, runs.SummarizeDrill(cps)
+}
+
+// restore restores snapshot b to its end.
+func (f *fixture) restore(b *store.Backup) *store.Run {
+	f.t.Helper()
+	run, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, f.env.Name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return f.finish(run)
+}
+
+// noHelperLeft fails when a helper pod of the Studio's is still running.
+func (f *fixture) noHelperLeft() {
+	f.t.Helper()
+	helpers, err := f.client.List(f.ctx, kubernetes.KindPod, f.ns, kubernetes.LabelHelper)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, h := range helpers {
+		if str(h, "metadata", "deletionTimestamp") == "" {
+			f.t.Fatalf("helper pod %s is left", str(h, "metadata", "name"))
+		}
+	}
 }
 
 // reloadEnv reads the environment again.
@@ -447,10 +481,7 @@ func TestRealVolumeSnapshotRestoreAndDrill(t *testing.T) {
 		t.Fatalf("the volume holds:\n%s", before)
 	}
 
-	if err := f.svc.SaveBackupTarget(f.ctx, store.Actor{}, runs.BackupTargetForm{Target: "s3://backups/studio", Endpoint: srv.Endpoint,
-		Region: srv.Region, PathStyle: true, AccessKey: srv.Access, SecretKey: srv.Secret}); err != nil {
-		t.Fatal(err)
-	}
+	f.saveTarget(srv)
 	// The helper pod of a Studio killed during an earlier step: the next
 	// step deletes it (the check after the restore sees none).
 	if _, err := f.client.Create(f.ctx, kubernetes.KindPod, kubernetes.Object{
@@ -460,17 +491,7 @@ func TestRealVolumeSnapshotRestoreAndDrill(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	backup, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := f.finish(backup); got.Status != store.RunSucceeded {
-		t.Fatalf("snapshot %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
-	}
-	b, err := f.db.BackupByRun(f.ctx, backup.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := f.snapshot()
 	objs := srv.Objects(t, "backups", "studio/album/realvolume/"+b.Name+"/")
 	if n := objs["studio/album/realvolume/"+b.Name+"/volume-photos-uploads.tar"]; n < 3<<20 {
 		t.Fatalf("the bucket holds %v", objs)
@@ -479,38 +500,21 @@ func TestRealVolumeSnapshotRestoreAndDrill(t *testing.T) {
 	f.files("PUT", "cover.txt", []byte("changed after the snapshot"))
 	f.files("PUT", "later.txt", []byte("written after the snapshot"))
 
-	drill, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := f.finish(drill); got.Status != store.RunSucceeded {
+	got, s := f.drill()
+	if got.Status != store.RunSucceeded {
 		t.Fatalf("drill %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
 	}
-	cps, err := f.db.Checkpoints(f.ctx, drill.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := runs.SummarizeDrill(cps); s.Objects != 3 || s.Bytes != 3<<20+17 {
+	if s.Objects != 3 || s.Bytes != 3<<20+17 {
 		t.Fatalf("the drill checked %+v, want the 3 files of 3 MiB and 17 bytes", s)
 	}
 
-	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "realvolume")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := f.finish(restore); got.Status != store.RunSucceeded {
+	if got := f.restore(b); got.Status != store.RunSucceeded {
 		t.Fatalf("restore %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
 	}
 	if after := f.files("GET", "", nil); after != before {
 		t.Fatalf("after the restore the volume holds:\n%s\nthe snapshot held:\n%s", after, before)
 	}
-	if helpers, err := f.client.List(f.ctx, kubernetes.KindPod, f.ns, kubernetes.LabelHelper); err != nil || len(helpers) != 0 {
-		for _, h := range helpers {
-			if str(h, "metadata", "deletionTimestamp") == "" {
-				t.Fatalf("helper pod %s is left (%v)", str(h, "metadata", "name"), err)
-			}
-		}
-	}
+	f.noHelperLeft()
 	f.checkNoPlaintext()
 }
 
@@ -601,21 +605,8 @@ func TestRealBucketSnapshotRestoreAndDrill(t *testing.T) {
 	}
 	before := listing()
 
-	if err := f.svc.SaveBackupTarget(f.ctx, store.Actor{}, runs.BackupTargetForm{Target: "s3://backups/studio", Endpoint: srv.Endpoint,
-		Region: srv.Region, PathStyle: true, AccessKey: srv.Access, SecretKey: srv.Secret}); err != nil {
-		t.Fatal(err)
-	}
-	backup, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := f.finish(backup); got.Status != store.RunSucceeded {
-		t.Fatalf("snapshot %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
-	}
-	b, err := f.db.BackupByRun(f.ctx, backup.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.saveTarget(srv)
+	b := f.snapshot()
 	if n := srv.Objects(t, "backups", "")["studio/vault/realbucket/"+b.Name+"/bucket-files.tar"]; n < 20<<20 {
 		t.Fatalf("the snapshot's object has %d bytes", n)
 	}
@@ -630,38 +621,21 @@ func TestRealBucketSnapshotRestoreAndDrill(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	drill, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := f.finish(drill); got.Status != store.RunSucceeded {
+	got, s := f.drill()
+	if got.Status != store.RunSucceeded {
 		t.Fatalf("drill %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
 	}
-	cps, err := f.db.Checkpoints(f.ctx, drill.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := runs.SummarizeDrill(cps); s.Objects != 3 || s.Bytes != 20<<20+12+26 {
+	if s.Objects != 3 || s.Bytes != 20<<20+12+26 {
 		t.Fatalf("the drill checked %+v, want the 3 objects", s)
 	}
 
-	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "realbucket")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := f.finish(restore); got.Status != store.RunSucceeded {
+	if got := f.restore(b); got.Status != store.RunSucceeded {
 		t.Fatalf("restore %s: %s\n%s", got.Status, got.Reason, f.stepLog(got))
 	}
 	if after := listing(); after != before {
 		t.Fatalf("after the restore the bucket holds:\n%s\nthe snapshot held:\n%s", after, before)
 	}
-	if helpers, err := f.client.List(f.ctx, kubernetes.KindPod, f.ns, kubernetes.LabelHelper); err == nil {
-		for _, h := range helpers {
-			if str(h, "metadata", "deletionTimestamp") == "" {
-				t.Fatalf("helper pod %s is left", str(h, "metadata", "name"))
-			}
-		}
-	}
+	f.noHelperLeft()
 	if strings.Contains(f.logs.String(), srv.Secret) {
 		t.Fatal("the bucket's secret key is in the Studio's log")
 	}
