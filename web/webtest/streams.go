@@ -3,14 +3,15 @@ package webtest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/skali-dev/studio/paths"
 	"github.com/skali-dev/studio/store"
 )
 
@@ -62,7 +63,7 @@ func (s *Server) DialStream(tb testing.TB, c *http.Client, path string, header h
 // RunEventsPath is the event stream of run runID of hello-world/production,
 // from after sequence number after.
 func RunEventsPath(runID int64, after int64) string {
-	return fmt.Sprintf("/projects/hello-world/environments/production/runs/%d/events?after=%d", runID, after)
+	return paths.RunEvents("hello-world", "production", runID) + "?after=" + strconv.FormatInt(after, 10)
 }
 
 // AppendRunEvent appends an event to the run as the runner would: with a
