@@ -706,9 +706,25 @@ spec:
 		t.Errorf("the Studio calls %s, which no rule of its ClusterRole allows (by verb, resource, name and namespace)", m)
 	}
 	for _, u := range unused {
+		// Backups exec in real pods and start helper pods, which this
+		// cluster's simulated nodes cannot run: those rules are used, as
+		// the Studio's service account under this very ClusterRole, by
+		// runs/platform/kubernetes' TestReal*SnapshotRestoreAndDrill on
+		// the real-node cluster (a rule missing there fails them).
+		if backupRule(u) {
+			continue
+		}
 		t.Errorf("the rule %s was never used in these deploys", u)
 	}
 	t.Logf("%d API requests; used: %s", len(reqs), strings.Join(clustertest.Used(reqs), ", "))
+}
+
+// backupRule is a rule of the environment ClusterRole only backups use:
+// pods created, got and deleted (helper pods) and pods/exec.
+func backupRule(rule string) bool {
+	return strings.Contains(rule, "skali-studio-environment") &&
+		(strings.Contains(rule, "[pods/exec]") || strings.Contains(rule, "[create] []/[pods]") ||
+			strings.Contains(rule, "[get] []/[pods]") || strings.Contains(rule, "[delete] []/[pods]"))
 }
 
 // shutdownMargin is what the grace period must leave beyond the shutdown
