@@ -64,7 +64,7 @@ func (f *fixture) finish(run *store.Run) *store.Run {
 	for i := 0; ; i++ {
 		res, err := f.svc.Runner.Execute(f.ctx, run.ID)
 		if err != nil {
-			f.t.Fatalf("execute run %d: %v", run.ID, err)
+			f.t.Fatalf("execute run %d: %v\n%s", run.ID, err, f.runState(run.ID))
 		}
 		if res.Finished {
 			break

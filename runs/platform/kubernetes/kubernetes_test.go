@@ -207,6 +207,29 @@ func TestStudioManifestsGrantWhatTheDriverNeeds(t *testing.T) {
 	}
 }
 
+// runState says what the database holds of a run: its status, lease and
+// checkpoints, for a failure's message.
+func (f *fixture) runState(runID int64) string {
+	var b strings.Builder
+	var status string
+	var owner *string
+	var expires *time.Time
+	f.db.Pool.QueryRow(context.Background(), `SELECT status, lease_owner, lease_expires_at FROM runs WHERE id = $1`, runID).Scan(&status, &owner, &expires)
+	fmt.Fprintf(&b, "run %d: %s, lease %v until %v\n", runID, status, deref(owner), expires)
+	cps, _ := f.db.Checkpoints(context.Background(), runID)
+	for _, cp := range cps {
+		fmt.Fprintf(&b, "  %d %s %s: %s\n", cp.Position, cp.Kind, cp.Name, cp.Status)
+	}
+	return b.String()
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "none"
+	}
+	return *s
+}
+
 func (f *fixture) annotate(app, kind string, a map[string]string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -241,7 +264,7 @@ func (f *fixture) deploy(req ...runs.DeployRequest) *store.Run {
 	for i := 0; ; i++ {
 		res, err := f.svc.Runner.Execute(f.ctx, run.ID)
 		if err != nil {
-			f.t.Fatalf("execute run %d: %v", run.ID, err)
+			f.t.Fatalf("execute run %d: %v\n%s", run.ID, err, f.runState(run.ID))
 		}
 		if res.Finished {
 			break
