@@ -60,7 +60,7 @@ func (c *Client) Exec(ctx context.Context, ns, pod, container string, command []
 	}
 	u.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
 	d := websocket.Dialer{Subprotocols: []string{execProtocol}, HandshakeTimeout: 30 * time.Second,
-		Proxy: http.ProxyFromEnvironment, ReadBufferSize: 64 << 10, WriteBufferSize: 64 << 10}
+		ReadBufferSize: 64 << 10, WriteBufferSize: 64 << 10} // no proxy, as the API client itself
 	if t, ok := c.http.Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
 		d.TLSClientConfig = t.TLSClientConfig.Clone()
 		d.TLSClientConfig.NextProtos = []string{"http/1.1"}
