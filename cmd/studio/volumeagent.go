@@ -31,7 +31,7 @@ const volumeAgentLimit = 6 * time.Hour
 //	                                  an ObjectBucketClaim's ConfigMap and Secret)
 func runVolumeAgent(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: studio volume-agent wait | archive DIR | extract DIR")
+		return errors.New("usage: studio volume-agent wait | archive DIR | extract DIR | bucket-archive | bucket-extract (run by the Studio in its helper pods)")
 	}
 	switch {
 	case args[0] == "wait" && len(args) == 1:
