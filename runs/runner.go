@@ -162,7 +162,11 @@ func (r *Runner) Execute(ctx context.Context, runID int64) (Result, error) {
 	res, err := r.execute(ctx, runID, owner)
 	close(done)
 	beat.Wait()
-	if cause := context.Cause(ctx); cause == ErrTakenOver || cause == errLeaseExpired {
+	// Every write of the execution is guarded by its lease: one that
+	// ended without an error kept it to the end, even when a renewal
+	// raced its last write (the run finished, so the renewal found no
+	// unfinished run of this owner) and reported the lease lost.
+	if cause := context.Cause(ctx); err != nil && (cause == ErrTakenOver || cause == errLeaseExpired) {
 		r.Logger.Warn("run lease lost", "run", runID, "cause", cause)
 		return Result{}, ErrTakenOver
 	}
