@@ -199,6 +199,7 @@ func (r *Runner) finishBackupRun(ctx context.Context, run *store.Run, env *store
 
 // backupStep does the work of a backup or restore checkpoint.
 func (r *Runner) backupStep(ctx context.Context, rc *runContext, cp store.Checkpoint, d CheckpointDetail, fail func(string) stepResult) (stepResult, error) {
+	fail = quotingPlatform(fail)
 	ok := func() stepResult { return stepResult{status: store.CheckpointSucceeded, detail: d} }
 	bp, err := platform.Backups(r.Platform)
 	if err != nil {

@@ -145,24 +145,25 @@ func (r *Runner) drillScratch(runID int64) string {
 // stepDrillRestore restores one service of the drilled snapshot into
 // the scratch directory and checks every object it restored.
 func (r *Runner) stepDrillRestore(ctx context.Context, rc *runContext, st *stepCall) (stepResult, error) {
+	fail := quotingPlatform(st.fail)
 	dp, err := platform.Drills(r.Platform)
 	if err != nil {
-		return st.fail(sentence(err.Error())), nil
+		return fail(sentence(err.Error())), nil
 	}
 	b, err := r.DB.BackupByID(ctx, rc.env.ID, rc.det.BackupID)
 	if err != nil {
 		if apperr.CodeOf(err) == apperr.NotFound {
-			return st.fail("The snapshot was removed before the drill restored it."), nil
+			return fail("The snapshot was removed before the drill restored it."), nil
 		}
 		return stepResult{}, err
 	}
 	if st.d.Snapshot == nil {
-		return st.fail("The checkpoint names no service."), nil
+		return fail("The checkpoint names no service."), nil
 	}
 	svc := st.d.Snapshot.Service
 	loc, err := r.location(ctx, b, rc.env)
 	if err != nil {
-		return st.fail(fmt.Sprintf("The drill of snapshot %s could not read %s: %s. %s was not touched.", b.Name, svc, err, rc.env.Name)), nil
+		return fail(fmt.Sprintf("The drill of snapshot %s could not read %s: %s. %s was not touched.", b.Name, svc, err, rc.env.Name)), nil
 	}
 	scratch := r.drillScratch(rc.run.ID)
 	// A checkpoint done again after a restart starts from a clean place.
@@ -171,7 +172,7 @@ func (r *Runner) stepDrillRestore(ctx context.Context, rc *runContext, st *stepC
 		return stepResult{}, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return st.fail(fmt.Sprintf("The drill's scratch directory cannot be made: %s.", pathErr(err))), nil
+		return fail(fmt.Sprintf("The drill's scratch directory cannot be made: %s.", pathErr(err))), nil
 	}
 	cctx, cancelled, stop := r.watchCancel(ctx, rc.run.ID)
 	check, err := dp.RestoreScratch(cctx, platformEnv(rc.env), svc, loc, st.d.Snapshot.SnapshotFile, dir)
@@ -187,9 +188,9 @@ func (r *Runner) stepDrillRestore(ctx context.Context, rc *runContext, st *stepC
 		}
 		var fe *platform.SnapshotFileError
 		if errors.As(err, &fe) {
-			return st.fail(fmt.Sprintf("The drill of snapshot %s failed: its file %s (%s). %s was not touched.", b.Name, fe, svc, rc.env.Name)), nil
+			return fail(fmt.Sprintf("The drill of snapshot %s failed: its file %s (%s). %s was not touched.", b.Name, fe, svc, rc.env.Name)), nil
 		}
-		return st.fail(fmt.Sprintf("The drill of snapshot %s failed restoring %s: %s. %s was not touched.", b.Name, svc, err, rc.env.Name)), nil
+		return fail(fmt.Sprintf("The drill of snapshot %s failed restoring %s: %s. %s was not touched.", b.Name, svc, err, rc.env.Name)), nil
 	}
 	st.d.Drill = &check
 	return st.ok(), nil

@@ -123,6 +123,17 @@ func (r *Runner) platformFailure(ctx context.Context, err error, fail func(strin
 	return res, nil
 }
 
+// quotingPlatform is fail for a step whose reasons quote what the
+// platform said (a backup's pg_dump or psql, a helper pod): the reason is
+// masked like the step's output before it is recorded.
+func quotingPlatform(fail func(string) stepResult) func(string) stepResult {
+	return func(reason string) stepResult {
+		res := fail(reason)
+		res.platformError = true
+		return res
+	}
+}
+
 func sortedKeys(m map[string]string) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

@@ -129,8 +129,16 @@ func (t *stderrTail) Write(p []byte) (int, error) {
 
 // said is the command's error: its last line of standard error.
 func (t *stderrTail) said(err error) error {
+	// The error line itself, rather than a CONTEXT or DETAIL line after
+	// it (which quotes the row being read).
 	lines := strings.Split(strings.TrimSpace(string(t.b)), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.Contains(l, "ERROR:") || strings.Contains(l, "error:") {
+			last = l
+			break
+		}
+	}
 	var ee *ExecError
 	if errors.As(err, &ee) && last != "" {
 		return fmt.Errorf("%s (exit code %d)", last, ee.ExitCode)
