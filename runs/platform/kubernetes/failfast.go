@@ -25,7 +25,10 @@ import (
 const rolloutLastLines = 20
 
 // rolloutSettle is how long a new container without a readiness probe
-// must have run before its rollout counts as done.
+// must have run before its rollout counts as done: from its start, and
+// from when the Studio first saw it running. The second bound covers the
+// kubelet's lag: on a busy node it reports a start seconds late, and would
+// report a crash just as late.
 const rolloutSettle = 2 * time.Second
 
 // probed is whether the Deployment's containers have a readiness or
@@ -42,13 +45,16 @@ func probed(dep Object) bool {
 }
 
 // settle waits until every container of the new revision's pods has run
-// for rolloutSettle (at most rolloutSettle from now); the pods' watch
-// fails the rollout meanwhile (ctx ends) if one of them fails.
+// for rolloutSettle, both by its start time and since the Studio first saw
+// it running (so at most rolloutSettle from now); the pods' watch fails the
+// rollout meanwhile (ctx ends) if one of them fails.
 func (w *podWatch) settle(ctx context.Context) error {
 	pods, err := w.p.Client.List(ctx, KindPod, w.namespace, w.selector())
 	if err != nil {
 		return nil
 	}
+	now := time.Now()
+	w.sawRunning(pods, now)
 	var until time.Time
 	for _, pod := range pods {
 		if !w.ours(ctx, pod) {
@@ -57,12 +63,21 @@ func (w *podWatch) settle(ctx context.Context) error {
 		for _, v := range list(pod, "status", "containerStatuses") {
 			cs, _ := v.(Object)
 			running, _ := nested(cs, "state", "running")
-			if t := timeOf(running, "startedAt"); !t.IsZero() && t.Add(rolloutSettle).After(until) {
-				until = t.Add(rolloutSettle)
+			started := timeOf(running, "startedAt")
+			if started.IsZero() {
+				continue
+			}
+			w.mu.Lock()
+			seen := w.seen[runningKey(pod, cs)]
+			w.mu.Unlock()
+			for _, t := range []time.Time{started, seen} {
+				if t.Add(rolloutSettle).After(until) {
+					until = t.Add(rolloutSettle)
+				}
 			}
 		}
 	}
-	wait := min(time.Until(until), rolloutSettle)
+	wait := min(until.Sub(now), rolloutSettle)
 	if wait <= 0 {
 		return nil
 	}
@@ -95,13 +110,39 @@ type podWatch struct {
 	match     map[string]string // the Deployment's selector
 
 	mu       sync.Mutex
-	revision string            // the Deployment's, once it observed its generation
-	rsRev    map[string]string // ReplicaSet → its revision
-	recheck  chan struct{}     // the revision became known
+	revision string               // the Deployment's, once it observed its generation
+	rsRev    map[string]string    // ReplicaSet → its revision
+	recheck  chan struct{}        // the revision became known
+	seen     map[string]time.Time // a container's run (runningKey) → when first seen running
+}
+
+// runningKey names one run of a container of pod: a restart is another.
+func runningKey(pod, cs Object) string {
+	return str(pod, "metadata", "uid") + "/" + str(cs, "name") + "/" + str(cs, "state", "running", "startedAt")
+}
+
+// sawRunning notes when each running container of pods was first seen.
+func (w *podWatch) sawRunning(pods []Object, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, pod := range pods {
+		if pod["deleted"] == true {
+			continue
+		}
+		for _, v := range list(pod, "status", "containerStatuses") {
+			cs, _ := v.(Object)
+			if running, _ := nested(cs, "state", "running"); running == nil {
+				continue
+			}
+			if k := runningKey(pod, cs); w.seen[k].IsZero() {
+				w.seen[k] = now
+			}
+		}
+	}
 }
 
 func newPodWatch(p *Platform, namespace, app string, dep Object) *podWatch {
-	w := &podWatch{p: p, namespace: namespace, app: app, dep: str(dep, "metadata", "name"), match: map[string]string{}, rsRev: map[string]string{}, recheck: make(chan struct{}, 1)}
+	w := &podWatch{p: p, namespace: namespace, app: app, dep: str(dep, "metadata", "name"), match: map[string]string{}, rsRev: map[string]string{}, recheck: make(chan struct{}, 1), seen: map[string]time.Time{}}
 	sel, _ := nested(dep, "spec", "selector", "matchLabels")
 	for k, v := range sel {
 		w.match[k], _ = v.(string)
@@ -210,12 +251,14 @@ func (w *podWatch) run(ctx context.Context, ch <-chan Object) (platform.PodProbl
 			if err != nil {
 				continue
 			}
+			w.sawRunning(pods, time.Now())
 			for _, pod := range pods {
 				if prob, ok := w.failing(ctx, pod); ok {
 					return prob, true
 				}
 			}
 		case pod := <-ch:
+			w.sawRunning([]Object{pod}, time.Now())
 			if prob, ok := w.failing(ctx, pod); ok {
 				return prob, true
 			}

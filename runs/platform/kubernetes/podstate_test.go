@@ -39,6 +39,7 @@ func TestClassifyPodReadsRecordedPods(t *testing.T) {
 	}{
 		{"crashloop", platform.StateCrashLooping, []string{"container app exited with code 2", "restarted once"}, 2, "", ""},
 		{"oomkilled", platform.StateOOMKilled, []string{"container app was killed for passing its memory limit of 32MiB"}, 137, "32Mi", ""},
+		{"oomunreported", platform.StateOOMKilled, []string{"container app was killed (exit code 137, SIGKILL), most likely for passing its memory limit of 32MB: the node did not say why"}, 137, "32M", ""},
 		{"imagepull", platform.StateImagePull, []string{"image registry.local/skali/nope:1 cannot be pulled", "not found"}, -1, "", "registry.local/skali/nope:1"},
 		{"unschedulable", platform.StateUnschedulable, []string{"no node can run it: 0/1 nodes are available: 1 Insufficient cpu."}, -1, "", ""},
 		{"notready", platform.StateNotReady, []string{"container app fails its readiness probe GET /readyz on port 8080: Readiness probe failed: HTTP probe failed with statuscode: 503"}, -1, "", ""},
