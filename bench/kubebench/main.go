@@ -28,6 +28,7 @@
 //	go run ./kubebench                      # starts the test cluster
 //	go run ./kubebench -kubeconfig /tmp/skali-cluster/kubeconfig
 //	go run ./kubebench -nodes real -iterations 3 -services 1,3
+//	go run ./kubebench -watch-envs 1,10,100   # API requests a minute while idle
 package main
 
 import (
@@ -95,6 +96,8 @@ func run() error {
 	ephemeral := flag.Bool("ephemeral", false, "run the Studio's PostgreSQL without fsync")
 	verbose := flag.Bool("v", false, "print each deploy")
 	nodes := flag.String("nodes", "kwok", "kwok (simulated nodes) or real (one real node, the test application's pods; root only)")
+	watchCounts := flag.String("watch-envs", "", "instead of the deploys: numbers of environments (e.g. 1,10,100) followed idle while the Studio's API requests are counted")
+	window := flag.Duration("watch-window", 3*time.Minute, "with -watch-envs: how long requests are counted at each number")
 	flag.Parse()
 	if *nodes != "kwok" && *nodes != "real" {
 		return fmt.Errorf("-nodes must be kwok or real, not %q", *nodes)
@@ -106,6 +109,19 @@ func run() error {
 			return fmt.Errorf("-services: %q is not a number of applications from 1 to 20", s)
 		}
 		ns = append(ns, n)
+	}
+	var watchEnvs []int
+	if *watchCounts != "" {
+		for _, s := range strings.Split(*watchCounts, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 || n > 500 || len(watchEnvs) > 0 && n <= watchEnvs[len(watchEnvs)-1] {
+				return fmt.Errorf("-watch-envs: %q is not a number of environments from 1 to 500, greater than the one before", s)
+			}
+			watchEnvs = append(watchEnvs, n)
+		}
+		if *window < 10*time.Second {
+			return errors.New("-watch-window must be at least 10s")
+		}
 	}
 	if *iterations < 1 || *iterations > 100 {
 		return errors.New("-iterations must be from 1 to 100")
@@ -187,7 +203,13 @@ func run() error {
 		return err
 	}
 	defer stopDNS()
-	if err := b.startStudio(studioBin, pg.URL(), key, dnsAddr); err != nil {
+	// The deploys' measure leaves domains alone (no probes between
+	// deploys); the idle measure is of a Studio as it runs by default.
+	reconcile := "1h"
+	if watchEnvs != nil {
+		reconcile = "1m"
+	}
+	if err := b.startStudio(studioBin, pg.URL(), key, dnsAddr, reconcile); err != nil {
 		return err
 	}
 	defer func() {
@@ -195,6 +217,10 @@ func run() error {
 		_ = b.studio.Wait()
 	}()
 
+	if watchEnvs != nil {
+		fmt.Printf("kubebench: %d CPUs; the Studio's API requests while it follows idle environments, counted for %s at each number\n", numCPU(), *window)
+		return b.watchEnvs(ctx, watchEnvs, *window)
+	}
 	nodesSaid := "kwok's fast stages"
 	if b.real {
 		nodesSaid = "one real node, the test application's pods (testcluster plays CloudNativePG and the bucket provisioner)"
@@ -648,10 +674,10 @@ func (b *bench) kubectlStart() (time.Duration, error) {
 
 // startStudio runs `studio serve --platform kubernetes` through the
 // counting proxy and signs in.
-func (b *bench) startStudio(bin, dbURL, key, dnsAddr string) error {
+func (b *bench) startStudio(bin, dbURL, key, dnsAddr, reconcile string) error {
 	b.studio = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--public-url", "http://127.0.0.1", "--data-dir", b.dir,
 		"--platform", "kubernetes", "--kubeconfig", b.studioAPI.Kubeconfig, "--gateway", "infra/edge", "--dns-server", dnsAddr,
-		"--reconcile-interval", "1h")
+		"--reconcile-interval", reconcile)
 	b.studio.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "STUDIO_SECRET_KEY="+key)
 	b.studio.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logf, err := os.Create(filepath.Join(b.dir, "studio.log"))

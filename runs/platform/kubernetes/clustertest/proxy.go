@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -32,9 +33,10 @@ type Proxy struct {
 	// Kubeconfig is a kubeconfig whose server is the proxy.
 	Kubeconfig string
 
-	srv *httptest.Server
-	mu  sync.Mutex
-	log []Request
+	srv  *httptest.Server
+	mu   sync.Mutex
+	log  []Request
+	open atomic.Int64 // requests not yet answered in full (watches last)
 }
 
 // Request is one API request as the API server's authorizer sees it: the
@@ -97,6 +99,8 @@ func StartProxy(kubeconfig, token, dir string) (*Proxy, error) {
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Recorded as it starts (a watch lasts), its status when it comes.
 		i := p.begin(r)
+		p.open.Add(1)
+		defer p.open.Add(-1)
 		rp.ServeHTTP(&statusRecorder{ResponseWriter: w, seen: func(code int) { p.status(i, code) }}, r)
 	}))
 	p.srv.EnableHTTP2 = true
@@ -131,6 +135,9 @@ func (p *Proxy) Close() {
 	p.srv.CloseClientConnections()
 	p.srv.Close()
 }
+
+// Open is how many requests are being answered now: mostly watches.
+func (p *Proxy) Open() int { return int(p.open.Load()) }
 
 // Requests returns what was recorded so far, in order (a caller measuring
 // a part slices it from the length it saw before).
