@@ -29,7 +29,7 @@ func TestBrowserValidateFindsTheTypo(t *testing.T) {
 	)
 	b.Screenshot("validate-empty")
 	b.Do(
-		chromedp.SetValue(chromedp.CSS("#manifest"), typoManifest),
+		browsertest.Paste("#manifest", typoManifest),
 		chromedp.Click(chromedp.CSS("button[type=submit]")),
 		chromedp.WaitVisible(chromedp.CSS(".verdict")),
 	)
@@ -83,7 +83,7 @@ func TestBrowserValidateShowsTheSummary(t *testing.T) {
 	b := browsertest.New(t)
 	b.Do(
 		chromedp.Navigate(s.URL+"/validate"),
-		chromedp.SetValue(chromedp.CSS("#manifest"), readExample(t, "production")),
+		browsertest.Paste("#manifest", readExample(t, "production")),
 		chromedp.Click(chromedp.CSS("button[type=submit]")),
 		chromedp.WaitVisible(chromedp.CSS(".verdict")),
 	)
@@ -115,7 +115,7 @@ func TestBrowserValidateReleaseManifest(t *testing.T) {
 	b.Do(
 		chromedp.Navigate(s.URL+"/validate"),
 		chromedp.WaitVisible(chromedp.CSS("#manifest")),
-		chromedp.SetValue(chromedp.CSS("#manifest"), manifest),
+		browsertest.Paste("#manifest", manifest),
 		chromedp.Click(chromedp.CSS("button[type=submit]")),
 		chromedp.WaitVisible(chromedp.CSS(".verdict")),
 	)
@@ -130,7 +130,7 @@ func TestBrowserValidateReleaseManifest(t *testing.T) {
 	b.Do(
 		chromedp.Navigate(s.URL+"/validate"),
 		chromedp.WaitVisible(chromedp.CSS("#manifest")),
-		chromedp.SetValue(chromedp.CSS("#manifest"), broken),
+		browsertest.Paste("#manifest", broken),
 		chromedp.Click(chromedp.CSS("button[type=submit]")),
 		chromedp.WaitVisible(chromedp.CSS(".verdict-invalid")),
 	)

@@ -23,7 +23,7 @@ func TestBrowserCreatesProjectEnvironmentAndImportsValues(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("h1")),
 		chromedp.Navigate(s.URL+"/projects/new"),
 		chromedp.WaitVisible(chromedp.CSS("#manifest")),
-		chromedp.SetValue(chromedp.CSS("#manifest"), manifest),
+		browsertest.Paste("#manifest", manifest),
 		chromedp.Click(chromedp.CSS("#main form button[type=submit]")),
 		chromedp.WaitVisible(chromedp.CSS("#environments")),
 	)

@@ -4,6 +4,7 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,11 +162,38 @@ func stopLocked() {
 	shared.ctx, shared.cancelTab, shared.cancelAlloc, shared.dir = nil, nil, nil, ""
 }
 
-// Do runs steps in the tab and fails the test on error.
+// Do runs steps in the tab and fails the test on error, saying what the
+// tab shows.
 func (b *Browser) Do(steps ...chromedp.Action[chromedp.Void]) {
 	b.tb.Helper()
 	if err := chromedp.Do(b.Ctx, steps...); err != nil {
-		b.tb.Fatalf("browser: %v", err)
+		b.tb.Fatalf("browser: %v; the tab shows %s", err, b.seen())
+	}
+}
+
+// Paste sets the field sel to text as a paste does (an input event). When
+// the field is the manifest editor (textarea[data-editor]), which checks as
+// you type, it then waits until the editor painted its check: the list of
+// problems it adds under the editor moves everything below it, the form's
+// submit button too, and a click aimed before that lands would miss it.
+func Paste(sel, text string) chromedp.Action[chromedp.Void] {
+	quoted := strconv.Quote(sel)
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		steps := []chromedp.Action[chromedp.Void]{
+			// A check painted before this paste says nothing of it.
+			chromedp.Evaluate[chromedp.Void](`(() => { const p = document.querySelector(".editor-problems"); if (p) p.removeAttribute("data-state"); })()`),
+			chromedp.SetValue(chromedp.CSS(sel), text),
+			chromedp.Poll[chromedp.Void](`(() => { const f = document.querySelector(`+quoted+`);
+				if (!f || !f.hasAttribute("data-editor")) return true;
+				const p = document.querySelector(".editor-problems");
+				return !!p && p.hasAttribute("data-state") && p.getAttribute("aria-busy") !== "true"; })()`, chromedp.WithPollingTimeout(0)),
+		}
+		for _, step := range steps {
+			if _, err := step(ctx, t); err != nil {
+				return chromedp.Void{}, fmt.Errorf("pasting into %s: %w", sel, err)
+			}
+		}
+		return chromedp.Void{}, nil
 	}
 }
 
@@ -271,7 +299,11 @@ func (b *Browser) WaitNewPage(want string) {
 // the text of its heading and flash message (never the whole page, which
 // may show a secret once).
 func (b *Browser) seen() string {
-	s, err := chromedp.Run(b.Ctx, chromedp.Evaluate[string](`JSON.stringify({url: location.href, oldDocument: !!window.__before, readyState: document.readyState,
+	// Read even when the test's time limit ran out: the tab is open until
+	// the test's cleanup.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.Ctx), 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({url: location.href, oldDocument: !!window.__before, readyState: document.readyState,
 		h1: ((document.querySelector("h1") || {}).innerText || "").slice(0, 200),
 		flash: ((document.querySelector(".flash") || {}).innerText || "").slice(0, 200)})`))
 	if err != nil {
