@@ -159,21 +159,19 @@ func (r *Runner) warn(msg string, args ...any) {
 	}
 }
 
-// finishBackupRun is the runner's hook when a run ends. A backup run that
-// failed or was cancelled before every file was written leaves no partial
-// snapshot directory (one whose files were all written and whose retention
-// failed keeps them). Every backup run's end also tries again to remove
-// the folders earlier snapshots of the environment left over, so that a
-// target that is writable again is cleaned up.
-func (r *Runner) finishBackupRun(ctx context.Context, run *store.Run, env *store.Environment, status string) {
+// tidyBackupTarget runs before a backup run's finishing write, so that the
+// snapshots page read once the run has ended shows what is on the target:
+// a backup run that failed or was cancelled before every file was written
+// leaves no partial snapshot directory (one whose files were all written
+// and whose retention failed keeps them), and every backup run's end tries
+// again to remove the folders earlier snapshots of the environment left
+// over, so that a target that is writable again is cleaned up. The run's
+// own folder is removed only just after the execution renewed its lease:
+// no other executor can have taken the run over and be writing it then.
+func (r *Runner) tidyBackupTarget(ctx context.Context, rc *runContext, status string) error {
+	run, env := rc.run, rc.env
 	if run.Kind != store.RunBackup {
-		return
-	}
-	if status == store.RunSucceeded || status == store.RunSucceededWithWarnings {
-		// With its first good snapshot an environment drills weekly.
-		if err := r.DB.EnsureDrillSchedule(ctx, env.ID); err != nil {
-			r.warn("give an environment its default drill schedule", "environment", env.ID, "err", err)
-		}
+		return nil
 	}
 	if status == store.RunFailed || status == store.RunCancelled {
 		cps, err := r.DB.Checkpoints(ctx, run.ID)
@@ -181,6 +179,13 @@ func (r *Runner) finishBackupRun(ctx context.Context, run *store.Run, env *store
 			return cp.Kind == KindSnapshot && cp.Status != store.CheckpointSucceeded
 		}) {
 			if b, err := r.DB.BackupByRun(ctx, run.ID); err == nil {
+				ok, err := r.DB.RenewRunLease(ctx, run.ID, rc.lease, r.lease())
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return ErrTakenOver
+				}
 				r.discardSnapshot(ctx, b, env)
 			}
 		}
@@ -188,11 +193,25 @@ func (r *Runner) finishBackupRun(ctx context.Context, run *store.Run, env *store
 	left, err := r.DB.BackupLeftovers(ctx, env.ID)
 	if err != nil {
 		r.warn("list the snapshots left over on the backup target", "environment", env.ID, "err", err)
-		return
+		return nil
 	}
 	for i := range left {
 		if left[i].RunID == nil || *left[i].RunID != run.ID {
 			r.discardSnapshot(ctx, &left[i], env)
+		}
+	}
+	return nil
+}
+
+// finishBackupRun is the runner's hook once a run ended: with its first
+// good snapshot an environment drills weekly.
+func (r *Runner) finishBackupRun(ctx context.Context, run *store.Run, env *store.Environment, status string) {
+	if run.Kind != store.RunBackup {
+		return
+	}
+	if status == store.RunSucceeded || status == store.RunSucceededWithWarnings {
+		if err := r.DB.EnsureDrillSchedule(ctx, env.ID); err != nil {
+			r.warn("give an environment its default drill schedule", "environment", env.ID, "err", err)
 		}
 	}
 }

@@ -81,6 +81,9 @@ func (r *Runner) finish(ctx context.Context, rc *runContext, status, reason stri
 		change.Converging = rc.run.RevisionID
 	}
 	change.Lease = rc.lease
+	if err := r.tidyBackupTarget(ctx, rc, status); err != nil {
+		return Result{}, err
+	}
 	if _, ok, err := r.apply(ctx, change); err != nil {
 		return Result{}, err
 	} else if !ok {
