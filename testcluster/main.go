@@ -80,6 +80,7 @@ var (
 	nodesFlag = flag.String("nodes", "3", "how many simulated nodes (kwok), or real: one real node (containerd, kubelet, kube-proxy; root only)")
 	buildOnly = flag.Bool("build-only", false, "build the binaries into the bin directory and exit")
 	checkOnly = flag.Bool("check-built", false, "exit with status 0 when the bin directory holds this version's binaries, 3 when not")
+	sharedFlg = flag.String("shared", "", "a directory of locks through which several processes share this cluster: it runs while one of them uses it (see shared.go), and outlives the process that started it")
 	cnpgFlag  = flag.Bool("cnpg", false, "with --nodes real: run the CloudNativePG operator (built from its Go module) instead of playing it; with --build-only and --check-built: its binary too")
 )
 
@@ -90,8 +91,11 @@ func main() {
 		os.Exit(2)
 	}
 	// Started through "go run", this process dies with its parent: a
-	// SIGTERM to "go run" alone would otherwise leave it behind.
-	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0)
+	// SIGTERM to "go run" alone would otherwise leave it behind. A shared
+	// cluster outlives the process that started it, and stops when unused.
+	if *sharedFlg == "" {
+		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 	if err := run(ctx); err != nil {
@@ -171,6 +175,12 @@ func run(ctx context.Context) error {
 	}
 	fmt.Println("ready")
 	fmt.Fprintf(os.Stderr, "testcluster: kubeconfig %s, kubectl %s\n", filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "bin", "kubectl"))
+	if *sharedFlg != "" {
+		if err := announceShared(*sharedFlg, dir); err != nil {
+			return err
+		}
+		return whileUsed(ctx, *sharedFlg)
+	}
 	<-ctx.Done()
 	return nil
 }

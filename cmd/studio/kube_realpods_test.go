@@ -145,11 +145,11 @@ func TestTheStudioOnTheClusterDeploysFromInside(t *testing.T) {
 	ctx := context.Background()
 	pushImage(t, cluster, "studio")
 	pushImage(t, cluster, "postgres")
+	// The Studio's namespace, account and roles stay: tests of another
+	// binary sharing the real-node cluster use them (as they are shipped).
 	t.Cleanup(func() {
-		kubectl(t, cluster, "", "delete", "namespace", "skali-studio", "studio-db", "inside-production", "--ignore-not-found", "--wait=false")
-		kubectl(t, cluster, "", "delete", "clusterrole,clusterrolebinding", "skali-studio", "--ignore-not-found")
-		kubectl(t, cluster, "", "delete", "clusterrole", "skali-studio-environment", "--ignore-not-found")
-		kubectl(t, cluster, "", "delete", "validatingadmissionpolicy,validatingadmissionpolicybinding", "skali-studio-own-namespaces", "--ignore-not-found")
+		kubectl(t, cluster, "", "-n", "skali-studio", "delete", "deployment,service,secret", "skali-studio", "skali-studio-secrets", "--ignore-not-found", "--wait=false")
+		kubectl(t, cluster, "", "delete", "namespace", "studio-db", "inside-production", "--ignore-not-found", "--wait=false")
 	})
 
 	kubectl(t, cluster, inClusterPostgres, "apply", "-f", "-")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -29,16 +30,29 @@ func asStudioAccount(t *testing.T, manifest, envName string, values map[string]s
 	return newFixtureAs(t, studioAccount, manifest, envName, values)
 }
 
-// applyStudioRole applies deploy/kubernetes/studio.yaml (the Studio's
-// account and its least-privilege roles) to cluster.
+// applyStudioRole applies the Studio's account and its least-privilege
+// roles from deploy/kubernetes/studio.yaml to cluster: not its Deployment
+// and Service, which another test binary sharing the real-node cluster
+// may run with an image of its own.
 func applyStudioRole(t *testing.T, cluster *clustertest.Cluster) {
 	t.Helper()
 	if cluster.Kubectl == "" {
 		t.Skip("no kubectl beside the cluster's kubeconfig")
 	}
-	if out, err := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "apply", "--server-side",
-		"-f", "../../../deploy/kubernetes/studio.yaml").CombinedOutput(); err != nil {
-		t.Fatalf("applying deploy/kubernetes: %v: %s", err, out)
+	shipped, err := os.ReadFile("../../../deploy/kubernetes/studio.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	for _, doc := range strings.Split(string(shipped), "\n---\n") {
+		if !strings.Contains(doc, "\nkind: Deployment\n") && !strings.Contains(doc, "\nkind: Service\n") {
+			docs = append(docs, doc)
+		}
+	}
+	cmd := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "apply", "--server-side", "-f", "-")
+	cmd.Stdin = strings.NewReader(strings.Join(docs, "\n---\n"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("applying deploy/kubernetes/studio.yaml's account and roles: %v: %s", err, out)
 	}
 }
 

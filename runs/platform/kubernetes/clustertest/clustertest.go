@@ -81,8 +81,8 @@ var (
 // --nodes real: containerd, a kubelet and kube-proxy running real pods,
 // with the test application's image, registry.local/skali/testapp:latest,
 // in its registry), starting it at first use; every test of the binary
-// shares it, and test binaries of one go test run queue on testcluster's
-// machine-wide lock. SKALI_TEST_REAL_KUBECONFIG names a running one to
+// shares it, and so do the other test binaries running on the machine
+// (joinShared): it stops once none has used it for a few seconds. SKALI_TEST_REAL_KUBECONFIG names a running one to
 // use instead. Where it cannot run (not root, the runtime or the binaries
 // missing) the test skips with a note, and fails with CI=true.
 //
@@ -132,7 +132,7 @@ func startReal(wantCNPG bool) (*Cluster, bool, error) {
 			return nil, true, fmt.Errorf("real pods need %s: apt-get install containerd runc containernetworking-plugins iptables conntrack nftables", tool)
 		}
 	}
-	c, skip, err := run(func(check func(...string) bool) []string {
+	prog, src, bin, dir, args, skip, err := build(func(check func(...string) bool) []string {
 		if wantCNPG || check("--cnpg") {
 			return []string{"--nodes", "real", "--cnpg"}
 		}
@@ -140,6 +140,10 @@ func startReal(wantCNPG bool) (*Cluster, bool, error) {
 	})
 	if err != nil {
 		return nil, skip, err
+	}
+	c, err := joinShared(prog, src, bin, dir, args)
+	if err != nil {
+		return nil, false, err
 	}
 	c.CNPG = fileExists(filepath.Join(c.Dir, "cnpg"))
 	reg, err := os.ReadFile(filepath.Join(c.Dir, "registry"))
@@ -179,45 +183,59 @@ func start() (*Cluster, bool, error) {
 // arguments argsOf returns (given a check of whether the binaries of more
 // arguments are built).
 func run(argsOf func(check func(...string) bool) []string) (*Cluster, bool, error) {
-	src, err := sourceDir()
+	prog, src, bin, dir, args, skip, err := build(argsOf)
 	if err != nil {
-		return nil, true, err
+		return nil, skip, err
+	}
+	return runOwn(prog, src, bin, dir, args)
+}
+
+// build builds testcluster into a new directory (dir, where a cluster of
+// this binary's own runs) and checks its binaries are built for args.
+func build(argsOf func(check func(...string) bool) []string) (prog, src, bin, dir string, args []string, skip bool, err error) {
+	src, err = sourceDir()
+	if err != nil {
+		return "", "", "", "", nil, true, err
 	}
 	if _, err := exec.LookPath("go"); err != nil {
-		return nil, true, errors.New("the go command is not on PATH")
+		return "", "", "", "", nil, true, errors.New("the go command is not on PATH")
 	}
-	bin := os.Getenv("SKALI_TESTCLUSTER_BIN")
+	bin = os.Getenv("SKALI_TESTCLUSTER_BIN")
 	if bin == "" {
 		cache, err := os.UserCacheDir()
 		if err != nil {
-			return nil, true, err
+			return "", "", "", "", nil, true, err
 		}
 		bin = filepath.Join(cache, "skali-testcluster", "bin")
 	}
-	dir, err := os.MkdirTemp("", "skali-testcluster-")
+	dir, err = os.MkdirTemp("", "skali-testcluster-")
 	if err != nil {
-		return nil, true, err
+		return "", "", "", "", nil, true, err
 	}
-	prog := filepath.Join(dir, "testcluster")
-	build := exec.Command("go", "build", "-o", prog, ".")
-	build.Dir = src
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, true, fmt.Errorf("building %s: %v: %s", src, err, out)
+	prog = filepath.Join(dir, "testcluster")
+	cmd := exec.Command("go", "build", "-o", prog, ".")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", "", "", nil, true, fmt.Errorf("building %s: %v: %s", src, err, out)
 	}
 	built := func(more ...string) bool {
 		check := exec.Command(prog, append([]string{"--dir", dir, "--bin", bin, "--check-built"}, more...)...)
 		check.Dir = src
 		return check.Run() == nil
 	}
-	var args []string
 	if argsOf != nil {
 		args = argsOf(built)
 	}
 	if !built(args...) && os.Getenv("SKALI_TESTCLUSTER_BUILD") != "1" {
 		// Not built inside a test (a cold build outlasts a test's timeout):
 		// CI builds it before the tests, and fails here when it did not.
-		return nil, true, fmt.Errorf("its binaries are not built in %s; build them once (about 15 minutes cold) with: cd %s && go run . --dir /tmp/testcluster --bin %s --build-only, or set SKALI_TESTCLUSTER_BUILD=1", bin, src, bin)
+		return "", "", "", "", nil, true, fmt.Errorf("its binaries are not built in %s; build them once (about 15 minutes cold) with: cd %s && go run . --dir /tmp/testcluster --bin %s --build-only, or set SKALI_TESTCLUSTER_BUILD=1", bin, src, bin)
 	}
+	return prog, src, bin, dir, args, false, nil
+}
+
+// runOwn runs the cluster built by build in dir until this process ends.
+func runOwn(prog, src, bin, dir string, args []string) (*Cluster, bool, error) {
 	c := &Cluster{Kubeconfig: filepath.Join(dir, "kubeconfig"), Kubectl: filepath.Join(dir, "bin", "kubectl"), Dir: dir}
 	ready := make(chan error, 1)
 	// The cluster dies with this test binary: it gets SIGTERM when the
