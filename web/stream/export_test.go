@@ -21,7 +21,16 @@ func SetStreamTimingsForTest(ping, pongWait time.Duration) (restore func()) {
 
 // StreamWriteWait is how long a stream's write may wait on a full socket
 // before the watcher is cut off.
-var StreamWriteWait = streamWriteWait
+func StreamWriteWait() time.Duration { return streamWriteWait.get() }
+
+// SetStreamWriteWaitForTest changes how long a stream's write may wait on
+// a full socket; the returned function restores it. Tests using it must
+// not run in parallel.
+func SetStreamWriteWaitForTest(d time.Duration) (restore func()) {
+	old := streamWriteWait.get()
+	streamWriteWait.Store(int64(d))
+	return func() { streamWriteWait.Store(int64(old)) }
+}
 
 // SendRingsOffForTest makes the stream writers started from now on send
 // one stream at a time, as on a kernel without io_uring; the returned

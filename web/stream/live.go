@@ -238,7 +238,7 @@ func (st *liveStream) tick() {
 		st.end(errPeerGone)
 		return
 	}
-	if err := st.control(websocket.PingMessage, nil, time.Now().Add(streamWriteWait)); err != nil {
+	if err := st.control(websocket.PingMessage, nil, time.Now().Add(streamWriteWait.get())); err != nil {
 		st.end(errPeerGone)
 		return
 	}

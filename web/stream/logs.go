@@ -144,7 +144,7 @@ func (s *Server) FollowAppLogs(w http.ResponseWriter, r *http.Request) error {
 			}
 			return nil
 		case <-ping.C:
-			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(streamWriteWait)); err != nil {
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(streamWriteWait.get())); err != nil {
 				return nil
 			}
 		case <-recheck.C:
@@ -182,7 +182,7 @@ func (s *Server) FollowAppLogs(w http.ResponseWriter, r *http.Request) error {
 				if err != nil {
 					return err
 				}
-				_ = conn.SetWriteDeadline(time.Now().Add(streamWriteWait))
+				_ = conn.SetWriteDeadline(time.Now().Add(streamWriteWait.get()))
 				if err := conn.WriteMessage(websocket.TextMessage, b); err != nil {
 					if !errors.Is(err, websocket.ErrCloseSent) {
 						s.logger.Info("log stream: write failed", "request_id", handlers.RequestID(r.Context()), "err", err)

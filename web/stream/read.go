@@ -80,7 +80,7 @@ func (st *liveStream) read() {
 			st.end(errPeerGone)
 			return
 		case websocket.PingMessage:
-			_ = st.control(websocket.PongMessage, append([]byte(nil), p...), time.Now().Add(streamWriteWait))
+			_ = st.control(websocket.PongMessage, append([]byte(nil), p...), time.Now().Add(streamWriteWait.get()))
 		}
 	}
 }

@@ -121,7 +121,7 @@ func silentWatcherAmongReaders(t *testing.T) {
 		return "(no open streams metric)"
 	}
 	want := fmt.Sprintf(`studio_event_streams_open{stream="run"} %d`, readers)
-	for deadline := time.Now().Add(stream.StreamWriteWait + time.Minute); ; {
+	for deadline := time.Now().Add(stream.StreamWriteWait() + time.Minute); ; {
 		seen := openNow()
 		if seen == want {
 			break

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/skali-dev/studio/web/stream"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
@@ -23,9 +24,14 @@ import (
 // clients, one of which never reads (with a small receive buffer), while
 // far more is appended than the silent one's socket buffers hold: the reading
 // client gets every event, in order, while the silent one is still
-// connected (a write to it waits up to 10 s), and the silent one is closed
-// once a write to it has waited that long.
+// connected (a write to it waits up to its limit: 10 s in production, 30 s
+// here), and the silent one is closed once a write to it has waited that
+// long.
 func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
+	// The reader must have every event before the silent watcher is cut
+	// off: 1,100 events of 16 KiB took 14 s on a busy 2-core machine under
+	// -race, more than the 10 s a write may wait in production.
+	defer stream.SetStreamWriteWaitForTest(30 * time.Second)()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
 	runID := s.CreateRun(t, env, "deploy")
@@ -87,8 +93,8 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 			got, n, len(pad)>>10, time.Since(start).Round(time.Millisecond))
 	}
 	// The server gives up on the silent client once a write to it has
-	// waited 10 s.
-	for deadline := time.Now().Add(time.Minute); s.Hub.Subscribers() > 1; time.Sleep(50 * time.Millisecond) {
+	// waited its limit.
+	for deadline := time.Now().Add(stream.StreamWriteWait() + time.Minute); s.Hub.Subscribers() > 1; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the silent watcher was never closed")
 		}

@@ -90,7 +90,7 @@ var (
 	// every stream of the same session and environment.
 	accessCacheTTL = 2 * time.Second
 	// streamWriteWait bounds each write to a client.
-	streamWriteWait = 10 * time.Second
+	streamWriteWait = newAtomicDuration(10 * time.Second)
 )
 
 // atomicDuration is a setting tests may change while streams read it.

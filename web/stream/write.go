@@ -419,7 +419,7 @@ func (st *liveStream) writeWaiting(buf []byte) error {
 		return nil
 	}
 	nc := st.conn.NetConn()
-	_ = nc.SetWriteDeadline(time.Now().Add(streamWriteWait))
+	_ = nc.SetWriteDeadline(time.Now().Add(streamWriteWait.get()))
 	_, err := nc.Write(buf)
 	// No deadline left behind: writeNow would meet it once passed.
 	_ = nc.SetWriteDeadline(time.Time{})
