@@ -41,7 +41,13 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 	if u == nil {
 		return apperr.Errorf(apperr.Unauthorized, "Sign in first.")
 	}
-	envs, err := h.DB.AdminEnvironments(ctx, u)
+	// An installation admin sees every environment: only as many are read
+	// as the filter can offer (past that it is typed), not thousands.
+	limit := 0
+	if u.IsAdmin {
+		limit = AuditEnvironmentOptions + 1
+	}
+	envs, err := h.DB.AdminEnvironments(ctx, u, limit)
 	if err != nil {
 		return err
 	}
@@ -88,6 +94,16 @@ func (h *Audit) ShowAuditPage(w http.ResponseWriter, r *http.Request) error {
 		}
 		if key == wantEnv {
 			q.EnvironmentID = e.ID
+		}
+	}
+	if wantEnv != "" && q.EnvironmentID == 0 && m.EnvironmentTyped && u.IsAdmin {
+		// Not among those read: an admin may name any environment.
+		if project, name, ok := strings.Cut(wantEnv, "/"); ok {
+			if env, err := h.DB.EnvironmentByName(ctx, project, name); err == nil {
+				q.EnvironmentID = env.ID
+			} else if apperr.CodeOf(err) != apperr.NotFound {
+				return err
+			}
 		}
 	}
 	if wantEnv != "" && q.EnvironmentID == 0 {

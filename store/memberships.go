@@ -286,12 +286,16 @@ func (db *DB) RemoveMember(ctx context.Context, a Actor, env *Environment, userI
 
 // AdminEnvironments lists the environments whose audit log and members u may
 // manage: every environment for installation admins, the ones u is an admin
-// of otherwise; by project and name.
-func (db *DB) AdminEnvironments(ctx context.Context, u *User) ([]Environment, error) {
+// of otherwise; by project and name, the first limit of them (0: all).
+func (db *DB) AdminEnvironments(ctx context.Context, u *User, limit int) ([]Environment, error) {
+	var lim *int
+	if limit > 0 {
+		lim = &limit
+	}
 	rows, _ := db.Pool.Query(ctx, `
 		SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id
 		WHERE $2 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1 AND m.role = 'admin')
-		ORDER BY p.name, e.name`, u.ID, u.IsAdmin)
+		ORDER BY p.name, e.name LIMIT $3`, u.ID, u.IsAdmin, lim)
 	out, err := pgx.CollectRows(rows, collectEnvironment)
 	if err != nil {
 		return nil, fmt.Errorf("store: admin environments: %w", err)
