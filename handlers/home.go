@@ -79,19 +79,19 @@ const (
 	HomeStatusesShown = 8
 )
 
-// environmentStatuses says the state of every environment u may see (of
-// one project, or all when projectID is 0), by project name.
-func environmentStatuses(r *http.Request, b *Base, u *store.User, projectID int64) (map[string][]views.EnvironmentStatusView, error) {
-	overviews, err := b.DB.EnvironmentOverviews(r.Context(), u, projectID)
+// environmentStatusesOf says the state of the environments ids, by project
+// name.
+func environmentStatusesOf(ctx context.Context, b *Base, ids []int64) (map[string][]views.EnvironmentStatusView, error) {
+	overviews, err := b.DB.EnvironmentOverviewsOf(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	alarms, err := b.DB.BackupAlarms(r.Context())
+	alarms, err := b.DB.BackupAlarms(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := statusesByProject(overviews, alarms)
-	return out, withHealth(r.Context(), b, overviews, out)
+	return out, withHealth(ctx, b, overviews, out)
 }
 
 // withHealth adds to each deployed environment's status what its

@@ -92,12 +92,24 @@ func (h *Projects) ShowProjectPage(w http.ResponseWriter, r *http.Request) error
 	return Render(w, r, http.StatusOK, views.Project(m))
 }
 
+// ProjectEnvironmentsShown is how many environments a page of a project's
+// page lists.
+const ProjectEnvironmentsShown = 50
+
 func (h *Projects) projectPage(r *http.Request, p *store.Project, role store.Role) (views.ProjectPage, error) {
 	ctx := r.Context()
 	u := CurrentUser(ctx)
-	envs, err := h.DB.VisibleEnvironments(ctx, u, p.ID)
+	// A page of environments: a project may have hundreds.
+	page := 1
+	if n, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && n > 1 && n < 100_000 {
+		page = n
+	}
+	envs, more, err := h.DB.VisibleEnvironmentsPage(ctx, u, p.ID, (page-1)*ProjectEnvironmentsShown, ProjectEnvironmentsShown)
 	if err != nil {
 		return views.ProjectPage{}, err
+	}
+	if page > 1 && len(envs) == 0 {
+		return views.ProjectPage{}, apperr.Errorf(apperr.NotFound, "Project %s has fewer environments than page %d would list: its environments start on the first page.", p.Name, page)
 	}
 	revs, err := h.DB.Revisions(ctx, p.ID)
 	if err != nil {
@@ -114,7 +126,12 @@ func (h *Projects) projectPage(r *http.Request, p *store.Project, role store.Rol
 		CanAddRevision:       role.Includes(store.RoleDeployer),
 		CanCreateEnvironment: u != nil && u.IsAdmin,
 	}
-	statuses, err := environmentStatuses(r, h.Base, u, p.ID)
+	m.EnvPage, m.EnvMore, m.EnvFrom = page, more, (page-1)*ProjectEnvironmentsShown+1
+	ids := make([]int64, len(envs))
+	for i, e := range envs {
+		ids[i] = e.ID
+	}
+	statuses, err := environmentStatusesOf(ctx, h.Base, ids)
 	if err != nil {
 		return views.ProjectPage{}, err
 	}
@@ -130,11 +147,11 @@ func (h *Projects) projectPage(r *http.Request, p *store.Project, role store.Rol
 		m.Environments = append(m.Environments, row)
 	}
 	m.CanSettings = u != nil && u.IsAdmin
-	ids := make([]int64, len(revs))
+	revIDs := make([]int64, len(revs))
 	for i, rev := range revs {
-		ids[i] = rev.ID
+		revIDs[i] = rev.ID
 	}
-	defs, err := h.DB.RevisionDefinitions(ctx, ids)
+	defs, err := h.DB.RevisionDefinitions(ctx, revIDs)
 	if err != nil {
 		return views.ProjectPage{}, err
 	}

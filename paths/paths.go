@@ -74,6 +74,15 @@ const Projects = "/projects"
 // Project is a project's page.
 func Project(project string) string { return Projects + "/" + project }
 
+// ProjectEnvironmentsPage is page n (from 1) of a project's environments,
+// on its page.
+func ProjectEnvironmentsPage(project string, n int) string {
+	if n <= 1 {
+		return Project(project) + "#environments"
+	}
+	return Project(project) + "?page=" + strconv.Itoa(n) + "#environments"
+}
+
 // ProjectDelete is the danger zone that deletes a project.
 func ProjectDelete(project string) string { return Project(project) + "/delete" }
 

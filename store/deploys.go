@@ -57,6 +57,11 @@ func (db *DB) FirstEnvironmentOverviewsOfProjects(ctx context.Context, u *User, 
 		    ORDER BY e.name LIMIT $4) e`, `p.id = ANY($3)`, u.ID, u.IsAdmin, append([]int64{}, projectIDs...), perProject)
 }
 
+// EnvironmentOverviewsOf returns the overviews of the environments ids.
+func (db *DB) EnvironmentOverviewsOf(ctx context.Context, ids []int64) ([]EnvironmentOverview, error) {
+	return db.environmentOverviews(ctx, `e.id = ANY($1)`, append([]int64{}, ids...))
+}
+
 // EnvironmentOverviewOf returns the overview of one environment.
 func (db *DB) EnvironmentOverviewOf(ctx context.Context, envID int64) (*EnvironmentOverview, error) {
 	out, err := db.environmentOverviews(ctx, `e.id = $1`, envID)

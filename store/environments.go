@@ -127,6 +127,25 @@ func (db *DB) VisibleEnvironments(ctx context.Context, u *User, projectID int64)
 	return out, nil
 }
 
+// VisibleEnvironmentsPage returns the environments of the project u may
+// see, by name, limit of them from offset, and whether more follow.
+func (db *DB) VisibleEnvironmentsPage(ctx context.Context, u *User, projectID int64, offset, limit int) ([]Environment, bool, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id
+		WHERE e.project_id = $1
+		  AND ($3 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $2))
+		ORDER BY e.name LIMIT $5 OFFSET $4`, projectID, u.ID, u.IsAdmin, offset, limit+1)
+	out, err := pgx.CollectRows(rows, collectEnvironment)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: visible environments: %w", err)
+	}
+	more := len(out) > limit
+	if more {
+		out = out[:limit]
+	}
+	return out, more, nil
+}
+
 // DeleteEnvironment deletes the environment with its values, memberships and
 // finished runs, keeping its audit records (their environment_id becomes
 // NULL; they keep the project and environment names), and records the

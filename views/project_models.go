@@ -34,7 +34,11 @@ type ProjectPage struct {
 	Name         string
 	Description  string
 	Environments []EnvironmentRow
-	Revisions    []RevisionRow
+	// EnvPage is the page of environments shown (from 1), EnvFrom the
+	// number of its first, EnvMore whether a next page follows.
+	EnvPage, EnvFrom int
+	EnvMore          bool
+	Revisions        []RevisionRow
 	// CanAddRevision: installation admins, deployers and admins of an environment.
 	CanAddRevision bool
 	// CanCreateEnvironment: installation admins.

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
+	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
@@ -36,4 +39,64 @@ func TestAuditEnvironmentFilterIsTypedPastAHundredEnvironments(t *testing.T) {
 	if status, _ := s.Get(t, admin, "/audit?environment=hello-world%2Fnone"); status < 400 || status >= 500 {
 		t.Errorf("filtering by an environment that does not exist: %d, want a 4xx", status)
 	}
+}
+
+// TestProjectPageListsItsEnvironmentsAPageAtATime: a project of 55
+// environments lists them 50 to a page, by name, with links between the
+// pages; a page past the last is not found.
+func TestProjectPageListsItsEnvironmentsAPageAtATime(t *testing.T) {
+	t.Parallel()
+	s := webtest.Start(t)
+	for i := range 55 {
+		s.CreateEnvironment(t, "", fmt.Sprintf("env-%03d", i))
+	}
+	admin := s.SignInLocal(t)
+	link := func(env string) string { return `href="/projects/hello-world/environments/` + env + `"` }
+	status, page := s.Get(t, admin, "/projects/hello-world")
+	if status != http.StatusOK || !strings.Contains(page, link("env-000")) || !strings.Contains(page, link("env-049")) || strings.Contains(page, link("env-050")) {
+		t.Fatalf("the first page (%d) does not list exactly the first 50 environments by name", status)
+	}
+	if !strings.Contains(page, "Environments 1–50") || !strings.Contains(page, `href="/projects/hello-world?page=2#environments" rel="next"`) || strings.Contains(page, `rel="prev"`) {
+		t.Errorf("the first page does not say which environments it lists or link the next page:\n%s", pageMain(page))
+	}
+	status, page = s.Get(t, admin, "/projects/hello-world?page=2")
+	if status != http.StatusOK || !strings.Contains(page, link("env-050")) || !strings.Contains(page, link("env-054")) || strings.Contains(page, link("env-049")) {
+		t.Fatalf("the second page (%d) does not list exactly environments 51 to 55", status)
+	}
+	if !strings.Contains(page, "Environments 51–55") || !strings.Contains(page, `href="/projects/hello-world#environments" rel="prev"`) || strings.Contains(page, `rel="next"`) {
+		t.Errorf("the last page does not say which environments it lists or link the previous page:\n%s", pageMain(page))
+	}
+	if status, _ := s.Get(t, admin, "/projects/hello-world?page=3"); status != http.StatusNotFound {
+		t.Errorf("a page past the last: %d, want 404", status)
+	}
+}
+
+// TestBrowserProjectPageOfManyEnvironments: a person pages through the
+// environments of a project of 55 with the pager's links.
+func TestBrowserProjectPageOfManyEnvironments(t *testing.T) {
+	t.Parallel()
+	s := webtest.Start(t)
+	for i := range 55 {
+		s.CreateEnvironment(t, "", fmt.Sprintf("env-%03d", i))
+	}
+	b := browsertest.New(t)
+	b.Do(
+		chromedp.Navigate(s.LocalLoginURL(t)),
+		chromedp.WaitVisible(chromedp.CSS("h1")),
+		chromedp.Navigate(s.URL+"/projects/hello-world"),
+		chromedp.WaitVisible(chromedp.CSS(`#environments nav.pager a[rel="next"]`)),
+	)
+	b.Screenshot("project-environments-page-1")
+	b.Do(
+		chromedp.Click(chromedp.CSS(`#environments nav.pager a[rel="next"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#environments nav.pager a[rel="prev"]`)),
+	)
+	if got := b.Text("#environments tbody tr:first-child td:first-child"); got != "env-050" {
+		t.Errorf("the second page starts with %q, want env-050", got)
+	}
+	// The link lands on the list, its heading in sight below the top bar.
+	if below := browsertest.Eval[bool](b, `document.querySelector("#environments h2").getBoundingClientRect().top >= document.querySelector(".topbar").getBoundingClientRect().bottom`); !below {
+		t.Errorf("the second page's Environments heading is hidden under the top bar")
+	}
+	b.Screenshot("project-environments-page-2")
 }
