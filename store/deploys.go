@@ -33,16 +33,6 @@ type EnvironmentOverview struct {
 	AwaitsApproval bool
 }
 
-// EnvironmentOverviews lists, by project and name, the environments u may
-// see: of one project (projectID), or of every project when it is 0.
-func (db *DB) EnvironmentOverviews(ctx context.Context, u *User, projectID int64) ([]EnvironmentOverview, error) {
-	if u == nil {
-		return nil, nil
-	}
-	return db.environmentOverviews(ctx, `($3::bigint = 0 OR p.id = $3)
-		  AND ($2 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $1))`, u.ID, u.IsAdmin, projectID)
-}
-
 // FirstEnvironmentOverviewsOfProjects returns the overviews of the
 // environments of projectIDs that u may see, keeping the first perProject
 // of each project by name: a page of project cards reads what its chips
