@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -344,39 +345,43 @@ func (db *DB) GrantableEnvironments(ctx context.Context, u *User) ([]TokenGrant,
 // (case-insensitive; "" matches all), at most limit of them, with how many
 // match in all: the tokens page lists a few and searches the rest.
 func (db *DB) GrantableEnvironmentsMatching(ctx context.Context, u *User, search string, limit int) ([]TokenGrant, int, error) {
-	args := []any{u.ID, limit}
-	from := `FROM environments e JOIN projects p ON p.id = e.project_id JOIN memberships m ON m.environment_id = e.id AND m.user_id = $1`
-	role := `m.role`
-	if u.IsAdmin {
-		from, role = `FROM environments e JOIN projects p ON p.id = e.project_id`, `'admin'`
-		args = args[1:]
-		args[0] = limit
+	// The environments, their projects' names and (unless an installation
+	// admin) u's memberships; args holds what the conditions name.
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	from, role := `environments e JOIN projects p ON p.id = e.project_id`, `'admin'`
+	if !u.IsAdmin {
+		from, role = from+` JOIN memberships m ON m.environment_id = e.id AND m.user_id = `+arg(u.ID), `m.role`
 	}
 	where := ``
 	if search != "" {
-		args = append(args, likeEscape(search))
-		where = fmt.Sprintf(` WHERE lower(p.name || '/' || e.name) LIKE '%%' || lower($%d) || '%%'`, len(args))
+		where = ` WHERE lower(p.name || '/' || e.name) LIKE '%' || lower(` + arg(likeEscape(search)) + `) || '%'`
 	}
-	lim := `$2`
-	if u.IsAdmin {
-		lim = `$1`
-	}
-	rows, err := db.Pool.Query(ctx, `
-		SELECT e.id, p.name, e.name, `+role+`, count(*) OVER () `+from+where+`
-		ORDER BY p.name, e.name LIMIT `+lim, args...)
+	// The page and the count are two statements: a window count over the
+	// page's query would join and sort every environment before the limit.
+	rows, err := db.Pool.Query(ctx, `SELECT e.id, p.name, e.name, `+role+` FROM `+from+where+`
+		ORDER BY p.name, e.name LIMIT `+strconv.Itoa(limit), args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: grantable environments: %w", err)
 	}
-	total := 0
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TokenGrant, error) {
 		var g TokenGrant
 		var r string
-		err := row.Scan(&g.EnvironmentID, &g.Project, &g.Environment, &r, &total)
+		err := row.Scan(&g.EnvironmentID, &g.Project, &g.Environment, &r)
 		g.Role = Role(r)
 		return g, err
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: grantable environments: %w", err)
+	}
+	total := len(out)
+	if total == limit {
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM `+from+where, args...).Scan(&total); err != nil {
+			return nil, 0, fmt.Errorf("store: count grantable environments: %w", err)
+		}
 	}
 	return out, total, nil
 }
