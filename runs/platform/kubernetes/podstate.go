@@ -118,7 +118,10 @@ func classifyContainer(pod, cs Object, events []Object) (platform.PodProblem, bo
 	// (2 kills in 24 on the test node) and reports an Error with exit
 	// code 137, SIGKILL's. With a memory limit that is the likely cause;
 	// the reason says it was inferred.
-	unsaid := ended != nil && limit != "" && num(ended["exitCode"]) == 137 && (str(ended, "reason") == "Error" || str(ended, "reason") == "")
+	// A kubelet that kills a container for failing its liveness probe
+	// says so in an event: that SIGKILL is not the limit's.
+	unsaid := ended != nil && limit != "" && num(ended["exitCode"]) == 137 && (str(ended, "reason") == "Error" || str(ended, "reason") == "") &&
+		!killedForLiveness(str(pod, "metadata", "name"), cname, events)
 	if ended != nil && str(ended, "reason") == "OOMKilled" || unsaid {
 		reason := fmt.Sprintf("container %s was killed for passing its memory limit", cname)
 		switch {
@@ -321,6 +324,27 @@ func lastUnhealthy(pod, container string, events []Object) Object {
 		}
 	}
 	return best
+}
+
+// killedForLiveness reports whether an event says the kubelet killed the
+// container for failing its liveness probe.
+func killedForLiveness(pod, container string, events []Object) bool {
+	for _, ev := range events {
+		obj, _ := nested(ev, "involvedObject")
+		if obj == nil {
+			obj, _ = nested(ev, "regarding")
+		}
+		if str(obj, "name") != pod || str(ev, "reason") != "Killing" {
+			continue
+		}
+		if fp := str(obj, "fieldPath"); fp != "" && fp != "spec.containers{"+container+"}" {
+			continue
+		}
+		if strings.Contains(eventMessage(ev), "liveness probe") {
+			return true
+		}
+	}
+	return false
 }
 
 func eventMessage(ev Object) string {

@@ -85,6 +85,16 @@ func TestClassifyPodReadsRecordedPods(t *testing.T) {
 			t.Fatalf("got %+v", got)
 		}
 	})
+	t.Run("an exit 137 after a failed liveness probe is not the memory limit", func(t *testing.T) {
+		pod, _ := readRecorded(t, "oomunreported")
+		pod["spec"].(Object)["restartPolicy"] = "Always" // as a Deployment's pods
+		killed := Object{"reason": "Killing", "message": "Container app failed liveness probe, will be restarted",
+			"involvedObject": Object{"kind": "Pod", "name": "oomunreported", "fieldPath": "spec.containers{app}"}}
+		got, ok := ClassifyPod(pod, []Object{killed})
+		if !ok || got.State == platform.StateOOMKilled || !strings.Contains(got.Reason, "exited with code 137") {
+			t.Fatalf("got %+v, want an exit with code 137, not a memory kill", got)
+		}
+	})
 	t.Run("a pod being deleted has no problem of the app's", func(t *testing.T) {
 		pod, events := readRecorded(t, "crashloop")
 		pod["metadata"].(Object)["deletionTimestamp"] = "2026-12-02T21:07:00Z"
