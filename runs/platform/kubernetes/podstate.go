@@ -304,17 +304,7 @@ func portWords(v any) string {
 func lastUnhealthy(pod, container string, events []Object) Object {
 	var best Object
 	var bestAt time.Time
-	for _, ev := range events {
-		obj, _ := nested(ev, "involvedObject")
-		if obj == nil {
-			obj, _ = nested(ev, "regarding")
-		}
-		if str(obj, "name") != pod || str(ev, "reason") != "Unhealthy" {
-			continue
-		}
-		if fp := str(obj, "fieldPath"); fp != "" && fp != "spec.containers{"+container+"}" {
-			continue
-		}
+	for _, ev := range containerEvents(pod, container, "Unhealthy", events) {
 		if !strings.HasPrefix(eventMessage(ev), "Readiness probe") {
 			continue
 		}
@@ -326,20 +316,30 @@ func lastUnhealthy(pod, container string, events []Object) Object {
 	return best
 }
 
-// killedForLiveness reports whether an event says the kubelet killed the
-// container for failing its liveness probe.
-func killedForLiveness(pod, container string, events []Object) bool {
+// containerEvents are the events of reason about the container of pod (or
+// about the pod as a whole).
+func containerEvents(pod, container, reason string, events []Object) []Object {
+	var out []Object
 	for _, ev := range events {
 		obj, _ := nested(ev, "involvedObject")
 		if obj == nil {
 			obj, _ = nested(ev, "regarding")
 		}
-		if str(obj, "name") != pod || str(ev, "reason") != "Killing" {
+		if str(obj, "name") != pod || str(ev, "reason") != reason {
 			continue
 		}
 		if fp := str(obj, "fieldPath"); fp != "" && fp != "spec.containers{"+container+"}" {
 			continue
 		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// killedForLiveness reports whether an event says the kubelet killed the
+// container for failing its liveness probe.
+func killedForLiveness(pod, container string, events []Object) bool {
+	for _, ev := range containerEvents(pod, container, "Killing", events) {
 		if strings.Contains(eventMessage(ev), "liveness probe") {
 			return true
 		}
