@@ -19,10 +19,7 @@ import (
 // (an admin's page reads only as many as a list could offer).
 func TestAuditEnvironmentFilterIsTypedPastAHundredEnvironments(t *testing.T) {
 	t.Parallel()
-	s := webtest.Start(t)
-	for i := range 103 {
-		s.CreateEnvironment(t, "", fmt.Sprintf("env-%03d", i))
-	}
+	s := withEnvironments(t, 103)
 	admin := s.SignInLocal(t)
 	_, page := s.Get(t, admin, "/audit")
 	if !strings.Contains(page, `type="search" id="audit-environment" name="environment"`) || strings.Contains(page, `<option value="hello-world/env-050"`) {
@@ -46,10 +43,7 @@ func TestAuditEnvironmentFilterIsTypedPastAHundredEnvironments(t *testing.T) {
 // pages; a page past the last is not found.
 func TestProjectPageListsItsEnvironmentsAPageAtATime(t *testing.T) {
 	t.Parallel()
-	s := webtest.Start(t)
-	for i := range 55 {
-		s.CreateEnvironment(t, "", fmt.Sprintf("env-%03d", i))
-	}
+	s := withEnvironments(t, 55)
 	admin := s.SignInLocal(t)
 	link := func(env string) string { return `href="/projects/hello-world/environments/` + env + `"` }
 	status, page := s.Get(t, admin, "/projects/hello-world")
@@ -75,10 +69,7 @@ func TestProjectPageListsItsEnvironmentsAPageAtATime(t *testing.T) {
 // environments of a project of 55 with the pager's links.
 func TestBrowserProjectPageOfManyEnvironments(t *testing.T) {
 	t.Parallel()
-	s := webtest.Start(t)
-	for i := range 55 {
-		s.CreateEnvironment(t, "", fmt.Sprintf("env-%03d", i))
-	}
+	s := withEnvironments(t, 55)
 	b := browsertest.New(t)
 	b.Do(
 		chromedp.Navigate(s.LocalLoginURL(t)),
@@ -99,4 +90,42 @@ func TestBrowserProjectPageOfManyEnvironments(t *testing.T) {
 		t.Errorf("the second page's Environments heading is hidden under the top bar")
 	}
 	b.Screenshot("project-environments-page-2")
+	// On a phone the pager fits the screen.
+	b.Do(chromedp.EmulateViewport(390, 844))
+	if extra, culprits := b.Overflow(); extra > 0 {
+		t.Errorf("at 390 px the page is %d px wider than the screen: %s", extra, culprits)
+	}
+	b.Screenshot("project-environments-page-2-390")
+}
+
+// withEnvironments starts a Studio whose project hello-world has n
+// environments, env-000 onwards.
+func withEnvironments(t *testing.T, n int) *webtest.Server {
+	t.Helper()
+	s := webtest.Start(t)
+	for i := range n {
+		s.CreateEnvironment(t, "", fmt.Sprintf("env-%03d", i))
+	}
+	return s
+}
+
+// TestHomeListsProjectsAPageAtATime: 31 projects are two pages of the
+// home page, linked both ways, each saying which page it is.
+func TestHomeListsProjectsAPageAtATime(t *testing.T) {
+	t.Parallel()
+	s := webtest.Start(t)
+	for i := range 31 {
+		s.CreateEnvironment(t, strings.Replace(webtest.MinimalManifest, "name: hello-world", fmt.Sprintf("name: p-%02d", i), 1), "production")
+	}
+	admin := s.SignInLocal(t)
+	_, first := s.Get(t, admin, "/")
+	if !strings.Contains(first, `href="/projects/p-29"`) || strings.Contains(first, `href="/projects/p-30"`) ||
+		!strings.Contains(first, "Page 1") || !strings.Contains(first, `href="/?page=2" rel="next"`) || strings.Contains(first, `rel="prev"`) {
+		t.Errorf("the first page of 31 projects does not list the first 30 with a link to the next:\n%s", pageMain(first))
+	}
+	_, second := s.Get(t, admin, "/?page=2")
+	if !strings.Contains(second, `href="/projects/p-30"`) || strings.Contains(second, `href="/projects/p-29"`) ||
+		!strings.Contains(second, "Page 2") || !strings.Contains(second, `href="/" rel="prev"`) || strings.Contains(second, `rel="next"`) {
+		t.Errorf("the second page does not list the 31st project with a link back:\n%s", pageMain(second))
+	}
 }
