@@ -362,6 +362,27 @@ type roleFixture struct {
 	backup, stagingBackup int64
 	// tokens are API token secrets by role (see tokenFor).
 	tokens map[string]string
+	// sessions are clients signed in once per role (see session).
+	sessions map[string]*http.Client
+}
+
+// session returns a client of role signed in once and kept for the calls
+// that cannot end or replace a session (a sign-in runs the whole OpenID
+// flow, the most expensive part of a call). Sign-in and sign-out routes get
+// a fresh client each time.
+func (f *roleFixture) session(t *testing.T, role, pattern string) *http.Client {
+	t.Helper()
+	if role == anonymous || pattern == "/logout" || strings.HasPrefix(pattern, "/login") {
+		return f.client(t, role)
+	}
+	if c, ok := f.sessions[role]; ok {
+		return c
+	}
+	if f.sessions == nil {
+		f.sessions = map[string]*http.Client{}
+	}
+	f.sessions[role] = f.client(t, role)
+	return f.sessions[role]
 }
 
 // tokenFor returns an API token of role's person scoped to every
@@ -569,7 +590,7 @@ func TestEveryRouteWithEveryRole(t *testing.T) {
 		}
 		for _, role := range allRoles {
 			t.Run(rc.method+" "+rc.pattern+"/"+role, func(t *testing.T) {
-				c := f.client(t, role)
+				c := f.session(t, role, rc.pattern)
 				if rc.prepare != nil {
 					rc.prepare(t, f)
 				}
