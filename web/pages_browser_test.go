@@ -285,13 +285,9 @@ func visitAt(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []pa
 			for _, v := range b.Axe(browsertest.WCAG21AA) {
 				t.Errorf("%s at %d px, %s: %s", p.path, width, scheme, v)
 			}
-			shot := b.Screenshot(name)
+			b.Screenshot(name)
 			if docs && p.main && (scheme == "light" || p.name == "environment") {
-				png, err := os.ReadFile(shot)
-				if err == nil {
-					err = os.WriteFile(filepath.Join("..", "docs", "screenshots", name+".png"), png, 0o644)
-				}
-				if err != nil {
+				if err := os.WriteFile(filepath.Join("..", "docs", "screenshots", name+".png"), b.FullScreenshot(), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
