@@ -16,8 +16,19 @@ import (
 // Sessions are stored under the SHA-256 of their token, never the token:
 // a dump of the database or a read of the table yields no cookie that signs
 // anyone in. The token has 256 random bits, so an unsalted hash is enough.
+//
+// A session's expiry is the sooner of its absolute deadline and IdleTimeout
+// after its last request. The idle part is kept here rather than by scs: scs
+// with an idle timeout rewrites the whole session at the end of every
+// request, so a request that read it before another changed it (a page's
+// live read beside a form's post) wrote the old data back, losing the
+// post's message or bringing back a session signed out meanwhile. A request
+// that changes nothing only moves the expiry (Touch).
 type SessionStore struct {
 	db *DB
+	// IdleTimeout ends a session this long after its last request (0:
+	// only the deadline ends it).
+	IdleTimeout time.Duration
 }
 
 // Sessions returns the session store on db.
@@ -42,14 +53,44 @@ func (s *SessionStore) FindCtx(ctx context.Context, token string) ([]byte, bool,
 	return data, true, nil
 }
 
-// CommitCtx saves a session's data until expiry.
+// CommitCtx saves a session's data until expiry (its deadline), or until
+// IdleTimeout from now when that is sooner.
 func (s *SessionStore) CommitCtx(ctx context.Context, token string, data []byte, expiry time.Time) error {
+	expiry = s.idleExpiry(expiry)
 	_, err := s.db.Pool.Exec(ctx, `
 		INSERT INTO sessions (token_hash, data, expiry) VALUES ($1, $2, $3)
 		ON CONFLICT (token_hash) DO UPDATE SET data = EXCLUDED.data, expiry = EXCLUDED.expiry`,
 		sessionKey(token), data, expiry.UTC())
 	if err != nil {
 		return fmt.Errorf("store: commit session: %w", err)
+	}
+	return nil
+}
+
+// idleExpiry is the sooner of deadline and IdleTimeout from now.
+func (s *SessionStore) idleExpiry(deadline time.Time) time.Time {
+	if s.IdleTimeout > 0 {
+		if idle := time.Now().Add(s.IdleTimeout); idle.Before(deadline) {
+			return idle
+		}
+	}
+	return deadline
+}
+
+// Touch records a request of a session that changed nothing in it: its
+// expiry moves to the sooner of deadline and IdleTimeout from now. Its data
+// is left as it is, and a session that was ended meanwhile stays ended. A
+// session whose expiry moved less than a hundredth of IdleTimeout ago is
+// not written again.
+func (s *SessionStore) Touch(ctx context.Context, token string, deadline time.Time) error {
+	if s.IdleTimeout <= 0 {
+		return nil
+	}
+	expiry := s.idleExpiry(deadline)
+	_, err := s.db.Pool.Exec(ctx, `UPDATE sessions SET expiry = $2 WHERE token_hash = $1 AND expiry > now() AND expiry < $3`,
+		sessionKey(token), expiry.UTC(), expiry.Add(-s.IdleTimeout/100).UTC())
+	if err != nil {
+		return fmt.Errorf("store: touch session: %w", err)
 	}
 	return nil
 }

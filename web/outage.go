@@ -144,6 +144,16 @@ func (sw *sessionWriter) save(status int) {
 		sw.a.failInfrastructure(sw.ResponseWriter, sw.r, "save session", err)
 	case scs.Destroyed:
 		sm.WriteSessionCookie(ctx, sw.ResponseWriter, "", time.Time{})
+	case scs.Unmodified:
+		// A request that changed nothing moves the expiry alone: writing
+		// the whole session back would undo what a request beside it
+		// changed meanwhile.
+		if token := sm.Token(ctx); token != "" {
+			if err := sw.a.sessionStore.Touch(ctx, token, sm.Deadline(ctx)); err != nil {
+				sw.a.logger.Warn("the session's idle timeout could not be moved", "request_id", handlers.RequestID(ctx),
+					"method", sw.r.Method, "path", sw.r.URL.Path, "err", err)
+			}
+		}
 	}
 }
 

@@ -104,7 +104,9 @@ type app struct {
 	deps     Deps
 	logger   *slog.Logger
 	sessions *scs.SessionManager
-	base     *handlers.Base
+	// sessionStore is sessions' store, which keeps the idle timeout.
+	sessionStore *store.SessionStore
+	base         *handlers.Base
 }
 
 // New returns the Studio's HTTP handler.
@@ -136,8 +138,11 @@ func New(d Deps) http.Handler {
 	https := strings.HasPrefix(d.PublicURL, "https://")
 
 	sm := scs.New()
-	sm.Store = d.DB.Sessions()
-	sm.IdleTimeout = d.SessionIdleTimeout
+	// The store keeps the idle timeout (see store.SessionStore): scs's own
+	// would write every session back at the end of every request.
+	sessions := d.DB.Sessions()
+	sessions.IdleTimeout = d.SessionIdleTimeout
+	sm.Store = sessions
 	sm.Lifetime = d.SessionLifetime
 	sm.Cookie.Name = "studio_session"
 	if https {
@@ -150,7 +155,7 @@ func New(d Deps) http.Handler {
 	sm.Cookie.Path = "/"
 	sm.Cookie.Persist = false
 
-	a := &app{deps: d, logger: d.Logger, sessions: sm}
+	a := &app{deps: d, logger: d.Logger, sessions: sm, sessionStore: sessions}
 	a.base = &handlers.Base{DB: d.DB, Sessions: sm, Logger: d.Logger, OIDC: d.OIDCIssuer != "", SessionLifetime: d.SessionLifetime}
 	return a.routes(https)
 }
