@@ -15,7 +15,10 @@ import (
 // what the server rendered.
 func TestBrowserFollowsAnApplicationsLogLive(t *testing.T) {
 	t.Parallel()
-	s, _, _ := logsWiki(t)
+	// A line every 250 ms per pod: the page follows them live, and the
+	// sixteen visits below are not made on a page that grows by a hundred
+	// lines a second (with logsWiki's 20 ms this test took a minute alone).
+	s, _, _ := logsWikiEvery(t, 250*time.Millisecond)
 
 	// Following the log, then sixteen page visits checked by axe-core (see
 	// visitInTurn), beside other tests: minutes on a busy two-core machine,
