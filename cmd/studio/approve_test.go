@@ -16,6 +16,7 @@ import (
 // approve` with another person's token starts it, and following it again
 // sees it succeed.
 func TestStudioDeployWaitsForApprovalAndRunsApprove(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}

@@ -90,6 +90,7 @@ func studioCLI(t *testing.T, token string, args ...string) cliResult {
 // (0), one whose route is deferred (3), one that fails (1) and refused ones
 // (2); then `studio values import` and `studio runs watch`.
 func TestStudioDeployWaitExitStatuses(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}

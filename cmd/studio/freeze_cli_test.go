@@ -20,6 +20,7 @@ import (
 // until … UTC: the deploy starts then", and then follows the run to its
 // end, which starts after the window's.
 func TestStudioDeployInAFreezeWindow(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}

@@ -41,6 +41,7 @@ databases:
 // holds exactly the snapshots the Studio lists, retention (2 minutes,
 // the newest good kept) having deleted the others there too.
 func TestKubernetesBackupScheduleFiresOnceAcrossTwoReplicasAndAKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a real-node Kubernetes test cluster and Studio processes, and waits for five fires")
 	}

@@ -138,6 +138,7 @@ func runLog(db *store.DB, runID int64, kind string) string {
 // server answers again, the note goes, and the deploy succeeds without a
 // warning.
 func TestKubernetesAPIServerThatBlinksIsWaitedForAndSaid(t *testing.T) {
+	t.Parallel()
 	cluster := kubeCluster(t)
 	db, dbURL, key := newKubeProject(t, strings.Replace(slowRolloutManifest, "name: kubekill", "name: blink", 1), nil)
 	const ns = "blink-production"

@@ -57,6 +57,7 @@ func uids(items []map[string]any) []string {
 // Deployment (uid, generation), the same one ReplicaSet, the same one
 // release Job and its one pod.
 func TestKubernetesStudioKilledMidRolloutResumesWithoutRecreating(t *testing.T) {
+	t.Parallel()
 	killedMidRollout(t, kubeCluster(t), slowRolloutManifest, "kubekill-production")
 }
 

@@ -476,6 +476,7 @@ func deployConfirmed(t *testing.T, s *studioProcess, c *http.Client, db *store.D
 // ClusterRole grants was used (none unused). When the driver starts
 // calling something new, its RBAC and a scenario here come with it.
 func TestStudioManifestsRunOnTheClusterAndGrantExactlyWhatTheStudioCalls(t *testing.T) {
+	t.Parallel()
 	cluster := kubeCluster(t)
 	kubectl(t, cluster, "", "apply", "--server-side", "-f", studioManifests)
 	kubectl(t, cluster, "", "-n", "skali-studio", "create", "secret", "generic", "skali-studio-secrets",

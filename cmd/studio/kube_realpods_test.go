@@ -74,6 +74,7 @@ func kubeRealCluster(t *testing.T) *clustertest.Cluster {
 // a container, the pods' readiness is the process's own answer, and the
 // resumed run re-creates nothing.
 func TestKubernetesStudioKilledMidRolloutOnRealPods(t *testing.T) {
+	t.Parallel()
 	cluster := kubeRealCluster(t)
 	killedMidRollout(t, cluster, realRolloutManifest("realkill"), "realkill-production")
 	logs := kubectl(t, cluster, "", "-n", "realkill-production", "logs", "-l", "job-name", "--tail=20")
@@ -141,6 +142,7 @@ spec:
 // takes the run over and it succeeds once, with the environment's pods
 // Ready.
 func TestTheStudioOnTheClusterDeploysFromInside(t *testing.T) {
+	t.Parallel()
 	cluster := kubeRealCluster(t)
 	ctx := context.Background()
 	pushImage(t, cluster, "studio")

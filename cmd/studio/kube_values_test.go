@@ -31,6 +31,7 @@ applications:
 // the values Secret, read from the API server, and the next plain deploy
 // the latest. Values are compared, never printed.
 func TestKubernetesRollbackThroughTheDeployFormWritesTheReleaseValues(t *testing.T) {
+	t.Parallel()
 	cluster := kubeCluster(t)
 	ctx := context.Background()
 	const v1, v2 = "kubevalues-first-plaintext", "kubevalues-second-plaintext"

@@ -161,6 +161,7 @@ func TestTheOtherReplicaTakesOverTheRunOfAKilledExecutor(t *testing.T) {
 // release command runs: the process records the command's result, gives
 // the run back and exits; the next process finishes the deploy.
 func TestSIGTERMLetsARunningReleaseCommandFinishAndTheNextProcessResumes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}

@@ -96,6 +96,7 @@ func standardSignatureOK(secret, id, ts string, body []byte, header string) bool
 // rejected; the inbox lists what waits; the webhook events arrive signed
 // and in order. (Freeze windows with kill -9: protect_kill_test.go.)
 func TestProtectedProductionAsTheIssueChecksIt(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}

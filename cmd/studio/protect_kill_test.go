@@ -64,6 +64,7 @@ func checkApprovedRunSucceededOnce(t *testing.T, db *store.DB, runID int64) {
 // SIGKILL during the window and another starts; when the window ends the
 // run starts exactly once, after the end, with every checkpoint run once.
 func TestAFreezeWindowsEndStartsItsRunOnceAfterAKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}

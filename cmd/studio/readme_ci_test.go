@@ -56,6 +56,7 @@ func readmeCISteps(t *testing.T) (validate, deploy string) {
 // the refusal naming the flag; an admin's token publishes it once, and
 // the deployer's job passes from then on.
 func TestTheREADMEsCIExampleWorksWithADeployersToken(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a Studio process")
 	}

@@ -73,6 +73,7 @@ func getPage(t *testing.T, c *http.Client, u string) string {
 // with the same webhook-id, once, and the page shows it succeeded at its
 // second attempt, the first one said to have been lost with its process.
 func TestAWebhookInFlightWhenItsStudioIsKilledIsSentAgainWithinAMinute(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}
