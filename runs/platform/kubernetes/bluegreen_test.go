@@ -31,6 +31,7 @@ applications:
 // live slot keeps serving, and one that does takes the Service's selector,
 // after which the old slot goes.
 func TestBlueGreenSwitchesTheServiceOnceTheNewSlotIsReady(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, blueGreenManifest, "blue-green", map[string]string{"SESSION_SECRET": secretValue})
 	if run := f.deploy(); run.Status != store.RunSucceeded {
 		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)

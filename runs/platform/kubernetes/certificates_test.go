@@ -257,6 +257,7 @@ func selfSigned(t testing.TB, domain string) (certPEM, serial string, notBefore,
 }
 
 func TestCertificateGoesThroughIssuingToReady(t *testing.T) {
+	t.Parallel()
 	f := newFixtureAs(t, asStudio(t), certManifest, "cert-ready", map[string]string{"SESSION_SECRET": secretValue})
 	f.useClusterIssuer("letsencrypt")
 	env := platform.Env{ID: f.env.ID, Project: f.project.Name, Name: f.env.Name}
@@ -369,6 +370,7 @@ func wait(t *testing.T, done <-chan error) {
 }
 
 func TestFailedOrderGoesIntoBackoffAndCheckNowRetries(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, certManifest, "cert-backoff", map[string]string{"SESSION_SECRET": secretValue})
 	f.useClusterIssuer("letsencrypt")
 	run, err := f.svc.StartDeploy(f.ctx, store.Actor{}, f.env, runs.DeployRequest{})

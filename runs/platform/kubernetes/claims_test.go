@@ -70,6 +70,7 @@ func (f *fixture) routeHostnames() []string {
 // refused and the cluster gets no route at all; once the claim is back,
 // the same deploy writes both.
 func TestNoHTTPRouteIsWrittenForAHostnameTheEnvironmentDoesNotHold(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, claimsManifest, "claims", map[string]string{"APP_DOMAIN": "claims.test"})
 	hook := &releaseHook{Platform: f.platform}
 	f.svc = runs.NewService(f.db, f.vault, hook, time.Now, nil)

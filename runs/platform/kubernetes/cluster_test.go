@@ -15,6 +15,7 @@ import (
 // the whole revision instead of "nothing changes", and after that deploy
 // the environment is on this cluster again.
 func TestAnEnvironmentOnAnotherClusterIsSaidAndDeployedWhole(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollingManifest, "other-cluster", map[string]string{"SESSION_SECRET": secretValue})
 	if run := f.deploy(); run.Status != store.RunSucceeded {
 		t.Fatalf("deploy %s: %s", run.Status, run.Reason)

@@ -24,6 +24,7 @@ import (
 // the added variable too, and the drift goes. Then the Deployment is
 // deleted: reported, and a redeploy makes it again.
 func TestDriftIsReportedFromTheWatchesAndRestoredByARedeploy(t *testing.T) {
+	t.Parallel()
 	cluster := clustertest.Start(t)
 	if cluster.Kubectl == "" {
 		t.Skip("no kubectl beside the cluster's kubeconfig")
@@ -137,6 +138,7 @@ func (f *fixture) waitDrift(want ...string) []platform.Drift {
 // and a redeploy applies the autoscaler again and scales the Deployment
 // back into its range (an autoscaler does not scale one at 0).
 func TestDriftOfAnAutoscaledApplicationIsRestoredIntoItsRange(t *testing.T) {
+	t.Parallel()
 	cluster := clustertest.Start(t)
 	if cluster.Kubectl == "" {
 		t.Skip("no kubectl beside the cluster's kubeconfig")

@@ -55,6 +55,7 @@ func (f *fixture) runLogText(runID int64) string {
 // takes both fields back and says so in its log, and the plan after it
 // lists nothing.
 func TestHandEditsAreListedInThePlanAndTakenBackByTheDeploy(t *testing.T) {
+	t.Parallel()
 	cluster := clustertest.Start(t)
 	if cluster.Kubectl == "" {
 		t.Skip("no kubectl beside the cluster's kubeconfig")
@@ -117,6 +118,7 @@ func TestHandEditsAreListedInThePlanAndTakenBackByTheDeploy(t *testing.T) {
 // removed with the deploy, and the deploy that switches to the other slot
 // says the edit went with the slot it deleted.
 func TestHandEditsOfTheLiveBlueGreenSlotAreSaidBeforeItGoes(t *testing.T) {
+	t.Parallel()
 	cluster := clustertest.Start(t)
 	if cluster.Kubectl == "" {
 		t.Skip("no kubectl beside the cluster's kubeconfig")

@@ -16,6 +16,7 @@ import (
 // the API and studio status read) says running, then scaled to zero,
 // then missing, each from the watches, without a deploy.
 func TestHealthFollowsWhatKubectlDoes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollingManifest, "health-kubectl", map[string]string{"SESSION_SECRET": secretValue})
 	if run := f.deploy(); run.Status != store.RunSucceeded {
 		t.Fatalf("deploy %s: %s", run.Status, run.Reason)

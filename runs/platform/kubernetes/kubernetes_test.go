@@ -65,6 +65,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// namespacesInUse maps the namespace of every fixture alive to its test.
+var namespacesInUse sync.Map
+
 type fixture struct {
 	t        testing.TB
 	ctx      context.Context
@@ -161,6 +164,13 @@ func newFixtureOn(t testing.TB, cluster *clustertest.Cluster, user, manifest, en
 		}
 	}
 	f.ns = kubernetes.NamespaceName(p.Name, envName)
+	// Tests run in parallel on one cluster: each owns its namespaces (a
+	// test may make two fixtures share one, to see them collide).
+	if other, taken := namespacesInUse.LoadOrStore(f.ns, t.Name()); !taken {
+		t.Cleanup(func() { namespacesInUse.Delete(f.ns) })
+	} else if other != t.Name() {
+		t.Fatalf("namespace %s is %s's too: name the environment or project after the test", f.ns, other)
+	}
 	t.Cleanup(func() {
 		// The namespace goes with the test (in the background).
 		_ = f.client.Delete(context.Background(), kubernetes.KindNamespace, "", f.ns)
@@ -172,6 +182,7 @@ func newFixtureOn(t testing.TB, cluster *clustertest.Cluster, user, manifest, en
 // the cluster and deploys the production example as the Studio's service
 // account: its RBAC lacks no verb the driver uses.
 func TestStudioManifestsGrantWhatTheDriverNeeds(t *testing.T) {
+	t.Parallel()
 	cluster := clustertest.Start(t)
 	if cluster.Kubectl == "" {
 		t.Skip("no kubectl beside the cluster's kubeconfig")
@@ -361,6 +372,7 @@ func (f *fixture) checkNoPlaintext() {
 }
 
 func TestProductionExampleDeploysEveryObject(t *testing.T) {
+	t.Parallel()
 	manifest, err := os.ReadFile("../../../compiler/testdata/production.skali.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -535,6 +547,7 @@ applications:
 `
 
 func TestRolloutThatNeverBecomesReadyFailsWithTheDeadlinesMessage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollingManifest, "stuck-rollout", map[string]string{"SESSION_SECRET": secretValue})
 	if run := f.deploy(); run.Status != store.RunSucceeded {
 		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
@@ -566,6 +579,7 @@ func TestRolloutThatNeverBecomesReadyFailsWithTheDeadlinesMessage(t *testing.T) 
 // leaving its lease to expire) and resumes the run with a new platform:
 // the Deployment is found as it is, not re-created or rolled again.
 func TestResumedRolloutReattachesInsteadOfRecreating(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollingManifest, "resumed", map[string]string{"SESSION_SECRET": secretValue})
 	f.svc.Runner.Lease = 2 * time.Second
 	// The pods run but do not become ready by themselves.
@@ -657,6 +671,7 @@ applications:
 `
 
 func TestFailedReleaseJobRollsNothingOut(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, releaseManifest, "release-fails", map[string]string{"SESSION_SECRET": secretValue})
 	f.annotate("web", "release", map[string]string{"testcluster.skali.dev/fail": "true"})
 	run := f.deploy()
@@ -723,6 +738,7 @@ func TestNamespaceNames(t *testing.T) {
 // environment whose derived namespace is already another's is refused
 // without touching it.
 func TestEnvironmentsAreIsolatedByNamespace(t *testing.T) {
+	t.Parallel()
 	a := newFixture(t, rollingManifest, "iso-a", map[string]string{"SESSION_SECRET": "value-of-a"})
 	b := newFixture(t, rollingManifest, "iso-b", map[string]string{"SESSION_SECRET": "value-of-b"})
 	for _, f := range []*fixture{a, b} {
@@ -787,6 +803,7 @@ applications:
 // server). A deploy of a new image then succeeds without a field conflict
 // on spec.replicas and leaves the 4 replicas as they are.
 func TestRedeployUnderAnAutoscalerKeepsItsReplicas(t *testing.T) {
+	t.Parallel()
 	cluster := clustertest.Start(t)
 	if cluster.Kubectl == "" {
 		t.Skip("no kubectl beside the cluster's kubeconfig")

@@ -20,6 +20,7 @@ import (
 // costs no request). kwok's nodes keep no logs, so reading them is left
 // to the real-node test.
 func TestLogContainersAreTheApplicationsPodsFromTheSharedWatch(t *testing.T) {
+	t.Parallel()
 	f := asStudioAccount(t, rollingManifest, "logs-containers", map[string]string{"SESSION_SECRET": secretValue})
 	if run := f.deploy(); run.Status != store.RunSucceeded {
 		t.Fatalf("deploy %s: %s", run.Status, run.Reason)

@@ -35,6 +35,7 @@ applications:
 // nothing is applied; with web-blue renamed the deploy goes through, each
 // application with its own Deployments.
 func TestCollidingObjectNamesAreRefusedAtPlanTime(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, collidingManifest, "slots", nil)
 	env, err := f.db.EnvironmentByID(f.ctx, f.env.ID)
 	if err != nil {
@@ -86,6 +87,7 @@ applications:
 // --gateway no HTTPRoute would be written, so the plan says so and the
 // deploy is refused; nothing is applied and no route reads issued.
 func TestRoutesOnAStudioWithoutAGatewayAreRefusedBeforeTheDeploy(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, routedManifest, "no-gateway", nil)
 	f.platform.Opts.Gateway = ""
 	env, err := f.db.EnvironmentByID(f.ctx, f.env.ID)

@@ -15,6 +15,7 @@ import (
 // simulated pods keep no log, so the Job's conditions are written instead.
 // No line holds a value's plaintext.
 func TestRolloutAndReleaseWriteTheirProgress(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, releaseManifest, "output", map[string]string{"SESSION_SECRET": secretValue})
 	run := f.deploy()
 	if run.Status != store.RunSucceeded {

@@ -40,6 +40,7 @@ func provisionManifestOf(db, bucket string) string {
 // (testcluster/operators.go): a deploy goes on once the Cluster is Ready
 // with its Secret written and the claim is Bound, and says so.
 func TestProvisioningWaitsForTheOperatorsThenTheReleaseCommandRuns(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, provisionManifestOf("data", "media"), "provision-ok", map[string]string{"SESSION_SECRET": secretValue})
 	run := f.deploy()
 	if run.Status != store.RunSucceeded {
@@ -60,6 +61,7 @@ func TestProvisioningWaitsForTheOperatorsThenTheReleaseCommandRuns(t *testing.T)
 // A Cluster the operator never makes ready fails the step with the
 // operator's own condition at the deadline, and no release command starts.
 func TestADatabaseNeverReadyFailsWithTheOperatorsConditionAndNoReleaseRuns(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, provisionManifestOf("stuckdb", "media"), "provision-stuck", map[string]string{"SESSION_SECRET": secretValue})
 	f.platform.Opts.ProvisionTimeout = 3 * time.Second
 	started := time.Now()
@@ -79,6 +81,7 @@ func TestADatabaseNeverReadyFailsWithTheOperatorsConditionAndNoReleaseRuns(t *te
 }
 
 func TestABucketNeverBoundFailsWithItsPhase(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, provisionManifestOf("data", "stuckbucket"), "provision-stuck-bucket", map[string]string{"SESSION_SECRET": secretValue})
 	f.platform.Opts.ProvisionTimeout = 3 * time.Second
 	run := f.deploy()

@@ -48,6 +48,7 @@ applications:
 // objects are, by label, and the rest stays. The driver runs as the
 // Studio's service account, with exactly deploy/kubernetes's RBAC.
 func TestRemovedServicesArePrunedOnlyAfterConfirmation(t *testing.T) {
+	t.Parallel()
 	f := newFixtureAs(t, asStudio(t), pruneBefore, "prune", nil)
 	if run := f.deploy(); run.Status != store.RunSucceeded {
 		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
@@ -156,6 +157,7 @@ applications:
 // service account, with exactly deploy/kubernetes's RBAC (cert-manager.yaml
 // included).
 func TestRemovedRoutesAndDomainsLoseTheirHTTPRoutesAndCertificates(t *testing.T) {
+	t.Parallel()
 	f := newFixtureAs(t, asStudio(t), routesBefore, "prune-routes", nil)
 	f.useClusterIssuer("letsencrypt")
 	env, err := f.db.EnvironmentByID(f.ctx, f.env.ID)

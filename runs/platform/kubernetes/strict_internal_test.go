@@ -30,6 +30,7 @@ func (w *warningWaiter) Warn(who, text string) {
 // apply would), and a warning the server gives with a successful apply
 // (a deprecated node label) reaches the step's Warner.
 func TestAMisspeltFieldFailsTheApplyAndWarningsReachTheStep(t *testing.T) {
+	t.Parallel()
 	cluster := clustertest.Start(t)
 	c, err := LoadClient(cluster.Kubeconfig)
 	if err != nil {

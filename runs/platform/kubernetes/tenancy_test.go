@@ -89,6 +89,7 @@ func (f *fixture) executeAll(runID int64) {
 // values Secret of the run's release, and succeeds. All as the Studio's
 // service account.
 func TestNamespaceDeletedIsMadeAgainInTheSameStep(t *testing.T) {
+	t.Parallel()
 	f := asStudioAccount(t, rollingManifest, "remade", map[string]string{"SESSION_SECRET": secretValue})
 	if run := f.deploy(); run.Status != store.RunSucceeded {
 		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
@@ -194,6 +195,7 @@ func TestNamespaceDeletedIsMadeAgainInTheSameStep(t *testing.T) {
 // namespace. An environment created later with the same name gets a
 // fresh namespace of its own.
 func TestDeletingAnEnvironmentDeletesItsNamespaceFirst(t *testing.T) {
+	t.Parallel()
 	f := asStudioAccount(t, rollingManifest, "deleted", map[string]string{"SESSION_SECRET": secretValue})
 	cluster := clustertest.Start(t)
 	if run := f.deploy(); run.Status != store.RunSucceeded {
@@ -317,6 +319,7 @@ applications:
 // the baseline profile is enforced: a privileged pod is refused there. A
 // later revision without limits removes the quota.
 func TestNamespaceIsolationIsAppliedAndEnforced(t *testing.T) {
+	t.Parallel()
 	f := asStudioAccount(t, limitedManifest, "isolated", map[string]string{"SESSION_SECRET": secretValue})
 	if run := f.deploy(); run.Status != store.RunSucceeded {
 		t.Fatalf("deploy %s: %s", run.Status, run.Reason)
@@ -388,6 +391,7 @@ func TestNamespaceIsolationIsAppliedAndEnforced(t *testing.T) {
 // point of the driver refuses it (as the Studio's service account) and
 // nothing in it changes; deleting the environment leaves it as it is.
 func TestEveryEntryPointRefusesANamespaceItDidNotCreate(t *testing.T) {
+	t.Parallel()
 	f := asStudioAccount(t, rollingManifest, "impostor", map[string]string{"SESSION_SECRET": secretValue})
 	theirs := base64.StdEncoding.EncodeToString([]byte("theirs"))
 	if _, err := f.client.Create(f.ctx, kubernetes.KindNamespace, kubernetes.Object{"metadata": kubernetes.Object{"name": f.ns,

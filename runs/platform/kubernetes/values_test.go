@@ -40,6 +40,7 @@ applications:
 // plaintext is nowhere but in the Secret. Values are compared, never
 // printed.
 func TestRollbackWritesTheReleaseValuesToTheSecret(t *testing.T) {
+	t.Parallel()
 	v1, v2 := secretValue+"-first", secretValue+"-second"
 	f := newFixture(t, valuesManifest, "values-rollback", map[string]string{"SESSION_SECRET": v1, "APP_DOMAIN": "rollback.test"})
 	holds := func(what, want string) string {
