@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/webtest"
 )
@@ -22,8 +23,11 @@ import (
 func TestBrowserWatchesADeployLive(t *testing.T) {
 	t.Parallel()
 	dns := &webtest.Resolver{}
-	s, admin := deployableWiki(t, &webtest.Deploys{StepDelay: 250 * time.Millisecond}, dns, "127.0.0.2") // elsewhere: the route is deferred
+	d := &webtest.Deploys{StepDelay: 250 * time.Millisecond}
+	s, admin := deployableWiki(t, d, dns, "127.0.0.2") // elsewhere: the route is deferred
 	const envPath = "/projects/team-wiki/environments/production"
+	// web's rollout waits until the page was seen running.
+	d.Faults.Set(func(f *local.Faults) { f.Hold = map[string]bool{"web": true} })
 
 	b := browsertest.New(t)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
@@ -39,6 +43,7 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 	if got := b.TextWithin("#run-header", 10*time.Second, running); !running(got) {
 		t.Errorf("the header of a running run = %q, want how long it has been running", got)
 	}
+	d.Faults.Set(func(f *local.Faults) { f.Hold = nil })
 	b.Do(chromedp.WaitVisible(chromedp.CSS(`#run-status[data-run-status="succeeded-with-warnings"]`)))
 	if got := browsertest.Eval[string](b, `window.studioMarker || "reloaded"`); got != "not reloaded" {
 		t.Fatal("the run page reloaded itself; it should have followed the run's stream")

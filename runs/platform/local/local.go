@@ -54,9 +54,15 @@ type Faults struct {
 	// Drift changes a deployed application outside the Studio, by
 	// application (drift.go): once, undone by its next rollout.
 	Drift map[string]*DriftFault `json:"drift,omitempty"`
+	// Hold keeps an application's rollout from starting while it is set,
+	// by application: a test or a demo watches a run that is running for
+	// as long as it needs, then lets it go on (Set).
+	Hold map[string]bool `json:"hold,omitempty"`
 
 	// changed hears of every Set (the platform's health watchers).
 	changed func()
+	// wake is closed at the next Set (for rollouts held).
+	wake chan struct{}
 }
 
 // LoadFaults reads faults from a JSON file.
@@ -77,10 +83,31 @@ func (f *Faults) Set(change func(f *Faults)) {
 	f.mu.Lock()
 	change(f)
 	changed := f.changed
+	if f.wake != nil {
+		close(f.wake)
+		f.wake = nil
+	}
 	f.mu.Unlock()
 	if changed != nil {
 		changed()
 	}
+}
+
+// held reports whether app's rollout is held, with a channel closed at the
+// next Set.
+func (f *Faults) held(app string) (bool, <-chan struct{}) {
+	if f == nil {
+		return false, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.Hold[app] {
+		return false, nil
+	}
+	if f.wake == nil {
+		f.wake = make(chan struct{})
+	}
+	return true, f.wake
 }
 
 func (f *Faults) get(read func(f *Faults) string) string {
@@ -234,6 +261,17 @@ func (l *Platform) ReleaseOutcome(ctx context.Context, env platform.Env, key pla
 
 // Rollout implements platform.Platform.
 func (l *Platform) Rollout(ctx context.Context, env platform.Env, app string, a *compiler.Application, out platform.Output) error {
+	for {
+		held, wake := l.Faults.held(app)
+		if !held {
+			break
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if r := l.Faults.get(func(f *Faults) string { return f.Rollout[app] }); r != "" {
 		say(out, "Rolling out %s", app)
 		for _, line := range l.scripted(env, OutputRollout, app) {
