@@ -49,7 +49,11 @@ func applyStudioRole(t *testing.T, cluster *clustertest.Cluster) {
 			docs = append(docs, doc)
 		}
 	}
-	cmd := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "apply", "--server-side", "-f", "-")
+	// --force-conflicts: another binary's test (cmd/studio's Studio in the
+	// cluster) may have applied the same file client-side first, and the API
+	// server's defaults in the admission policy's matchConstraints (an
+	// atomic field) then differ from the file's: the content is the same.
+	cmd := exec.Command(cluster.Kubectl, "--kubeconfig", cluster.Kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", "-")
 	cmd.Stdin = strings.NewReader(strings.Join(docs, "\n---\n"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("applying deploy/kubernetes/studio.yaml's account and roles: %v: %s", err, out)
