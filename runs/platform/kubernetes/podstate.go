@@ -20,6 +20,11 @@ import (
 	"github.com/skali-dev/studio/runs/platform"
 )
 
+// unboundClaims is what the scheduler says of a pod whose volume claim the
+// cluster has not bound yet (its provisioner is still at work): no node is
+// tried, and the pod is scheduled once the claim is bound.
+const unboundClaims = "pod has unbound immediate PersistentVolumeClaims"
+
 // ClassifyPod reads one pod as the problem it has, in the order that
 // explains the most: not scheduled, an image that cannot be pulled, a
 // container killed for memory, a container that exits and is restarted
@@ -36,6 +41,11 @@ func ClassifyPod(pod Object, events []Object) (problem platform.PodProblem, ok b
 		return platform.PodProblem{}, false // leaving: its state is no longer the app's
 	}
 	if c, ok := conditionOf(pod, "PodScheduled"); ok && c.status == "False" && c.reason == "Unschedulable" {
+		if strings.Contains(c.message, unboundClaims) {
+			// Its volume's claim is not bound yet: the scheduler tries
+			// again once it is, as for a pod still being created.
+			return platform.PodProblem{}, false
+		}
 		return platform.PodProblem{
 			State:  platform.StateUnschedulable,
 			Pod:    name,

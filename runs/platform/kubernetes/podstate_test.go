@@ -103,3 +103,24 @@ func TestClassifyPodReadsRecordedPods(t *testing.T) {
 		}
 	})
 }
+
+// TestAPodWaitingForItsVolumeClaimIsNotUnschedulable: the scheduler calls
+// a pod whose claim is not bound yet unschedulable ("pod has unbound
+// immediate PersistentVolumeClaims"), and schedules it once the claim is
+// bound: that is a pod still being created, not one no node can run (a
+// rollout of a fresh volume failed at once on a busy node). A pod no node
+// has room for still is one.
+func TestAPodWaitingForItsVolumeClaimIsNotUnschedulable(t *testing.T) {
+	pod, events := readRecorded(t, "unschedulable")
+	if p, ok := ClassifyPod(pod, events); !ok || p.State != platform.StateUnschedulable {
+		t.Fatalf("the recorded pod without room = %+v (%v), want unschedulable", p, ok)
+	}
+	for _, v := range list(pod, "status", "conditions") {
+		if c, _ := v.(Object); c["type"] == "PodScheduled" {
+			c["message"] = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
+		}
+	}
+	if p, ok := ClassifyPod(pod, events); ok {
+		t.Errorf("a pod waiting for its claim to be bound = %+v, want no problem yet", p)
+	}
+}
