@@ -115,35 +115,37 @@ func (db *DB) EnvironmentByID(ctx context.Context, id int64) (*Environment, erro
 
 // VisibleEnvironments lists the project's environments that u may see, by name.
 func (db *DB) VisibleEnvironments(ctx context.Context, u *User, projectID int64) ([]Environment, error) {
-	rows, _ := db.Pool.Query(ctx, `
-		SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id
-		WHERE e.project_id = $1
-		  AND ($3 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $2))
-		ORDER BY e.name`, projectID, u.ID, u.IsAdmin)
-	out, err := pgx.CollectRows(rows, collectEnvironment)
-	if err != nil {
-		return nil, fmt.Errorf("store: visible environments: %w", err)
-	}
-	return out, nil
+	return db.visibleEnvironments(ctx, u, projectID, 0, nil)
 }
 
 // VisibleEnvironmentsPage returns the environments of the project u may
 // see, by name, limit of them from offset, and whether more follow.
 func (db *DB) VisibleEnvironmentsPage(ctx context.Context, u *User, projectID int64, offset, limit int) ([]Environment, bool, error) {
-	rows, _ := db.Pool.Query(ctx, `
-		SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id
-		WHERE e.project_id = $1
-		  AND ($3 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $2))
-		ORDER BY e.name LIMIT $5 OFFSET $4`, projectID, u.ID, u.IsAdmin, offset, limit+1)
-	out, err := pgx.CollectRows(rows, collectEnvironment)
+	read := limit + 1
+	out, err := db.visibleEnvironments(ctx, u, projectID, offset, &read)
 	if err != nil {
-		return nil, false, fmt.Errorf("store: visible environments: %w", err)
+		return nil, false, err
 	}
 	more := len(out) > limit
 	if more {
 		out = out[:limit]
 	}
 	return out, more, nil
+}
+
+// visibleEnvironments is the project's environments u may see, by name,
+// from offset, at most limit of them (nil: all).
+func (db *DB) visibleEnvironments(ctx context.Context, u *User, projectID int64, offset int, limit *int) ([]Environment, error) {
+	rows, _ := db.Pool.Query(ctx, `
+		SELECT `+environmentColumns+` FROM environments e JOIN projects p ON p.id = e.project_id
+		WHERE e.project_id = $1
+		  AND ($3 OR EXISTS (SELECT 1 FROM memberships m WHERE m.environment_id = e.id AND m.user_id = $2))
+		ORDER BY e.name LIMIT $5 OFFSET $4`, projectID, u.ID, u.IsAdmin, offset, limit)
+	out, err := pgx.CollectRows(rows, collectEnvironment)
+	if err != nil {
+		return nil, fmt.Errorf("store: visible environments: %w", err)
+	}
+	return out, nil
 }
 
 // DeleteEnvironment deletes the environment with its values, memberships and
