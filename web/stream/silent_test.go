@@ -3,7 +3,6 @@
 package stream_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -80,20 +79,13 @@ func silentWatcherAmongReaders(t *testing.T) {
 
 	pad := strings.Repeat("x", 16<<10)
 	n := int64(max(1100, 4*maxSendBuffer(t)/len(pad)))
-	appended := make(chan struct{})
-	defer func() { <-appended }()
-	go func() {
-		defer close(appended)
-		for range n {
-			if _, err := s.DB.AppendRunEvent(context.Background(), runID, nil, map[string]any{"run": map[string]any{"status": "running"}, "pad": pad}); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
+	var read readProgress
+	read.add(readers)
+	defer appendPaced(t, s, runID, n, pad, &read)()
 	var wg sync.WaitGroup
 	for i, c := range conns {
 		wg.Go(func() {
+			defer read.done(i)
 			for want := int64(1); want <= n; want++ {
 				_ = c.SetReadDeadline(time.Now().Add(time.Minute))
 				_, data, err := c.ReadMessage()
@@ -106,6 +98,7 @@ func silentWatcherAmongReaders(t *testing.T) {
 					t.Errorf("reader %d got seq %d (%v), want %d", i, f.Seq, err, want)
 					return
 				}
+				read.got(i, want)
 			}
 		})
 	}

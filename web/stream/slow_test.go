@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -65,17 +67,10 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 	// more than the silent client's socket buffers hold.
 	pad := strings.Repeat("x", 16<<10)
 	n := int64(max(1100, 4*maxSendBuffer(t)/len(pad)))
-	appended := make(chan struct{})
-	defer func() { <-appended }()
-	go func() {
-		defer close(appended)
-		for range n {
-			if _, err := s.DB.AppendRunEvent(context.Background(), runID, nil, map[string]any{"run": map[string]any{"status": "running"}, "pad": pad}); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
+	var read readProgress
+	read.add(1)
+	defer appendPaced(t, s, runID, n, pad, &read)()
+	defer read.done(0) // before the wait above: a failed reader holds up nothing
 	start := time.Now()
 	for want := int64(1); want <= n; want++ {
 		_ = reader.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -87,6 +82,7 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 		if err := json.Unmarshal(data, &f); err != nil || f.Seq != want {
 			t.Fatalf("the reading watcher got seq %d (%v), want %d", f.Seq, err, want)
 		}
+		read.got(0, want)
 	}
 	if got := s.Hub.Subscribers(); got != 2 {
 		t.Errorf("%d subscriptions open once the reader had every event (%d events of %d KiB, in %s), want 2: the silent watcher should still be there, stuck",
@@ -138,4 +134,64 @@ func maxSendBuffer(t *testing.T) int {
 		t.Fatalf("tcp_wmem %q: %v", data, err)
 	}
 	return n
+}
+
+// pacedWindow is how far the appender of a stream test may run ahead of its
+// slowest reader, in events: well inside the hub's queue limit (1,024), so
+// that a reader the machine starves for a while is never closed as too slow
+// ("fell behind; resume"), which is right for a client that is not keeping
+// up, but not what these tests are about. Silent watchers are not counted:
+// they still fall as far behind as the test makes them.
+const pacedWindow = 256
+
+// readProgress is the last event each reading watcher of a test received.
+type readProgress struct {
+	mu   sync.Mutex
+	last []*atomic.Int64
+}
+
+func (r *readProgress) add(k int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for range k {
+		r.last = append(r.last, new(atomic.Int64))
+	}
+}
+
+// got records that reader i received event seq.
+func (r *readProgress) got(i int, seq int64) { r.last[i].Store(seq) }
+
+// done takes reader i out of the pace (it ended, or failed): the appender
+// never waits for it again.
+func (r *readProgress) done(i int) { r.last[i].Store(1 << 62) }
+
+// slowest is the lowest event every reader has received.
+func (r *readProgress) slowest() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	low := int64(1 << 62)
+	for _, l := range r.last {
+		low = min(low, l.Load())
+	}
+	return low
+}
+
+// appendPaced appends n events of pad to the run in a goroutine, never more
+// than pacedWindow ahead of the slowest reader; the returned function waits
+// for it to end.
+func appendPaced(t *testing.T, s *webtest.Server, runID, n int64, pad string, read *readProgress) (wait func()) {
+	appended := make(chan struct{})
+	go func() {
+		defer close(appended)
+		for seq := int64(1); seq <= n; seq++ {
+			for seq-read.slowest() > pacedWindow {
+				time.Sleep(time.Millisecond)
+			}
+			if _, err := s.DB.AppendRunEvent(context.Background(), runID, nil, map[string]any{"run": map[string]any{"status": "running"}, "pad": pad}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	return func() { <-appended }
 }
