@@ -79,9 +79,8 @@ func silentWatcherAmongReaders(t *testing.T) {
 
 	pad := strings.Repeat("x", 16<<10)
 	n := int64(max(1100, 4*maxSendBuffer(t)/len(pad)))
-	var read readProgress
-	read.add(readers)
-	defer appendPaced(t, s, runID, n, pad, &read)()
+	read := make(readProgress, readers)
+	defer appendPaced(t, s, runID, n, pad, read)()
 	var wg sync.WaitGroup
 	for i, c := range conns {
 		wg.Go(func() {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -67,9 +66,8 @@ func TestEventStreamSlowClientNeverDelaysTheOthers(t *testing.T) {
 	// more than the silent client's socket buffers hold.
 	pad := strings.Repeat("x", 16<<10)
 	n := int64(max(1100, 4*maxSendBuffer(t)/len(pad)))
-	var read readProgress
-	read.add(1)
-	defer appendPaced(t, s, runID, n, pad, &read)()
+	read := make(readProgress, 1)
+	defer appendPaced(t, s, runID, n, pad, read)()
 	defer read.done(0) // before the wait above: a failed reader holds up nothing
 	start := time.Now()
 	for want := int64(1); want <= n; want++ {
@@ -144,34 +142,22 @@ func maxSendBuffer(t *testing.T) int {
 // they still fall as far behind as the test makes them.
 const pacedWindow = 256
 
-// readProgress is the last event each reading watcher of a test received.
-type readProgress struct {
-	mu   sync.Mutex
-	last []*atomic.Int64
-}
-
-func (r *readProgress) add(k int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for range k {
-		r.last = append(r.last, new(atomic.Int64))
-	}
-}
+// readProgress is the last event each reading watcher of a test received,
+// by reader.
+type readProgress []atomic.Int64
 
 // got records that reader i received event seq.
-func (r *readProgress) got(i int, seq int64) { r.last[i].Store(seq) }
+func (r readProgress) got(i int, seq int64) { r[i].Store(seq) }
 
 // done takes reader i out of the pace (it ended, or failed): the appender
 // never waits for it again.
-func (r *readProgress) done(i int) { r.last[i].Store(1 << 62) }
+func (r readProgress) done(i int) { r[i].Store(1 << 62) }
 
 // slowest is the lowest event every reader has received.
-func (r *readProgress) slowest() int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (r readProgress) slowest() int64 {
 	low := int64(1 << 62)
-	for _, l := range r.last {
-		low = min(low, l.Load())
+	for i := range r {
+		low = min(low, r[i].Load())
 	}
 	return low
 }
@@ -179,7 +165,7 @@ func (r *readProgress) slowest() int64 {
 // appendPaced appends n events of pad to the run in a goroutine, never more
 // than pacedWindow ahead of the slowest reader; the returned function waits
 // for it to end.
-func appendPaced(t *testing.T, s *webtest.Server, runID, n int64, pad string, read *readProgress) (wait func()) {
+func appendPaced(t *testing.T, s *webtest.Server, runID, n int64, pad string, read readProgress) (wait func()) {
 	appended := make(chan struct{})
 	go func() {
 		defer close(appended)
