@@ -1,7 +1,9 @@
 // Command testreport reads `go test -json` on standard input and writes what
 // a person reads in CI: each package's own lines (ok, FAIL, build errors,
 // panics), the whole output of every test that failed, and at the end the
-// slowest tests with their times. Passing tests' chatter is dropped. It
+// slowest tests with their times and when each long package ran (go test
+// runs as many test binaries at once as there are cores: the timeline shows
+// which package held a core while the others waited). Passing tests' chatter is dropped. It
 // never decides the outcome: .ci/run takes go test's exit status.
 package main
 
@@ -14,6 +16,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 )
 
 // event is one line of `go test -json` (cmd/test2json).
@@ -23,6 +26,14 @@ type event struct {
 	Test    string
 	Elapsed float64
 	Output  string
+	Time    time.Time
+}
+
+// span is when a package's test binary ran: from its first event (its
+// start) to its pass or fail.
+type span struct {
+	pkg        string
+	start, end time.Time
 }
 
 type timing struct {
@@ -43,6 +54,8 @@ func report(in io.Reader, out io.Writer, slowest int) error {
 	defer w.Flush()
 	buffered := map[string]*strings.Builder{}
 	var times []timing
+	spans := map[string]*span{}
+	var first time.Time
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -53,6 +66,19 @@ func report(in io.Reader, out io.Writer, slowest int) error {
 			w.Write(line)
 			w.WriteByte('\n')
 			continue
+		}
+		if !e.Time.IsZero() && e.Package != "" {
+			if first.IsZero() {
+				first = e.Time
+			}
+			sp := spans[e.Package]
+			if sp == nil {
+				sp = &span{pkg: e.Package, start: e.Time}
+				spans[e.Package] = sp
+			}
+			if e.Test == "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") {
+				sp.end = e.Time
+			}
 		}
 		if e.Test == "" {
 			w.WriteString(e.Output)
@@ -93,5 +119,25 @@ func report(in io.Reader, out io.Writer, slowest int) error {
 	for _, t := range times[:min(slowest, len(times))] {
 		fmt.Fprintf(w, "%8.1fs  %s\n", t.elapsed, t.name)
 	}
+	writeTimeline(w, spans, first)
 	return nil
+}
+
+// writeTimeline prints when each package that ran 10 s or more started and
+// ended, in seconds from the first event, in the order they started.
+func writeTimeline(w io.Writer, spans map[string]*span, first time.Time) {
+	var long []*span
+	for _, sp := range spans {
+		if !sp.end.IsZero() && sp.end.Sub(sp.start) >= 10*time.Second {
+			long = append(long, sp)
+		}
+	}
+	if len(long) == 0 {
+		return
+	}
+	slices.SortFunc(long, func(a, b *span) int { return a.start.Compare(b.start) })
+	fmt.Fprintf(w, "\nWhen the packages of 10 s or more ran (s from the first event):\n")
+	for _, sp := range long {
+		fmt.Fprintf(w, "%6.0f → %4.0f  %4.0fs  %s\n", sp.start.Sub(first).Seconds(), sp.end.Sub(first).Seconds(), sp.end.Sub(sp.start).Seconds(), sp.pkg)
+	}
 }
