@@ -3,8 +3,9 @@
 // panics), the whole output of every test that failed, and at the end the
 // slowest tests with their times and when each long package ran (go test
 // runs as many test binaries at once as there are cores: the timeline shows
-// which package held a core while the others waited). Passing tests' chatter is dropped. It
-// never decides the outcome: .ci/run takes go test's exit status.
+// which package held a core while the others waited). Passing tests'
+// chatter is dropped. It never decides the outcome: .ci/run takes go test's
+// exit status.
 package main
 
 import (
