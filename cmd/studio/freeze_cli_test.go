@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -98,9 +102,10 @@ func TestStudioDeployInAFreezeWindow(t *testing.T) {
 		t.Fatalf("the override's audit record: %q %v", reason, err)
 	}
 
-	// A delaying window that ends in a few seconds: --wait says until when,
-	// and follows the run once it starts.
-	end := time.Now().Add(6 * time.Second).Truncate(time.Second)
+	// A delaying window that ends in a few seconds (time for one command to
+	// start a deploy in it): --wait says until when, and follows the run
+	// once it starts.
+	end := time.Now().Add(10 * time.Second).Truncate(time.Second)
 	freeze(time.Now().Add(-time.Hour), end, "wait")
 	r = deploy(ci, "--wait", "--redeploy")
 	want := fmt.Sprintf("Frozen until %s: the deploy starts then", end.UTC().Format("Mon 15:04 UTC"))
@@ -114,13 +119,14 @@ func TestStudioDeployInAFreezeWindow(t *testing.T) {
 	}
 
 	// Protected, approved during a window: following it says it waits for
-	// the window's end, then follows it.
+	// the window's end, then follows it. The watch starts before the
+	// approval, so what it prints does not depend on how long the commands
+	// take; the window opens just before the approval, which must come
+	// within it (the run's reason says it did).
 	if err := db.PutProtectionRule(ctx, store.Actor{}, env, store.ProtectionRule{Approvals: 1, ApproverRole: store.RoleAdmin,
 		Expires: store.DefaultApprovalExpiry, Bypass: store.BypassNobody}, store.Starter{}); err != nil {
 		t.Fatal(err)
 	}
-	end = time.Now().Add(8 * time.Second).Truncate(time.Second)
-	freeze(time.Now().Add(-time.Hour), end, "wait")
 	if r := deploy(ci, "--redeploy"); r.code != 0 {
 		t.Fatalf("a protected deploy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -129,12 +135,94 @@ func TestStudioDeployInAFreezeWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	runURL := fmt.Sprintf("%s/projects/plain/environments/production/runs/%d", studio.addr, runID)
+	watch := startCLI(t, ci, "runs", "watch", "--poll", "100ms", runURL)
+	if line, ok := watch.next(time.Minute); !ok || !strings.HasPrefix(line, "waiting for approval (0 of 1") {
+		t.Fatalf("watching a run that waits for its approval printed %q first, want \"waiting for approval (0 of 1 …\"\n%s", line, watch.kill().stderr)
+	}
+	end = time.Now().Add(10 * time.Second).Truncate(time.Second)
+	freeze(time.Now().Add(-time.Hour), end, "wait")
 	if r := studioCLI(t, root, "runs", "approve", runURL); r.code != 0 {
 		t.Fatalf("approve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = studioCLI(t, ci, "runs", "watch", "--poll", "100ms", runURL)
-	want = fmt.Sprintf("Frozen until %s: the deploy starts then", end.UTC().Format("Mon 15:04 UTC"))
-	if r.code != 0 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "succeeded") {
-		t.Fatalf("following a run approved in a window: exit %d, want 0 with %q\n%s%s", r.code, want, r.stdout, r.stderr)
+	want = fmt.Sprintf("Frozen until %s", end.UTC().Format("Mon 15:04 UTC"))
+	var reason2 string
+	if err := db.Pool.QueryRow(ctx, `SELECT reason FROM runs WHERE id = $1`, runID).Scan(&reason2); err != nil || reason2 != want {
+		t.Fatalf("the run approved in the window says %q (%v), want %q (was the approval later than %v?)", reason2, err, want, end)
 	}
+	r = watch.wait()
+	if r.code != 0 || !strings.Contains(r.stdout, want+": the deploy starts then") || !strings.Contains(r.stdout, "succeeded") ||
+		strings.Index(r.stdout, want) > strings.Index(r.stdout, "checkpoint 2/") {
+		t.Fatalf("following a run approved in a window: exit %d, want 0 with %q, then the run\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+}
+
+// cliProcess is a `studio` command still running, its output read line by
+// line as it prints it.
+type cliProcess struct {
+	cmd    *exec.Cmd
+	lines  chan string
+	stdout strings.Builder
+	stderr bytes.Buffer
+	done   chan struct{}
+}
+
+// startCLI starts the studio binary (this test binary as `studio`) with
+// args and STUDIO_TOKEN, as studioCLI does, without waiting for it.
+func startCLI(t *testing.T, token string, args ...string) *cliProcess {
+	t.Helper()
+	p := &cliProcess{cmd: exec.Command(os.Args[0], args...), lines: make(chan string, 1024), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), "STUDIO_TEST_MAIN=1", "STUDIO_TOKEN="+token)
+	p.cmd.Stderr = &p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.kill()
+		}
+	})
+	go func() {
+		defer close(p.done)
+		defer close(p.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.stdout.WriteString(sc.Text() + "\n")
+			p.lines <- sc.Text()
+		}
+	}()
+	return p
+}
+
+// next returns the next line the command prints (false: none within d, or
+// it ended).
+func (p *cliProcess) next(d time.Duration) (string, bool) {
+	select {
+	case l, ok := <-p.lines:
+		return l, ok
+	case <-time.After(d):
+		return "", false
+	}
+}
+
+// kill ends the command and returns what it did.
+func (p *cliProcess) kill() cliResult {
+	_ = p.cmd.Process.Kill()
+	return p.wait()
+}
+
+// wait waits for the command to end and returns what it did.
+func (p *cliProcess) wait() cliResult {
+	for range p.lines {
+	}
+	<-p.done
+	err := p.cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	return cliResult{code: code, stdout: p.stdout.String(), stderr: p.stderr.String()}
 }
