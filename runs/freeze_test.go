@@ -30,7 +30,7 @@ func TestADeployInAFreezeWindowWaitsAndStartsOnceAtItsEnd(t *testing.T) {
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice")
-	end := time.Now().Add(4 * time.Second).Truncate(time.Second)
+	end := time.Now().Add(6 * time.Second).Truncate(time.Second)
 	f.freeze(runs.FreezeInput{From: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), To: end.UTC().Format(time.RFC3339), Action: "wait"})
 
 	first := runs.NewService(f.db, f.vault, f.local, time.Now, nil)

@@ -76,9 +76,9 @@ func TestAFreezeWindowsEndStartsItsRunOnceAfterAKill(t *testing.T) {
 	}
 	a, b := startStudio(t, dbURL, key, "--local-step-delay", "100ms"), startStudio(t, dbURL, key, "--local-step-delay", "100ms")
 	client := signedIn(t, a)
-	// The window is set once both replicas serve: it ends 6 s on, the kill
+	// The window is set once both replicas serve: it ends 10 s on, the kill
 	// comes well before.
-	end := time.Now().Add(6 * time.Second).Truncate(time.Second)
+	end := time.Now().Add(10 * time.Second).Truncate(time.Second)
 	ws, err := runs.CheckFreezeWindows([]runs.FreezeInput{{From: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), To: end.UTC().Format(time.RFC3339)}})
 	if err != nil {
 		t.Fatal(err)
