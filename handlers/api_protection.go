@@ -87,7 +87,7 @@ func (h *API) SetProtection(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if err == nil && in.FreezeWindows != nil {
-		err = h.DB.PutFreezeWindows(r.Context(), ActorOf(r), env, windows)
+		err = h.Runs.PutFreezeWindows(r.Context(), ActorOf(r), env, windows)
 	}
 	if apperr.CodeOf(err) == apperr.Invalid {
 		WriteProblem(w, r, api.Problem{Status: http.StatusUnprocessableEntity, Title: "The rule was refused", Detail: apperr.Message(err)})

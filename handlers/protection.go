@@ -203,7 +203,7 @@ func (h *Protection) setFreeze(w http.ResponseWriter, r *http.Request, env *stor
 	rows := freezeRowsOf(r)
 	windows, err := runs.CheckFreezeWindows(rows)
 	if err == nil {
-		err = h.DB.PutFreezeWindows(r.Context(), ActorOf(r), env, windows)
+		err = h.Runs.PutFreezeWindows(r.Context(), ActorOf(r), env, windows)
 	}
 	if _, ok := err.(*runs.FreezeError); ok || apperr.CodeOf(err) == apperr.Invalid {
 		f, ferr := h.freezeForm(r.Context(), env, rows, err)

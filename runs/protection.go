@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -226,7 +227,28 @@ func (s *Service) starter() store.Starter {
 			return f.Until, "Frozen until " + FreezeClock(f.Until, s.Now())
 		}
 		return time.Time{}, ""
-	}}
+	}, Cancel: s.cancelJob()}
+}
+
+// cancelJob cancels a run's job that has not run yet, inside tx.
+func (s *Service) cancelJob() func(ctx context.Context, tx pgx.Tx, jobID int64) error {
+	if s.river == nil {
+		return nil
+	}
+	return func(ctx context.Context, tx pgx.Tx, jobID int64) error {
+		if _, err := s.river.JobCancelTx(ctx, tx, jobID); err != nil && !errors.Is(err, river.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+}
+
+// PutFreezeWindows replaces the environment's windows; the runs scheduled
+// to start later move, in the same transaction, to the start the new
+// windows give (a freeze lifted starts them at once, one extended or added
+// holds them longer; see store.DB.PutFreezeWindowsMoving).
+func (s *Service) PutFreezeWindows(ctx context.Context, a store.Actor, env *store.Environment, windows []store.FreezeWindow) error {
+	return s.DB.PutFreezeWindowsMoving(ctx, a, env, windows, s.starter())
 }
 
 // Approve records a's approval of the waiting run's plan (digest: the one

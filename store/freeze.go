@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/skali-dev/studio/humanize"
 )
 
 // FreezeWindow is a time in which deploys of an environment do not start:
@@ -46,8 +47,22 @@ func freezeWindows(ctx context.Context, q querier, envID int64) ([]FreezeWindow,
 }
 
 // PutFreezeWindows replaces the environment's windows (already checked by
-// the caller: runs.CheckFreezeWindows), with their audit record.
+// the runs package), audited, moving no run (for tests of the store
+// alone); the Studio changes windows with PutFreezeWindowsMoving.
 func (db *DB) PutFreezeWindows(ctx context.Context, a Actor, env *Environment, windows []FreezeWindow) error {
+	return db.PutFreezeWindowsMoving(ctx, a, env, windows, Starter{})
+}
+
+// PutFreezeWindowsMoving replaces the environment's windows, audited, and
+// in the same transaction moves the runs scheduled to start later (their
+// reason "Frozen until …" or "Approved: starts at …", their job not taken
+// by a worker yet, and locked so none takes it meanwhile) to the start the
+// new windows give: a window lifted or shortened starts them sooner (at
+// once when none is open now), one extended or added holds them longer,
+// with their reason and a run event saying so. The rule's wait after
+// approval still holds: a run is never moved before the approval that met
+// its rule plus that wait.
+func (db *DB) PutFreezeWindowsMoving(ctx context.Context, a Actor, env *Environment, windows []FreezeWindow, s Starter) error {
 	return db.InTx(ctx, func(tx pgx.Tx) error {
 		// Waits for approvals being written that read the windows (their
 		// share lock of this row), and makes the next ones wait for this.
@@ -76,9 +91,82 @@ func (db *DB) PutFreezeWindows(ctx context.Context, a Actor, env *Environment, w
 			}
 			detail = append(detail, d)
 		}
+		moved, err := db.moveFrozenRunsTx(ctx, tx, env.ID, windows, s)
+		if err != nil {
+			return err
+		}
 		e := a.event("freeze.changed")
 		e.Project, e.Environment, e.EnvironmentID, e.Target = env.Project, env.Name, &env.ID, env.Name
 		e.Detail = map[string]any{"windows": detail}
+		if len(moved) > 0 {
+			e.Detail["moved_runs"] = moved
+		}
 		return auditTx(ctx, tx, e)
 	})
+}
+
+// moveFrozenRunsTx moves the environment's runs scheduled to start later
+// to the start windows give (see PutFreezeWindowsMoving) and
+// returns what it moved: run number and new start, RFC 3339.
+func (db *DB) moveFrozenRunsTx(ctx context.Context, tx pgx.Tx, envID int64, windows []FreezeWindow, s Starter) ([]map[string]any, error) {
+	if s.Enqueue == nil || s.Cancel == nil || s.FrozenUntil == nil {
+		return nil, nil
+	}
+	type waiting struct {
+		id, number, jobID int64
+		reason            string
+		scheduled         time.Time
+		floor             *time.Time
+	}
+	// not_before: when the rule met (by an approval, a bypass, a rule
+	// asking for fewer), plus its wait, lets the run start; NULL for the
+	// runs of an unprotected environment.
+	rows, _ := tx.Query(ctx, `SELECT r.id, r.number, r.job_id, r.reason, j.scheduled_at, r.not_before
+		FROM runs r JOIN river_job j ON j.id = r.job_id
+		WHERE r.environment_id = $1 AND r.status = 'waiting' AND (r.reason LIKE 'Frozen until %' OR r.reason LIKE 'Approved: starts at %') AND j.state IN ('scheduled', 'available')
+		ORDER BY r.id FOR UPDATE OF r, j`, envID)
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (waiting, error) {
+		var w waiting
+		err := row.Scan(&w.id, &w.number, &w.jobID, &w.reason, &w.scheduled, &w.floor)
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: runs waiting for a freeze: %w", err)
+	}
+	now := db.Now()
+	var moved []map[string]any
+	for _, w := range list {
+		at := now
+		if w.floor != nil && w.floor.After(at) {
+			at = *w.floor
+		}
+		reason := ""
+		if until, why := s.FrozenUntil(windows, at); until.After(at) {
+			at, reason = until, why
+		} else if at.After(now) {
+			reason = fmt.Sprintf("Approved: starts at %s, after the rule's wait", humanize.Weekday(at, now))
+		}
+		if at.Equal(w.scheduled) {
+			continue
+		}
+		if err := s.Cancel(ctx, tx, w.jobID); err != nil {
+			return nil, err
+		}
+		jobID, err := s.Enqueue(ctx, tx, w.id, at)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE runs SET job_id = $2, reason = $3 WHERE id = $1`, w.id, jobID, reason); err != nil {
+			return nil, err
+		}
+		summary := reason
+		if summary == "" {
+			summary = "The freeze was lifted: the deploy starts now"
+		}
+		if _, err := appendRunEvent(ctx, tx, w.id, nil, runPayload(RunWaiting, reason, summary)); err != nil {
+			return nil, err
+		}
+		moved = append(moved, map[string]any{"run": w.number, "starts_at": at.UTC().Format(time.RFC3339)})
+	}
+	return moved, nil
 }

@@ -294,6 +294,9 @@ type Starter struct {
 	// is open then), and the run's reason meanwhile ("Frozen until Mon
 	// 06:00 UTC"); the windows are read in the transaction.
 	FrozenUntil func(windows []FreezeWindow, at time.Time) (time.Time, string)
+	// Cancel cancels a job inserted by Enqueue that has not run yet, when
+	// a change of the windows moves its run (nil: runs are not moved).
+	Cancel func(ctx context.Context, tx pgx.Tx, jobID int64) error
 }
 
 // startMetRunTx schedules a run whose rule is met: after the rule's wait,
@@ -325,7 +328,7 @@ func (db *DB) startMetRunTx(ctx context.Context, tx pgx.Tx, envID, runID int64, 
 		if err != nil {
 			return at, "", err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE runs SET job_id = $2, reason = $3 WHERE id = $1`, runID, jobID, reason); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE runs SET job_id = $2, reason = $3, not_before = $4 WHERE id = $1`, runID, jobID, reason, now.Add(rule.Wait)); err != nil {
 			return at, "", err
 		}
 	}
