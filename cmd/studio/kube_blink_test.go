@@ -128,6 +128,28 @@ func runLog(db *store.DB, runID int64, kind string) string {
 	return b.String()
 }
 
+// blinkManifest is one application whose pods run but do not become
+// ready by themselves (the test cluster's "never" image tag): its rollout
+// lasts until the test makes them ready.
+const blinkManifest = `name: blink
+applications:
+  web:
+    image: registry.local/web:never-1
+    ports:
+      http:
+        port: 8080
+    scaling:
+      replicas:
+        min: 2
+        max: 2
+    deployment:
+      rollout:
+        strategy: rolling
+        maxSurge: 1
+        maxUnavailable: 0
+        timeout: 5m
+`
+
 // TestKubernetesAPIServerThatBlinksIsWaitedForAndSaid runs `studio serve
 // --platform kubernetes` through a gate in front of the test cluster's API
 // server and closes the gate (connections refused, those open cut) twice:
@@ -140,7 +162,7 @@ func runLog(db *store.DB, runID int64, kind string) string {
 func TestKubernetesAPIServerThatBlinksIsWaitedForAndSaid(t *testing.T) {
 	t.Parallel()
 	cluster := kubeCluster(t)
-	db, dbURL, key := newKubeProject(t, strings.Replace(slowRolloutManifest, "name: kubekill", "name: blink", 1), nil)
+	db, dbURL, key := newKubeProject(t, blinkManifest, nil)
 	const ns = "blink-production"
 	t.Cleanup(func() { kubectl(t, cluster, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=false") })
 	kc, gate, server := gatedKubeconfig(t, cluster.Kubeconfig)
@@ -177,6 +199,13 @@ func TestKubernetesAPIServerThatBlinksIsWaitedForAndSaid(t *testing.T) {
 		return strings.HasPrefix(checkpointWarning(db, runID, "rollout"), want)
 	})
 	gate.open()
+	// The pods become ready now (the test plays the kubelet): the rollout
+	// was in its middle for as long as the test needed, however slow the
+	// machine.
+	for _, pod := range kubeItems(t, cluster, "-n", ns, "pods") {
+		kubectl(t, cluster, "", "-n", ns, "patch", "pod", field(pod, "metadata", "name"), "--subresource=status", "--type=merge", "-p",
+			`{"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"ContainersReady","status":"True"}]}}`)
+	}
 
 	waitForRunEnd(t, db, runID)
 	if status, reason := runOutcome(t, db, runID); status != store.RunSucceeded {

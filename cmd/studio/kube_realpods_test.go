@@ -8,6 +8,7 @@ package main
 // there with its in-cluster credentials and least-privilege RBAC.
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"os"
@@ -241,9 +242,6 @@ stringData:
 		executor, _, _ = strings.Cut(machine, "@")
 		return true
 	})
-	if dep := kubeObject(t, cluster, "-n", "inside-production", "deployment", "web"); field(dep, "status", "readyReplicas") == "3" {
-		t.Fatalf("the rollout had ended before the Studio's pod could be deleted (status %v)", dep["status"])
-	}
 	var isStudioPod bool
 	for _, p := range studioPods {
 		isStudioPod = isStudioPod || field(p, "metadata", "name") == executor
@@ -251,8 +249,13 @@ stringData:
 	if !isStudioPod {
 		t.Fatalf("the run's lease is held by %q, not one of the Studio's pods", executor)
 	}
+	// The run's rollout step was running (its end not recorded) when the
+	// pod that executes it is deleted; the pods it rolls out go on
+	// becoming ready meanwhile (the kubelet does not wait for the
+	// Studio), so how many were is only said.
 	kubectl(t, cluster, "", "-n", "skali-studio", "delete", "pod", executor, "--wait=false")
-	t.Logf("deleted the Studio's pod %s during the rollout", executor)
+	t.Logf("deleted the Studio's pod %s during the rollout (rollout step %s, %s of 3 replicas ready just after)", executor,
+		checkpointStatus(db, runID, "rollout"), cmp.Or(field(kubeObject(t, cluster, "-n", "inside-production", "deployment", "web"), "status", "readyReplicas"), "0"))
 
 	waitForRunEnd(t, db, runID)
 	checkRunSucceededOnce(t, db, runID)
