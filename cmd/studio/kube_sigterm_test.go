@@ -74,7 +74,7 @@ applications:
 // test cluster (which runs no cert-manager: the test plays it), starts a
 // deploy whose route points at the Studio, and sends SIGTERM while the
 // Issue TLS step waits for cert-manager: the process exits within seconds,
-// not at the end of its 30 s shutdown timeout (the wait is given back,
+// not at the end of its 2 min shutdown timeout (the wait is given back,
 // nothing of it recorded), and the next process takes the step up again
 // and finishes the deploy once the Certificate is Ready, with no step
 // started twice.
@@ -87,7 +87,7 @@ func TestKubernetesSIGTERMDuringACertificateWaitExitsAtOnceAndTheNextProcessResu
 	// The edge port is the Studio's own: the probe finds the domain
 	// answering as this installation.
 	flags := []string{"--platform", "kubernetes", "--kubeconfig", cluster.Kubeconfig, "--gateway", "infra/edge", "--cluster-issuer", "test-issuer",
-		"--addr", "127.0.0.1:" + port, "--edge-port", port, "--dns-server", loopbackDNS(t), "--shutdown-timeout", "30s"}
+		"--addr", "127.0.0.1:" + port, "--edge-port", port, "--dns-server", loopbackDNS(t), "--shutdown-timeout", "2m"}
 	first := startStudio(t, dbURL, key, flags...)
 	runID := deployNewest(t, first, signedIn(t, first), db, "certwait")
 	name := kubernetes.CertificateName("certwait.test")
@@ -108,8 +108,10 @@ func TestKubernetesSIGTERMDuringACertificateWaitExitsAtOnceAndTheNextProcessResu
 	}
 	took := time.Since(sent)
 	t.Logf("the Studio exited %s after SIGTERM", took.Round(time.Millisecond))
-	if took > 10*time.Second {
-		t.Errorf("the Studio took %s to exit on SIGTERM during a certificate wait; want a few seconds (the wait yields, its shutdown timeout is 30 s)", took.Round(time.Second))
+	// A wait that yields ends in seconds; one that held the process would
+	// end at the shutdown timeout, two minutes.
+	if took > time.Minute {
+		t.Errorf("the Studio took %s to exit on SIGTERM during a certificate wait; want a few seconds (the wait yields, its shutdown timeout is 2 min)", took.Round(time.Second))
 	}
 	if s := checkpointStatus(db, runID, "issue-tls"); s != store.CheckpointRunning {
 		t.Errorf("after SIGTERM the Issue TLS checkpoint is %s; want it left running for the next process", s)

@@ -116,19 +116,22 @@ func TestAWebhookInFlightWhenItsStudioIsKilledIsSentAgainWithinAMinute(t *testin
 		t.Fatal(err)
 	}
 	first.cmd.Wait()
-	killed := time.Now()
 
+	// Measured from when the new process serves (starting a -race binary
+	// on a starved machine is not the Studio's doing): River alone would
+	// rescue the attempt after 15 min.
 	second := startStudio(t, dbURL, key, flags...)
+	serving := time.Now()
 	var ids []string
 	var at []time.Time
 	waitFor(t, func() bool {
 		ids, at = recv.requests()
 		return len(ids) >= 2
 	})
-	after := at[1].Sub(killed)
-	t.Logf("sent again %s after the kill", after.Round(time.Millisecond))
+	after := at[1].Sub(serving)
+	t.Logf("sent again %s after the new process served", after.Round(time.Millisecond))
 	if after > time.Minute {
-		t.Errorf("the delivery was sent again %s after its Studio was killed; want within a minute", after.Round(time.Second))
+		t.Errorf("the delivery was sent again %s after a new Studio served; want within a minute", after.Round(time.Second))
 	}
 	if ids[0] == "" || ids[1] != ids[0] {
 		t.Errorf("webhook-id of the attempts: %q then %q; want the same one, so the receiver can tell the duplicate", ids[0], ids[1])
