@@ -11,12 +11,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/store"
 )
@@ -522,6 +524,114 @@ func corrupt(t *testing.T, name string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// holdingBackup is the fixture's local platform with one backup step held:
+// the snapshotAt-th snapshot (from 1), or the stop of the environment
+// (stop), waits once it has started until release.
+type holdingBackup struct {
+	platform.Platform
+	t          *testing.T
+	f          *fixture
+	snapshotAt int32
+	stop       bool
+	snapshots  atomic.Int32
+	started    chan struct{}
+	proceed    chan struct{}
+	startOnce  sync.Once
+	releaseOne sync.Once
+}
+
+// holdBackup wraps f's local platform; the held step goes on at the end
+// of the test if the test has not let it go on before.
+func holdBackup(t *testing.T, f *fixture) *holdingBackup {
+	h := &holdingBackup{Platform: f.local, t: t, f: f, started: make(chan struct{}), proceed: make(chan struct{})}
+	t.Cleanup(h.release)
+	return h
+}
+
+func (h *holdingBackup) Unwrap() platform.Platform { return h.Platform }
+
+func (h *holdingBackup) hold(ctx context.Context) error {
+	h.startOnce.Do(func() { close(h.started) })
+	select {
+	case <-h.proceed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// release lets the held step go on.
+func (h *holdingBackup) release() { h.releaseOne.Do(func() { close(h.proceed) }) }
+
+func (h *holdingBackup) Snapshot(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation) (platform.SnapshotFile, error) {
+	if h.snapshots.Add(1) == h.snapshotAt {
+		if err := h.hold(ctx); err != nil {
+			return platform.SnapshotFile{}, err
+		}
+	}
+	return h.f.local.Snapshot(ctx, env, svc, loc)
+}
+
+func (h *holdingBackup) StopEnvironment(ctx context.Context, env platform.Env) error {
+	if h.stop {
+		if err := h.hold(ctx); err != nil {
+			return err
+		}
+	}
+	return h.f.local.StopEnvironment(ctx, env)
+}
+
+func (h *holdingBackup) StartEnvironment(ctx context.Context, env platform.Env) error {
+	return h.f.local.StartEnvironment(ctx, env)
+}
+
+func (h *holdingBackup) Restore(ctx context.Context, env platform.Env, svc platform.SnapshotService, loc platform.SnapshotLocation, file platform.SnapshotFile) error {
+	return h.f.local.Restore(ctx, env, svc, loc, file)
+}
+
+// execute executes the run once on this platform, in the background.
+func (h *holdingBackup) execute(runID int64) <-chan error {
+	svc := runs.NewService(h.f.db, h.f.vault, h, h.f.clock.Now, nil)
+	done := make(chan error, 1)
+	go func() { _, err := svc.Runner.Execute(h.f.ctx, runID); done <- err }()
+	return done
+}
+
+// waitHeld waits, up to a minute, until the held step has started.
+func (h *holdingBackup) waitHeld(runID int64, done <-chan error) {
+	h.t.Helper()
+	select {
+	case <-h.started:
+	case err := <-done:
+		got := h.f.run(runID)
+		h.t.Fatalf("run %d ended (%v) before its held step: %s (%s)", runID, err, got.Status, got.Reason)
+	case <-time.After(time.Minute):
+		h.t.Fatalf("the held step of run %d did not start within a minute; its checkpoints: %s", runID, checkpointStates(h.f.checkpoints(runID)))
+	}
+}
+
+// waitDone waits, up to a minute, until the execution has ended.
+func (h *holdingBackup) waitDone(runID int64, done <-chan error) {
+	h.t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			h.t.Fatalf("execute run %d: %v", runID, err)
+		}
+	case <-time.After(time.Minute):
+		h.t.Fatalf("run %d did not end within a minute of its held step going on; its checkpoints: %s", runID, checkpointStates(h.f.checkpoints(runID)))
+	}
+}
+
+// checkpointStates says where each checkpoint stands.
+func checkpointStates(cps []store.Checkpoint) string {
+	var out []string
+	for _, cp := range cps {
+		out = append(out, cp.Name+": "+cp.Status)
+	}
+	return strings.Join(out, ", ")
+}
+
 // restoreRuns counts the environment's restore runs.
 func (f *fixture) restoreRuns() int {
 	f.t.Helper()
@@ -600,20 +710,20 @@ func TestRestoreVerifiesBeforeItStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.local.StepDelay = 300 * time.Millisecond
-	done := make(chan struct{})
-	go func() { defer close(done); f.svc.Runner.Execute(f.ctx, run.ID) }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if cp, _ := f.checkpoint(run.ID, runs.KindStop); cp.Status == store.CheckpointRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the stop checkpoint never ran")
-		}
+	// The stop is held while the file changes: verified, not yet restored.
+	stop := holdBackup(t, f)
+	stop.stop = true
+	done := stop.execute(run.ID)
+	stop.waitHeld(run.ID, done)
+	if cp, _ := f.checkpoint(run.ID, runs.KindVerify); cp.Status != store.CheckpointSucceeded {
+		t.Fatalf("the environment stops with its verification %s, want succeeded", cp.Status)
+	}
+	if cp, _ := f.checkpoint(run.ID, runs.KindStop); cp.Status != store.CheckpointRunning {
+		t.Fatalf("the stop checkpoint is %s while the stop is held, want running", cp.Status)
 	}
 	corrupt(t, file(late, "database-main.snapshot"))
-	<-done
-	f.local.StepDelay = 0
+	stop.release()
+	stop.waitDone(run.ID, done)
 	if got := f.run(run.ID); got.Status != store.RunFailed || !strings.Contains(got.Reason, "Restoring database main failed: database-main.snapshot does not match its recorded checksum") {
 		t.Fatalf("restore of a file changed after verification: %s (%s)", got.Status, got.Reason)
 	}
@@ -1095,27 +1205,27 @@ func TestBackupFailedSnapshotLeavesNoDirectory(t *testing.T) {
 	}
 	f.faults.Set(func(fl *local.Faults) { fl.Snapshot = nil })
 
-	// Cancelled between two services: what the first wrote goes too.
+	// Cancelled between two services: what the first wrote goes too. The
+	// second service's snapshot is held until the cancel is recorded.
 	run, err = f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.local.StepDelay = 300 * time.Millisecond
-	done := make(chan struct{})
-	go func() { defer close(done); f.svc.Runner.Execute(f.ctx, run.ID) }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if cps := f.checkpoints(run.ID); cps[0].Status == store.CheckpointSucceeded {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first snapshot checkpoint never succeeded")
-		}
+	second := holdBackup(t, f)
+	second.snapshotAt = 2
+	done := second.execute(run.ID)
+	second.waitHeld(run.ID, done)
+	if cps := f.checkpoints(run.ID); cps[0].Status != store.CheckpointSucceeded || cps[1].Status != store.CheckpointRunning {
+		t.Fatalf("while the second snapshot is held: %s is %s, %s is %s; want succeeded, running", cps[0].Name, cps[0].Status, cps[1].Name, cps[1].Status)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(target, "vault", "production")); len(entries) == 0 {
+		t.Fatal("the first snapshot wrote nothing before the cancel (the case under test)")
 	}
 	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
 		t.Fatal(err)
 	}
-	<-done
-	f.local.StepDelay = 0
+	second.release()
+	second.waitDone(run.ID, done)
 	if got := f.run(run.ID); got.Status != store.RunCancelled {
 		t.Fatalf("snapshot: %s (%s), want cancelled", got.Status, got.Reason)
 	}

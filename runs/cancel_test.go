@@ -3,6 +3,7 @@ package runs_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/skali-dev/studio/apperr"
@@ -13,15 +14,17 @@ import (
 	"github.com/skali-dev/studio/store"
 )
 
-// holdingRelease holds a release command until told to go on.
+// holdingRelease holds release commands until told to go on: started is
+// closed when the first one starts.
 type holdingRelease struct {
 	platform.Platform
 	started chan struct{}
 	proceed chan struct{}
+	once    sync.Once
 }
 
 func (h *holdingRelease) Release(ctx context.Context, env platform.Env, app string, a *compiler.Application, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
-	close(h.started)
+	h.once.Do(func() { close(h.started) })
 	<-h.proceed
 	return h.Platform.Release(ctx, env, app, a, cmd, key, out)
 }

@@ -123,13 +123,31 @@ func TestARunWhoseExecutorIsGoneIsMarkedLostThenResumedWithoutRepeatingASteps(t 
 	}
 }
 
+// leaseReading is a run's lease as the database has it, read at clock
+// (the database's).
+type leaseReading struct {
+	owner          string
+	expires, clock time.Time
+}
+
+func (r leaseReading) String() string {
+	return fmt.Sprintf("%s until %s (read at %s)", r.owner, r.expires.Format("15:04:05.000"), r.clock.Format("15:04:05.000"))
+}
+
+// A release command that runs longer than the lease: its execution renews
+// the lease, so the run is not taken over, and a second execution of it
+// does not run it again.
 func TestALiveExecutionIsNotTakenOverNorRunTwice(t *testing.T) {
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
 	hold := &holdingRelease{Platform: f.local, started: make(chan struct{}), proceed: make(chan struct{})}
-	svc := runs.NewService(f.db, f.vault, hold, f.clock.Now, nil)
-	svc.Runner.Lease = 2 * time.Second
+	count := &countingRelease{Platform: hold}
+	svc := runs.NewService(f.db, f.vault, count, f.clock.Now, nil)
+	// Renewed every 2.5 s, each renewal bounded by 2.5 s: the lease is
+	// lost only when no renewal gets through for 10 s.
+	const lease = 10 * time.Second
+	svc.Runner.Lease = lease
 	run, err := svc.StartDeploy(f.ctx, store.Actor{}, f.reloadEnv(), runs.DeployRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -139,24 +157,102 @@ func TestALiveExecutionIsNotTakenOverNorRunTwice(t *testing.T) {
 		_, err := svc.Runner.Execute(context.Background(), run.ID)
 		done <- err
 	}()
-	<-hold.started
-	// Several lease periods pass while the release command runs: the
-	// executor renews its lease (every half second), so nothing takes it
-	// over.
-	time.Sleep(5 * time.Second)
+	released := false
+	defer func() {
+		if !released {
+			close(hold.proceed) // let the execution end with the test
+		}
+	}()
+	select {
+	case <-hold.started:
+	case err := <-done:
+		got := f.run(run.ID)
+		t.Fatalf("the execution ended (%v) before its release command: run %s (%s)", err, got.Status, got.Reason)
+	case <-time.After(time.Minute):
+		got := f.run(run.ID)
+		t.Fatalf("no release command started within a minute: run %s (%s)", got.Status, got.Reason)
+	}
+
+	// The lease, as the database has it, is renewed while the command
+	// runs: it outlives the term it had when the command started, and is
+	// fresh (at least half a lease left) when the takeover looks.
+	read := func() leaseReading {
+		t.Helper()
+		var r leaseReading
+		var owner *string
+		var expires *time.Time
+		if err := f.db.Pool.QueryRow(f.ctx, `SELECT lease_owner, lease_expires_at, clock_timestamp() FROM runs WHERE id = $1`, run.ID).Scan(&owner, &expires, &r.clock); err != nil {
+			t.Fatal(err)
+		}
+		if owner == nil || expires == nil {
+			t.Fatalf("run %d has no lease while its release command runs", run.ID)
+		}
+		r.owner, r.expires = *owner, *expires
+		return r
+	}
+	first := read()
+	seen := []leaseReading{first}
+	renewals := 0
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		r := read()
+		if r.owner != first.owner || !r.expires.After(r.clock) {
+			t.Fatalf("the lease of a live execution was lost: now %v; seen since the command started: %v", r, seen)
+		}
+		if last := seen[len(seen)-1]; r.expires.After(last.expires) {
+			renewals++
+			seen = append(seen, r)
+		}
+		if renewals >= 2 && r.clock.After(first.expires) && r.expires.Sub(r.clock) > lease/2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease was not renewed past its term within 2 minutes: %d renewals, seen %v, last %v", renewals, seen, r)
+		}
+	}
+	t.Logf("the lease was renewed %d times; its term when the command started ended %v before the takeover looked",
+		renewals, seen[len(seen)-1].clock.Sub(first.expires).Round(time.Millisecond))
 	if ids, err := svc.TakeOverLostRuns(f.ctx); err != nil || len(ids) != 0 {
 		t.Fatalf("a live execution was taken over: %v %v", ids, err)
 	}
-	res, err := svc.Runner.Execute(f.ctx, run.ID)
-	if err != nil || res.Finished || res.WaitUntil.IsZero() {
-		t.Fatalf("a second execution of a live run: %+v %v", res, err)
+	if got := f.run(run.ID); got.ExecutorLost() {
+		t.Fatal("a live execution is shown as executor lost")
+	}
+	type outcome struct {
+		res runs.Result
+		err error
+	}
+	second := make(chan outcome, 1)
+	go func() {
+		res, err := svc.Runner.Execute(f.ctx, run.ID)
+		second <- outcome{res, err}
+	}()
+	select {
+	case o := <-second:
+		if o.err != nil || o.res.Finished || o.res.WaitUntil.IsZero() {
+			t.Fatalf("a second execution of a live run: %+v %v", o.res, o.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("a second execution of a live run did not return within a minute: the release command started %d times", count.n.Load())
 	}
 	close(hold.proceed)
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	released = true
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		got := f.run(run.ID)
+		t.Fatalf("the execution did not end within a minute of its release command: run %s (%s)", got.Status, got.Reason)
 	}
 	if got := f.run(run.ID); got.Status != store.RunSucceeded {
 		t.Fatalf("run %s (%s)", got.Status, got.Reason)
+	}
+	if n := count.n.Load(); n != 1 {
+		t.Fatalf("the release command ran %d times, want once", n)
+	}
+	if lost, back := executorLostEvents(t, f.events(run.ID)); lost != 0 || back != 0 {
+		t.Fatalf("executor lost events: %d lost, %d back; want none", lost, back)
 	}
 }
 

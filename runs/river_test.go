@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs"
 	"github.com/skali-dev/studio/runs/platform"
@@ -70,11 +72,12 @@ func startRiver(t *testing.T, svc *runs.Service) {
 	})
 }
 
-// waitFinished polls until every run is finished; it asserts nothing
-// about time.
+// waitFinished polls until every run is finished, for up to two minutes;
+// it asserts nothing about time. When they do not, it says where each
+// unfinished run stands.
 func waitFinished(t testing.TB, db *store.DB, ids []int64) {
 	t.Helper()
-	for range 2000 {
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(25 * time.Millisecond) {
 		var n int
 		if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM runs WHERE id = ANY($1) AND finished_at IS NULL`, ids).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -82,9 +85,12 @@ func waitFinished(t testing.TB, db *store.DB, ids []int64) {
 		if n == 0 {
 			return
 		}
-		time.Sleep(25 * time.Millisecond)
 	}
-	t.Fatalf("runs did not finish")
+	rows, _ := db.Pool.Query(context.Background(), `SELECT format('run %s %s (%s), lease %s until %s, job %s %s attempt %s at %s', r.id, r.status, r.reason,
+		r.lease_owner, r.lease_expires_at, j.id, j.state, j.attempt, j.scheduled_at)
+		FROM runs r LEFT JOIN river_job j ON j.id = r.job_id WHERE r.id = ANY($1) AND r.finished_at IS NULL ORDER BY r.id`, ids)
+	seen, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	t.Fatalf("runs did not finish within 2 minutes: %v (%v)", seen, err)
 }
 
 func TestTwoRiverClientsExecuteEveryRunExactlyOnce(t *testing.T) {

@@ -243,50 +243,60 @@ func TestWebhookFailingThreeTimesIsDeliveredOnceWithFourAttempts(t *testing.T) {
 	}
 }
 
-func TestWebhookSilentEndpointTimesOutAndIsTurnedOffWithoutHoldingOthers(t *testing.T) {
-	f := newFixture(t, plainManifest, nil)
-	f.db.Now = time.Now
-	gone := make(chan struct{})
-	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// silentEndpoint is a webhook endpoint that reads each request and never
+// answers it until let go (then 200); arrived is closed at its first
+// request.
+type silentEndpoint struct {
+	srv        *httptest.Server
+	arrived    chan struct{}
+	gone       chan struct{}
+	arriveOnce sync.Once
+	goneOnce   sync.Once
+}
+
+func newSilentEndpoint(t *testing.T) *silentEndpoint {
+	s := &silentEndpoint{arrived: make(chan struct{}), gone: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		select { // never answers
+		s.arriveOnce.Do(func() { close(s.arrived) })
+		select {
 		case <-r.Context().Done():
-		case <-gone:
+		case <-s.gone:
 		}
 	}))
-	t.Cleanup(silent.Close)
-	t.Cleanup(func() { close(gone) })
-	silentEp, _ := f.addEndpoint(silent.URL, store.WebhookFormatStandard, store.WebhookDeploySucceeded)
+	t.Cleanup(s.srv.Close)
+	t.Cleanup(s.letGo) // before the server closes: Close waits for its requests
+	return s
+}
 
-	hits := 0
-	var hitsMu sync.Mutex
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hitsMu.Lock()
-		hits++
-		hitsMu.Unlock()
-	}))
-	t.Cleanup(target.Close)
-	redirecting := httptest.NewServer(http.RedirectHandler(target.URL+"/elsewhere", http.StatusFound))
-	t.Cleanup(redirecting.Close)
-	redirectEp, _ := f.addEndpoint(redirecting.URL, store.WebhookFormatStandard, store.WebhookDeploySucceeded)
+// letGo makes the endpoint answer the requests it holds, and the next ones.
+func (s *silentEndpoint) letGo() { s.goneOnce.Do(func() { close(s.gone) }) }
 
-	healthy := newReceiver(t, func(int) int { return http.StatusNoContent })
-	healthyEp, secret := f.addEndpoint(healthy.srv.URL, store.WebhookFormatSlack, store.WebhookDeploySucceeded)
-	healthy.secret = secret
+// afterSilent answers with h only once the silent endpoint holds a
+// request: a request to it is in flight at the same time as that one.
+func (s *silentEndpoint) afterSilent(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-s.arrived:
+			h.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	})
+}
+
+// An endpoint that never answers fails each attempt at the timeout, and
+// its final failure turns it off. The timeout is short: a slower machine
+// only makes the endpoint look more silent.
+func TestWebhookSilentEndpointTimesOutAndIsTurnedOff(t *testing.T) {
+	f := newFixture(t, plainManifest, nil)
+	f.db.Now = time.Now
+	silent := newSilentEndpoint(t)
+	silentEp, _ := f.addEndpoint(silent.srv.URL, store.WebhookFormatStandard, store.WebhookDeploySucceeded)
 
 	startWebhookRiver(t, f.svc, runs.WebhookOptions{Backoff: []time.Duration{10 * time.Millisecond, 10 * time.Millisecond},
 		Timeout: 300 * time.Millisecond, AllowNetworks: testReceivers})
 	run := f.deploy(runs.DeployRequest{})
 	waitFinished(t, f.db, []int64{run.ID})
-
-	hd := waitDeliveries(t, f.db, healthyEp.ID, 1)
-	if hd[0].Status != store.WebhookSucceeded || hd[0].Attempts != 1 {
-		t.Errorf("healthy endpoint: %s after %d attempts, want succeeded at once", hd[0].Status, hd[0].Attempts)
-	}
-	_, bodies, _ := healthy.snapshot()
-	if len(bodies) != 1 || !strings.HasPrefix(bodies[0], `{"text":"`) || !strings.Contains(bodies[0], "Deploy succeeded: plain/production") {
-		t.Errorf("slack body %q, want {\"text\": ...} naming the deploy", bodies)
-	}
 
 	sd := waitDeliveries(t, f.db, silentEp.ID, 1)
 	if d := sd[0]; d.Status != store.WebhookFailed || d.Attempts != 3 || d.ResponseCode != nil || !strings.Contains(d.LastError, "did not answer within 300ms") {
@@ -299,15 +309,71 @@ func TestWebhookSilentEndpointTimesOutAndIsTurnedOffWithoutHoldingOthers(t *test
 	if ep.DisabledAt == nil || !strings.Contains(ep.DisabledReason, "did not answer") {
 		t.Errorf("silent endpoint after a final failure: disabled %v (%q), want turned off with the reason", ep.DisabledAt, ep.DisabledReason)
 	}
+}
 
+// While an endpoint holds its request, the other endpoints' deliveries of
+// the same event are made and recorded: a healthy one succeeds at its
+// first attempt, a redirect is not followed. The timeout is long, so that
+// only an endpoint that holds the others could keep them from ending.
+func TestWebhookSilentEndpointDoesNotHoldOthers(t *testing.T) {
+	f := newFixture(t, plainManifest, nil)
+	f.db.Now = time.Now
+	silent := newSilentEndpoint(t)
+	silentEp, _ := f.addEndpoint(silent.srv.URL, store.WebhookFormatStandard, store.WebhookDeploySucceeded)
+
+	hits := 0
+	var hitsMu sync.Mutex
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hitsMu.Lock()
+		hits++
+		hitsMu.Unlock()
+	}))
+	t.Cleanup(target.Close)
+	redirecting := httptest.NewServer(silent.afterSilent(http.RedirectHandler(target.URL+"/elsewhere", http.StatusFound)))
+	t.Cleanup(redirecting.Close)
+	redirectEp, _ := f.addEndpoint(redirecting.URL, store.WebhookFormatStandard, store.WebhookDeploySucceeded)
+
+	healthy := &receiver{t: t, answer: func(int) int { return http.StatusNoContent }, requests: map[string]int{}}
+	healthy.srv = httptest.NewServer(silent.afterSilent(http.HandlerFunc(healthy.serve)))
+	t.Cleanup(healthy.srv.Close)
+	healthyEp, secret := f.addEndpoint(healthy.srv.URL, store.WebhookFormatSlack, store.WebhookDeploySucceeded)
+	healthy.secret = secret
+
+	startWebhookRiver(t, f.svc, runs.WebhookOptions{Backoff: []time.Duration{10 * time.Millisecond, 10 * time.Millisecond},
+		Timeout: time.Minute, AllowNetworks: testReceivers})
+	run := f.deploy(runs.DeployRequest{})
+	waitFinished(t, f.db, []int64{run.ID})
+
+	hd := waitDeliveries(t, f.db, healthyEp.ID, 1)
 	rd := waitDeliveries(t, f.db, redirectEp.ID, 1)
+	// Both ended while the silent endpoint still holds its request.
+	sd, err := f.db.WebhookDeliveries(f.ctx, []int64{silentEp.ID}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sd) != 1 || sd[0].Status != store.WebhookPending || sd[0].Attempts != 0 || sd[0].InFlightSince == nil {
+		t.Fatalf("silent endpoint's deliveries once the others ended: %+v; want one whose first attempt is still in flight", sd)
+	}
+	if hd[0].Status != store.WebhookSucceeded || hd[0].Attempts != 1 {
+		t.Errorf("healthy endpoint: %s after %d attempts, want succeeded at once", hd[0].Status, hd[0].Attempts)
+	}
+	_, bodies, _ := healthy.snapshot()
+	if len(bodies) != 1 || !strings.HasPrefix(bodies[0], `{"text":"`) || !strings.Contains(bodies[0], "Deploy succeeded: plain/production") {
+		t.Errorf("slack body %q, want {\"text\": ...} naming the deploy", bodies)
+	}
 	if d := rd[0]; d.Status != store.WebhookFailed || d.ResponseCode == nil || *d.ResponseCode != http.StatusFound || !strings.Contains(d.LastError, "not followed") {
 		t.Errorf("redirecting endpoint: %s, code %v, error %q; want failed with 302 not followed", d.Status, d.ResponseCode, d.LastError)
 	}
 	hitsMu.Lock()
-	defer hitsMu.Unlock()
 	if hits != 0 {
 		t.Errorf("the redirect's target was sent %d requests, want none", hits)
+	}
+	hitsMu.Unlock()
+
+	// Let go, the silent endpoint answers the attempt it held.
+	silent.letGo()
+	if d := waitDeliveries(t, f.db, silentEp.ID, 1)[0]; d.Status != store.WebhookSucceeded || d.Attempts != 1 {
+		t.Errorf("silent endpoint once it answered: %s after %d attempts (%s), want succeeded at its first", d.Status, d.Attempts, d.LastError)
 	}
 }
 
