@@ -215,14 +215,20 @@ func TestAuditLogFilters(t *testing.T) {
 	s.AddMember(t, prod, "zed@example.test", store.RoleViewer)
 	root := s.SignInAs(t, "root@example.test", "Root")
 	s.SignInAs(t, "zed@example.test", "Zed Zebra")
-	today := time.Now().UTC().Format(time.DateOnly)
+	// The days the events were recorded on (the same one, unless they
+	// straddle midnight UTC), from the records themselves.
+	var first, last time.Time
+	if err := s.DB.Pool.QueryRow(t.Context(), `SELECT min(at), max(at) FROM audit_events WHERE action IN ('member.added', 'sign-in')`).Scan(&first, &last); err != nil {
+		t.Fatal(err)
+	}
+	from, to := first.UTC().Format(time.DateOnly), last.UTC().Format(time.DateOnly)
 	cases := []struct {
 		query      string
 		want, skip []string
 	}{
 		{"person=zebra", []string{"Zed Zebra"}, []string{"member.added"}},
 		{"q=zed%40example", []string{"member.added"}, []string{"Root"}},
-		{"from=" + today + "&to=" + today, []string{"member.added", "sign-in"}, nil},
+		{"from=" + from + "&to=" + to, []string{"member.added", "sign-in"}, nil},
 		{"to=2001-01-01", nil, []string{"member.added"}},
 	}
 	for _, tc := range cases {

@@ -20,13 +20,13 @@ import (
 
 // backupsReady starts a Studio with backupWebManifest's environment
 // production deployed (revision 1 active) and a backup target, and signs
-// in its admin.
-func backupsReady(t *testing.T) (*webtest.Server, *store.Environment, *http.Client, string) {
+// in its admin. The stop of a restore waits until the test opens the
+// returned gate (restoreFailingAfterTheStop).
+func backupsReady(t *testing.T) (*webtest.Server, *store.Environment, *http.Client, string, *webtest.Gate) {
 	t.Helper()
-	// Each simulated step takes a moment, so a restore can be caught
-	// while it stops the environment (restoreFailingAfterTheStop) even on
-	// a busy machine, where a poll may wait a few hundred milliseconds.
-	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{StepDelay: 800 * time.Millisecond}))
+	stop := webtest.NewGate()
+	s := webtest.Start(t, webtest.WithDeploys(&webtest.Deploys{HoldStop: stop}))
+	t.Cleanup(stop.Open) // before the Studio stops
 	env := s.CreateEnvironment(t, backupWebManifest, "production")
 	admin := s.SignInLocal(t)
 	target := t.TempDir()
@@ -34,31 +34,35 @@ func backupsReady(t *testing.T) (*webtest.Server, *store.Environment, *http.Clie
 		t.Fatalf("target: %d", resp.StatusCode)
 	}
 	s.ActivateRevision(t, "vault", "production", 1)
-	return s, env, admin, target
+	return s, env, admin, target, stop
 }
 
 // restoreFailingAfterTheStop restores snapshot b of vault/production and
-// corrupts its database file once the environment is stopping: past the
-// verification, which a corrupted file would not pass, so the restore
-// fails with the environment down.
-func restoreFailingAfterTheStop(t *testing.T, s *webtest.Server, admin *http.Client, target string, b store.Backup) *http.Response {
+// corrupts its database file while the environment's stop is held (stop,
+// backupsReady's gate, which it then opens): past the verification, which
+// a corrupted file would not pass, so the restore fails with the
+// environment down.
+func restoreFailingAfterTheStop(t *testing.T, s *webtest.Server, admin *http.Client, target string, b store.Backup, stop *webtest.Gate) *http.Response {
 	t.Helper()
 	resp, _ := s.PostForm(t, admin, "/projects/vault/environments/production/backups/"+strconv.FormatInt(b.ID, 10)+"/restore", url.Values{"confirm": {"production"}})
 	if resp.StatusCode != 303 {
 		t.Fatalf("restore: %d", resp.StatusCode)
 	}
 	runID, _ := strconv.ParseInt(resp.Header.Get("Location")[strings.LastIndex(resp.Header.Get("Location"), "/")+1:], 10, 64)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		var status string
-		s.DB.Pool.QueryRow(t.Context(), `SELECT status FROM run_checkpoints WHERE run_id = $1 AND kind = 'stop'`, runID).Scan(&status)
-		if status == "running" {
+		err := s.DB.Pool.QueryRow(t.Context(), `SELECT status FROM run_checkpoints WHERE run_id = $1 AND kind = 'stop'`, runID).Scan(&status)
+		if err == nil && status == "running" {
 			break
 		}
-		if status != "pending" || time.Now().After(deadline) {
-			t.Fatalf("restore run %d: the stop checkpoint is %q, want it caught running", runID, status)
+		if err != nil || status != "pending" || time.Now().After(deadline) {
+			t.Fatalf("restore run %d: the stop checkpoint is %q (%v), want it running (held)", runID, status, err)
 		}
 	}
-	os.WriteFile(filepath.Join(target, "vault", "production", b.Name, "database-main.snapshot"), []byte("x"), 0o600)
+	if err := os.WriteFile(filepath.Join(target, "vault", "production", b.Name, "database-main.snapshot"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stop.Open()
 	return resp
 }
 
@@ -67,7 +71,7 @@ func restoreFailingAfterTheStop(t *testing.T, s *webtest.Server, admin *http.Cli
 // watches it complete; no page is wider than a phone's screen.
 func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 	t.Parallel()
-	s, env, admin, target := backupsReady(t)
+	s, env, admin, target, stop := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 
 	b := browsertest.NewFor(t, 4*time.Minute) // a schedule, a refusal and a snapshot: slow on a busy machine
@@ -138,7 +142,7 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("backups: %v %v", list, err)
 	}
-	resp := restoreFailingAfterTheStop(t, s, admin, target, list[0])
+	resp := restoreFailingAfterTheStop(t, s, admin, target, list[0], stop)
 	waitForRun(t, s, admin, resp.Header.Get("Location"))
 	b.Do(chromedp.Navigate(s.URL+"/projects/vault/environments/production"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="restore-failed"]`)))
 	b.Screenshot("environment-restore-failed")
@@ -157,7 +161,7 @@ func TestBrowserBackupsScheduleAndManualSnapshot(t *testing.T) {
 // and without losing what the admin was typing in the schedule form.
 func TestBrowserBackupsPageFollowsSnapshotsAndRestores(t *testing.T) {
 	t.Parallel()
-	s, env, admin, target := backupsReady(t)
+	s, env, admin, target, stop := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 
 	b := browsertest.New(t)
@@ -190,7 +194,7 @@ func TestBrowserBackupsPageFollowsSnapshotsAndRestores(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("backups: %v %v", list, err)
 	}
-	restoreFailingAfterTheStop(t, s, admin, target, list[0])
+	restoreFailingAfterTheStop(t, s, admin, target, list[0], stop)
 	b.Do(chromedp.WaitVisible(chromedp.CSS(`#backup-alerts [data-testid="restore-failed"]`)))
 	if n := browsertest.Eval[int](b, `document.querySelectorAll('[data-testid="take-snapshot"]').length`); n != 0 {
 		t.Error("the page still offers a snapshot while the environment is down")
@@ -226,7 +230,7 @@ func TestBrowserBackupsPageFollowsSnapshotsAndRestores(t *testing.T) {
 // desktop and a phone; the admin page says what is wrong with the target.
 func TestBrowserBackupsMissingSnapshot(t *testing.T) {
 	t.Parallel()
-	s, _, admin, target := backupsReady(t)
+	s, _, admin, target, _ := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 	resp, _ := s.PostForm(t, admin, page, url.Values{})
 	waitForRun(t, s, admin, resp.Header.Get("Location"))
@@ -274,7 +278,7 @@ func TestBrowserBackupsMissingSnapshot(t *testing.T) {
 // has come, it leaves the list, which still shows five fires to come.
 func TestBrowserBackupsPreviewDropsPastFires(t *testing.T) {
 	t.Parallel()
-	s, _, _, _ := backupsReady(t)
+	s, _, _, _, _ := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 	b := browsertest.NewFor(t, 3*time.Minute)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
@@ -301,7 +305,7 @@ func TestBrowserBackupsPreviewDropsPastFires(t *testing.T) {
 // proven restore (and how much it proved), at desktop and phone widths.
 func TestBrowserRunsADrillAndSeesTheLastProvenRestore(t *testing.T) {
 	t.Parallel()
-	s, _, _, _ := backupsReady(t)
+	s, _, _, _, _ := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 	b := browsertest.NewFor(t, 4*time.Minute)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/web/webtest"
 )
 
@@ -20,7 +21,8 @@ func TestACancelledRedeployLeavesARunningEnvironmentAsItWas(t *testing.T) {
 	t.Parallel()
 	const envPath = "/projects/team-wiki/environments/production"
 	dns := &webtest.Resolver{}
-	s, admin := deployableWiki(t, &webtest.Deploys{StepDelay: 200 * time.Millisecond}, dns, "127.0.0.1")
+	d := &webtest.Deploys{StepDelay: 200 * time.Millisecond}
+	s, admin := deployableWiki(t, d, dns, "127.0.0.1")
 	dns.Set("www.wiki.test", "127.0.0.1")
 	resp, body := s.PostForm(t, admin, envPath+"/deploys", url.Values{"revision": {"1"}})
 	if resp.StatusCode != http.StatusSeeOther {
@@ -29,6 +31,11 @@ func TestACancelledRedeployLeavesARunningEnvironmentAsItWas(t *testing.T) {
 	if m := runStatus.FindStringSubmatch(waitForRun(t, s, admin, resp.Header.Get("Location"))); m[1] != "succeeded" && m[1] != "succeeded-with-warnings" {
 		t.Fatalf("first deploy ended %s", m[1])
 	}
+	// The redeploy's web rollout waits until the cancel was asked for, so
+	// the redeploy cannot end before it (its activation comes after).
+	d.Faults.Set(func(f *local.Faults) { f.Hold = map[string]bool{"web": true} })
+	release := func() { d.Faults.Set(func(f *local.Faults) { f.Hold = nil }) }
+	t.Cleanup(release)
 	resp, body = s.PostForm(t, admin, envPath+"/deploys", url.Values{"revision": {"1"}, "redeploy": {"1"}})
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("redeploy = %d:\n%s", resp.StatusCode, pageMain(body))
@@ -37,6 +44,7 @@ func TestACancelledRedeployLeavesARunningEnvironmentAsItWas(t *testing.T) {
 	if resp, _ := s.PostForm(t, admin, runPath+"/cancel", nil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("cancel = %d", resp.StatusCode)
 	}
+	release()
 	if m := runStatus.FindStringSubmatch(waitForRun(t, s, admin, runPath)); m[1] != "cancelled" {
 		t.Fatalf("the redeploy ended %s, want cancelled", m[1])
 	}

@@ -154,8 +154,14 @@ func TestBrowserWatchesADeployLive(t *testing.T) {
 func TestBrowserRunsListFollowsTheEnvironment(t *testing.T) {
 	t.Parallel()
 	dns := &webtest.Resolver{}
-	s, admin := deployableWiki(t, &webtest.Deploys{StepDelay: 150 * time.Millisecond}, dns, "127.0.0.2") // elsewhere: the route is deferred
+	d := &webtest.Deploys{StepDelay: 150 * time.Millisecond}
+	s, admin := deployableWiki(t, d, dns, "127.0.0.2") // elsewhere: the route is deferred
 	const envPath = "/projects/team-wiki/environments/production"
+	// The first deploy's web rollout waits until the list was seen showing
+	// the run running.
+	d.Faults.Set(func(f *local.Faults) { f.Hold = map[string]bool{"web": true} })
+	release := func() { d.Faults.Set(func(f *local.Faults) { f.Hold = nil }) }
+	t.Cleanup(release)
 
 	b := browsertest.New(t)
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
@@ -172,6 +178,7 @@ func TestBrowserRunsListFollowsTheEnvironment(t *testing.T) {
 	if got := b.Text("main"); strings.Contains(got, "No runs yet.") {
 		t.Error("the runs list still says there are no runs once one started")
 	}
+	release()
 	b.Do(chromedp.WaitVisible(chromedp.CSS(`#runs-rows tr:first-child [data-run-status="succeeded-with-warnings"]`)))
 	if got := b.Text("#runs-rows tr:first-child"); !strings.Contains(got, "1 route deferred") {
 		t.Errorf("the finished run's row = %q, want its deferred route", got)

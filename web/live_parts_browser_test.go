@@ -24,7 +24,7 @@ import (
 // snapshot without those actions.
 func TestBrowserRoleDependentPartsComeFromTheLiveEndpoint(t *testing.T) {
 	t.Parallel()
-	s, env, _, _ := backupsReady(t)
+	s, env, _, _, _ := backupsReady(t)
 	const page = "/projects/vault/environments/production/backups"
 	s.AddMember(t, env, "dana@example.test", store.RoleDeployer)
 	dana := s.SignInAs(t, "dana@example.test", "Dana Scully")

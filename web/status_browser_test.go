@@ -8,6 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/skali-dev/studio/runs/platform/local"
 	"github.com/skali-dev/studio/web/browsertest"
 	"github.com/skali-dev/studio/web/webtest"
 )
@@ -20,7 +21,8 @@ import (
 func TestBrowserEnvironmentPageIsLiveAsAWhole(t *testing.T) {
 	t.Parallel()
 	dns := &webtest.Resolver{}
-	s, admin := deployableWiki(t, &webtest.Deploys{StepDelay: 300 * time.Millisecond}, dns, "127.0.0.1")
+	d := &webtest.Deploys{StepDelay: 300 * time.Millisecond}
+	s, admin := deployableWiki(t, d, dns, "127.0.0.1")
 	startDeploy(t, s, admin, url.Values{})
 	manifest := strings.Replace(exampleManifest(t, "production"), "max: 5", "max: 8", 1)
 	if resp, body := s.PostForm(t, admin, "/projects/team-wiki/revisions", url.Values{"manifest": {manifest}}); resp.StatusCode != 303 {
@@ -35,6 +37,10 @@ func TestBrowserEnvironmentPageIsLiveAsAWhole(t *testing.T) {
 	}
 	browsertest.Eval[any](b, `window.studioMarker = "not reloaded"`)
 
+	// The deploy's web rollout waits until the page was seen deploying.
+	d.Faults.Set(func(f *local.Faults) { f.Hold = map[string]bool{"web": true} })
+	release := func() { d.Faults.Set(func(f *local.Faults) { f.Hold = nil }) }
+	t.Cleanup(release)
 	resp, body := s.PostForm(t, admin, wikiEnv+"/deploys", url.Values{"revision": {"2"}})
 	if resp.StatusCode != 303 {
 		t.Fatalf("deploy of revision 2 = %d: %.300s", resp.StatusCode, body)
@@ -47,6 +53,7 @@ func TestBrowserEnvironmentPageIsLiveAsAWhole(t *testing.T) {
 		t.Errorf("the in-progress notice links %q, want the run %q", href, resp.Header.Get("Location"))
 	}
 	b.Screenshot("environment-live-deploying")
+	release()
 	b.Do(chromedp.WaitVisible(chromedp.CSS(`#env-status[data-env-status="running"]`)))
 	if got := b.Text("#env-live-head"); !strings.Contains(got, "running revision 2") || strings.Contains(got, "is available") {
 		t.Errorf("header after the deploy = %q, want running revision 2 and no newer revision", got)

@@ -44,11 +44,12 @@ func TestAccessCacheSeededByTheHandshake(t *testing.T) {
 	if _, _, again := c.cached(k2, check); again != nil {
 		t.Fatal("a second refresh was handed out while the first is due")
 	}
+	beforeRefresh := time.Now()
 	refresh() // the role was removed meanwhile
 	if ok, answered, _ := c.cached(k2, check); ok || !answered {
 		t.Fatalf("after the refresh: ok %v, answered %v; want refused", ok, answered)
 	}
-	c.seed(k2, time.Now().Add(-time.Second)) // a handshake older than the refusal
+	c.seed(k2, beforeRefresh) // a handshake that checked before the refusal
 	if ok, _, _ := c.cached(k2, check); ok {
 		t.Fatal("a seed from before the refusal allowed the stream again")
 	}

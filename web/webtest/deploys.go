@@ -66,8 +66,9 @@ type Deploys struct {
 	PublicAddresses   []netip.Addr
 	ReconcileInterval time.Duration
 	// HoldRelease and HoldRollout, when set, hold every release command
-	// or rollout until the test opens them.
-	HoldRelease, HoldRollout *Gate
+	// or rollout until the test opens them; HoldStop holds the stop of an
+	// environment (a restore's) the same way.
+	HoldRelease, HoldRollout, HoldStop *Gate
 	// DeleteEnvironment, when set, makes the platform one that holds what
 	// environments run (as Kubernetes does): deleting an environment is
 	// then a delete run whose step calls it (an error fails the run).
@@ -95,7 +96,7 @@ func WithDeploys(d *Deploys) Option {
 			panic("webtest: local platform: " + err.Error())
 		}
 		var p platform.Platform = lp
-		if d.HoldRelease != nil || d.HoldRollout != nil {
+		if d.HoldRelease != nil || d.HoldRollout != nil || d.HoldStop != nil {
 			p = heldPlatform{Platform: lp, d: d}
 		}
 		if d.DeleteEnvironment != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/skali-dev/studio/runs/platform/local"
 )
 
-// Gate holds a kind of deploy step (Deploys.HoldRelease, HoldRollout)
+// Gate holds a kind of step (Deploys.HoldRelease, HoldRollout, HoldStop)
 // before the platform starts it, until the test opens it: a test sees the
 // run page before the step runs without racing a delay. Once open, it
 // holds nothing.
@@ -36,8 +36,8 @@ func (g *Gate) wait(ctx context.Context) error {
 	}
 }
 
-// heldPlatform is the local platform whose release commands and rollouts
-// wait for their gates.
+// heldPlatform is the local platform whose release commands, rollouts
+// and environment stops wait for their gates.
 type heldPlatform struct {
 	*local.Platform
 	d *Deploys
@@ -55,6 +55,13 @@ func (h heldPlatform) Rollout(ctx context.Context, env platform.Env, app string,
 		return err
 	}
 	return h.Platform.Rollout(ctx, env, app, a, out)
+}
+
+func (h heldPlatform) StopEnvironment(ctx context.Context, env platform.Env) error {
+	if err := h.d.HoldStop.wait(ctx); err != nil {
+		return err
+	}
+	return h.Platform.StopEnvironment(ctx, env)
 }
 
 // deletingPlatform is a platform that holds what environments run
