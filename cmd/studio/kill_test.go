@@ -107,11 +107,14 @@ type studioProcess struct {
 }
 
 // startStudio starts `studio serve` on the database; flags are added to
-// (and win over) the defaults of these tests: 700 ms steps, 2 s leases.
+// (and win over) the defaults of these tests: 700 ms steps, 10 s leases
+// (a killed process's lease is taken over at once by a process of the
+// same machine, which sees its owner is gone; a lease much shorter would
+// be lost by a live process on a starved machine, its renewals late).
 func startStudio(t testing.TB, dbURL, key string, flags ...string) *studioProcess {
 	t.Helper()
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--public-url", "http://127.0.0.1",
-		"--local-step-delay", "700ms", "--run-lease", "2s", "--reconcile-interval", "1h", "--data-dir", t.TempDir()}, flags...)
+		"--local-step-delay", "700ms", "--run-lease", "10s", "--reconcile-interval", "1h", "--data-dir", t.TempDir()}, flags...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "STUDIO_TEST_MAIN=1", "DATABASE_URL="+dbURL, "STUDIO_SECRET_KEY="+key)
 	out, err := cmd.StdoutPipe()
