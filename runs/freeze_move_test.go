@@ -21,8 +21,8 @@ func windows(t *testing.T, in ...runs.FreezeInput) []store.FreezeWindow {
 
 // A deploy waits for a freeze window's end. The admin extends the window:
 // the run now waits for the new end (its job moved, its reason and a run
-// event say so, the audit record names it). The admin lifts the freeze:
-// the run starts at once, and runs once.
+// event say so, the audit record names it), and Check now does not start
+// it. The admin lifts the freeze: the run starts at once, and runs once.
 func TestChangingAFreezeWindowMovesTheRunsThatWaitForIt(t *testing.T) {
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
@@ -49,6 +49,24 @@ func TestChangingAFreezeWindowMovesTheRunsThatWaitForIt(t *testing.T) {
 	}
 	if at, ok, err := f.db.RunJobScheduledAt(f.ctx, run.ID); err != nil || !ok || !at.Equal(later) {
 		t.Fatalf("after the window was extended the job is at %v (%v %v), want its new end %v", at, ok, err, later)
+	}
+	// The job it had is cancelled: one job is left to start it.
+	var cancelled, live int
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT count(*) FILTER (WHERE state = 'cancelled'), count(*) FILTER (WHERE state <> 'cancelled')
+		FROM river_job WHERE kind = 'studio_run' AND (args->>'run_id')::bigint = $1`, run.ID).Scan(&cancelled, &live); err != nil || cancelled != 1 || live != 1 {
+		t.Fatalf("the run's jobs: %d cancelled, %d not (%v); want the first cancelled and one left", cancelled, live, err)
+	}
+	// Check now wakes the deploys that wait for a domain, not one that
+	// waits for a freeze's end.
+	if _, err := svc.CheckNow(f.ctx, store.Actor{User: p[0]}, f.reloadEnv(), ""); err != nil {
+		t.Fatal(err)
+	}
+	var state string
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT j.state FROM runs r JOIN river_job j ON j.id = r.job_id WHERE r.id = $1`, run.ID).Scan(&state); err != nil || state != "scheduled" {
+		t.Fatalf("after Check now the frozen run's job is %q (%v), want still scheduled at the window's end", state, err)
+	}
+	if at, ok, err := f.db.RunJobScheduledAt(f.ctx, run.ID); err != nil || !ok || !at.Equal(later) {
+		t.Fatalf("after Check now the frozen run's job is at %v (%v %v), want %v", at, ok, err, later)
 	}
 	want := "Frozen until " + runs.FreezeClock(later, time.Now())
 	if got := f.run(run.ID); got.Status != store.RunWaiting || got.Reason != want {

@@ -369,13 +369,15 @@ func (s *Service) CheckNow(ctx context.Context, a store.Actor, env *store.Enviro
 			return nil, err
 		}
 	}
-	// Waiting deploys look again now rather than at their next retry.
+	// Waiting deploys look again now rather than at their next retry;
+	// only those that started: one that waits for its approval, a freeze
+	// window's end or its rule's wait is not due.
 	runs, err := s.DB.Runs(ctx, env.ID, 20)
 	if err != nil {
 		return nil, err
 	}
 	for i := range runs {
-		if runs[i].Status == store.RunWaiting {
+		if runs[i].Status == store.RunWaiting && runs[i].StartedAt != nil {
 			s.wake(ctx, &runs[i])
 		}
 	}

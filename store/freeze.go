@@ -120,11 +120,22 @@ func (db *DB) moveFrozenRunsTx(ctx context.Context, tx pgx.Tx, envID int64, wind
 	}
 	// not_before: when the rule met (by an approval, a bypass, a rule
 	// asking for fewer), plus its wait, lets the run start; NULL for the
-	// runs of an unprotected environment.
-	rows, _ := tx.Query(ctx, `SELECT r.id, r.number, r.job_id, r.reason, j.scheduled_at, r.not_before
+	// runs of an unprotected environment. A protected run approved before
+	// not_before was kept (plan_digest set, not_before NULL) is never
+	// moved sooner than its job.
+	//
+	// SKIP LOCKED: a run locked now is being changed by another
+	// transaction (cancelled, approved, claimed by a worker because its
+	// start is due), which locked it before it waits for this
+	// environment's row; waiting for it here would deadlock. Such a run is
+	// not moved: it is ending or starting anyway.
+	rows, _ := tx.Query(ctx, `SELECT r.id, r.number, r.job_id, r.reason, j.scheduled_at,
+		    CASE WHEN r.not_before IS NULL AND r.plan_digest <> '' THEN j.scheduled_at ELSE r.not_before END
 		FROM runs r JOIN river_job j ON j.id = r.job_id
-		WHERE r.environment_id = $1 AND r.status = 'waiting' AND (r.reason LIKE 'Frozen until %' OR r.reason LIKE 'Approved: starts at %') AND j.state IN ('scheduled', 'available')
-		ORDER BY r.id FOR UPDATE OF r, j`, envID)
+		WHERE r.environment_id = $1 AND r.status = 'waiting' AND NOT r.cancel_requested
+		  AND (r.reason LIKE 'Frozen until %' OR r.reason LIKE 'Approved: starts at %')
+		  AND j.state IN ('scheduled', 'available', 'retryable')
+		ORDER BY r.id FOR UPDATE OF r, j SKIP LOCKED`, envID)
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (waiting, error) {
 		var w waiting
 		err := row.Scan(&w.id, &w.number, &w.jobID, &w.reason, &w.scheduled, &w.floor)
@@ -146,7 +157,8 @@ func (db *DB) moveFrozenRunsTx(ctx context.Context, tx pgx.Tx, envID int64, wind
 		} else if at.After(now) {
 			reason = fmt.Sprintf("Approved: starts at %s, after the rule's wait", humanize.Weekday(at, now))
 		}
-		if at.Equal(w.scheduled) {
+		if at.Equal(w.scheduled) || !at.After(now) && !w.scheduled.After(now) {
+			// Unchanged, or due now before and after.
 			continue
 		}
 		if err := s.Cancel(ctx, tx, w.jobID); err != nil {

@@ -38,7 +38,7 @@ func NewRunView(env *store.Environment, run *store.Run, now time.Time, canCancel
 		Summary: det.Summary, Finished: store.RunFinished(run.Status), CanCancel: canCancel, CancelRequested: run.CancelRequested,
 		Subject: det.Domain, LastSeq: run.LastSeq, ExecutorLost: run.ExecutorLost(),
 		Rollback: run.Kind == store.RunDeploy && (det.Rollback || run.ReleaseOf != nil || run.FromRevision > run.Revision && run.Revision > 0)}
-	if run.Status == store.RunWaiting && run.PlanDigest != "" {
+	if run.Status == store.RunWaiting && run.PlanDigest != "" && run.JobID == nil {
 		v.StatusText = "waiting for approval"
 	} else if run.Status == store.RunWaiting && strings.HasPrefix(run.Reason, "Frozen until ") {
 		// A deploy started in a freeze window: "frozen until Mon 06:00 UTC".

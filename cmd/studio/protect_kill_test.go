@@ -106,11 +106,17 @@ func TestAFreezeWindowsEndStartsItsRunOnceAfterAKill(t *testing.T) {
 	startStudio(t, dbURL, key, "--local-step-delay", "100ms")
 	// The admin shortens the window on replica b: the waiting run moves to
 	// its new end.
-	end := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	end := time.Now().Add(10 * time.Second).Truncate(time.Second)
 	form := url.Values{"section": {"freeze"}, "freeze_cron": {""}, "freeze_duration": {""}, "freeze_from": {from}, "freeze_to": {end.UTC().Format(time.RFC3339)}, "freeze_action": {"wait"}}
 	postForm(t, client, b.addr+"/projects/killed/environments/production/protection", form.Encode())
-	if at, ok, err := db.RunJobScheduledAt(ctx, runID); err != nil || !ok || !at.Equal(end) {
-		t.Fatalf("the shortened window's run is scheduled at %v (%v %v), want its new end %v", at, ok, err, end)
+	if saved := time.Now(); saved.Before(end) {
+		if at, ok, err := db.RunJobScheduledAt(ctx, runID); err != nil || !ok || !at.Equal(end) {
+			t.Fatalf("the shortened window's run is scheduled at %v (%v %v), want its new end %v", at, ok, err, end)
+		}
+	} else {
+		// A starved machine saved the change after the new end: the run is
+		// due at once, and still starts once, after it.
+		t.Logf("the shortened window ended %v before the change was saved", saved.Sub(end).Round(time.Millisecond))
 	}
 
 	waitForRunEnd(t, db, runID)
