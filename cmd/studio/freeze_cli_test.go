@@ -167,18 +167,25 @@ func TestStudioDeployInAFreezeWindow(t *testing.T) {
 // API, with an admin's token.
 func liftFreeze(t *testing.T, studio *studioProcess, token string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPut, studio.addr+"/api/v1/projects/plain/environments/production/protection", strings.NewReader(`{"freeze_windows": []}`))
+	if code, body := apiCall(t, studio, token, http.MethodPut, "/projects/plain/environments/production/protection", `{"freeze_windows": []}`); code != http.StatusOK {
+		t.Fatalf("lifting the freeze: %d\n%s", code, body)
+	}
+}
+
+// apiCall sends a JSON request to the Studio's API (path under /api/v1)
+// with a token and returns the answer's status and body.
+func apiCall(t *testing.T, studio *studioProcess, token, method, path, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, studio.addr+"/api/v1"+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("lifting the freeze: %s\n%s", resp.Status, body)
-	}
+	return resp.StatusCode, string(b)
 }
 
 // cliProcess is a `studio` command still running, its output read line by

@@ -135,16 +135,7 @@ func TestProtectedProductionAsTheIssueChecksIt(t *testing.T) {
 	studio := startStudio(t, dbURL, key, "--local-step-delay", "30ms", "--webhook-allow-networks", "127.0.0.1/32")
 	api := func(tok, method, path, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, studio.addr+"/api/v1/projects/killed/environments/production"+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, string(b)
+		return apiCall(t, studio, tok, method, "/projects/killed/environments/production"+path, body)
 	}
 	status := func(runID int64) string {
 		var s string
