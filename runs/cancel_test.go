@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/skali-dev/studio/apperr"
 	"github.com/skali-dev/studio/compiler"
@@ -39,18 +40,35 @@ func TestCancelLetsARunningReleaseCommandFinishThenStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error)
+	done := make(chan error, 1)
 	go func() {
 		_, err := svc.Runner.Execute(context.Background(), run.ID)
 		done <- err
 	}()
-	<-hold.started
+	select {
+	case <-hold.started:
+	case err := <-done:
+		close(hold.proceed)
+		got := f.run(run.ID)
+		t.Fatalf("the execution ended (%v) before its release command: run %s (%s)", err, got.Status, got.Reason)
+	case <-time.After(time.Minute):
+		close(hold.proceed)
+		got := f.run(run.ID)
+		t.Fatalf("no release command started within a minute: run %s (%s)", got.Status, got.Reason)
+	}
 	if _, err := svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
+		close(hold.proceed)
 		t.Fatal(err)
 	}
 	close(hold.proceed)
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		got := f.run(run.ID)
+		t.Fatalf("the execution did not end within a minute of its release command: run %s (%s)", got.Status, got.Reason)
 	}
 	got := f.run(run.ID)
 	if got.Status != store.RunCancelled || got.Reason != "Cancelled before Issue TLS certificate · web / public." {
