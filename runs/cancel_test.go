@@ -16,18 +16,53 @@ import (
 )
 
 // holdingRelease holds release commands until told to go on: started is
-// closed when the first one starts.
+// closed when the first one starts, proceed by go.
 type holdingRelease struct {
 	platform.Platform
 	started chan struct{}
 	proceed chan struct{}
 	once    sync.Once
+	goOnce  sync.Once
 }
 
 func (h *holdingRelease) Release(ctx context.Context, env platform.Env, app string, a *compiler.Application, cmd *compiler.ReleaseCommand, key platform.ReleaseKey, out platform.Output) error {
 	h.once.Do(func() { close(h.started) })
 	<-h.proceed
 	return h.Platform.Release(ctx, env, app, a, cmd, key, out)
+}
+
+// goOn lets the held release commands go on (once; later calls do
+// nothing), so a test that fails while one is held lets it end too.
+func (h *holdingRelease) goOn() { h.goOnce.Do(func() { close(h.proceed) }) }
+
+// awaitStart waits up to a minute for the first release command of the
+// execution of run (whose end done reports) to start.
+func (h *holdingRelease) awaitStart(f *fixture, runID int64, done <-chan error) {
+	f.t.Helper()
+	select {
+	case <-h.started:
+	case err := <-done:
+		got := f.run(runID)
+		f.t.Fatalf("the execution ended (%v) before its release command: run %s (%s)", err, got.Status, got.Reason)
+	case <-time.After(time.Minute):
+		got := f.run(runID)
+		f.t.Fatalf("no release command started within a minute: run %s (%s)", got.Status, got.Reason)
+	}
+}
+
+// awaitEnd waits up to a minute for the execution of run, whose release
+// command went on, to end without an error.
+func awaitEnd(f *fixture, runID int64, done <-chan error) {
+	f.t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			f.t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		got := f.run(runID)
+		f.t.Fatalf("the execution did not end within a minute of its release command: run %s (%s)", got.Status, got.Reason)
+	}
 }
 
 func TestCancelLetsARunningReleaseCommandFinishThenStops(t *testing.T) {
@@ -45,31 +80,13 @@ func TestCancelLetsARunningReleaseCommandFinishThenStops(t *testing.T) {
 		_, err := svc.Runner.Execute(context.Background(), run.ID)
 		done <- err
 	}()
-	select {
-	case <-hold.started:
-	case err := <-done:
-		close(hold.proceed)
-		got := f.run(run.ID)
-		t.Fatalf("the execution ended (%v) before its release command: run %s (%s)", err, got.Status, got.Reason)
-	case <-time.After(time.Minute):
-		close(hold.proceed)
-		got := f.run(run.ID)
-		t.Fatalf("no release command started within a minute: run %s (%s)", got.Status, got.Reason)
-	}
+	t.Cleanup(hold.goOn)
+	hold.awaitStart(f, run.ID, done)
 	if _, err := svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
-		close(hold.proceed)
 		t.Fatal(err)
 	}
-	close(hold.proceed)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute):
-		got := f.run(run.ID)
-		t.Fatalf("the execution did not end within a minute of its release command: run %s (%s)", got.Status, got.Reason)
-	}
+	hold.goOn()
+	awaitEnd(f, run.ID, done)
 	got := f.run(run.ID)
 	if got.Status != store.RunCancelled || got.Reason != "Cancelled before Issue TLS certificate · web / public." {
 		t.Fatalf("run %s %q", got.Status, got.Reason)

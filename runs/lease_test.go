@@ -157,21 +157,8 @@ func TestALiveExecutionIsNotTakenOverNorRunTwice(t *testing.T) {
 		_, err := svc.Runner.Execute(context.Background(), run.ID)
 		done <- err
 	}()
-	released := false
-	defer func() {
-		if !released {
-			close(hold.proceed) // let the execution end with the test
-		}
-	}()
-	select {
-	case <-hold.started:
-	case err := <-done:
-		got := f.run(run.ID)
-		t.Fatalf("the execution ended (%v) before its release command: run %s (%s)", err, got.Status, got.Reason)
-	case <-time.After(time.Minute):
-		got := f.run(run.ID)
-		t.Fatalf("no release command started within a minute: run %s (%s)", got.Status, got.Reason)
-	}
+	t.Cleanup(hold.goOn) // let the execution end with the test
+	hold.awaitStart(f, run.ID, done)
 
 	// The lease, as the database has it, is renewed while the command
 	// runs: it outlives the term it had when the command started, and is
@@ -234,17 +221,8 @@ func TestALiveExecutionIsNotTakenOverNorRunTwice(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("a second execution of a live run did not return within a minute: the release command started %d times", count.n.Load())
 	}
-	close(hold.proceed)
-	released = true
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute):
-		got := f.run(run.ID)
-		t.Fatalf("the execution did not end within a minute of its release command: run %s (%s)", got.Status, got.Reason)
-	}
+	hold.goOn()
+	awaitEnd(f, run.ID, done)
 	if got := f.run(run.ID); got.Status != store.RunSucceeded {
 		t.Fatalf("run %s (%s)", got.Status, got.Reason)
 	}

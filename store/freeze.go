@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/skali-dev/studio/humanize"
 )
 
 // FreezeWindow is a time in which deploys of an environment do not start:
@@ -155,7 +154,7 @@ func (db *DB) moveFrozenRunsTx(ctx context.Context, tx pgx.Tx, envID int64, wind
 		if until, why := s.FrozenUntil(windows, at); until.After(at) {
 			at, reason = until, why
 		} else if at.After(now) {
-			reason = fmt.Sprintf("Approved: starts at %s, after the rule's wait", humanize.Weekday(at, now))
+			reason = approvedReason(at, now)
 		}
 		if at.Equal(w.scheduled) || !at.After(now) && !w.scheduled.After(now) {
 			// Unchanged, or due now before and after.

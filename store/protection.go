@@ -299,6 +299,12 @@ type Starter struct {
 	Cancel func(ctx context.Context, tx pgx.Tx, jobID int64) error
 }
 
+// approvedReason is the reason of an approved run that starts at at,
+// after its rule's wait.
+func approvedReason(at, now time.Time) string {
+	return fmt.Sprintf("Approved: starts at %s, after the rule's wait", humanize.Weekday(at, now))
+}
+
 // startMetRunTx schedules a run whose rule is met: after the rule's wait,
 // or, when a freeze window is open then, at its end. A run that does not
 // start at once says until when in its reason (returned). The windows are read
@@ -309,7 +315,7 @@ func (db *DB) startMetRunTx(ctx context.Context, tx pgx.Tx, envID, runID int64, 
 	now := db.Now()
 	at, reason := now.Add(rule.Wait), ""
 	if rule.Wait > 0 {
-		reason = fmt.Sprintf("Approved: starts at %s, after the rule's wait", humanize.Weekday(at, now))
+		reason = approvedReason(at, now)
 	}
 	if s.FrozenUntil != nil {
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM environments WHERE id = $1 FOR SHARE`, envID); err != nil {
