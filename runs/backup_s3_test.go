@@ -49,6 +49,7 @@ func newS3BackupFixture(t *testing.T) (*fixture, *s3test.Server) {
 // Saving an S3 target checks it for real: each wrong setting is refused
 // with its sentence on its field, and the target saved before stays.
 func TestBackupS3TargetSaveRefusals(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t, "backups")
 	f := newFixture(t, backupManifest, nil)
 	dir := t.TempDir()
@@ -140,6 +141,7 @@ func objectsOf(t *testing.T, srv *s3test.Server, b *store.Backup) map[string]int
 // have the sizes and SHA-256 recorded; a restore verifies and replays
 // them; an object changed in the bucket fails the restore before the stop.
 func TestBackupS3SnapshotAndRestore(t *testing.T) {
+	t.Parallel()
 	f, srv := newS3BackupFixture(t)
 	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.env)
 	if err != nil {
@@ -231,6 +233,11 @@ func TestBackupS3SnapshotAndRestore(t *testing.T) {
 // A snapshot cancelled while it uploads leaves no snapshot: no object
 // under its folder and no incomplete multipart upload.
 func TestBackupS3CancelledMidUpload(t *testing.T) {
+	t.Parallel()
+	// Beside other tests the S3 server is slow to store a part: until the
+	// writer waited for the part in flight to be answered (not only for its
+	// request to be cancelled), a part whose body had been sent was stored
+	// after the abort and listed the upload again (1 run in 3).
 	f, srv := newS3BackupFixture(t)
 	f.local.SnapshotSize = 4 << 30 // far longer to write than the test waits
 	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.env)
@@ -281,6 +288,7 @@ func TestBackupS3CancelledMidUpload(t *testing.T) {
 // Retention deletes in the bucket exactly the snapshots it deletes in a
 // directory target, fire for fire.
 func TestBackupS3RetentionMatchesTheDirectoryTarget(t *testing.T) {
+	t.Parallel()
 	fires := func(f *fixture) {
 		f.local.SnapshotSize = 1024
 		f.setSchedule("0 * * * *", "3h")
@@ -337,6 +345,7 @@ func TestBackupS3RetentionMatchesTheDirectoryTarget(t *testing.T) {
 // plain, sealed again by a key rotation, after which the new key alone
 // opens them and the target still takes snapshots.
 func TestBackupS3KeysRotateResealsCredentials(t *testing.T) {
+	t.Parallel()
 	f, srv := newS3BackupFixture(t)
 	sealedWith := func() string {
 		var v string
@@ -393,6 +402,7 @@ func TestBackupS3KeysRotateResealsCredentials(t *testing.T) {
 // instead of asking for each object, and says the same: a missing object
 // or one of another size makes its snapshot missing, the others not.
 func TestBackupS3MissingSnapshotsListed(t *testing.T) {
+	t.Parallel()
 	f, srv := newS3BackupFixture(t)
 	f.local.SnapshotSize = 100
 	var list []store.Backup

@@ -357,6 +357,10 @@ type writer struct {
 	err      error
 }
 
+// partTimeout bounds one part's upload, which a cancelled snapshot waits
+// for before it aborts its upload.
+const partTimeout = 5 * time.Minute
+
 // sentPart is the outcome of one part's upload, with its buffer back.
 type sentPart struct {
 	part Part
@@ -403,7 +407,15 @@ func (w *writer) flush() error {
 	}
 	buf, num, sent := w.buf, len(w.parts)+1, make(chan sentPart, 1)
 	go func() {
-		part, err := w.t.c.UploadPart(w.ctx, w.key, w.uploadID, num, buf)
+		// The part is sent to its answer even when the snapshot is
+		// cancelled meanwhile: a server that has the part's body stores it
+		// after the client hangs up, and a part stored after Abort lists
+		// the upload again (an incomplete upload nobody aborts). So a
+		// cancel waits for at most the one part in flight, within
+		// partTimeout.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), partTimeout)
+		defer cancel()
+		part, err := w.t.c.UploadPart(ctx, w.key, w.uploadID, num, buf)
 		sent <- sentPart{part, err, buf}
 	}()
 	w.inflight = sent

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/runs/platform/s3target"
@@ -356,5 +357,79 @@ func TestPassingFailuresAreRetried(t *testing.T) {
 	}
 	if n.Load() < 9 {
 		t.Fatalf("only %d requests reached the front: the failures were not exercised", n.Load())
+	}
+}
+
+// A snapshot cancelled while a part is in flight aborts its upload only
+// once that part is answered: a server that has received a part's body
+// stores it even when the client hangs up, and a part stored after the
+// abort would list the upload again. The front below is such a server:
+// it holds the first part after reading its body and stores it whatever
+// the client does, until the upload's abort arrives or a second passes.
+func TestACancelWaitsForThePartInFlightBeforeAborting(t *testing.T) {
+	srv := s3test.Start(t, "backups")
+	up, _ := url.Parse(srv.Endpoint)
+	proxy := httputil.NewSingleHostReverseProxy(up)
+	held, abortSeen := make(chan struct{}), make(chan struct{})
+	var holding, abortedWhileHeld atomic.Bool
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		switch {
+		case r.Method == http.MethodPut && q.Get("partNumber") == "1":
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			holding.Store(true)
+			close(held)
+			select {
+			case <-abortSeen:
+			case <-time.After(time.Second):
+			}
+			holding.Store(false)
+			// Stored whatever the client did meanwhile.
+			out := r.Clone(context.Background())
+			out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			proxy.ServeHTTP(w, out)
+		case r.Method == http.MethodDelete && q.Has("uploadId"):
+			if holding.Load() {
+				abortedWhileHeld.Store(true)
+				close(abortSeen)
+			}
+			proxy.ServeHTTP(w, r)
+		default:
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	defer front.Close()
+	tg := target(t, srv, "s3://backups/studio", func(c *s3target.Config) { c.Endpoint = front.URL })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := tg.Mark(ctx, "inst"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := tg.Create(ctx, "inst", "shop/production/snap", "database-main.snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(make([]byte, 6<<20)); err != nil { // the first part goes
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("the first part did not reach the server within a minute")
+	}
+	cancel() // the run is cancelled while the part is stored
+	w.Abort()
+	if abortedWhileHeld.Load() {
+		t.Error("the upload was aborted while its part in flight was still unanswered")
+	}
+	if ups, err := srv.Client(t, "backups").ListMultipart(context.Background(), "studio/"); err != nil || len(ups) != 0 {
+		t.Fatalf("uploads left after the abort: %v %v", ups, err)
+	}
+	if objs := srv.Objects(t, "backups", "studio/shop/"); len(objs) != 0 {
+		t.Fatalf("objects left after the abort: %v", objs)
 	}
 }
