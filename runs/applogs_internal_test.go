@@ -14,6 +14,7 @@ import (
 // lines, at most LogPageLines of them and LogPageBytes in all, and says
 // older ones were left out; a search ignores case on what is shown.
 func TestRuntimeLogPagesAreBoundedAndSayWhenCut(t *testing.T) {
+	t.Parallel()
 	var lines []platform.LogLine
 	t0 := time.Now()
 	for i := range 3000 {
@@ -97,6 +98,7 @@ func BenchmarkRuntimeLogShow(b *testing.B) {
 // with a control character, or a query holding the mask's glyph, is
 // masked and matched as shown.
 func TestASearchPassesOverOnlyLinesItCannotMatch(t *testing.T) {
+	t.Parallel()
 	m := mask.New([]string{"hunter2-secret"})
 	for _, c := range []struct {
 		query, text string

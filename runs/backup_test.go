@@ -42,6 +42,7 @@ buckets:
 `
 
 func TestBackupCronEvaluation(t *testing.T) {
+	t.Parallel()
 	at := func(s string) time.Time {
 		v, err := time.Parse(time.RFC3339, s)
 		if err != nil {
@@ -155,6 +156,7 @@ func (f *fixture) executeUnfinished() {
 }
 
 func TestBackupTargetChecked(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, backupManifest, nil)
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, []byte("x"), 0o600)
@@ -235,6 +237,7 @@ func TestBackupTargetChecked(t *testing.T) {
 }
 
 func TestBackupNothingToSnapshotRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	if err := f.svc.SetBackupTarget(f.ctx, store.Actor{}, t.TempDir()); err != nil {
 		t.Fatal(err)
@@ -248,6 +251,7 @@ func TestBackupNothingToSnapshotRefused(t *testing.T) {
 }
 
 func TestBackupSnapshotWritesOneFilePerService(t *testing.T) {
+	t.Parallel()
 	f, target := newBackupFixture(t)
 	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.env)
 	if err != nil {
@@ -301,6 +305,7 @@ func TestBackupSnapshotWritesOneFilePerService(t *testing.T) {
 }
 
 func TestBackupCatchUpAfterDowntimeAndClockSteppingBack(t *testing.T) {
+	t.Parallel()
 	f, _ := newBackupFixture(t)
 	f.setSchedule("0 * * * *", "30d") // start is 13:00
 	f.clock.Set(start.Add(time.Hour + 30*time.Second))
@@ -340,6 +345,7 @@ func TestBackupCatchUpAfterDowntimeAndClockSteppingBack(t *testing.T) {
 }
 
 func TestBackupOverlappingFireIsSkipped(t *testing.T) {
+	t.Parallel()
 	f, _ := newBackupFixture(t)
 	f.setSchedule("*/5 * * * *", "1d")
 	f.clock.Set(start.Add(5*time.Minute + time.Second))
@@ -375,6 +381,7 @@ func TestBackupOverlappingFireIsSkipped(t *testing.T) {
 }
 
 func TestBackupRetentionKeepsNewestGood(t *testing.T) {
+	t.Parallel()
 	f, target := newBackupFixture(t)
 	f.setSchedule("0 * * * *", "5h")
 	// A manual snapshot never expires.
@@ -440,6 +447,7 @@ func TestBackupRetentionKeepsNewestGood(t *testing.T) {
 }
 
 func TestBackupFiresExactlyOnceAcrossTwoProcesses(t *testing.T) {
+	t.Parallel()
 	f, _ := newBackupFixture(t)
 	f.setSchedule("* * * * *", "30d")
 	other := runs.NewService(f.db, f.vault, f.local, f.clock.Now, nil)
@@ -646,6 +654,7 @@ func (f *fixture) restoreRuns() int {
 // SHA-256 are checked while the environment still runs; a bad snapshot is
 // refused with the reason and nothing stops.
 func TestRestoreVerifiesBeforeItStops(t *testing.T) {
+	t.Parallel()
 	f, target := newBackupFixture(t)
 	file := func(b *store.Backup, name string) string {
 		return filepath.Join(target, "vault", "production", b.Name, name)
@@ -767,6 +776,7 @@ func TestRestoreVerifiesBeforeItStops(t *testing.T) {
 // deploy asked for meanwhile must not start beside the restore, and a
 // restore asked for while a deploy waits must not either.
 func TestDeployRefusedWhileARestoreWaits(t *testing.T) {
+	t.Parallel()
 	f, _ := newBackupFixture(t)
 	b := snapshot(t, f)
 	restore, err := f.svc.StartRestore(f.ctx, store.Actor{}, f.reloadEnv(), b.ID, "production")
@@ -803,6 +813,7 @@ func TestDeployRefusedWhileARestoreWaits(t *testing.T) {
 // minutes, so the claim runs a second after each minute starts, whenever
 // the process started: a fire is never claimed a minute late.
 func TestBackupFiresAreClaimedAsTheMinuteStarts(t *testing.T) {
+	t.Parallel()
 	at := func(s string) time.Time {
 		v, err := time.Parse("15:04:05.000", s)
 		if err != nil {
@@ -858,6 +869,7 @@ func (f *fixture) fireOnce(hour int) *store.Run {
 // alarm stays on; the snapshots lost with it are missing and refused for
 // restore, and come back when the disk does.
 func TestBackupTargetDeletedIsNeverRecreated(t *testing.T) {
+	t.Parallel()
 	f, target := newBackupFixture(t)
 	f.setSchedule("0 * * * *", "30d")
 	if run := f.fireOnce(1); run.Status != store.RunSucceeded {
@@ -942,6 +954,7 @@ func TestBackupTargetDeletedIsNeverRecreated(t *testing.T) {
 // Studio's own check is what refuses it) or replaced by a file fails the
 // snapshot with the reason, and keeps what it holds.
 func TestBackupTargetNotWritable(t *testing.T) {
+	t.Parallel()
 	f, target := newBackupFixture(t)
 	kept := snapshot(t, f)
 	f.setSchedule("0 * * * *", "30d")
@@ -991,6 +1004,7 @@ func TestBackupTargetNotWritable(t *testing.T) {
 // links planted inside it, never lead a snapshot, a removal or a restore
 // outside the snapshot's own directory.
 func TestBackupLinksAreNotFollowed(t *testing.T) {
+	t.Parallel()
 	f, target := newBackupFixture(t)
 	envDir := filepath.Join(target, "vault", "production")
 	first := snapshot(t, f)
@@ -1078,6 +1092,7 @@ func TestBackupLinksAreNotFollowed(t *testing.T) {
 // a file to read; the restore is refused at once, before anything stops,
 // whether it is there when the restore is asked for or appears later.
 func TestRestoreOfAFIFOIsRefusedPromptly(t *testing.T) {
+	// Serial: it asserts the refusal takes under 5 s of real time.
 	f, target := newBackupFixture(t)
 	b := snapshot(t, f)
 	file := filepath.Join(target, "vault", "production", b.Name, "database-main.snapshot")
@@ -1134,6 +1149,7 @@ func TestRestoreOfAFIFOIsRefusedPromptly(t *testing.T) {
 // of reading a large file, not after it; cancelled before the stop, the
 // environment keeps running.
 func TestRestoreCancelledWhileItReads(t *testing.T) {
+	t.Parallel()
 	f, target := newBackupFixture(t)
 	b := snapshot(t, f)
 	// A 64 GB sparse file, recorded as the snapshot's: reading it through
@@ -1190,6 +1206,7 @@ func TestRestoreCancelledWhileItReads(t *testing.T) {
 // TestBackupFailedSnapshotLeavesNoDirectory: a snapshot that fails after
 // writing some of its files, or is cancelled, leaves nothing behind.
 func TestBackupFailedSnapshotLeavesNoDirectory(t *testing.T) {
+	t.Parallel()
 	f, target := newBackupFixture(t)
 	f.faults.Set(func(fl *local.Faults) { fl.Snapshot = map[string]string{"volume api/state": "disk quota exceeded"} })
 	run, err := f.svc.StartBackup(f.ctx, store.Actor{}, f.reloadEnv())
@@ -1269,6 +1286,7 @@ func (f *fixture) goodSnapshots() int {
 // file's folder is removed (the disk still lets files go), nothing is
 // left over and nothing is listed as a good snapshot.
 func TestBackupTargetFullBetweenTwoFiles(t *testing.T) {
+	t.Parallel()
 	f, target := newBackupFixture(t)
 	logs := &syncBuffer{}
 	f.svc.Runner.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -1303,6 +1321,7 @@ func TestBackupTargetFullBetweenTwoFiles(t *testing.T) {
 // the path; the snapshot carries it as left over and is not a good one.
 // Once the disk is writable again, the next snapshot's end removes it.
 func TestBackupTargetReadOnlyBetweenTwoFiles(t *testing.T) {
+	t.Parallel()
 	f, target := newBackupFixture(t)
 	logs := &syncBuffer{}
 	f.svc.Runner.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -1365,6 +1384,7 @@ func TestBackupTargetReadOnlyBetweenTwoFiles(t *testing.T) {
 // each skipped naming that snapshot's run, not as missed while no Studio
 // ran; fires after it ended, with no Studio looking, are the missed ones.
 func TestBackupFiresHeldByARunningSnapshotNameIt(t *testing.T) {
+	t.Parallel()
 	f, _ := newBackupFixture(t)
 	f.setSchedule("*/5 * * * *", "1d")
 	f.clock.Set(start.Add(5*time.Minute + time.Second))

@@ -66,6 +66,7 @@ func awaitEnd(f *fixture, runID int64, done <-chan error) {
 }
 
 func TestCancelLetsARunningReleaseCommandFinishThenStops(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -108,6 +109,7 @@ func TestCancelLetsARunningReleaseCommandFinishThenStops(t *testing.T) {
 }
 
 func TestCancelBeforeTheRunStarts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	run := f.deploy(runs.DeployRequest{})
 	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
@@ -131,6 +133,7 @@ func TestCancelBeforeTheRunStarts(t *testing.T) {
 // waits on a certificate in backoff, Check now issues it, then the deploy
 // is cancelled: its summary says the certificate was issued, not pending.
 func TestCancelledRunSummarySaysTheCertificateIssuedMeanwhile(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("100h"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -169,6 +172,7 @@ func TestCancelledRunSummarySaysTheCertificateIssuedMeanwhile(t *testing.T) {
 }
 
 func TestCancelAWaitingRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("100h"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)

@@ -42,6 +42,7 @@ var installAdmin = store.Actor{User: &store.User{Name: "Ada", IsAdmin: true}}
 const takenSentence = "wiki.test is served by another environment of this installation."
 
 func TestAPlanNamingAnotherEnvironmentsHostnameIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -92,6 +93,7 @@ func TestAPlanNamingAnotherEnvironmentsHostnameIsRefused(t *testing.T) {
 }
 
 func TestTheStudiosOwnHostnameCannotBeClaimed(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.svc.SetReservedHostnames([]string{"WWW.wiki.test"})
 	dp, err := f.svc.PlanDeploy(f.ctx, f.env, 0)
@@ -116,6 +118,7 @@ func TestTheStudiosOwnHostnameCannotBeClaimed(t *testing.T) {
 // deploys of two environments naming the same hostnames at the same time,
 // again and again: each time one run starts, the other is refused.
 func TestTwoRacingFirstDeploysOfOneHostnameStartOneRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	for i := range 8 {
 		domain := "race" + string(rune('a'+i)) + ".test"
@@ -244,6 +247,7 @@ func (f *fixture) watch() *watching {
 }
 
 func TestARunRefusesAHostnameStepForAClaimMovedAwayMidRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -280,6 +284,7 @@ func TestARunRefusesAHostnameStepForAClaimMovedAwayMidRun(t *testing.T) {
 }
 
 func TestARunRefusesHostnamesItsValuesChangedToSinceItWasCreated(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	w := f.watch()
 	rival := f.otherEnvironment("rival.test")
@@ -303,6 +308,7 @@ func TestARunRefusesHostnamesItsValuesChangedToSinceItWasCreated(t *testing.T) {
 }
 
 func TestTheReconcilerAndCheckNowSkipHostnamesTheEnvironmentDoesNotHold(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	w := f.watch()
 	f.resolver.Set("wiki.test", nobody)
@@ -349,6 +355,7 @@ func TestTheReconcilerAndCheckNowSkipHostnamesTheEnvironmentDoesNotHold(t *testi
 }
 
 func TestASuccessfulDeployHoldsExactlyTheHostnamesItRuns(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	for _, d := range []string{"wiki.test", "www.wiki.test", "wiki2.test", "www.wiki2.test"} {
 		f.resolver.Set(d, here)
@@ -383,6 +390,7 @@ func TestASuccessfulDeployHoldsExactlyTheHostnamesItRuns(t *testing.T) {
 // TLS has no certificate step; the rollout that would write its routes is
 // refused before the platform is called.
 func TestARolloutIsRefusedForARouteWhoseHostnameWasMovedAway(t *testing.T) {
+	t.Parallel()
 	manifest := strings.Replace(wiki("10m"), `aliases: ["www.${APP_DOMAIN}"]`, `aliases: ["www.${APP_DOMAIN}"]`+"\n        tls: disabled", 1)
 	f := newFixture(t, manifest, wikiValues)
 	w := f.watch()

@@ -19,6 +19,7 @@ func wiki(rollout string) string { return strings.Replace(wikiManifest, "ROLLOUT
 var wikiValues = map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "s3cr3t-value-never-shown"}
 
 func TestFirstDeployIssuesCertificatesAndActivates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -88,6 +89,7 @@ func TestFirstDeployIssuesCertificatesAndActivates(t *testing.T) {
 }
 
 func TestDeferredRouteThenArrivalRecordsTwoReconcileRuns(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", nobody)
 	f.resolver.Set("www.wiki.test", here)
@@ -164,6 +166,7 @@ func TestDeferredRouteThenArrivalRecordsTwoReconcileRuns(t *testing.T) {
 }
 
 func TestPartialAndAnotherServerDefer(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here, nobody)
 	f.resolver.Set("www.wiki.test", otherEdge)
@@ -192,6 +195,7 @@ func TestPartialAndAnotherServerDefer(t *testing.T) {
 }
 
 func TestRenamedRouteKeepsServingTheOldCertificate(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -220,6 +224,7 @@ func TestRenamedRouteKeepsServingTheOldCertificate(t *testing.T) {
 }
 
 func TestIssuanceBackoffDoublesToThirtyTwoHours(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("100h"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -262,6 +267,7 @@ func TestIssuanceBackoffDoublesToThirtyTwoHours(t *testing.T) {
 }
 
 func TestFailureAfterTheDeadlineFailsPromptlyAndALateIssuanceActivates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -300,6 +306,7 @@ func TestFailureAfterTheDeadlineFailsPromptlyAndALateIssuanceActivates(t *testin
 }
 
 func TestRedeployBypassesBackoffOncePerFailure(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -333,6 +340,7 @@ func TestRedeployBypassesBackoffOncePerFailure(t *testing.T) {
 }
 
 func TestRateLimitWindowIsHonoured(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -363,6 +371,7 @@ func TestRateLimitWindowIsHonoured(t *testing.T) {
 }
 
 func TestCheckNowRetriesABackoffWithAWarning(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -389,6 +398,7 @@ func TestCheckNowRetriesABackoffWithAWarning(t *testing.T) {
 // records the arrival and issues the certificate (the reconciler on its
 // own records them as two runs).
 func TestCheckNowOnAnArrivedDomainMakesOneRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", nobody)
 	f.resolver.Set("www.wiki.test", here)
@@ -414,6 +424,7 @@ func TestCheckNowOnAnArrivedDomainMakesOneRun(t *testing.T) {
 }
 
 func TestReleaseCommandFailureActivatesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -441,6 +452,7 @@ func TestReleaseCommandFailureActivatesNothing(t *testing.T) {
 }
 
 func TestDeployRefusals(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -491,6 +503,7 @@ func TestDeployRefusals(t *testing.T) {
 }
 
 func TestMissingValuesRefuseTheDeploy(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test"})
 	_, err := f.svc.StartDeploy(f.ctx, store.Actor{}, f.reloadEnv(), runs.DeployRequest{})
 	var r *runs.DeployRefusal
@@ -500,6 +513,7 @@ func TestMissingValuesRefuseTheDeploy(t *testing.T) {
 }
 
 func TestADomainHereThatCannotBeIssuedFailsAtTheRolloutDeadline(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)

@@ -53,6 +53,7 @@ func envPicture(f *fixture) string {
 // every file of the newest snapshot into its own scratch place, counts
 // what it checked, removes the place, and leaves the environment as it was.
 func TestDrillRestoresIntoScratchAndChecksEveryObject(t *testing.T) {
+	t.Parallel()
 	f, _, b, scratch := newDrillFixture(t)
 	before := envPicture(f)
 	run, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
@@ -85,6 +86,7 @@ func TestDrillRestoresIntoScratchAndChecksEveryObject(t *testing.T) {
 // environment is untouched, the scratch place removed, and the webhook
 // event sent once.
 func TestDrillOfACorruptedSnapshotFailsNamingTheObject(t *testing.T) {
+	t.Parallel()
 	f, target, b, scratch := newDrillFixture(t)
 	ep, _ := f.addEndpoint("https://hooks.example.test/studio", store.WebhookFormatStandard, store.WebhookBackupDrillFailed)
 	corrupt(t, filepath.Join(target, "vault", "production", b.Name, "bucket-files.snapshot"))
@@ -114,6 +116,7 @@ func TestDrillOfACorruptedSnapshotFailsNamingTheObject(t *testing.T) {
 
 // TestDrillCancelledWhileItRestoresRemovesItsScratchPlace.
 func TestDrillCancelledWhileItRestoresRemovesItsScratchPlace(t *testing.T) {
+	t.Parallel()
 	f, _, _, scratch := newDrillFixture(t)
 	// Each step of the local platform now takes a minute, far longer
 	// than the test waits: only the cancel ends the restore.
@@ -156,6 +159,7 @@ func TestDrillCancelledWhileItRestoresRemovesItsScratchPlace(t *testing.T) {
 
 // TestDrillWithoutSnapshotIsRefused.
 func TestDrillWithoutSnapshotIsRefused(t *testing.T) {
+	t.Parallel()
 	f, _ := newBackupFixture(t)
 	_, err := f.svc.StartDrill(f.ctx, store.Actor{}, f.reloadEnv())
 	if err == nil || !strings.Contains(err.Error(), "no completed snapshot yet") {
@@ -168,6 +172,7 @@ func TestDrillWithoutSnapshotIsRefused(t *testing.T) {
 // schedule set by its admins fires each minute exactly once, whichever of
 // two Studio processes (both running River) claims it.
 func TestDrillScheduleDefaultsWeeklyAndFiresOnceAcrossTwoProcesses(t *testing.T) {
+	t.Parallel()
 	f, _, _, scratch := newDrillFixture(t)
 	sc, err := f.db.DrillScheduleOf(f.ctx, f.env.ID)
 	if err != nil || sc == nil || sc.Cron != store.DefaultDrillCron {
@@ -234,6 +239,7 @@ func TestDrillScheduleDefaultsWeeklyAndFiresOnceAcrossTwoProcesses(t *testing.T)
 // good one clears it, and none succeeding within twice the interval
 // raises it again.
 func TestDrillAlarms(t *testing.T) {
+	t.Parallel()
 	f, target, b, _ := newDrillFixture(t)
 	alarm := func() string {
 		t.Helper()

@@ -61,6 +61,7 @@ func (d *dnsServer) serve(w dns.ResponseWriter, r *dns.Msg) {
 // TestEndToEndWithARealDNSServer resolves through a DNS server on loopback
 // (the --dns-server path) and probes the real edge: elsewhere, then here.
 func TestEndToEndWithARealDNSServer(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	d, addr := startDNS(t)
 	f.local.Prober.Resolver = platform.NewResolver(addr)

@@ -3,6 +3,7 @@ package runs_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"net"
 	"net/http"
 	"strconv"
@@ -18,7 +19,23 @@ import (
 	"github.com/skali-dev/studio/store/storetest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+// parallelTests is how many of the package's parallel tests run at once
+// unless -parallel says otherwise. Go's default is GOMAXPROCS (2 on a
+// two-core CI machine), but most of these tests wait: for a River client's
+// poll, a lease's renewal, a probe's deadline, a freeze window's end, the
+// S3 test server; four at once took the package from about 100 s to about
+// 60 s on two cores (see docs/testing.md).
+const parallelTests = 4
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
+	}
+	storetest.Main(m)
+}
 
 // clock is a fake clock the tests move by hand.
 type clock struct {

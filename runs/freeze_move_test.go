@@ -24,6 +24,7 @@ func windows(t *testing.T, in ...runs.FreezeInput) []store.FreezeWindow {
 // event say so, the audit record names it), and Check now does not start
 // it. The admin lifts the freeze: the run starts at once, and runs once.
 func TestChangingAFreezeWindowMovesTheRunsThatWaitForIt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice")
@@ -104,6 +105,7 @@ func TestChangingAFreezeWindowMovesTheRunsThatWaitForIt(t *testing.T) {
 // same, and a window added over that start holds it to the window's end;
 // a run that waits for its approval has no job and is not touched.
 func TestLiftingAFreezeKeepsTheRulesWaitAfterApproval(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice", "bob")

@@ -32,6 +32,7 @@ func (f *fixture) freeze(ins ...runs.FreezeInput) {
 // run's job (River's default queue is paused) until the first is gone and
 // the two others run.
 func TestADeployInAFreezeWindowWaitsAndStartsOnceAtItsEnd(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice")
@@ -99,6 +100,7 @@ func TestADeployInAFreezeWindowWaitsAndStartsOnceAtItsEnd(t *testing.T) {
 // is created; a deployer cannot override; an installation admin can, with
 // a typed reason, audited.
 func TestARefusingFreezeWindowAndTheAdminOverride(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice")
@@ -139,6 +141,7 @@ func TestARefusingFreezeWindowAndTheAdminOverride(t *testing.T) {
 // are met: the approval that meets the rule schedules the job at the
 // window's end.
 func TestApprovalsMetInAFreezeWindowStartTheRunAtItsEnd(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice", "bob")

@@ -11,6 +11,7 @@ import (
 
 // Which windows are open, and until when, as a person reading them expects.
 func TestFrozenAtFollowsCronAndFixedWindows(t *testing.T) {
+	t.Parallel()
 	ws, err := runs.CheckFreezeWindows([]runs.FreezeInput{{Cron: "0 18 * * 5", Duration: "60h", Action: "wait"}})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,7 @@ var keptDenseFreezes = []runs.FreezeInput{{Cron: "*/5 * * * *", Duration: "4m"},
 // windows that together leave no gap are refused as well. How long the
 // checks take is BenchmarkCheckFreezeWindows's.
 func TestAFreezeLongerThanItsPeriodIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, c := range refusedFreezes {
 		_, err := runs.CheckFreezeWindows(c.in)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -84,6 +86,7 @@ func TestAFreezeLongerThanItsPeriodIsRefused(t *testing.T) {
 // a bounded number of windows (how long that takes is
 // BenchmarkFrozenAtAWindowThatNeverEnds's).
 func TestAWindowThatNeverEndsIsFollowedSoFar(t *testing.T) {
+	t.Parallel()
 	ws := []store.FreezeWindow{{Cron: "* * * * *", Duration: 2 * time.Hour}}
 	now := time.Date(2026, 3, 2, 13, 0, 30, 0, time.UTC)
 	f, ok := runs.FrozenAt(ws, now)

@@ -68,6 +68,7 @@ func executorLostEvents(t *testing.T, evs []store.RunEvent) (lost, back int) {
 }
 
 func TestARunWhoseExecutorIsGoneIsMarkedLostThenResumedWithoutRepeatingASteps(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -138,6 +139,7 @@ func (r leaseReading) String() string {
 // the lease, so the run is not taken over, and a second execution of it
 // does not run it again.
 func TestALiveExecutionIsNotTakenOverNorRunTwice(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -235,6 +237,7 @@ func TestALiveExecutionIsNotTakenOverNorRunTwice(t *testing.T) {
 }
 
 func TestCancelEndsARunWhoseExecutorIsGoneAtOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	run := f.deploy(runs.DeployRequest{})
 	f.leaveRunning(run.ID, 4) // building web
@@ -267,6 +270,7 @@ func TestCancelEndsARunWhoseExecutorIsGoneAtOnce(t *testing.T) {
 }
 
 func TestCancelEndsAQueuedRunAtOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	run := f.deploy(runs.DeployRequest{})
 	if _, err := f.svc.Cancel(f.ctx, store.Actor{}, f.reloadEnv(), run.ID); err != nil {
@@ -289,6 +293,7 @@ func (c *countingRelease) Release(ctx context.Context, env platform.Env, app str
 }
 
 func TestAReleaseCommandFoundRunningIsAskedOfThePlatformFirst(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// outcome is what the platform recorded before the process died:
@@ -304,6 +309,7 @@ func TestAReleaseCommandFoundRunningIsAskedOfThePlatformFirst(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has a fixture of its own
 			f := newFixture(t, wiki("10m"), wikiValues)
 			f.resolver.Set("wiki.test", here)
 			f.resolver.Set("www.wiki.test", here)
@@ -348,6 +354,7 @@ func TestAReleaseCommandFoundRunningIsAskedOfThePlatformFirst(t *testing.T) {
 }
 
 func TestAScheduledFireWaitsForASnapshotWhoseExecutorIsLost(t *testing.T) {
+	t.Parallel()
 	f, _ := newBackupFixture(t)
 	f.setSchedule("* * * * *", "1d")
 	f.clock.Set(start.Add(time.Minute + time.Second))

@@ -39,6 +39,7 @@ func leaks(text []byte, v string) []string {
 // URL-encoded (the local platform's fault-file output): the stored lines
 // and every event that streamed them say •••• in its place.
 func TestReleaseCommandPrintingAValueInThreeEncodingsStoresOnlyMaskedLines(t *testing.T) {
+	t.Parallel()
 	values := map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logSecret}
 	f := newFixture(t, wiki("10m"), values)
 	f.resolver.Set("wiki.test", here)
@@ -140,6 +141,7 @@ func TestReleaseCommandPrintingAValueInThreeEncodingsStoresOnlyMaskedLines(t *te
 // TestAFailedStepsLastLineIsWhereTheRunStopped: the run's heading links to
 // the last line the failed step wrote.
 func TestAFailedStepsLastLineIsWhereTheRunStopped(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)

@@ -72,6 +72,7 @@ func outage(t *testing.T) *store.DB {
 }
 
 func TestLogSinkStopsTakingLinesOnceTheLogIsCut(t *testing.T) {
+	t.Parallel()
 	db := storetest.NewDB(t)
 	runID := sinkRun(t, db)
 	if _, err := db.Pool.Exec(context.Background(), `UPDATE runs SET log_cut = true WHERE id = $1`, runID); err != nil {
@@ -91,6 +92,9 @@ func TestLogSinkStopsTakingLinesOnceTheLogIsCut(t *testing.T) {
 }
 
 func TestLogSinkBoundsWhatWaitsWhileTheDatabaseIsOut(t *testing.T) {
+	// Parallel though it times Close: it waits logCloseWait (5 s), and the
+	// bound is store.RetryWindow (45 s), what a sink that retried would take.
+	t.Parallel()
 	s := testSink(outage(t), 1, "a-secret-value")
 	lines := make([]string, 2*logPendingLines)
 	for i := range lines {
@@ -113,6 +117,7 @@ func TestLogSinkBoundsWhatWaitsWhileTheDatabaseIsOut(t *testing.T) {
 }
 
 func TestLogSinkCutsALongLineBeforeMaskingIt(t *testing.T) {
+	t.Parallel()
 	s := testSink(outage(t), 1, "a-secret-value")
 	defer s.Close()
 	s.Line(strings.Repeat("x", 1<<20))

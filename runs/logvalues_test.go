@@ -38,6 +38,7 @@ func (p *midBuildPlatform) Build(ctx context.Context, env platform.Env, app stri
 // can no longer be read to mask it, so the release command's lines, which
 // print it, are replaced by one line saying they are not kept.
 func TestRunLogKeepsNoLinesWhenAVersionOfTheReleaseIsGone(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logSecret})
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -73,6 +74,7 @@ func TestRunLogKeepsNoLinesWhenAVersionOfTheReleaseIsGone(t *testing.T) {
 // versions have replaced: v1 stays as long as the run is unfinished (its
 // platform holds it and its lines are masked with it) and goes after.
 func TestRetentionKeepsTheValueVersionsOfAnUnfinishedRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "secret-1"})
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -105,6 +107,7 @@ func TestRetentionKeepsTheValueVersionsOfAnUnfinishedRun(t *testing.T) {
 // command print SESSION_SECRET cut in two by a carriage return or a NUL:
 // the store removes them, which puts the value back together, so the masker must see the line as it will be stored.
 func TestRunLogMasksAValueSplitByWhatTheStoreRemoves(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logSecret})
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -140,6 +143,7 @@ func TestRunLogMasksAValueSplitByWhatTheStoreRemoves(t *testing.T) {
 // that quotes SESSION_SECRET (as a platform's error may): the run's
 // reason, its checkpoint and its summary say •••• instead.
 func TestAStepFailureQuotingAValueIsMasked(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logSecret})
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -185,9 +189,11 @@ var hostileValues = map[string]string{
 // it was printed is exactly ••••, and no line holds the value, raw or
 // cleaned as the store cleans a line.
 func TestRunLogMasksHostileValuesInEveryEncoding(t *testing.T) {
+	t.Parallel()
 	encodings := []string{"", "|base64", "|url", "|json", "|jsonascii", "|quoted"}
 	for vname, v := range hostileValues {
 		t.Run(vname, func(t *testing.T) {
+			t.Parallel() // each value has a fixture of its own
 			f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": v})
 			f.resolver.Set("wiki.test", here)
 			f.resolver.Set("www.wiki.test", here)
@@ -235,6 +241,7 @@ func TestRunLogMasksHostileValuesInEveryEncoding(t *testing.T) {
 // or AAAA records"), since hostnames are public, while the release
 // command printing the same value, as a setting or in a URL, stays masked.
 func TestHostnameLinesPrintTheHostnameTheValueStaysMasked(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": logSecret})
 	f.resolver.Set("www.wiki.test", here)
 	f.faults.Set(func(fs *local.Faults) {

@@ -14,6 +14,7 @@ import (
 // come; a certificate in backoff at its retry; none when the reconciler is
 // off or the certificate is issued.
 func TestNextAutomaticCheck(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
 	for _, tc := range []struct {
@@ -49,6 +50,7 @@ func TestNextAutomaticCheck(t *testing.T) {
 // then counts down again), and its next automatic check moves a whole
 // interval on.
 func TestAStillDeferredDomainCheckedAgainSaysSo(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", nobody)
 	f.resolver.Set("www.wiki.test", nobody)

@@ -82,6 +82,7 @@ func (m *meeting) Rollout(ctx context.Context, env platform.Env, app string, a *
 }
 
 func TestTheApplicationsReleaseCommandsAndRolloutsRunAtTheSameTime(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, twoApps, wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -121,6 +122,7 @@ func TestTheApplicationsReleaseCommandsAndRolloutsRunAtTheSameTime(t *testing.T)
 }
 
 func TestOneFailedReleaseCommandLetsTheOtherFinishAndFailsTheRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, twoApps, wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -160,6 +162,7 @@ func TestOneFailedReleaseCommandLetsTheOtherFinishAndFailsTheRun(t *testing.T) {
 }
 
 func TestCancelSettlesEveryReleaseCommandAGoneExecutorLeftRunning(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, twoApps, wikiValues)
 	run := f.deploy(runs.DeployRequest{})
 	var releases []store.Checkpoint
@@ -248,6 +251,7 @@ func (f *fixture) goneApply(runID int64, c store.CheckpointChange) {
 }
 
 func TestAReleaseCommandThatFailedBeforeACrashFailsTheResumedRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, twoApps, wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -291,6 +295,7 @@ func TestAReleaseCommandThatFailedBeforeACrashFailsTheResumedRun(t *testing.T) {
 }
 
 func TestAResumedPhaseRunsOnlyItsStepsThatDidNotEnd(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, threeApps, wikiValues)
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -327,6 +332,7 @@ func TestAResumedPhaseRunsOnlyItsStepsThatDidNotEnd(t *testing.T) {
 }
 
 func TestCancelSettlesACertificateStepAGoneExecutorLeftRunning(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	run := f.deploy(runs.DeployRequest{})
 	tls, _ := f.checkpoint(run.ID, runs.KindIssueTLS)
@@ -352,6 +358,7 @@ func TestCancelSettlesACertificateStepAGoneExecutorLeftRunning(t *testing.T) {
 }
 
 func TestAReleaseCommandTheCrashLeftFailedKeepsItsSiblingsFromStarting(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, twoApps, wikiValues)
 	count := &countingRelease{Platform: f.local}
 	f.svc = runs.NewService(f.db, f.vault, count, f.clock.Now, nil)

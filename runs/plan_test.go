@@ -36,6 +36,7 @@ buckets:
 `
 
 func TestPlanRefusesWhatNoConfirmationAllows(t *testing.T) {
+	t.Parallel()
 	from := compile(t, planBase)
 	cases := []struct {
 		name, from, to string
@@ -69,6 +70,7 @@ func TestPlanRefusesWhatNoConfirmationAllows(t *testing.T) {
 }
 
 func TestPlanRemovalsAndRollbacksAreDestructive(t *testing.T) {
+	t.Parallel()
 	base := compile(t, planBase)
 	renamed := compile(t, strings.Replace(planBase, "files:", "uploads:", 1))
 	p := runs.PlanDeploy(runs.PlanInput{From: base, To: renamed, FromRevision: 1, ToRevision: 2, StoredValues: []string{"API_TOKEN", "APP_DOMAIN"}})
@@ -90,6 +92,7 @@ func TestPlanRemovalsAndRollbacksAreDestructive(t *testing.T) {
 }
 
 func TestPlanListsFieldChangesMissingAndOrphanedValues(t *testing.T) {
+	t.Parallel()
 	from := compile(t, planBase)
 	to := compile(t, strings.Replace(planBase, "web:1", "web:2", 1))
 	p := runs.PlanDeploy(runs.PlanInput{From: from, To: to, FromRevision: 1, ToRevision: 2, StoredValues: []string{"APP_DOMAIN", "OLD"}})
@@ -109,6 +112,7 @@ func TestPlanListsFieldChangesMissingAndOrphanedValues(t *testing.T) {
 // it may be a secret) must not build one unnoticed; a value used only in
 // hostnames, like APP_DOMAIN, is what hostnames are for.
 func TestPlanFlagsAHostnameBuiltFromAValueUsedElsewhere(t *testing.T) {
+	t.Parallel()
 	aliased := func(alias string) string {
 		return strings.Replace(planBase, `{domain: "${APP_DOMAIN}", port: http}`, `{domain: "${APP_DOMAIN}", port: http, aliases: ["`+alias+`"]}`, 1)
 	}
@@ -172,6 +176,7 @@ func TestPlanFlagsAHostnameBuiltFromAValueUsedElsewhere(t *testing.T) {
 // the revision references and the first orphaned ones (PlanInput's
 // OrphanedCount) lists those and counts them all (issue 41).
 func TestPlanCountsOrphanedValuesItWasNotGiven(t *testing.T) {
+	t.Parallel()
 	to := compile(t, planBase)
 	p := runs.PlanDeploy(runs.PlanInput{To: to, ToRevision: 1, StoredValues: []string{"OLD_B", "APP_DOMAIN", "OLD_A"}, OrphanedCount: 40})
 	if strings.Join(p.OrphanedValues, ",") != "OLD_A,OLD_B" || p.OrphanedCount != 40 || strings.Join(p.MissingValues, ",") != "API_TOKEN" {

@@ -16,6 +16,7 @@ import (
 // inserted there); a run with too few keeps waiting, until the rule is
 // removed.
 func TestLoweringRequiredApprovalsStartsRunsThatHaveEnough(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice", "bob", "carol")
@@ -83,6 +84,7 @@ func TestLoweringRequiredApprovalsStartsRunsThatHaveEnough(t *testing.T) {
 // run is scheduled by the windows that change committed. The windows are
 // also those open when the rule's wait ends, not only now.
 func TestTheApprovalThatMeetsTheRuleReadsTheWindowsInItsTransaction(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice", "bob")
@@ -119,10 +121,11 @@ func TestTheApprovalThatMeetsTheRuleReadsTheWindowsInItsTransaction(t *testing.T
 		out, err := svc.Approve(f.ctx, store.Actor{User: p[1]}, f.env, run.ID, run.PlanDigest, "")
 		done <- result{out, err}
 	}()
-	// The approval waits for the change (its lock on the environment).
+	// The approval waits for the change (its lock on the environment), in
+	// this test's database: other tests' approvals run beside it.
 	waitUntil(t, func() bool {
 		var waiting bool
-		f.db.Pool.QueryRow(f.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%environments%FOR SHARE%')`).Scan(&waiting)
+		f.db.Pool.QueryRow(f.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%environments%FOR SHARE%')`).Scan(&waiting)
 		return waiting
 	})
 	select {
@@ -147,6 +150,7 @@ func TestTheApprovalThatMeetsTheRuleReadsTheWindowsInItsTransaction(t *testing.T
 
 // The approval that meets a rule with a wait says when the run starts.
 func TestAnApprovedRunSaysWhenTheRulesWaitEnds(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice", "bob")

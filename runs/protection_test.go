@@ -53,6 +53,7 @@ func (f *fixture) deployAs(u *store.User) *store.Run {
 }
 
 func TestProtectedDeployWaitsForTwoApprovalsAndConcurrentApproversCountOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	p := f.people("alice", "bob", "carol")
 	alice, bob, carol := p[0], p[1], p[2]
@@ -122,6 +123,7 @@ func TestProtectedDeployWaitsForTwoApprovalsAndConcurrentApproversCountOnce(t *t
 }
 
 func TestAValueChangedAfterApprovalVoidsIt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, map[string]string{"API_KEY": "first-secret-never-shown"})
 	p := f.people("alice", "bob", "carol")
 	alice, bob, carol := p[0], p[1], p[2]
@@ -159,6 +161,7 @@ func TestAValueChangedAfterApprovalVoidsIt(t *testing.T) {
 }
 
 func TestRejectEndsTheRunAndRemovingARoleVoidsApprovals(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	p := f.people("alice", "bob", "carol")
 	alice, bob, carol := p[0], p[1], p[2]
@@ -206,6 +209,7 @@ func TestRejectEndsTheRunAndRemovingARoleVoidsApprovals(t *testing.T) {
 // (deploy.started, deploy.succeeded); a second one is rejected. Every
 // delivery is signed and recorded in the order it happened.
 func TestApprovalWebhooksAreSignedAndInOrder(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice", "bob")
@@ -252,6 +256,7 @@ func TestApprovalWebhooksAreSignedAndInOrder(t *testing.T) {
 }
 
 func TestBypassExpiryCancelAndTwoWaitingDeploysStayApart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	p := f.people("alice", "bob")
 	alice, bob := p[0], p[1]
@@ -336,6 +341,7 @@ func TestBypassExpiryCancelAndTwoWaitingDeploysStayApart(t *testing.T) {
 // TestAWaitingRunOutlivesItsProcess: the Studio that created a waiting
 // run stops; another process's approval starts it, once, through River.
 func TestAWaitingRunOutlivesItsProcess(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	p := f.people("alice", "bob")

@@ -70,6 +70,10 @@ func (s *silentEdges) connections() int {
 }
 
 func TestAProbeOfManySilentAddressesEndsAtItsDeadline(t *testing.T) {
+	// Parallel though it times the probe: twice the deadline tells a probe
+	// that stops at its deadline from one that asks every address (a
+	// minute, eight at a time), whatever the machine's speed.
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	silent := startSilent(t, f.local.Prober.EdgePort, 240)
 	f.resolver.Set("silent.test", append([]string{here}, silent.addrs...)...)
@@ -142,6 +146,7 @@ func (p *deadlineProbe) asked() []string {
 }
 
 func TestAReconcileStopsProbingAtItsDeadline(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", nobody)
 	f.resolver.Set("www.wiki.test", nobody)
@@ -194,6 +199,7 @@ func TestAReconcileStopsProbingAtItsDeadline(t *testing.T) {
 // again while another project deploys, on a process with a single worker
 // for runs and one for reconciles.
 func TestOneEnvironmentsReconcilesLeaveDeploysTheirWorkers(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("wiki.test", nobody)
 	f.resolver.Set("www.wiki.test", nobody)

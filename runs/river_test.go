@@ -94,6 +94,7 @@ func waitFinished(t testing.TB, db *store.DB, ids []int64) {
 }
 
 func TestTwoRiverClientsExecuteEveryRunExactlyOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	counting := newCounting(f.local)
 	a := runs.NewService(f.db, f.vault, counting, time.Now, nil)
@@ -145,6 +146,7 @@ func TestTwoRiverClientsExecuteEveryRunExactlyOnce(t *testing.T) {
 }
 
 func TestARunStoppedMidStepResumesInAnotherProcess(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.db.Now = time.Now
 	f.resolver.Set("wiki.test", here)

@@ -31,6 +31,7 @@ func (f *fixture) received(name, value string) bool {
 }
 
 func TestRollbackDeploysTheReleaseRevisionWithItsValueVersions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "first-secret-v1"})
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -123,6 +124,7 @@ func TestRollbackDeploysTheReleaseRevisionWithItsValueVersions(t *testing.T) {
 }
 
 func TestRollbackIsRefusedWhenAValueVersionIsPastRetention(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "secret-1"})
 	f.resolver.Set("wiki.test", here)
 	f.resolver.Set("www.wiki.test", here)
@@ -170,6 +172,7 @@ func TestRollbackIsRefusedWhenAValueVersionIsPastRetention(t *testing.T) {
 }
 
 func TestRollbackTargetMustBeASuccessfulDeployOfTheEnvironment(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), map[string]string{"APP_DOMAIN": "wiki.test", "SESSION_SECRET": "secret-1"})
 	f.faults.Set(func(fl *local.Faults) { fl.Build = map[string]string{"web": "compiler exploded"} })
 	failed := f.deploy(runs.DeployRequest{})

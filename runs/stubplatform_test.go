@@ -54,6 +54,7 @@ func (*stubPlatform) Prune(context.Context, platform.Env, []platform.RemovedServ
 // it lacks (backups) is refused with the one sentence of
 // platform.NotSupported, before anything is stored.
 func TestAPlatformWithoutCapabilitiesDeploysAndRefusesBackupsInOneSentence(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, backupManifest, nil)
 	stub := &stubPlatform{}
 	svc := runs.NewService(f.db, f.vault, stub, f.clock.Now, nil)

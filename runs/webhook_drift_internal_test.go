@@ -10,6 +10,7 @@ import (
 // TestDriftDetectedChatLineSaysWhatChanged: the chat line of
 // drift.detected says each change in words, never a variable's value.
 func TestDriftDetectedChatLineSaysWhatChanged(t *testing.T) {
+	t.Parallel()
 	d := &store.WebhookDelivery{Event: store.WebhookDriftDetected, Data: store.WebhookData{Project: "wiki", Environment: "production",
 		Drift: []platform.Drift{
 			{App: "web", Kind: platform.DriftReplicas, Object: "Deployment web", Field: "replicas", Now: "0", Applied: "3"},

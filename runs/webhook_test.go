@@ -147,6 +147,7 @@ var testReceivers = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 var tinyBackoff = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond}
 
 func TestWebhookFailingThreeTimesIsDeliveredOnceWithFourAttempts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	const plaintext = "hunter2-webhook-plaintext"
@@ -288,6 +289,7 @@ func (s *silentEndpoint) afterSilent(h http.Handler) http.Handler {
 // its final failure turns it off. The timeout is short: a slower machine
 // only makes the endpoint look more silent.
 func TestWebhookSilentEndpointTimesOutAndIsTurnedOff(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	silent := newSilentEndpoint(t)
@@ -316,6 +318,7 @@ func TestWebhookSilentEndpointTimesOutAndIsTurnedOff(t *testing.T) {
 // first attempt, a redirect is not followed. The timeout is long, so that
 // only an endpoint that holds the others could keep them from ending.
 func TestWebhookSilentEndpointDoesNotHoldOthers(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	silent := newSilentEndpoint(t)
@@ -382,6 +385,7 @@ func TestWebhookSilentEndpointDoesNotHoldOthers(t *testing.T) {
 // DNS names the deferred hostnames and who started the deploy, in the
 // standard body and in the chat line.
 func TestADeployWithDeferredRoutesSaysWhichAndWhoInItsWebhook(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, wiki("10m"), wikiValues)
 	f.resolver.Set("www.wiki.test", here)
 	ep, _ := f.addEndpoint("https://hooks.example.test/studio", store.WebhookFormatSlack, store.WebhookDeploySucceededWithWarnings)

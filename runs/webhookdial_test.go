@@ -42,6 +42,7 @@ func newCountingListener(t *testing.T) *countingListener {
 // retried, the sentence stored with the delivery and as the reason its
 // endpoint was turned off, and nothing reaches the listener.
 func TestWebhookRefusesLoopbackLinkLocalAndTheStudioItself(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	target := newCountingListener(t)
@@ -88,6 +89,7 @@ func TestWebhookRefusesLoopbackLinkLocalAndTheStudioItself(t *testing.T) {
 // TestWebhookNeverReachesTheStudiosOwnListener: allowing loopback opens
 // it, but never the Studio's own listener.
 func TestWebhookNeverReachesTheStudiosOwnListener(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	studio := newCountingListener(t)
@@ -118,6 +120,7 @@ func TestWebhookNeverReachesTheStudiosOwnListener(t *testing.T) {
 // 1 MB body or a 100 KB line of garbage leave a short error, stored and as
 // the endpoint's reason.
 func TestWebhookAnswersAreBoundedWhateverTheReceiverSends(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, plainManifest, nil)
 	f.db.Now = time.Now
 	long := strings.Repeat("a", 100<<10)
