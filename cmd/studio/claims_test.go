@@ -31,6 +31,7 @@ applications:
 // environment's active hostname is claimed, and the host of --public-url
 // can be no environment's (its plan is refused).
 func TestServeClaimsActiveHostnamesAndReservesItsOwn(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a Studio process")
 	}

@@ -10,6 +10,7 @@ import (
 // TestHelpNeverPrintsSecrets: --help lists every setting, but a secret set
 // through the environment must not appear as a flag's default.
 func TestHelpNeverPrintsSecrets(t *testing.T) {
+	// Serial: t.Setenv puts the secrets in the process's environment, which parseFlags reads.
 	secrets := map[string]string{
 		"DATABASE_URL":              "postgres://studio:db-password-1@db.internal/studio",
 		"STUDIO_OIDC_CLIENT_SECRET": "oidc-client-secret-2",
@@ -45,6 +46,7 @@ func TestHelpNeverPrintsSecrets(t *testing.T) {
 // TestPlatformFlags: the platform is local unless kubernetes is asked for;
 // a misspelt platform or gateway stops serve with a sentence naming it.
 func TestPlatformFlags(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	var cfg Config
 	if err := cfg.parseFlags("serve", nil, &out); err != nil || cfg.Platform != "local" {

@@ -22,6 +22,7 @@ import (
 // does): it asks the Studio to cancel the run, says so, exits 1 at once,
 // and the run ends cancelled.
 func TestStudioDeployWaitInterruptedInCICancelsTheRun(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}

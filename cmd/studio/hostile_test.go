@@ -127,6 +127,7 @@ func hostileStudio(t *testing.T) *httptest.Server {
 // controls, bidi overrides and lines of their own: the output holds none
 // of those bytes and shows each as a visible escape.
 func TestDeployWaitAndWatchShowAHostileStudiosEscapesVisibly(t *testing.T) {
+	t.Parallel()
 	srv := hostileStudio(t)
 	const token = "hostile-test-token-never-printed"
 	for _, c := range []struct {
@@ -197,6 +198,7 @@ func TestDeployWaitAndWatchShowAHostileStudiosEscapesVisibly(t *testing.T) {
 // the hostile run as on a terminal (its progress line rewritten in place):
 // the only control sequence in the output is the CLI's own \r\033[K.
 func TestDeployWaitOnATerminalShowsAHostileStudiosEscapesVisibly(t *testing.T) {
+	// Serial: t.Setenv(STUDIO_TOKEN), which newAPIClient reads in this process.
 	srv := hostileStudio(t)
 	t.Setenv("STUDIO_TOKEN", "hostile-test-token")
 	c, err := newAPIClient(srv.URL)
@@ -227,6 +229,7 @@ func TestDeployWaitOnATerminalShowsAHostileStudiosEscapesVisibly(t *testing.T) {
 // scheme and host only, exits 2, and the other server never sees a
 // request, let alone the token.
 func TestRedirectIsRefusedAndNeverCarriesTheToken(t *testing.T) {
+	t.Parallel()
 	const token = "redirect-test-token-never-sent"
 	var mu sync.Mutex
 	seen, withToken := 0, 0

@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +20,25 @@ import (
 	"github.com/skali-dev/studio/store/storetest"
 )
 
+// parallelTests is how many of the package's parallel tests run at once
+// unless -parallel says otherwise. Go's default is GOMAXPROCS (2 on a
+// two-core CI machine), but most of these tests' time is spent waiting for
+// a Studio process, a cluster, a real pod or a cron minute, not computing,
+// so more of them fit on two cores (see docs/testing.md).
+const parallelTests = 4
+
 // TestMain runs `studio` itself when the test starts this binary as a
 // Studio process (STUDIO_TEST_MAIN=1), so a test can kill one with SIGKILL.
 func TestMain(m *testing.M) {
 	if os.Getenv("STUDIO_TEST_MAIN") == "1" {
+		// Before flag.Parse: the arguments are the studio command's.
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
 	}
 	storetest.Main(m)
 }
@@ -148,6 +164,7 @@ func startStudio(t testing.TB, dbURL, key string, flags ...string) *studioProces
 // Studio again: the run resumes from its last recorded checkpoint, with
 // no finished step done again and its events numbered without gaps.
 func TestAKilledProcessesRunResumesAfterARestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}

@@ -244,6 +244,7 @@ func createdNamespaces(reqs []clustertest.Request) map[string]bool {
 // or watch), a Role only its own namespace, and a grant no request used is
 // reported.
 func TestStudioManifestsRBACComparisonIsExact(t *testing.T) {
+	t.Parallel()
 	rules := parseRoles(t, []byte(`kind: Role
 metadata: {name: r, namespace: team}
 rules:
@@ -767,6 +768,7 @@ func checkGraceOutlastsShutdown(t *testing.T, grace, timeout string) {
 // deploy/kubernetes/studio.yaml: the Studio's pods' grace period is above
 // its shutdown timeout.
 func TestStudioManifestsGraceOutlastsTheShutdownTimeout(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(studioManifests)
 	if err != nil {
 		t.Fatal(err)

@@ -79,6 +79,7 @@ applications:
 // and finishes the deploy once the Certificate is Ready, with no step
 // started twice.
 func TestKubernetesSIGTERMDuringACertificateWaitExitsAtOnceAndTheNextProcessResumes(t *testing.T) {
+	t.Parallel()
 	cluster := kubeCluster(t)
 	db, dbURL, key := newKubeProject(t, certWaitManifest, nil)
 	const ns = "certwait-production"

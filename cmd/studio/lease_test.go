@@ -102,6 +102,7 @@ func checkRunSucceededOnce(t *testing.T, db *store.DB, runID int64) []store.RunE
 // expires and resumed by the survivor, which finishes it with no step
 // started twice.
 func TestTheOtherReplicaTakesOverTheRunOfAKilledExecutor(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}
@@ -191,6 +192,7 @@ func TestSIGTERMLetsARunningReleaseCommandFinishAndTheNextProcessResumes(t *test
 // seconds) while a release command runs: the Studio records the command's
 // result once the database is back, and the deploy succeeds.
 func TestAPostgreSQLRestartDuringAReleaseCommandFailsNothing(t *testing.T) {
+	// Serial: it restarts the PostgreSQL server every test of the binary uses.
 	if testing.Short() {
 		t.Skip("starts Studio processes and restarts PostgreSQL")
 	}

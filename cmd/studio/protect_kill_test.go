@@ -137,6 +137,7 @@ func TestAFreezeWindowsEndStartsItsRunOnceAfterAKill(t *testing.T) {
 // Carol approves again on the other replica: the run starts once; Bob's
 // second approval is refused as given already.
 func TestAStudioKilledWhileAnApprovalIsWrittenLosesAndDuplicatesNothing(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}

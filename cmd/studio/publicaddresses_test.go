@@ -12,6 +12,7 @@ import (
 // takes IPv4 and IPv6 addresses, comma-separated; anything else stops the
 // Studio with a sentence naming the entry.
 func TestPublicAddressesSetting(t *testing.T) {
+	t.Parallel()
 	var cfg Config
 	if err := cfg.parseFlags("serve", nil, io.Discard); err != nil {
 		t.Fatal(err)

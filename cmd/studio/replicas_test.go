@@ -37,6 +37,7 @@ type frame struct {
 // resumed with after=: every watcher still sees every event exactly once,
 // in order, each with the page fragments, up to the run's end.
 func TestTwoProcessesStreamEachOthersRuns(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}

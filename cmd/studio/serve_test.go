@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 // prints a sign-in link that works, and leaves no PostgreSQL behind when
 // stopped.
 func TestServeOnAFreshDataDirectory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a PostgreSQL cluster from scratch")
 	}
@@ -25,13 +27,15 @@ func TestServeOnAFreshDataDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	t.Setenv("DATABASE_URL", "")
+	// No database URL, whatever the test's environment says: the flag
+	// wins over DATABASE_URL (t.Setenv would keep the test serial).
+	noDatabaseURL := "--database-url="
 
 	ctx, cancel := context.WithCancel(context.Background())
 	out, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- runServe(ctx, []string{"--addr", "127.0.0.1:0", "--data-dir", dir, "--public-url", "http://studio.test"}, outW, io.Discard)
+		done <- runServe(ctx, []string{noDatabaseURL, "--addr", "127.0.0.1:0", "--data-dir", dir, "--public-url", "http://studio.test"}, outW, io.Discard)
 		outW.Close()
 	}()
 	lines := bufio.NewScanner(out)
@@ -76,7 +80,7 @@ func TestServeOnAFreshDataDirectory(t *testing.T) {
 	// login-link without --addr reads the running Studio's address from
 	// the data directory.
 	var linkOut strings.Builder
-	if err := runLoginLink(ctx, []string{"--data-dir", dir}, &linkOut, io.Discard); err != nil {
+	if err := runLoginLink(ctx, []string{noDatabaseURL, "--data-dir", dir}, &linkOut, io.Discard); err != nil {
 		t.Fatalf("login-link: %v", err)
 	}
 	if got := linkOut.String(); !strings.HasPrefix(got, "Sign in: http://studio.test/login/local?token=") {
@@ -109,6 +113,7 @@ func TestServeOnAFreshDataDirectory(t *testing.T) {
 // secret.key, and the Studio starts on it: its own secrets (the edge's)
 // moved to the new key with the values.
 func TestServeStartsAgainAfterAKeyRotation(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a PostgreSQL cluster from scratch")
 	}
@@ -117,15 +122,18 @@ func TestServeStartsAgainAfterAKeyRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	t.Setenv("DATABASE_URL", "")
-	t.Setenv("STUDIO_SECRET_KEY", "")
+	// No database URL and no key, whatever the test's environment says:
+	// the private PostgreSQL and the key file of the data directory. The
+	// flags win over DATABASE_URL and STUDIO_SECRET_KEY in serve, and
+	// rotate runs as a process of its own with both empty (t.Setenv would
+	// keep the test serial).
 	serve := func() (addr string, stop func()) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
 		out, outW := io.Pipe()
 		done := make(chan error, 1)
 		go func() {
-			done <- runServe(ctx, []string{"--addr", "127.0.0.1:0", "--data-dir", dir}, outW, io.Discard)
+			done <- runServe(ctx, []string{"--database-url=", "--secret-key=", "--addr", "127.0.0.1:0", "--data-dir", dir}, outW, io.Discard)
 			outW.Close()
 		}()
 		lines := bufio.NewScanner(out)
@@ -159,8 +167,11 @@ func TestServeStartsAgainAfterAKeyRotation(t *testing.T) {
 	stop()
 
 	var out, errOut strings.Builder
-	if code := run([]string{"keys", "rotate", "--data-dir", dir}, strings.NewReader(""), &out, &errOut); code != 0 {
-		t.Fatalf("keys rotate exited %d: %s%s", code, out.String(), errOut.String())
+	rotate := exec.Command(os.Args[0], "keys", "rotate", "--data-dir", dir)
+	rotate.Env = append(os.Environ(), "STUDIO_TEST_MAIN=1", "DATABASE_URL=", "STUDIO_SECRET_KEY=")
+	rotate.Stdout, rotate.Stderr = &out, &errOut
+	if err := rotate.Run(); err != nil {
+		t.Fatalf("keys rotate: %v: %s%s", err, out.String(), errOut.String())
 	}
 	if !strings.Contains(out.String(), "installation secrets re-encrypted") || strings.Contains(out.String(), " 0 installation secrets") {
 		t.Errorf("keys rotate says:\n%s\nwant the installation's secrets re-encrypted", out.String())

@@ -20,6 +20,7 @@ import (
 // one never deployed exits 1 and says nothing runs, and a token outside
 // the scope is refused (2).
 func TestStudioStatusSaysWhatRunsNow(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Studio processes")
 	}

@@ -23,6 +23,7 @@ import (
 // --metrics-addr, and stops the server: the stream is closed with "going
 // away" and serve returns.
 func TestServeStreamsRunEventsAndClosesThemOnShutdown(t *testing.T) {
+	t.Parallel()
 	url := storetest.NewURL(t)
 	db, err := store.Open(context.Background(), url)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 // takes addresses and CIDR ranges; anything else stops the Studio with a
 // sentence naming the entry, and none means the header is never believed.
 func TestTrustedProxiesSetting(t *testing.T) {
+	// Serial: t.Setenv(STUDIO_TRUSTED_PROXIES), the variable under test.
 	var cfg Config
 	if err := cfg.parseFlags("serve", nil, io.Discard); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ func writeFile(t *testing.T, name, content string) string {
 // one invalid, 2 usage or I/O error. Text output is one line per diagnostic,
 // FILE:LINE:COLUMN: error: PATH: MESSAGE (or warning:), then a summary."
 func TestValidateText(t *testing.T) {
+	t.Parallel()
 	good := writeFile(t, "skali.yaml", validManifest)
 	bad := writeFile(t, "skali.yml", invalidManifest)
 	var out, errOut bytes.Buffer
@@ -71,6 +72,7 @@ func TestValidateText(t *testing.T) {
 }
 
 func TestValidateExitCodes(t *testing.T) {
+	t.Parallel()
 	good := writeFile(t, "skali.yaml", validManifest)
 	cases := []struct {
 		name string
@@ -95,6 +97,7 @@ func TestValidateExitCodes(t *testing.T) {
 // file, kind, valid, hash (only when valid), diagnostics (always an array)
 // and values {required: [], optional: {}}.
 func TestValidateJSON(t *testing.T) {
+	t.Parallel()
 	good := writeFile(t, "skali.yaml", validManifest)
 	var out, errOut bytes.Buffer
 	code := runValidate([]string{"--json", good, "-"}, strings.NewReader(invalidManifest), &out, &errOut)
@@ -142,6 +145,7 @@ func TestValidateJSON(t *testing.T) {
 // release, release-secrets, recipe, plan), and --kind forces one"; other
 // kinds omit hash and values.
 func TestValidateKinds(t *testing.T) {
+	t.Parallel()
 	release := writeFile(t, "manifest.yaml", "api_version: selfhost/v1alpha1\nmetadata: {name: demo, version: 1.0.0}\nruntimes: {compose: {files: [compose.yaml]}}\n")
 	schema := writeFile(t, "secrets.schema.yaml", "api_version: selfhost/v1alpha1\nsecrets:\n  - {name: k, owner: \"65532\"}\n")
 	recipe := writeFile(t, "api.toml", "[metadata]\nname = \"api\"\nversion = \"1.0.0\"\n[[artifacts]]\nuri = \"https://x/a\"\n")
@@ -200,6 +204,7 @@ func TestValidateKinds(t *testing.T) {
 // TestValidateReferenceReleaseExamples: the complete example of the release
 // manifest reference and its secret schema validate, as their kinds.
 func TestValidateReferenceReleaseExamples(t *testing.T) {
+	t.Parallel()
 	manifest := filepath.Join("..", "..", "compiler", "release", "testdata", "manifest.yaml")
 	schema := filepath.Join("..", "..", "compiler", "release", "testdata", "secrets.schema.yaml")
 	var out, errOut bytes.Buffer
@@ -223,6 +228,7 @@ func TestValidateReferenceReleaseExamples(t *testing.T) {
 // TestSchemaCommand: `studio schema --kind skali` prints the compiler's
 // JSON Schema; another kind is a usage error that says what to do instead.
 func TestSchemaCommand(t *testing.T) {
+	t.Parallel()
 	var out, errOut bytes.Buffer
 	if code := run([]string{"schema", "--kind", "skali"}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())

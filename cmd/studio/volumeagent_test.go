@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,13 +20,15 @@ import (
 // another bucket make it hold exactly them, large ones in parts, what it
 // held before gone; a volume's files likewise between two directories.
 func TestVolumeAgentArchivesAndExtracts(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t, "source", "target")
 	host, port, _ := net.SplitHostPort(srv.Addr)
-	t.Setenv("BUCKET_HOST", host)
-	t.Setenv("BUCKET_PORT", port)
-	t.Setenv("BUCKET_REGION", srv.Region)
-	t.Setenv("AWS_ACCESS_KEY_ID", srv.Access)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.Secret)
+	// The bucket's variables go to the agent's process, as the helper
+	// pod's environment; the test's own stays as it is.
+	bucket := func(name string) []string {
+		return []string{"BUCKET_HOST=" + host, "BUCKET_PORT=" + port, "BUCKET_NAME=" + name, "BUCKET_REGION=" + srv.Region,
+			"AWS_ACCESS_KEY_ID=" + srv.Access, "AWS_SECRET_ACCESS_KEY=" + srv.Secret}
+	}
 	ctx := context.Background()
 	src, dst := srv.Client(t, "source"), srv.Client(t, "target")
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20+3) // 16 MiB and 48 bytes: two parts
@@ -39,12 +42,10 @@ func TestVolumeAgentArchivesAndExtracts(t *testing.T) {
 		t.Fatal(err)
 	}
 	var archive, out bytes.Buffer
-	t.Setenv("BUCKET_NAME", "source")
-	if err := runVolumeAgent(ctx, []string{"bucket-archive"}, nil, &archive); err != nil {
+	if err := volumeAgent(bucket("source"), nil, &archive, "bucket-archive"); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("BUCKET_NAME", "target")
-	if err := runVolumeAgent(ctx, []string{"bucket-extract"}, bytes.NewReader(archive.Bytes()), &out); err != nil {
+	if err := volumeAgent(bucket("target"), bytes.NewReader(archive.Bytes()), &out, "bucket-extract"); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.TrimSpace(out.String()); got != fmt.Sprintf("3 objects, %d bytes", len(big)+5) {
@@ -71,7 +72,7 @@ func TestVolumeAgentArchivesAndExtracts(t *testing.T) {
 
 	// A changed byte in the archive: the extraction fails, naming it.
 	changed := bytes.Replace(archive.Bytes(), []byte("first"), []byte("First"), 1)
-	if err := runVolumeAgent(ctx, []string{"bucket-extract"}, bytes.NewReader(changed), io.Discard); err == nil || !strings.Contains(err.Error(), "objects/0 does not match its checksum") {
+	if err := volumeAgent(bucket("target"), bytes.NewReader(changed), io.Discard, "bucket-extract"); err == nil || !strings.Contains(err.Error(), "objects/0 does not match its checksum") {
 		t.Fatalf("a changed archive: %v", err)
 	}
 
@@ -96,4 +97,20 @@ func TestVolumeAgentArchivesAndExtracts(t *testing.T) {
 	if err := runVolumeAgent(ctx, []string{"nonsense"}, nil, io.Discard); err == nil {
 		t.Fatal("an unknown command was accepted")
 	}
+}
+
+// volumeAgent runs `studio volume-agent args` as a helper pod does: this
+// test binary as a process of its own (STUDIO_TEST_MAIN), env added to its
+// environment, stdin and stdout the archive. Its error carries what the
+// agent printed on stderr.
+func volumeAgent(env []string, stdin io.Reader, stdout io.Writer, args ...string) error {
+	cmd := exec.Command(os.Args[0], append([]string{"volume-agent"}, args...)...)
+	cmd.Env = append(append(os.Environ(), "STUDIO_TEST_MAIN=1"), env...)
+	cmd.Stdin, cmd.Stdout = stdin, stdout
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("studio volume-agent %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+	}
+	return nil
 }

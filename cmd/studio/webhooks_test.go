@@ -16,6 +16,7 @@ import (
 // --webhook-allow-networks) takes addresses and CIDR ranges, none by
 // default; anything else stops the Studio with a sentence naming it.
 func TestWebhookAllowNetworksSetting(t *testing.T) {
+	// Serial: t.Setenv(STUDIO_WEBHOOK_ALLOW_NETWORKS), the variable under test.
 	var cfg Config
 	if err := cfg.parseFlags("serve", nil, io.Discard); err != nil {
 		t.Fatal(err)
@@ -42,6 +43,7 @@ func TestWebhookAllowNetworksSetting(t *testing.T) {
 // own address on each of them (loopback included) at its port, and the
 // database's host and port are the database's.
 func TestWebhookOwnAddresses(t *testing.T) {
+	t.Parallel()
 	listener := &net.TCPAddr{IP: net.IPv4zero, Port: 8080}
 	metrics := &net.TCPAddr{IP: net.ParseIP("192.0.2.10"), Port: 9090}
 	own := webhookOwnAddresses(context.Background(), "postgres://studio@198.51.100.5:5433/studio", listener, metrics)
