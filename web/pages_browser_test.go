@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,6 +201,31 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 	visitAll(t, b, s, []page{{name: "login", path: "/login"}})
 	b.Do(chromedp.Navigate(s.LocalLoginURL(t)), chromedp.WaitVisible(chromedp.CSS("h1")))
 	visitAll(t, b, s, pages)
+}
+
+// TestBrowserAxeFindsWhatAPageBreaks: the accessibility check the walks
+// rely on reports a broken page, in the first document of a tab (where
+// axe-core is evaluated) and in the ones after it (where the tab loads it
+// with every new document), and passes the same page mended.
+func TestBrowserAxeFindsWhatAPageBreaks(t *testing.T) {
+	t.Parallel()
+	b := browsertest.New(t)
+	const head = `<!doctype html><html lang="en"><head><title>t</title></head><body><main><h1>t</h1>`
+	for i, doc := range []struct{ body, want string }{
+		{`<img src="data:,">`, "image-alt"},
+		{`<input type="text">`, "label"},
+		{`<img src="data:," alt="a dot"><label>Name <input type="text"></label>`, ""},
+		{`<a href="#"></a>`, "link-name"},
+	} {
+		b.Do(chromedp.Navigate("data:text/html," + url.PathEscape(head+doc.body+`</main></body></html>`)))
+		var ids []string
+		for _, v := range b.Axe(browsertest.WCAG21AA) {
+			ids = append(ids, v.ID)
+		}
+		if doc.want == "" && len(ids) > 0 || doc.want != "" && !slices.Contains(ids, doc.want) {
+			t.Errorf("document %d (%s): axe reports %v, want %q", i+1, doc.body, ids, doc.want)
+		}
+	}
 }
 
 // visitAll visits pages at two widths, light and dark, signed in as b

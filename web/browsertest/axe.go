@@ -8,6 +8,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -38,8 +39,22 @@ var WCAG21AA = []string{"wcag2a", "wcag2aa", "wcag21a", "wcag21aa"}
 // disabling one must say why next to the call.
 func (b *Browser) Axe(tags []string, disabled ...string) []Violation {
 	b.tb.Helper()
-	if _, err := chromedp.Run(b.Ctx, chromedp.Evaluate[chromedp.Void](axeSource)); err != nil {
-		b.tb.Fatalf("browser: inject axe-core: %v", err)
+	// axe-core (600 KB) is sent to the tab once: registered for every
+	// document the tab loads afterwards, and evaluated in this one.
+	// Sent with every check, its transfer cost as much as the check.
+	if !b.axeRegistered {
+		if _, err := chromedp.Run(b.Ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: axeSource})
+			return err
+		})); err != nil {
+			b.tb.Fatalf("browser: register axe-core: %v", err)
+		}
+		b.axeRegistered = true
+	}
+	if !Eval[bool](b, `typeof window.axe === "object"`) {
+		if _, err := chromedp.Run(b.Ctx, chromedp.Evaluate[chromedp.Void](axeSource)); err != nil {
+			b.tb.Fatalf("browser: inject axe-core: %v", err)
+		}
 	}
 	rules := make([]string, len(disabled))
 	for i, id := range disabled {

@@ -24,6 +24,9 @@ type Browser struct {
 	// Ctx runs chromedp actions in the tab.
 	Ctx context.Context
 	tb  testing.TB
+	// axeRegistered: axe-core is evaluated in every document the tab
+	// loads (Axe registers it on its first call).
+	axeRegistered bool
 }
 
 // chromiumPath finds the browser: $CHROMIUM, then Debian's /usr/bin/chromium.
