@@ -25,7 +25,7 @@ import (
 // two-core CI machine), but most of these tests' time is spent waiting for
 // a Studio process, a cluster, a real pod or a cron minute, not computing,
 // so more of them fit on two cores (see docs/testing.md).
-const parallelTests = 4
+const parallelTests = 3
 
 // TestMain runs `studio` itself when the test starts this binary as a
 // Studio process (STUDIO_TEST_MAIN=1), so a test can kill one with SIGKILL.
