@@ -3,7 +3,6 @@ package runs_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"net"
 	"net/http"
 	"strconv"
@@ -28,12 +27,7 @@ import (
 const parallelTests = 4
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
-	}
+	storetest.DefaultParallel(parallelTests)
 	storetest.Main(m)
 }
 

@@ -2,10 +2,8 @@ package web_test
 
 import (
 	"context"
-	"flag"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -23,12 +21,7 @@ import (
 const parallelTests = 4
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
-	}
+	storetest.DefaultParallel(parallelTests)
 	storetest.Main(m, browsertest.Shutdown)
 }
 

@@ -3,14 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,12 +32,7 @@ func TestMain(m *testing.M) {
 		// Before flag.Parse: the arguments are the studio command's.
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
-		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
-	}
+	storetest.DefaultParallel(parallelTests)
 	storetest.Main(m)
 }
 

@@ -7,11 +7,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +35,20 @@ var (
 	template string
 	createMu sync.Mutex
 )
+
+// DefaultParallel makes n of the package's parallel tests run at once
+// unless the command line says how many (-parallel). Go's default is
+// GOMAXPROCS, 2 on a two-core machine; a package whose tests mostly wait
+// (for a Studio process, a page, a River poll, a cluster) fits more. Call
+// it from TestMain before Main; it parses the command line.
+func DefaultParallel(n int) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
+}
 
 // Main runs a test package's tests and then stops the private server, so no
 // postgres process outlives the test binary. Call it from TestMain; after
