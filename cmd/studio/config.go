@@ -51,6 +51,7 @@ type Config struct {
 	ClusterIssuer      string
 	PostgresImages     string
 	HelperImage        string
+	ProvisionTimeout   time.Duration
 	WebhookAllow       string
 
 	// publicAddresses is PublicAddresses read as addresses.
@@ -100,6 +101,7 @@ func (c *Config) settings() []setting {
 		{"cluster-issuer", "STUDIO_CLUSTER_ISSUER", "cert-manager ClusterIssuer of route certificates (--platform kubernetes)", &c.ClusterIssuer, ""},
 		{"postgres-images", "STUDIO_POSTGRES_IMAGES", "repository of the PostgreSQL images CloudNativePG runs, tagged by major (--platform kubernetes; a mirror of ghcr.io/cloudnative-pg/postgresql)", &c.PostgresImages, ""},
 		{"helper-image", "STUDIO_HELPER_IMAGE", "the Studio's own image, whose volume agent reads and writes volumes for backups (--platform kubernetes; without it volumes are not snapshotted)", &c.HelperImage, ""},
+		{"provision-timeout", "STUDIO_PROVISION_TIMEOUT", "how long a deploy waits for the operator to make a database or bucket accept connections before it fails with what the operator last said (--platform kubernetes; the reference's minute: raise it where volumes are slow to provision)", &c.ProvisionTimeout, "1m"},
 		{"webhook-allow-networks", "STUDIO_WEBHOOK_ALLOW_NETWORKS", "comma-separated addresses or CIDR ranges webhook deliveries may reach although they are refused by default (loopback, link-local, private such as 10.0.0.0/8; never the Studio's own listeners or database)", &c.WebhookAllow, ""},
 	}
 }
@@ -180,6 +182,9 @@ func (c *Config) parseFlags(name string, args []string, stderr io.Writer) error 
 		if strings.ContainsAny(last, ":@") || strings.ContainsAny(c.PostgresImages, " \t") || last == "" {
 			return fmt.Errorf("--postgres-images must be a repository without a tag or digest (the major is its tag), not %q", c.PostgresImages)
 		}
+	}
+	if c.ProvisionTimeout <= 0 {
+		return fmt.Errorf("--provision-timeout must be longer than 0, not %s", c.ProvisionTimeout)
 	}
 	proxies, err := parseNetworks("--trusted-proxies", c.TrustedProxies)
 	if err != nil {

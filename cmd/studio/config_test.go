@@ -5,6 +5,7 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHelpNeverPrintsSecrets: --help lists every setting, but a secret set
@@ -49,20 +50,20 @@ func TestPlatformFlags(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
 	var cfg Config
-	if err := cfg.parseFlags("serve", nil, &out); err != nil || cfg.Platform != "local" {
-		t.Fatalf("default platform %q (%v), want local", cfg.Platform, err)
+	if err := cfg.parseFlags("serve", nil, &out); err != nil || cfg.Platform != "local" || cfg.ProvisionTimeout != time.Minute {
+		t.Fatalf("default platform %q, provision timeout %s (%v), want local and the reference's minute", cfg.Platform, cfg.ProvisionTimeout, err)
 	}
 	cfg = Config{}
 	if err := cfg.parseFlags("serve", []string{"--platform", "kubernetes", "--kubeconfig", "/tmp/kc", "--gateway", "infra/edge", "--cluster-issuer", "letsencrypt",
-		"--postgres-images", "mirror.example:5000/cnpg/postgresql"}, &out); err != nil {
+		"--postgres-images", "mirror.example:5000/cnpg/postgresql", "--provision-timeout", "4m"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Platform != "kubernetes" || cfg.Kubeconfig != "/tmp/kc" || cfg.Gateway != "infra/edge" || cfg.ClusterIssuer != "letsencrypt" ||
-		cfg.PostgresImages != "mirror.example:5000/cnpg/postgresql" {
+		cfg.PostgresImages != "mirror.example:5000/cnpg/postgresql" || cfg.ProvisionTimeout != 4*time.Minute {
 		t.Fatalf("config %+v", cfg)
 	}
 	for _, args := range [][]string{{"--platform", "k8s"}, {"--gateway", "edge"}, {"--gateway", "infra/"},
-		{"--postgres-images", "ghcr.io/cloudnative-pg/postgresql:17"}, {"--postgres-images", "mirror/postgresql@sha256:00"}} {
+		{"--postgres-images", "ghcr.io/cloudnative-pg/postgresql:17"}, {"--postgres-images", "mirror/postgresql@sha256:00"}, {"--provision-timeout", "0s"}} {
 		cfg = Config{}
 		err := cfg.parseFlags("serve", args, &out)
 		if err == nil || !strings.Contains(err.Error(), args[1]) {

@@ -117,7 +117,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opened, err := platforms.Open(ctx, platforms.Config{Name: cfg.Platform, DB: db.DB, Vault: vault, Logger: logger,
 		Local:      local.Options{StepDelay: cfg.LocalStepDelay, Resolver: platform.NewResolver(cfg.DNSServer), EdgePort: cfg.EdgePort, Faults: faults},
-		Kubeconfig: cfg.Kubeconfig, Kubernetes: kubernetes.Options{Gateway: cfg.Gateway, ClusterIssuer: cfg.ClusterIssuer, PostgresImages: cfg.PostgresImages, HelperImage: cfg.HelperImage}})
+		Kubeconfig: cfg.Kubeconfig, Kubernetes: kubernetes.Options{Gateway: cfg.Gateway, ClusterIssuer: cfg.ClusterIssuer, PostgresImages: cfg.PostgresImages, HelperImage: cfg.HelperImage,
+			ProvisionTimeout: cfg.ProvisionTimeout}})
 	if err != nil {
 		return err
 	}
