@@ -200,6 +200,44 @@ func (p *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.
 	if err != nil {
 		return platform.SnapshotFile{}, err
 	}
+	return p.dumpWhole(ctx, n, pod, svc, loc)
+}
+
+// dumpWhole dumps the database in pod to a new file of loc, again when
+// its output was cut short (at most dumpAttempts times).
+func (p *Platform) dumpWhole(ctx context.Context, n envNames, pod string, svc platform.SnapshotService, loc platform.SnapshotLocation) (platform.SnapshotFile, error) {
+	for attempt := 1; ; attempt++ {
+		file, err := p.dump(ctx, n, pod, svc, loc)
+		var cut *cutDumpError
+		if !errors.As(err, &cut) || attempt == dumpAttempts || ctx.Err() != nil {
+			return file, err
+		}
+		p.Opts.Logger.Warn("a dump's output ended early although pg_dump succeeded; taking it again",
+			"namespace", n.namespace, "pod", pod, "attempt", attempt, "problem", cut.Error())
+	}
+}
+
+// dumpAttempts is how many times a dump whose output was cut short is
+// taken: the API server's exec stream can lose the end of a command's
+// output and still report its success (kubernetes/kubernetes#124571,
+// seen on the test cluster under load), and a dump is safe to take again.
+const dumpAttempts = 3
+
+// cutDumpError is a dump whose output ended before pg_dump's own end
+// although pg_dump reported success.
+type cutDumpError struct {
+	pod, table string // table: the one whose data it ended in, if any
+}
+
+func (e *cutDumpError) Error() string {
+	if e.table != "" {
+		return fmt.Sprintf("pg_dump in pod %s ended inside the data of table %s", e.pod, e.table)
+	}
+	return fmt.Sprintf("pg_dump in pod %s succeeded but its output ended before the dump's end", e.pod)
+}
+
+// dump takes one dump of the database in pod to a new file of loc.
+func (p *Platform) dump(ctx context.Context, n envNames, pod string, svc platform.SnapshotService, loc platform.SnapshotLocation) (platform.SnapshotFile, error) {
 	w, err := loc.Target.Create(ctx, loc.Installation, loc.Dir, snapshotFileName(svc))
 	if err != nil {
 		return platform.SnapshotFile{}, err
@@ -215,7 +253,10 @@ func (p *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.
 		return platform.SnapshotFile{}, fmt.Errorf("pg_dump in pod %s failed: %w", pod, errs.said(err))
 	}
 	if scan.inCopy {
-		return platform.SnapshotFile{}, fmt.Errorf("pg_dump in pod %s ended inside the data of table %s", pod, scan.table)
+		return platform.SnapshotFile{}, &cutDumpError{pod: pod, table: scan.table}
+	}
+	if !scan.complete {
+		return platform.SnapshotFile{}, &cutDumpError{pod: pod}
 	}
 	if _, err := w.Write(scan.counted.trailer()); err != nil {
 		return platform.SnapshotFile{}, err

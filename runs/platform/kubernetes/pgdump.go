@@ -43,6 +43,10 @@ func (c dumpCounts) trailer() []byte {
 	return append(append([]byte(snapshotTrailer), b...), '\n')
 }
 
+// dumpComplete is the comment line pg_dump writes at the very end of a
+// plain dump: without it the output was cut short.
+const dumpComplete = "-- PostgreSQL database dump complete"
+
 // maxHeaderLine bounds the line a dumpScanner keeps outside COPY data (a
 // COPY line names at most 1,600 columns of 63 bytes; a trailer lists
 // tables): longer lines are neither.
@@ -52,14 +56,16 @@ const maxHeaderLine = 8 << 20
 // the data lines of each COPY block, and keeps the trailer when there is
 // one. Its memory is one line outside COPY data, bounded.
 type dumpScanner struct {
-	line    []byte // the current line so far (only its start inside COPY data)
-	long    bool   // the current line outgrew what is kept
-	inCopy  bool
-	table   string
-	rows    int64
-	counted dumpCounts
-	trailer *dumpCounts
-	bad     error
+	line   []byte // the current line so far (only its start inside COPY data)
+	long   bool   // the current line outgrew what is kept
+	inCopy bool
+	// complete: pg_dump's last comment (dumpComplete) was read.
+	complete bool
+	table    string
+	rows     int64
+	counted  dumpCounts
+	trailer  *dumpCounts
+	bad      error
 }
 
 func (s *dumpScanner) Write(p []byte) (int, error) {
@@ -108,6 +114,8 @@ func (s *dumpScanner) endLine() {
 	switch {
 	case strings.HasPrefix(text, "COPY ") && strings.HasSuffix(text, " FROM stdin;"):
 		s.table, s.rows, s.inCopy = copyTable(text), 0, true
+	case text == dumpComplete:
+		s.complete = true
 	case strings.HasPrefix(text, snapshotTrailer):
 		var c dumpCounts
 		if err := json.Unmarshal([]byte(text[len(snapshotTrailer):]), &c); err != nil {

@@ -35,6 +35,17 @@ func TestDumpScannerCountsRowsAndReadsTheTrailer(t *testing.T) {
 			t.Fatalf("the trailer read back: %+v (%v)", r.trailer, r.bad)
 		}
 	}
+	{
+		var s dumpScanner
+		s.Write([]byte(dump))
+		if s.complete {
+			t.Fatal("a dump without pg_dump's last comment is taken as complete")
+		}
+		s.Write([]byte("\n--\n" + dumpComplete + "\n--\n\n"))
+		if !s.complete {
+			t.Fatal("a dump with pg_dump's last comment is not taken as complete")
+		}
+	}
 	var cut dumpScanner
 	cut.Write([]byte("COPY public.items (id) FROM stdin;\n1\n2\n"))
 	if !cut.inCopy || cut.table != "public.items" {
