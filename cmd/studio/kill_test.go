@@ -202,10 +202,17 @@ func TestAKilledProcessesRunResumesAfterARestart(t *testing.T) {
 // gives up after two minutes so a broken resume fails instead of hanging.
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	waitForWithin(t, 2*time.Minute, cond)
+}
+
+// waitForWithin is waitFor giving up after limit: for a wait that holds
+// more than a resume (a real operator's database, a real dump).
+func waitForWithin(t testing.TB, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("gave up waiting")
+			t.Fatalf("gave up waiting after %s", limit)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

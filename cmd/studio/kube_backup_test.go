@@ -63,7 +63,8 @@ func TestKubernetesBackupScheduleFiresOnceAcrossTwoReplicasAndAKill(t *testing.T
 	a := startStudio(t, dbURL, key, flags...)
 	ca := signedIn(t, a)
 	runID := deployNewest(t, a, ca, db, "sched")
-	waitForRunEnd(t, db, runID)
+	// Up to the provision timeout for the database, then the rollout.
+	waitForRunEndWithin(t, db, runID, 6*time.Minute)
 	if status, reason := runOutcome(t, db, runID); status != store.RunSucceeded {
 		t.Fatalf("deploy %s: %s", status, reason)
 	}
@@ -85,8 +86,10 @@ func TestKubernetesBackupScheduleFiresOnceAcrossTwoReplicasAndAKill(t *testing.T
 	replicas := map[int]*studioProcess{a.cmd.Process.Pid: a, b.cmd.Process.Pid: b}
 
 	// Kill the replica streaming a snapshot, then start it again.
+	// The next minute's fire, taken up by a replica busy beside the
+	// suite's other tests.
 	var killed int64
-	waitFor(t, func() bool {
+	waitForWithin(t, 4*time.Minute, func() bool {
 		db.Pool.QueryRow(ctx, `SELECT c.run_id FROM run_checkpoints c JOIN runs r ON r.id = c.run_id
 			WHERE r.kind = 'backup' AND c.kind = 'snapshot' AND c.status = 'running' LIMIT 1`).Scan(&killed)
 		return killed != 0 && replicas[executorPID(db, killed)] != nil
@@ -98,7 +101,8 @@ func TestKubernetesBackupScheduleFiresOnceAcrossTwoReplicasAndAKill(t *testing.T
 	victim.cmd.Wait()
 	t.Logf("killed replica %d while it streamed run %d's snapshot", victim.cmd.Process.Pid, killed)
 	startStudio(t, dbURL, key, flags...)
-	waitForRunEnd(t, db, killed)
+	// The lease's takeover, then a whole dump streamed again.
+	waitForRunEndWithin(t, db, killed, 4*time.Minute)
 	if status, reason := runOutcome(t, db, killed); status != store.RunSucceeded {
 		t.Fatalf("the killed snapshot's run %s: %s", status, reason)
 	}

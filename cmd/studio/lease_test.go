@@ -54,11 +54,28 @@ func checkpointStatus(db *store.DB, runID int64, kind string) string {
 // waitForRunEnd waits until the run has finished, however it ended.
 func waitForRunEnd(t testing.TB, db *store.DB, runID int64) {
 	t.Helper()
-	waitFor(t, func() bool {
+	waitForRunEndWithin(t, db, runID, 2*time.Minute)
+}
+
+// waitForRunEndWithin is waitForRunEnd giving up after limit, printing
+// the run's checkpoints when it does.
+func waitForRunEndWithin(t testing.TB, db *store.DB, runID int64, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
 		var finished bool
 		db.Pool.QueryRow(context.Background(), `SELECT finished_at IS NOT NULL FROM runs WHERE id = $1`, runID).Scan(&finished)
-		return finished
-	})
+		if finished {
+			return
+		}
+		if time.Now().After(deadline) {
+			var cps string
+			db.Pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(kind || ' ' || status, ', ' ORDER BY position), 'none')
+				FROM run_checkpoints WHERE run_id = $1`, runID).Scan(&cps)
+			t.Fatalf("run %d did not end within %s (checkpoints: %s)", runID, limit, cps)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // checkRunSucceededOnce checks that the run succeeded, its events are
