@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/runs/platform"
+	"github.com/skali-dev/studio/runs/platform/archive"
 )
 
 // Backups on Kubernetes (platform.BackupPlatform, platform.ScratchRestorer).
@@ -186,21 +187,28 @@ func (p *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.
 		return platform.SnapshotFile{}, err
 	}
 	if svc.Kind != "database" {
-		w, err := loc.Target.Create(ctx, loc.Installation, loc.Dir, snapshotFileName(svc))
-		if err != nil {
-			return platform.SnapshotFile{}, err
-		}
-		defer w.Abort()
-		if err := p.snapshotArchive(ctx, n, svc, w); err != nil {
-			return platform.SnapshotFile{}, err
-		}
-		return w.Commit()
+		return p.archiveWhole(ctx, n, svc, loc, func(w io.Writer) error { return p.snapshotArchive(ctx, n, svc, w) })
 	}
 	pod, err := p.primary(ctx, n, svc.Name)
 	if err != nil {
 		return platform.SnapshotFile{}, err
 	}
 	return p.dumpWhole(ctx, n, pod, svc, loc)
+}
+
+// archiveWhole writes the archive stream writes (a volume's files, a
+// bucket's objects) to a new file of loc, again when it was cut short (at
+// most dumpAttempts times).
+func (p *Platform) archiveWhole(ctx context.Context, n envNames, svc platform.SnapshotService, loc platform.SnapshotLocation, stream func(io.Writer) error) (platform.SnapshotFile, error) {
+	for attempt := 1; ; attempt++ {
+		file, err := archiveChecked(ctx, svc, loc, stream)
+		var cut *cutArchiveError
+		if !errors.As(err, &cut) || attempt == dumpAttempts || ctx.Err() != nil {
+			return file, err
+		}
+		p.Opts.Logger.Warn("an archive's output ended early although the agent succeeded; taking it again",
+			"namespace", n.namespace, "service", svc.String(), "attempt", attempt, "problem", cut.Error())
+	}
 }
 
 // dumpWhole dumps the database in pod to a new file of loc, again when
@@ -217,10 +225,54 @@ func (p *Platform) dumpWhole(ctx context.Context, n envNames, pod string, svc pl
 	}
 }
 
-// dumpAttempts is how many times a dump whose output was cut short is
-// taken: the API server's exec stream can lose the end of a command's
-// output and still report its success (kubernetes/kubernetes#124571,
-// seen on the test cluster under load), and a dump is safe to take again.
+// cutArchiveError is a volume's or bucket's archive whose stream ended
+// before its manifest although the agent reported success.
+type cutArchiveError struct {
+	svc platform.SnapshotService
+	err error
+}
+
+func (e *cutArchiveError) Error() string {
+	return fmt.Sprintf("the archive of %s was cut short: %v", e.svc, e.err)
+}
+
+// archiveChecked writes what stream writes, the archive of a volume's
+// files or a bucket's objects, to a new file of loc, reading it as it
+// goes (archive.Read): the file is kept only when the stream held every
+// entry and its manifest, and each file matched its recorded size and
+// SHA-256.
+func archiveChecked(ctx context.Context, svc platform.SnapshotService, loc platform.SnapshotLocation, stream func(io.Writer) error) (platform.SnapshotFile, error) {
+	w, err := loc.Target.Create(ctx, loc.Installation, loc.Dir, snapshotFileName(svc))
+	if err != nil {
+		return platform.SnapshotFile{}, err
+	}
+	defer w.Abort()
+	pr, pw := io.Pipe()
+	checked := make(chan error, 1)
+	go func() {
+		_, err := archive.Read(pr, func(archive.Entry) error { return nil })
+		io.Copy(io.Discard, pr) // the tar stream's end, after the manifest
+		checked <- err
+	}()
+	err = stream(io.MultiWriter(w, pw))
+	pw.Close()
+	readErr := <-checked
+	switch {
+	case err != nil:
+		return platform.SnapshotFile{}, err
+	case errors.Is(readErr, archive.ErrNoManifest) || errors.Is(readErr, io.ErrUnexpectedEOF):
+		return platform.SnapshotFile{}, &cutArchiveError{svc: svc, err: readErr}
+	case readErr != nil:
+		return platform.SnapshotFile{}, fmt.Errorf("the archive of %s does not check: %w", svc, readErr)
+	}
+	return w.Commit()
+}
+
+// dumpAttempts is how many times a dump or an archive whose output was
+// cut short is taken: the API server's exec stream can lose the end of a
+// command's output and still report its success
+// (kubernetes/kubernetes#124571, seen on the test cluster under load), and
+// either is safe to take again.
 const dumpAttempts = 3
 
 // cutDumpError is a dump whose output ended before pg_dump's own end

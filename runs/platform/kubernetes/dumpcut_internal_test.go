@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -8,10 +9,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/skali-dev/studio/runs/platform"
+	"github.com/skali-dev/studio/runs/platform/archive"
 	"github.com/skali-dev/studio/runs/platform/s3target"
 	"github.com/skali-dev/studio/runs/platform/s3target/s3test"
 )
@@ -59,17 +62,7 @@ func TestADumpCutShortIsTakenAgain(t *testing.T) {
 			p := New(&Client{server: api.URL, http: api.Client()}, Options{})
 			defer p.Close()
 
-			srv := s3test.Start(t, "backups")
-			tg, err := s3target.New(s3target.Config{URL: "s3://backups/studio", Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
-				AccessKey: srv.Access, SecretKey: srv.Secret})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tg.Client().Close()
-			ctx := context.Background()
-			if err := tg.Mark(ctx, "inst"); err != nil {
-				t.Fatal(err)
-			}
+			tg, ctx := testTarget(t)
 			loc := platform.SnapshotLocation{Target: tg, Installation: "inst", Dir: "shop/production/snap-1"}
 			svc := platform.SnapshotService{Kind: "database", Name: "data"}
 			file, err := p.dumpWhole(ctx, envNames{namespace: "shop-production"}, "data-1", svc, loc)
@@ -99,4 +92,87 @@ func TestADumpCutShortIsTakenAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A volume's archive cut short (no manifest at its end) is taken again;
+// one that never arrives whole, or whose files do not match its manifest,
+// is not kept. The bucket is real S3.
+func TestAnArchiveCutShortIsTakenAgain(t *testing.T) {
+	var whole bytes.Buffer
+	aw := archive.NewWriter(&whole)
+	body := strings.Repeat("photo bytes ", 4000)
+	if err := aw.File("a.jpg", int64(len(body)), 0o644, time.Unix(1700000000, 0), 0, 0, strings.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := aw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cut := whole.Bytes()[:whole.Len()/2]
+	// The manifest's checksum of a.jpg no longer matches its bytes.
+	wrong := bytes.Replace(whole.Bytes(), []byte("photo bytes"), []byte("PHOTO bytes"), 1)
+	for _, tc := range []struct {
+		name    string
+		outputs [][]byte
+		calls   int
+		want    string
+	}{
+		{"cut, then whole", [][]byte{cut, whole.Bytes()}, 2, ""},
+		{"cut every time", [][]byte{cut}, dumpAttempts, "the archive of volume web/photos was cut short: the archive cannot be read: unexpected EOF"},
+		{"not matching its manifest", [][]byte{wrong}, 1, "the archive of volume web/photos does not check: a.jpg does not match its checksum from when the snapshot was taken"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg, ctx := testTarget(t)
+			p := New(nil, Options{})
+			defer p.Close()
+			loc := platform.SnapshotLocation{Target: tg, Installation: "inst", Dir: "shop/production/snap-1"}
+			svc := platform.SnapshotService{Kind: "volume", Name: "web/photos"}
+			calls := 0
+			file, err := p.archiveWhole(ctx, envNames{namespace: "shop-production"}, svc, loc, func(w io.Writer) error {
+				calls++
+				_, err := w.Write(tc.outputs[min(calls, len(tc.outputs))-1])
+				return err
+			})
+			if calls != tc.calls {
+				t.Errorf("the archive was streamed %d times, want %d", calls, tc.calls)
+			}
+			if tc.want != "" {
+				if err == nil || err.Error() != tc.want {
+					t.Fatalf("archive: %v, want %q", err, tc.want)
+				}
+				if _, err := tg.Size(ctx, "inst", loc.Dir, snapshotFileName(svc)); err == nil {
+					t.Error("an archive that does not check was kept in the bucket")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("archive: %v", err)
+			}
+			rc, err := tg.Open(ctx, "inst", loc.Dir, file.File)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(rc)
+			rc.Close()
+			if !bytes.Equal(got, whole.Bytes()) {
+				t.Fatalf("the bucket holds %d bytes, want the whole archive's %d", len(got), whole.Len())
+			}
+		})
+	}
+}
+
+// testTarget is a marked S3 target on the S3 test server.
+func testTarget(t *testing.T) (*s3target.Target, context.Context) {
+	t.Helper()
+	srv := s3test.Start(t, "backups")
+	tg, err := s3target.New(s3target.Config{URL: "s3://backups/studio", Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+		AccessKey: srv.Access, SecretKey: srv.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Client().Close)
+	ctx := context.Background()
+	if err := tg.Mark(ctx, "inst"); err != nil {
+		t.Fatal(err)
+	}
+	return tg, ctx
 }
