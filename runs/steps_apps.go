@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/skali-dev/studio/humanize"
@@ -93,7 +94,13 @@ func (r *Runner) stepRollout(ctx context.Context, rc *runContext, st *stepCall) 
 	cancel()
 	if err != nil {
 		if timedOut {
-			return st.fail(fmt.Sprintf("%s did not become ready within its rollout timeout of %s; the previous revision stays active.", st.d.Application, humanize.ManifestDuration(a.Deployment.Rollout.Timeout))), nil
+			reason := fmt.Sprintf("%s did not become ready within its rollout timeout of %s", st.d.Application, humanize.ManifestDuration(a.Deployment.Rollout.Timeout))
+			var stalled *platform.StalledError
+			if !errors.As(err, &stalled) {
+				return st.fail(reason + "; the previous revision stays active."), nil
+			}
+			// What the pods showed quotes the platform: masked.
+			return quotingPlatform(st.fail)(reason + ": " + stalled.Why + "; the previous revision stays active."), nil
 		}
 		return r.platformFailure(ctx, err, func(s string) stepResult {
 			return st.fail(fmt.Sprintf("Rollout of %s failed: %s; the previous revision stays active.", st.d.Application, s))

@@ -176,6 +176,17 @@ type IssueError struct {
 
 func (e *IssueError) Error() string { return e.Reason }
 
+// StalledError is a rollout ended by its step's rollout timeout before
+// the platform's own verdict, with what its workload showed then (a
+// readiness probe failing, a pod that no node can run).
+type StalledError struct {
+	Why string
+	Err error
+}
+
+func (e *StalledError) Error() string { return e.Err.Error() + ": " + e.Why }
+func (e *StalledError) Unwrap() error { return e.Err }
+
 // IssuedCertificate is a leaf certificate the CA signed.
 type IssuedCertificate struct {
 	Serial    string

@@ -1,9 +1,12 @@
 package kubernetes_test
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs/platform"
@@ -46,5 +49,52 @@ func TestRolloutAndReleaseWriteTheirProgress(t *testing.T) {
 	}
 	if slices.ContainsFunc(append(lines, release.all()...), func(l string) bool { return strings.Contains(l, secretValue) }) {
 		t.Error("an output line holds a value's plaintext")
+	}
+}
+
+const probedManifest = `name: probed
+applications:
+  web:
+    image: registry.local/web:1
+    ports:
+      http:
+        port: 8080
+    health:
+      readiness:
+        http:
+          port: http
+          path: /ready
+    deployment:
+      rollout:
+        strategy: rolling
+        timeout: 1m
+`
+
+// TestRolloutEndedByItsTimeoutSaysWhatItsPodsShow: when the step's rollout
+// timeout comes before the cluster's own verdict (a busy controller), the
+// rollout still says why it is stuck, as the cluster's verdict would.
+func TestRolloutEndedByItsTimeoutSaysWhatItsPodsShow(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, probedManifest, "stalled", nil)
+	if run := f.deploy(); run.Status != store.RunSucceeded {
+		t.Fatalf("first deploy %s: %s", run.Status, run.Reason)
+	}
+	env := platform.Env{ID: f.env.ID, Project: f.project.Name, Name: f.env.Name}
+	// The next image's pods run but never become ready (a kwok stage);
+	// the Deployment's progress deadline is 55 s, the step's timeout 3 s.
+	app := compiler.Compile([]byte(strings.Replace(probedManifest, "web:1", "web:never-2", 1))).Definition.Applications["web"]
+	ctx, cancel := context.WithTimeout(f.ctx, 3*time.Second)
+	defer cancel()
+	out := &recorder{}
+	err := f.platform.Rollout(ctx, env, "web", app, out)
+	var stalled *platform.StalledError
+	if !errors.As(err, &stalled) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("rollout: %v, want it stalled at its timeout", err)
+	}
+	if !strings.Contains(stalled.Why, "fails its readiness probe GET /ready on port 8080") || !strings.HasPrefix(stalled.Why, "pod web-") {
+		t.Errorf("why %q, want the pod and its failing probe", stalled.Why)
+	}
+	if !slices.Contains(out.all(), stalled.Why) {
+		t.Errorf("the rollout's output %q lacks %q", out.all(), stalled.Why)
 	}
 }

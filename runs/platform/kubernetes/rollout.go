@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/skali-dev/studio/compiler"
 	"github.com/skali-dev/studio/runs/platform"
@@ -138,6 +139,18 @@ func (p *Platform) waitRollout(ctx context.Context, n envNames, app string, dep 
 			return pw.report(ctx, prob, out)
 		}
 	default:
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The step's rollout timeout came before the cluster's own
+		// verdict (its progress deadline is a few seconds shorter, but a
+		// busy controller may be later): what the pods show says why all
+		// the same.
+		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer acancel()
+		if why := pw.atDeadline(actx); why != "" {
+			out.Line(why)
+			return &platform.StalledError{Why: why, Err: err}
+		}
 	}
 	return err
 }
