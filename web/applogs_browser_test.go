@@ -77,7 +77,7 @@ func TestBrowserFollowsAnApplicationsLogLive(t *testing.T) {
 // saying on timeout what the page showed.
 func waitLogs(t *testing.T, b *browsertest.Browser, expression string) {
 	t.Helper()
-	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[chromedp.Void](expression, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[chromedp.Void](expression, chromedp.WithPollingTimeout(time.Minute))); err != nil {
 		seen := browsertest.Eval[string](b, `(function () {
 			var live = document.querySelector("[data-logs-live]");
 			var ls = document.querySelectorAll("[data-testid=runtime-log] .log-line");

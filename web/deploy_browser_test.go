@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -108,15 +109,24 @@ func TestBrowserShowsADestructivePlan(t *testing.T) {
 	b.Screenshot("deploy-plan-destructive-phone")
 	// A wrong name: the page comes back with the error in red, tied to the
 	// field, and the field has the focus.
-	b.Do(chromedp.SendKeys(chromedp.CSS("#confirm"), "prod"), chromedp.Click(chromedp.CSS("#deploy-form button[type=submit]")),
-		chromedp.WaitVisible(chromedp.CSS("#confirm-error")))
-	if got := browsertest.Eval[string](b, `(() => { const e = document.getElementById("confirm-error"), i = document.getElementById("confirm");
-		const red = getComputedStyle(document.documentElement).getPropertyValue("--danger").trim();
-		const probe = document.createElement("span"); probe.style.color = red; document.body.appendChild(probe);
-		const want = getComputedStyle(probe).color; probe.remove();
-		return [getComputedStyle(e).color === want, i.getAttribute("aria-describedby") === "confirm-error", document.activeElement === i].join(" ");
-	})()`); got != "true true true" {
-		t.Errorf("confirmation error red, described-by, focused = %s, want true true true", got)
+	// (autofocus may land a moment after the load: polled.)
+	b.Do(chromedp.SendKeys(chromedp.CSS("#confirm"), "prod"))
+	b.Submit("#deploy-form button[type=submit]", "#confirm-error")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got := browsertest.Eval[string](b, `(() => { const e = document.getElementById("confirm-error"), i = document.getElementById("confirm");
+			const red = getComputedStyle(document.documentElement).getPropertyValue("--danger").trim();
+			const probe = document.createElement("span"); probe.style.color = red; document.body.appendChild(probe);
+			const want = getComputedStyle(probe).color; probe.remove();
+			return [getComputedStyle(e).color === want, i.getAttribute("aria-describedby") === "confirm-error", document.activeElement === i].join(" ");
+		})()`)
+		if got == "true true true" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("confirmation error red, described-by, focused = %s, want true true true (the focus is on %s)", got,
+				browsertest.Eval[string](b, `document.activeElement ? document.activeElement.tagName + "#" + document.activeElement.id : "nothing"`))
+			break
+		}
 	}
 	b.Screenshot("deploy-plan-confirm-error-phone")
 	b.Do(chromedp.Evaluate[chromedp.Void](`document.getElementById("confirm").value = ""`), chromedp.SendKeys(chromedp.CSS("#confirm"), "production"), chromedp.Click(chromedp.CSS("#deploy-form button[type=submit]")),

@@ -16,9 +16,11 @@ var runStatus = regexp.MustCompile(`id="run-status" data-run-status="([a-z-]+)" 
 
 // waitForRun reloads the run page until the run has finished, as a person
 // watching it would; it asserts nothing about how long that takes.
+// It gives up after 3 minutes, saying the run's last status.
 func waitForRun(t *testing.T, s *webtest.Server, c *http.Client, path string) string {
 	t.Helper()
-	for range 600 {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
 		status, page := s.Get(t, c, path)
 		if status != http.StatusOK {
 			t.Fatalf("run page: %d", status)
@@ -30,10 +32,11 @@ func waitForRun(t *testing.T, s *webtest.Server, c *http.Client, path string) st
 		if store.RunFinished(m[1]) {
 			return page
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s did not finish within 3 minutes; it is %s:\n%s", path, m[1], pageMain(page))
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("run %s did not finish", path)
-	return ""
 }
 
 func TestDeployFromThePlanToTheRunPage(t *testing.T) {

@@ -86,16 +86,17 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 	if resp, body := s.PostForm(t, c, "/projects/team-wiki/environments/production/deploys", url.Values{"revision": {"1"}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("deploy = %d\n%s", resp.StatusCode, body)
 	}
-	for i := 0; ; i++ {
+	for deadline := time.Now().Add(3 * time.Minute); ; {
 		var finished bool
-		if err := s.DB.Pool.QueryRow(t.Context(), `SELECT finished_at IS NOT NULL FROM runs WHERE id = 1`).Scan(&finished); err != nil {
+		var status string
+		if err := s.DB.Pool.QueryRow(t.Context(), `SELECT finished_at IS NOT NULL, status FROM runs WHERE id = 1`).Scan(&finished, &status); err != nil {
 			t.Fatal(err)
 		}
 		if finished {
 			break
 		}
-		if i == 600 {
-			t.Fatal("the deploy did not finish")
+		if time.Now().After(deadline) {
+			t.Fatalf("the deploy did not finish within 3 minutes: it is %s", status)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -104,16 +105,16 @@ func TestBrowserEveryPageFitsAndPassesAxe(t *testing.T) {
 	// and a deploy that fails: the home page, the environment page and
 	// the rollback plan show these states.
 	waitIdle := func() {
-		for i := 0; ; i++ {
-			var open bool
-			if err := s.DB.Pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM runs WHERE finished_at IS NULL)`).Scan(&open); err != nil {
+		for deadline := time.Now().Add(3 * time.Minute); ; {
+			var open string
+			if err := s.DB.Pool.QueryRow(t.Context(), `SELECT coalesce(string_agg(id || ' ' || status, ', '), '') FROM runs WHERE finished_at IS NULL`).Scan(&open); err != nil {
 				t.Fatal(err)
 			}
-			if !open {
+			if open == "" {
 				return
 			}
-			if i == 600 {
-				t.Fatal("a deploy did not finish")
+			if time.Now().After(deadline) {
+				t.Fatalf("a deploy did not finish within 3 minutes: %s", open)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -48,7 +48,7 @@ func TestBrowserProbedAtMovesWithEveryProbe(t *testing.T) {
 		waitText(t, b, "the "+page.name+"'s countdown to show the next time", countdown, func(s string) bool { return strings.HasPrefix(s, "in ") })
 
 		// Check now moves it too (the page comes back after the post).
-		b.Do(chromedp.Click(chromedp.CSS(page.block+" .dns-next button[type=submit]")), chromedp.WaitVisible(chromedp.CSS(probedAt)))
+		b.Submit(page.block+" .dns-next button[type=submit]", probedAt)
 		waitText(t, b, "the "+page.name+"'s probe time after Check now", probedAt, func(s string) bool { return s != after && strings.HasPrefix(s, "as probed at ") })
 		b.Screenshot("probed-at-" + strings.ReplaceAll(page.name, " ", "-"))
 	}

@@ -132,7 +132,7 @@ func TestBrowserFollowsARunLive(t *testing.T) {
 	)
 	waitFor := func(what, expr string) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
+		deadline := time.Now().Add(time.Minute)
 		for !browsertest.Eval[bool](b, expr) {
 			if time.Now().After(deadline) {
 				b.Screenshot("live-run-timeout")

@@ -4,6 +4,7 @@ package browsertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -49,9 +50,13 @@ func chromiumPath() string {
 // browser context of its own, and closes both when the test ends. Without
 // Chromium the test fails on CI (CI=true) and is skipped elsewhere with a
 // message saying how to install it.
+//
+// Its actions may take 5 minutes in all: many tests deploy, snapshot or
+// restore while their tab is open, and on a two-core machine that a
+// browser saturates a 90 s bound ran out in tests that were not stuck.
 func New(tb testing.TB) *Browser {
 	tb.Helper()
-	return NewFor(tb, 90*time.Second)
+	return NewFor(tb, 5*time.Minute)
 }
 
 // NewFor is New for a test whose actions may take up to limit in all (a
@@ -200,14 +205,31 @@ func Paste(sel, text string) chromedp.Action[chromedp.Void] {
 	}
 }
 
-// Text returns the visible text of the first element matching the CSS selector.
+// Text returns the visible text of the first element matching the CSS
+// selector ("" when it is hidden), waiting until there is one. The element
+// is found and read in one evaluation: a page that updates itself live
+// may replace it at any moment, and a node found first and read after
+// could be one it had just removed (which reads as "", having no layout).
 func (b *Browser) Text(selector string) string {
 	b.tb.Helper()
-	text, err := chromedp.Run(b.Ctx, chromedp.Text(chromedp.CSS(selector)))
-	if err != nil {
-		b.tb.Fatalf("browser: text of %s: %v", selector, err)
+	js := `(() => { const e = document.querySelector(` + strconv.Quote(selector) + `);
+		if (!e) return null;
+		return e.offsetWidth || e.offsetHeight || e.getClientRects().length ? e.innerText : ""; })()`
+	for {
+		// An evaluation fails while a navigation replaces the document:
+		// tried again, as a query waits.
+		text, err := chromedp.Run(b.Ctx, chromedp.Evaluate[*string](js))
+		if err == nil && text != nil {
+			return *text
+		}
+		if b.Ctx.Err() != nil {
+			if err == nil {
+				err = errors.New("no element matches")
+			}
+			b.tb.Fatalf("browser: text of %s: %v (%s)", selector, err, b.Ctx.Err())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return text
 }
 
 // TextWithin waits, up to limit, until the text of selector's element

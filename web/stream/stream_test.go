@@ -292,9 +292,11 @@ func TestEventStreamLeavesTheSessionAlone(t *testing.T) {
 }
 
 // TestEventStreamPingsAndDropsADeadPeer: a client that answers pings stays
-// connected; one that stops answering is closed.
+// connected; one that stops answering is closed. The silence allowed is
+// 2 s, not less: the answering client's pong must come within it on a
+// machine that a browser and the race detector keep busy.
 func TestEventStreamPingsAndDropsADeadPeer(t *testing.T) {
-	defer stream.SetStreamTimingsForTest(50*time.Millisecond, 400*time.Millisecond)()
+	defer stream.SetStreamTimingsForTest(50*time.Millisecond, 2*time.Second)()
 	s := webtest.Start(t)
 	env := s.CreateEnvironment(t, "", "production")
 	runID := s.CreateRun(t, env, "deploy")
@@ -322,7 +324,7 @@ func TestEventStreamPingsAndDropsADeadPeer(t *testing.T) {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
 	// The server drops the silent client (its subscription ends) once it
-	// has heard nothing for 400 ms; the answering one stays.
+	// has heard nothing for 2 s; the answering one stays.
 	for deadline := time.Now().Add(time.Minute); s.Hub.Subscribers() > 1; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d subscribers a minute on; the silent client should have been dropped", s.Hub.Subscribers())
@@ -335,11 +337,11 @@ func TestEventStreamPingsAndDropsADeadPeer(t *testing.T) {
 		}
 	}
 	if n := pings.Load(); n < 5 {
-		t.Errorf("the answering client got %d pings while the silent one went unheard for 400 ms, want one every 50 ms", n)
+		t.Errorf("the answering client got %d pings while the silent one went unheard for 2 s, want one every 50 ms", n)
 	}
 	s.AppendRunEvent(t, runID, "running", 0)
 	_ = alive.SetReadDeadline(time.Now().Add(5 * time.Second))
-	waitUntil(t, "the answering client to still receive events", func() bool {
+	waitUntil(t, "the answering client to still be subscribed", func() bool {
 		return s.Hub.Subscribers() == 1
 	})
 }

@@ -178,6 +178,9 @@ func TestWriteToAFullSocketTakesWhatFitsAndGoesOn(t *testing.T) {
 				}
 				sent += rest[0].N
 			}
+			if sent < len(big) {
+				t.Fatalf("30 s on, %d of %d bytes were sent", sent, len(big))
+			}
 			wg.Wait()
 			if readErr != nil {
 				t.Fatalf("peer: %v after %d bytes", readErr, read.Len())
