@@ -368,10 +368,20 @@ func (p *Platform) Restore(ctx context.Context, env platform.Env, svc platform.S
 	} else if k := strings.TrimSpace(string(out)); k != "0" {
 		p.Opts.Logger.Info("ended sessions a stopped Studio left on a database before restoring it", "namespace", n.namespace, "database", svc.Name, "sessions", k)
 	}
-	script := verifiedScript(ctx, loc, file, nil)
+	var scan dumpScanner
+	script := verifiedScript(ctx, loc, file, &scan)
 	defer script.Close() // ends the reading of the file when psql stops first
 	if _, err := p.psql(ctx, n.namespace, pod, pgDatabase, appRestore, script); err != nil {
 		return fileError(err, "replaying it into database "+svc.Name+" failed")
+	}
+	// psql ends with success when its input ends before the COMMIT (the
+	// transaction is rolled back): the exec stream that carries the input
+	// could lose its end as it can an output's. The restored tables must
+	// hold the snapshot's rows.
+	if scan.trailer != nil {
+		if err := p.checkCounts(ctx, n.namespace, pod, pgDatabase, *scan.trailer); err != nil {
+			return fmt.Errorf("database %s does not hold the snapshot after its replay: %w", svc.Name, err)
+		}
 	}
 	return nil
 }
@@ -467,25 +477,37 @@ func (p *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc pla
 	if len(want.Tables) == 0 {
 		return check, nil
 	}
+	if err := p.checkCounts(ctx, n.namespace, pod, db, want); err != nil {
+		return none, err
+	}
+	return check, nil
+}
+
+// checkCounts counts the rows of each table of want in database db and
+// compares them with the snapshot's.
+func (p *Platform) checkCounts(ctx context.Context, ns, pod, db string, want dumpCounts) error {
+	if len(want.Tables) == 0 {
+		return nil
+	}
 	var q strings.Builder
 	for _, t := range want.Tables {
 		fmt.Fprintf(&q, "SELECT count(*) FROM %s;\n", t.Table)
 	}
-	out, err := p.psql(ctx, n.namespace, pod, db, appAdmin, strings.NewReader(q.String()), "-A", "-t")
+	out, err := p.psql(ctx, ns, pod, db, appAdmin, strings.NewReader(q.String()), "-A", "-t")
 	if err != nil {
-		return none, fmt.Errorf("the restored tables could not be counted: %w", err)
+		return fmt.Errorf("the restored tables could not be counted: %w", err)
 	}
 	got := strings.Fields(string(out))
 	if len(got) != len(want.Tables) {
-		return none, fmt.Errorf("the restored tables could not be counted: %d answers for %d tables", len(got), len(want.Tables))
+		return fmt.Errorf("the restored tables could not be counted: %d answers for %d tables", len(got), len(want.Tables))
 	}
 	for i, t := range want.Tables {
 		rows, err := strconv.ParseInt(got[i], 10, 64)
 		if err != nil || rows != t.Rows {
-			return none, fmt.Errorf("table %s has %s rows restored, %d when the snapshot was taken", t.Table, got[i], t.Rows)
+			return fmt.Errorf("table %s has %s rows restored, %d when the snapshot was taken", t.Table, got[i], t.Rows)
 		}
 	}
-	return check, nil
+	return nil
 }
 
 // envDeployments finds the environment's namespace and lists its

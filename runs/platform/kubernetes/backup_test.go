@@ -20,8 +20,10 @@ import (
 	"time"
 
 	"github.com/skali-dev/studio/runs"
+	"github.com/skali-dev/studio/runs/platform"
 	"github.com/skali-dev/studio/runs/platform/kubernetes"
 	"github.com/skali-dev/studio/runs/platform/kubernetes/clustertest"
+	"github.com/skali-dev/studio/runs/platform/s3target"
 	"github.com/skali-dev/studio/runs/platform/s3target/s3test"
 	"github.com/skali-dev/studio/store"
 )
@@ -238,6 +240,28 @@ func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
 			t.Fatalf("the application's rows after the restore: %s, want %q", last, want)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+
+	// A replay that leaves other rows than the snapshot says fails the
+	// restore (as a replay whose input lost its COMMIT on the way would:
+	// psql ends with success): a file whose counts say 4,999 entries.
+	lie := strings.Replace(dump, `"rows":5000}`, `"rows":4999}`, 1)
+	if err := srv.Client(t, "backups").Put(f.ctx, "studio/ledger/realbackup/lie/database-data.sql", []byte(lie)); err != nil {
+		t.Fatal(err)
+	}
+	tg, err := s3target.New(s3target.Config{URL: "s3://backups/studio", Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+		AccessKey: srv.Access, SecretKey: srv.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Client().Close()
+	sum := sha256.Sum256([]byte(lie))
+	err = f.platform.Restore(f.ctx, platform.Env{ID: f.env.ID, Project: f.project.Name, Name: f.env.Name},
+		platform.SnapshotService{Kind: "database", Name: "data"},
+		platform.SnapshotLocation{Target: tg, Installation: "inst", Dir: "ledger/realbackup/lie"},
+		platform.SnapshotFile{File: "database-data.sql", Size: int64(len(lie)), SHA256: fmt.Sprintf("%x", sum)})
+	if err == nil || !strings.Contains(err.Error(), "database data does not hold the snapshot after its replay: table public.ledger_entries has 5000 rows restored, 4999 when the snapshot was taken") {
+		t.Fatalf("a replay whose rows differ from the snapshot's: %v", err)
 	}
 
 	// The same size, other bytes.
