@@ -69,25 +69,8 @@ func TestADumpCutShortIsTakenAgain(t *testing.T) {
 			if calls.Load() != tc.calls {
 				t.Errorf("pg_dump ran %d times, want %d", calls.Load(), tc.calls)
 			}
-			if tc.want != "" {
-				if err == nil || err.Error() != tc.want {
-					t.Fatalf("dump: %v, want %q", err, tc.want)
-				}
-				if _, err := tg.Size(ctx, "inst", loc.Dir, snapshotFileName(svc)); err == nil {
-					t.Error("a cut dump was kept in the bucket")
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("dump: %v", err)
-			}
-			rc, err := tg.Open(ctx, "inst", loc.Dir, file.File)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := io.ReadAll(rc)
-			rc.Close()
-			if want := whole + snapshotTrailer + `{"tables":[{"table":"public.items","rows":2}]}` + "\n"; string(got) != want {
+			got, ok := kept(t, tg, loc, svc, file, err, tc.want)
+			if want := whole + snapshotTrailer + `{"tables":[{"table":"public.items","rows":2}]}` + "\n"; ok && string(got) != want {
 				t.Fatalf("the bucket holds\n%q\nwant the whole dump and its counts\n%q", got, want)
 			}
 		})
@@ -135,29 +118,41 @@ func TestAnArchiveCutShortIsTakenAgain(t *testing.T) {
 			if calls != tc.calls {
 				t.Errorf("the archive was streamed %d times, want %d", calls, tc.calls)
 			}
-			if tc.want != "" {
-				if err == nil || err.Error() != tc.want {
-					t.Fatalf("archive: %v, want %q", err, tc.want)
-				}
-				if _, err := tg.Size(ctx, "inst", loc.Dir, snapshotFileName(svc)); err == nil {
-					t.Error("an archive that does not check was kept in the bucket")
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("archive: %v", err)
-			}
-			rc, err := tg.Open(ctx, "inst", loc.Dir, file.File)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := io.ReadAll(rc)
-			rc.Close()
-			if !bytes.Equal(got, whole.Bytes()) {
+			if got, ok := kept(t, tg, loc, svc, file, err, tc.want); ok && !bytes.Equal(got, whole.Bytes()) {
 				t.Fatalf("the bucket holds %d bytes, want the whole archive's %d", len(got), whole.Len())
 			}
 		})
 	}
+}
+
+// kept checks a snapshot's outcome: with want, the error is want and no
+// file is in the bucket; else it returns the file's bytes (ok true).
+func kept(t *testing.T, tg *s3target.Target, loc platform.SnapshotLocation, svc platform.SnapshotService, file platform.SnapshotFile,
+	err error, want string) (got []byte, ok bool) {
+	t.Helper()
+	ctx := context.Background()
+	if want != "" {
+		if err == nil || err.Error() != want {
+			t.Fatalf("snapshot: %v, want %q", err, want)
+		}
+		if _, err := tg.Size(ctx, "inst", loc.Dir, snapshotFileName(svc)); err == nil {
+			t.Error("a snapshot that is not whole was kept in the bucket")
+		}
+		return nil, false
+	}
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	rc, err := tg.Open(ctx, "inst", loc.Dir, file.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err = io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, true
 }
 
 // testTarget is a marked S3 target on the S3 test server.
