@@ -197,33 +197,37 @@ func (p *Platform) Snapshot(ctx context.Context, env platform.Env, svc platform.
 }
 
 // archiveWhole writes the archive stream writes (a volume's files, a
-// bucket's objects) to a new file of loc, again when it was cut short (at
-// most dumpAttempts times).
+// bucket's objects) to a new file of loc, again when it was cut short.
 func (p *Platform) archiveWhole(ctx context.Context, n envNames, svc platform.SnapshotService, loc platform.SnapshotLocation, stream func(io.Writer) error) (platform.SnapshotFile, error) {
-	for attempt := 1; ; attempt++ {
-		file, err := archiveChecked(ctx, svc, loc, stream)
-		var cut *cutArchiveError
-		if !errors.As(err, &cut) || attempt == dumpAttempts || ctx.Err() != nil {
-			return file, err
-		}
-		p.Opts.Logger.Warn("an archive's output ended early although the agent succeeded; taking it again",
-			"namespace", n.namespace, "service", svc.String(), "attempt", attempt, "problem", cut.Error())
-	}
+	return p.takeWhole(ctx, n, svc, func() (platform.SnapshotFile, error) { return archiveChecked(ctx, svc, loc, stream) })
 }
 
 // dumpWhole dumps the database in pod to a new file of loc, again when
-// its output was cut short (at most dumpAttempts times).
+// its output was cut short.
 func (p *Platform) dumpWhole(ctx context.Context, n envNames, pod string, svc platform.SnapshotService, loc platform.SnapshotLocation) (platform.SnapshotFile, error) {
+	return p.takeWhole(ctx, n, svc, func() (platform.SnapshotFile, error) { return p.dump(ctx, n, pod, svc, loc) })
+}
+
+// takeWhole takes a snapshot's file with take, again when take says its
+// output was cut short (a cutShort error), at most dumpAttempts times.
+func (p *Platform) takeWhole(ctx context.Context, n envNames, svc platform.SnapshotService, take func() (platform.SnapshotFile, error)) (platform.SnapshotFile, error) {
 	for attempt := 1; ; attempt++ {
-		file, err := p.dump(ctx, n, pod, svc, loc)
-		var cut *cutDumpError
+		file, err := take()
+		var cut cutShort
 		if !errors.As(err, &cut) || attempt == dumpAttempts || ctx.Err() != nil {
 			return file, err
 		}
-		p.Opts.Logger.Warn("a dump's output ended early although pg_dump succeeded; taking it again",
-			"namespace", n.namespace, "pod", pod, "attempt", attempt, "problem", cut.Error())
+		p.Opts.Logger.Warn("a snapshot's output ended early although its command succeeded; taking it again",
+			"namespace", n.namespace, "service", svc.String(), "attempt", attempt, "problem", err.Error())
 	}
 }
+
+// cutShort is the error of a file whose output ended early although its
+// command reported success: taking it again may succeed.
+type cutShort interface{ cutShort() }
+
+func (*cutArchiveError) cutShort() {}
+func (*cutDumpError) cutShort()    {}
 
 // cutArchiveError is a volume's or bucket's archive whose stream ended
 // before its manifest although the agent reported success.
