@@ -209,11 +209,20 @@ func waitFor(t testing.TB, cond func() bool) {
 // more than a resume (a real operator's database, a real dump).
 func waitForWithin(t testing.TB, limit time.Duration, cond func() bool) {
 	t.Helper()
+	if !pollUntil(limit, cond) {
+		t.Fatalf("gave up waiting after %s", limit)
+	}
+}
+
+// pollUntil polls cond every 50 ms until it holds (true) or limit has
+// passed (false).
+func pollUntil(limit time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting after %s", limit)
+			return false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return true
 }

@@ -61,20 +61,15 @@ func waitForRunEnd(t testing.TB, db *store.DB, runID int64) {
 // the run's checkpoints when it does.
 func waitForRunEndWithin(t testing.TB, db *store.DB, runID int64, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	if !pollUntil(limit, func() bool {
 		var finished bool
 		db.Pool.QueryRow(context.Background(), `SELECT finished_at IS NOT NULL FROM runs WHERE id = $1`, runID).Scan(&finished)
-		if finished {
-			return
-		}
-		if time.Now().After(deadline) {
-			var cps string
-			db.Pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(kind || ' ' || status, ', ' ORDER BY position), 'none')
-				FROM run_checkpoints WHERE run_id = $1`, runID).Scan(&cps)
-			t.Fatalf("run %d did not end within %s (checkpoints: %s)", runID, limit, cps)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return finished
+	}) {
+		var cps string
+		db.Pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(kind || ' ' || status, ', ' ORDER BY position), 'none')
+			FROM run_checkpoints WHERE run_id = $1`, runID).Scan(&cps)
+		t.Fatalf("run %d did not end within %s (checkpoints: %s)", runID, limit, cps)
 	}
 }
 
