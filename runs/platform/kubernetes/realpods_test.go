@@ -49,7 +49,21 @@ func newRealFixture(t *testing.T, manifest, envName string) *fixture {
 // stepLog is the stored log of the run (what its page shows), masked.
 func (f *fixture) stepLog(run *store.Run) string {
 	f.t.Helper()
-	rows, err := f.db.Pool.Query(f.ctx, `SELECT text FROM run_log_lines WHERE run_id = $1 ORDER BY position, n`, run.ID)
+	return f.runLog(run, `text`)
+}
+
+// stepLogAt is the stored log of the run with each line's time (what a
+// failure message shows).
+func (f *fixture) stepLogAt(run *store.Run) string {
+	f.t.Helper()
+	return f.runLog(run, `to_char(at AT TIME ZONE 'UTC', 'HH24:MI:SS.MS') || ' ' || text`)
+}
+
+// runLog is the run's stored log lines, each as line (an SQL expression
+// of run_log_lines' columns).
+func (f *fixture) runLog(run *store.Run, line string) string {
+	f.t.Helper()
+	rows, err := f.db.Pool.Query(f.ctx, `SELECT `+line+` FROM run_log_lines WHERE run_id = $1 ORDER BY position, n`, run.ID)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -59,25 +73,6 @@ func (f *fixture) stepLog(run *store.Run) string {
 		var s string
 		if err := rows.Scan(&s); err != nil {
 			f.t.Fatal(err)
-		}
-		b.WriteString(s + "\n")
-	}
-	return b.String()
-}
-
-// stepLogAt is the stored log of the run with each line's time (what a
-// failure message shows).
-func (f *fixture) stepLogAt(run *store.Run) string {
-	rows, err := f.db.Pool.Query(f.ctx, `SELECT to_char(at AT TIME ZONE 'UTC', 'HH24:MI:SS.MS') || ' ' || text FROM run_log_lines WHERE run_id = $1 ORDER BY position, n`, run.ID)
-	if err != nil {
-		return err.Error()
-	}
-	defer rows.Close()
-	var b strings.Builder
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return err.Error()
 		}
 		b.WriteString(s + "\n")
 	}
