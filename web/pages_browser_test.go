@@ -229,50 +229,92 @@ func TestBrowserAxeFindsWhatAPageBreaks(t *testing.T) {
 	}
 }
 
-// visitAll visits pages at two widths, light and dark, signed in as b
-// is. Each width and scheme walks in a window of its own (a browser context
-// with b's cookies), the four at once: a walk only reads (the forms it
-// fills are refused), so they share the Studio. The four run inside the
-// caller's test (not as parallel subtests, which would queue behind other
-// tests while b's time limit runs), and visitAll returns when all four are
-// done, so the caller may then change what the pages show.
+// TestBrowserALookChangedUnderALoadedPageIsSeen: the walks load a page
+// once and change the width and colour scheme under it (visitAt), so a
+// page that breaks only on a phone or only in dark must show it after the
+// change, and mend after the change back, as it does when loaded so.
+func TestBrowserALookChangedUnderALoadedPageIsSeen(t *testing.T) {
+	t.Parallel()
+	b := browsertest.New(t)
+	const doc = `<!doctype html><html lang="en"><head><title>t</title><meta name="viewport" content="width=device-width">
+		<style>body { margin: 0; color: #000; background: #fff } .box { width: 500px }
+		@media (max-width: 600px) { .box { width: 900px } }
+		@media (prefers-color-scheme: dark) { .note { color: #333; background: #000 } }</style></head>
+		<body><main><h1>t</h1><div class="box">a box</div><p class="note">a note</p></main></body></html>`
+	b.Do(chromedp.Navigate("data:text/html," + url.PathEscape(doc)))
+	contrast := func() bool {
+		return slices.ContainsFunc(b.Axe(browsertest.WCAG21AA), func(v browsertest.Violation) bool { return v.ID == "color-contrast" })
+	}
+	for _, l := range []struct {
+		width          int64
+		scheme         string
+		wide, contrast bool
+	}{{1280, "light", false, false}, {390, "light", true, false}, {390, "dark", true, true}, {1280, "dark", false, true}, {1280, "light", false, false}} {
+		b.Emulate(l.width, l.scheme)
+		if extra, _ := b.Overflow(); (extra > 0) != l.wide {
+			t.Errorf("at %d px, %s: %d px wider than the screen, want wider: %v", l.width, l.scheme, extra, l.wide)
+		}
+		if got := contrast(); got != l.contrast {
+			t.Errorf("at %d px, %s: axe reports color-contrast %v, want %v", l.width, l.scheme, got, l.contrast)
+		}
+	}
+}
+
+// looks are the widths and colour schemes every page is checked in: a
+// desktop and a phone, light and dark.
+var looks = []struct {
+	width  int64
+	scheme string
+}{{1280, "light"}, {1280, "dark"}, {390, "light"}, {390, "dark"}}
+
+// visitAll checks pages in every look, signed in as b is. The pages are
+// dealt to four windows (browser contexts with b's cookies) that walk at
+// once: a walk only reads (the forms it fills are refused), so they share
+// the Studio. Each page is loaded once and checked in the four looks
+// (visitAt). The windows walk inside the caller's test (not as parallel
+// subtests, which would queue behind other tests while b's time limit
+// runs), and visitAll returns when all of them are done, so the caller may
+// then change what the pages show.
 func visitAll(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page) {
 	t.Helper()
 	docs := os.Getenv("STUDIO_DOCS_SCREENSHOTS") == "1"
 	session := b.Session()
+	const windows = 4
 	var walks sync.WaitGroup
-	for _, width := range []int64{1280, 390} {
-		for _, scheme := range []string{"light", "dark"} {
-			walks.Go(func() {
-				t.Run(strconv.FormatInt(width, 10)+"-"+scheme, func(t *testing.T) {
-					visitAt(t, session.Open(t), s, pages, width, scheme, docs)
-				})
-			})
+	for w := range min(windows, len(pages)) {
+		var dealt []page
+		for i := w; i < len(pages); i += windows {
+			dealt = append(dealt, pages[i])
 		}
+		walks.Go(func() {
+			t.Run("window-"+strconv.Itoa(w+1), func(t *testing.T) {
+				visitAt(t, session.Open(t), s, dealt, docs)
+			})
+		})
 	}
 	walks.Wait()
 }
 
-// visitInTurn is visitAll in b alone, one width and scheme after another,
-// for a page that follows a live stream: four windows following at once
-// slow each other down more than they gain (the live app-logs page took
-// 40 s instead of 3 in each of four parallel windows).
+// visitInTurn is visitAll in b alone, for a page that follows a live
+// stream: four windows following at once slow each other down more than
+// they gain (the live app-logs page took 40 s instead of 3 in each of four
+// parallel windows).
 func visitInTurn(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page) {
 	t.Helper()
-	docs := os.Getenv("STUDIO_DOCS_SCREENSHOTS") == "1"
-	for _, width := range []int64{1280, 390} {
-		for _, scheme := range []string{"light", "dark"} {
-			visitAt(t, b, s, pages, width, scheme, docs)
-		}
-	}
+	visitAt(t, b, s, pages, os.Getenv("STUDIO_DOCS_SCREENSHOTS") == "1")
 }
 
-// visitAt is one walk of visitAll: every page at one width and scheme.
-func visitAt(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page, width int64, scheme string, docs bool) {
-	b.Emulate(width, scheme)
+// visitAt loads each page once, at 1280 px in light, and checks it in
+// every look: the viewport and the colour scheme change under the loaded
+// document, as when a window is resized or the system turns dark. The
+// pages are rendered on the server and none lays itself out by script at
+// load, so a page resized to a width is the page loaded at that width; one
+// load instead of four spares the browser three loads and three
+// evaluations of axe-core per page, most of a walk's time.
+func visitAt(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page, docs bool) {
 	for _, p := range pages {
-		name := p.name + "-" + strconv.FormatInt(width, 10) + "-" + scheme
-		t.Run(name, func(t *testing.T) {
+		t.Run(p.name, func(t *testing.T) {
+			b.Emulate(looks[0].width, looks[0].scheme)
 			wait := p.wait
 			if wait == "" {
 				wait = "main"
@@ -299,25 +341,39 @@ func visitAt(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []pa
 			if p.script != "" {
 				b.Do(chromedp.WaitReady(chromedp.CSS("#live-banner")), chromedp.Evaluate[chromedp.Void](p.script))
 			}
-			if extra, culprits := b.Overflow(); extra > 0 {
-				t.Errorf("%s at %d px is %d px wider than the screen: %s", p.path, width, extra, culprits)
-			}
-			if broken := b.BrokenTokens(24); width < 640 && len(broken) > 0 {
-				t.Errorf("%s at %d px breaks words inside tables: %s", p.path, width, strings.Join(broken, ", "))
-			}
-			if hidden := b.ControlsOutOfSight(); len(hidden) > 0 {
-				t.Errorf("%s at %d px has controls out of sight: %s", p.path, width, strings.Join(hidden, "; "))
-			}
-			// No rule is disabled: every page must pass all of them.
-			for _, v := range b.Axe(browsertest.WCAG21AA) {
-				t.Errorf("%s at %d px, %s: %s", p.path, width, scheme, v)
-			}
-			b.Screenshot(name)
-			if docs && p.main && (scheme == "light" || p.name == "environment") {
-				if err := os.WriteFile(filepath.Join("..", "docs", "screenshots", name+".png"), b.FullScreenshot(), 0o644); err != nil {
-					t.Fatal(err)
-				}
+			for _, l := range looks {
+				checkLook(t, b, p, l.width, l.scheme, docs)
 			}
 		})
 	}
+}
+
+// checkLook checks the loaded page p in one look: it fits the width, its
+// tables break no word at a phone's width, its controls are in sight, and
+// it passes every WCAG 2.1 A/AA rule of axe-core.
+func checkLook(t *testing.T, b *browsertest.Browser, p page, width int64, scheme string, docs bool) {
+	look := strconv.FormatInt(width, 10) + "-" + scheme
+	t.Run(look, func(t *testing.T) {
+		b.Emulate(width, scheme)
+		if extra, culprits := b.Overflow(); extra > 0 {
+			t.Errorf("%s at %d px is %d px wider than the screen: %s", p.path, width, extra, culprits)
+		}
+		if broken := b.BrokenTokens(24); width < 640 && len(broken) > 0 {
+			t.Errorf("%s at %d px breaks words inside tables: %s", p.path, width, strings.Join(broken, ", "))
+		}
+		if hidden := b.ControlsOutOfSight(); len(hidden) > 0 {
+			t.Errorf("%s at %d px has controls out of sight: %s", p.path, width, strings.Join(hidden, "; "))
+		}
+		// No rule is disabled: every page must pass all of them.
+		for _, v := range b.Axe(browsertest.WCAG21AA) {
+			t.Errorf("%s at %d px, %s: %s", p.path, width, scheme, v)
+		}
+		name := p.name + "-" + look
+		b.Screenshot(name)
+		if docs && p.main && (scheme == "light" || p.name == "environment") {
+			if err := os.WriteFile(filepath.Join("..", "docs", "screenshots", name+".png"), b.FullScreenshot(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }

@@ -75,7 +75,8 @@ func (b *Browser) Axe(tags []string, disabled ...string) []Violation {
 }
 
 // Emulate sets the viewport's width (height 900) and the preferred colour
-// scheme ("light" or "dark"), as a phone or a dark desktop shows the page.
+// scheme ("light" or "dark"), as a phone or a dark desktop shows the page,
+// and returns once the page has rendered a frame in it.
 func (b *Browser) Emulate(width int64, scheme string) {
 	b.tb.Helper()
 	mobile := width < 600
@@ -91,6 +92,7 @@ func (b *Browser) Emulate(width int64, scheme string) {
 			})
 			return err
 		}),
+		chromedp.Evaluate[chromedp.Void](`new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done())))`, chromedp.EvalAwaitPromise),
 	)
 }
 
