@@ -478,9 +478,6 @@ func (p *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc pla
 	}
 	want := *scan.trailer
 	check := platform.ScratchCheck{Objects: 1, Bytes: file.Size, Counted: true, Tables: len(want.Tables), Rows: want.rows()}
-	if len(want.Tables) == 0 {
-		return check, nil
-	}
 	if err := p.checkCounts(ctx, n.namespace, pod, db, want); err != nil {
 		return none, err
 	}
