@@ -277,7 +277,6 @@ var looks = []struct {
 // then change what the pages show.
 func visitAll(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page) {
 	t.Helper()
-	docs := os.Getenv("STUDIO_DOCS_SCREENSHOTS") == "1"
 	session := b.Session()
 	const windows = 4
 	var walks sync.WaitGroup
@@ -288,7 +287,7 @@ func visitAll(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []p
 		}
 		walks.Go(func() {
 			t.Run("window-"+strconv.Itoa(w+1), func(t *testing.T) {
-				visitAt(t, session.Open(t), s, dealt, docs)
+				visitAt(t, session.Open(t), s, dealt)
 			})
 		})
 	}
@@ -301,7 +300,7 @@ func visitAll(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []p
 // parallel windows).
 func visitInTurn(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page) {
 	t.Helper()
-	visitAt(t, b, s, pages, os.Getenv("STUDIO_DOCS_SCREENSHOTS") == "1")
+	visitAt(t, b, s, pages)
 }
 
 // visitAt loads each page once, at 1280 px in light, and checks it in
@@ -311,7 +310,7 @@ func visitInTurn(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages 
 // load, so a page resized to a width is the page loaded at that width; one
 // load instead of four spares the browser three loads and three
 // evaluations of axe-core per page, most of a walk's time.
-func visitAt(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page, docs bool) {
+func visitAt(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []page) {
 	for _, p := range pages {
 		t.Run(p.name, func(t *testing.T) {
 			b.Emulate(looks[0].width, looks[0].scheme)
@@ -342,7 +341,7 @@ func visitAt(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []pa
 				b.Do(chromedp.WaitReady(chromedp.CSS("#live-banner")), chromedp.Evaluate[chromedp.Void](p.script))
 			}
 			for _, l := range looks {
-				checkLook(t, b, p, l.width, l.scheme, docs)
+				checkLook(t, b, p, l.width, l.scheme)
 			}
 		})
 	}
@@ -350,8 +349,9 @@ func visitAt(t *testing.T, b *browsertest.Browser, s *webtest.Server, pages []pa
 
 // checkLook checks the loaded page p in one look: it fits the width, its
 // tables break no word at a phone's width, its controls are in sight, and
-// it passes every WCAG 2.1 A/AA rule of axe-core.
-func checkLook(t *testing.T, b *browsertest.Browser, p page, width int64, scheme string, docs bool) {
+// it passes every WCAG 2.1 A/AA rule of axe-core. STUDIO_DOCS_SCREENSHOTS=1
+// remakes the README's screenshots of the main pages.
+func checkLook(t *testing.T, b *browsertest.Browser, p page, width int64, scheme string) {
 	look := strconv.FormatInt(width, 10) + "-" + scheme
 	t.Run(look, func(t *testing.T) {
 		b.Emulate(width, scheme)
@@ -370,7 +370,7 @@ func checkLook(t *testing.T, b *browsertest.Browser, p page, width int64, scheme
 		}
 		name := p.name + "-" + look
 		b.Screenshot(name)
-		if docs && p.main && (scheme == "light" || p.name == "environment") {
+		if p.main && (scheme == "light" || p.name == "environment") && os.Getenv("STUDIO_DOCS_SCREENSHOTS") == "1" {
 			if err := os.WriteFile(filepath.Join("..", "docs", "screenshots", name+".png"), b.FullScreenshot(), 0o644); err != nil {
 				t.Fatal(err)
 			}
