@@ -12,7 +12,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -28,6 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -106,10 +106,20 @@ func (l *Layer) Symlink(p, target string) error {
 
 // Copy adds the machine's file, directory tree or symlink src at p (root
 // owned, modes kept).
-func (l *Layer) Copy(p, src string) error {
+func (l *Layer) Copy(p, src string) error { return l.CopyExcept(p, src, nil) }
+
+// CopyExcept is Copy without the files and directories (with their
+// contents) for which skip is true; skip is given the machine's path.
+func (l *Layer) CopyExcept(p, src string, skip func(string) bool) error {
 	return filepath.WalkDir(src, func(f string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if skip != nil && skip(f) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		rel, _ := filepath.Rel(src, f)
 		dst := path.Join(p, filepath.ToSlash(rel))
@@ -138,15 +148,15 @@ func (l *Layer) Copy(p, src string) error {
 }
 
 // Done closes the archive and returns it as an uncompressed OCI layer
-// (compressed by the registry client when pushed).
+// (application/vnd.oci.image.layer.v1.tar), pushed as it is: the images
+// travel over loopback to a registry on the same machine, where gzip
+// would only cost CPU, twice (to digest the layer, then to push it) and
+// once more for containerd to unpack it.
 func (l *Layer) Done() (v1.Layer, error) {
 	if err := l.tw.Close(); err != nil {
 		return nil, err
 	}
-	data := l.buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	return static.NewLayer(l.buf.Bytes(), types.OCIUncompressedLayer), nil
 }
 
 // Image makes an OCI image for linux/amd64 of the layers with the config.
@@ -358,11 +368,14 @@ func Postgres() (v1.Image, error) {
 	var elfs []string
 	// C.UTF-8, the image's LANG (initdb checks every locale category).
 	for _, d := range append(PostgresDirs, "/usr/share/zoneinfo", "/usr/lib/locale/C.utf8") {
-		if err := l.Copy(d, d); err != nil {
+		if err := l.CopyExcept(d, d, postgresJIT); err != nil {
 			return nil, err
 		}
 		_ = filepath.WalkDir(d, func(f string, e fs.DirEntry, err error) error {
-			if err == nil && e.Type().IsRegular() && isELF(f) {
+			if err == nil && e.IsDir() && postgresJIT(f) {
+				return filepath.SkipDir
+			}
+			if err == nil && e.Type().IsRegular() && !postgresJIT(f) && isELF(f) {
 				elfs = append(elfs, f)
 			}
 			return nil
@@ -405,6 +418,15 @@ func Postgres() (v1.Image, error) {
 		Env:  []string{"PATH=/usr/lib/postgresql/15/bin:" + defaultPath, "PGDATA=/var/lib/postgresql/data", "LANG=C.UTF-8"},
 		Cmd:  []string{"/usr/lib/postgresql/15/bin/postgres"}, ExposedPorts: map[string]struct{}{"5432/tcp": {}},
 	}, layer)
+}
+
+// postgresJIT is true for PostgreSQL's LLVM JIT provider and its bitcode:
+// left out of the image, they would bring libLLVM and libz3 (133 of its
+// 245 MB). Without the provider the server runs every query without JIT,
+// as it does when the jit setting is off; nothing else changes.
+func postgresJIT(f string) bool {
+	dir, base := filepath.Split(f)
+	return strings.HasSuffix(dir, "/lib/") && (strings.HasPrefix(base, "llvmjit") || base == "bitcode")
 }
 
 func usrMerged(p string) string {

@@ -105,7 +105,7 @@ func run(what, registry, tarFile, ref, tag, src string) error {
 	if tarFile != "" {
 		where = "written to " + tarFile + " as"
 	}
-	fmt.Printf("%s %s@%s (%.1f MB compressed) in %s\n", where, ref, digest, float64(size)/1e6, time.Since(started).Round(100*time.Millisecond))
+	fmt.Printf("%s %s@%s (%.1f MB of layers) in %s\n", where, ref, digest, float64(size)/1e6, time.Since(started).Round(100*time.Millisecond))
 	return nil
 }
 
