@@ -166,13 +166,41 @@ func conninfo(db, app string) string {
 // session is named app.
 func (p *Platform) psql(ctx context.Context, ns, pod, db, app string, script io.Reader, args ...string) ([]byte, error) {
 	var out strings.Builder
-	var errs stderrTail
-	cmd := append([]string{"psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", pgSocket, "-U", "postgres", "-d", conninfo(db, app)}, args...)
-	err := p.Client.Exec(ctx, ns, pod, pgContainer, cmd, script, &out, &errs)
-	if err != nil {
-		return nil, errs.said(err)
+	if err := p.psqlTo(ctx, ns, pod, db, app, script, &out, append([]string{"-q"}, args...)...); err != nil {
+		return nil, err
 	}
 	return []byte(out.String()), nil
+}
+
+// psqlTo is psql writing its output to out, with args after the
+// connection's (no -q of its own).
+func (p *Platform) psqlTo(ctx context.Context, ns, pod, db, app string, script io.Reader, out io.Writer, args ...string) error {
+	var errs stderrTail
+	cmd := append([]string{"psql", "-X", "-v", "ON_ERROR_STOP=1", "-h", pgSocket, "-U", "postgres", "-d", conninfo(db, app)}, args...)
+	if err := p.Client.Exec(ctx, ns, pod, pgContainer, cmd, script, out, &errs); err != nil {
+		return errs.said(err)
+	}
+	return nil
+}
+
+// replay runs a snapshot's script (verifiedScript) in database db,
+// reading psql's command tags as it goes.
+func (p *Platform) replay(ctx context.Context, ns, pod, db string, script io.Reader) (*commandTags, error) {
+	var tags commandTags
+	return &tags, p.psqlTo(ctx, ns, pod, db, appRestore, script, &tags)
+}
+
+// holds says whether database db holds want's rows after a replay: by the
+// command tags psql printed (each COPY's rows as the server took them,
+// then the COMMIT) or, when those did not all arrive (an exec stream can
+// lose the end of an output as of an input), by counting each table's
+// rows. psql ends with success when its input ends before the COMMIT
+// (the transaction rolled back), so its success alone proves nothing.
+func (p *Platform) holds(ctx context.Context, ns, pod, db string, tags *commandTags, want dumpCounts) error {
+	if tags.hold(want) {
+		return nil
+	}
+	return p.checkCounts(ctx, ns, pod, db, want)
 }
 
 // Snapshot implements platform.BackupPlatform: a database's dump, taken
@@ -375,15 +403,12 @@ func (p *Platform) Restore(ctx context.Context, env platform.Env, svc platform.S
 	var scan dumpScanner
 	script := verifiedScript(ctx, loc, file, &scan)
 	defer script.Close() // ends the reading of the file when psql stops first
-	if _, err := p.psql(ctx, n.namespace, pod, pgDatabase, appRestore, script); err != nil {
+	tags, err := p.replay(ctx, n.namespace, pod, pgDatabase, script)
+	if err != nil {
 		return fileError(err, "replaying it into database "+svc.Name+" failed")
 	}
-	// psql ends with success when its input ends before the COMMIT (the
-	// transaction is rolled back): the exec stream that carries the input
-	// could lose its end as it can an output's. The restored tables must
-	// hold the snapshot's rows.
 	if scan.trailer != nil {
-		if err := p.checkCounts(ctx, n.namespace, pod, pgDatabase, *scan.trailer); err != nil {
+		if err := p.holds(ctx, n.namespace, pod, pgDatabase, tags, *scan.trailer); err != nil {
 			return fmt.Errorf("database %s does not hold the snapshot after its replay: %w", svc.Name, err)
 		}
 	}
@@ -467,7 +492,8 @@ func (p *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc pla
 	var scan dumpScanner
 	script := verifiedScript(ctx, loc, file, &scan)
 	defer script.Close()
-	if _, err := p.psql(ctx, n.namespace, pod, db, appRestore, script); err != nil {
+	tags, err := p.replay(ctx, n.namespace, pod, db, script)
+	if err != nil {
 		return none, fileError(err, "the dump did not restore")
 	}
 	if scan.bad != nil {
@@ -477,11 +503,10 @@ func (p *Platform) RestoreScratch(ctx context.Context, env platform.Env, svc pla
 		return none, &platform.SnapshotFileError{File: file.File, Problem: "has no row counts: it is not a whole snapshot of the Studio's"}
 	}
 	want := *scan.trailer
-	check := platform.ScratchCheck{Objects: 1, Bytes: file.Size, Counted: true, Tables: len(want.Tables), Rows: want.rows()}
-	if err := p.checkCounts(ctx, n.namespace, pod, db, want); err != nil {
+	if err := p.holds(ctx, n.namespace, pod, db, tags, want); err != nil {
 		return none, err
 	}
-	return check, nil
+	return platform.ScratchCheck{Objects: 1, Bytes: file.Size, Counted: true, Tables: len(want.Tables), Rows: want.rows()}, nil
 }
 
 // checkCounts counts the rows of each table of want in database db and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -142,4 +143,75 @@ func copyTable(line string) string {
 		}
 	}
 	return rest
+}
+
+// commandTags reads psql's output (not quiet) as it streams: the rows of
+// each COPY, in order, and the last line. A dump's script prints a few
+// short lines per statement (its command tags, the results of its
+// set_config and setval calls), never its data; lines longer than a
+// command tag are skipped, so the memory is the COPY counts.
+type commandTags struct {
+	line   []byte
+	long   bool
+	copies []int64
+	last   string
+}
+
+// maxTagLine is longer than any tag this reads ("COPY " and 20 digits).
+const maxTagLine = 32
+
+func (t *commandTags) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		if len(t.line)+len(chunk) > maxTagLine {
+			t.long = true
+		} else {
+			t.line = append(t.line, chunk...)
+		}
+		if i < 0 {
+			break
+		}
+		t.endLine()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (t *commandTags) endLine() {
+	line, long := string(t.line), t.long
+	t.line, t.long = t.line[:0], false
+	if long {
+		t.last = "…"
+		return
+	}
+	if line == "" {
+		return
+	}
+	t.last = line
+	if rows, ok := strings.CutPrefix(line, "COPY "); ok {
+		if n, err := strconv.ParseInt(rows, 10, 64); err == nil && n >= 0 {
+			t.copies = append(t.copies, n)
+		}
+	}
+}
+
+// hold is true when the tags say that the transaction committed with
+// want's rows in its tables: one COPY per table of the dump, in its
+// order, each of the rows the snapshot holds, and COMMIT last. False
+// says nothing either way (the output's end may be lost).
+func (t *commandTags) hold(want dumpCounts) bool {
+	if t.last != "COMMIT" || len(t.line) > 0 || len(t.copies) != len(want.Tables) {
+		return false
+	}
+	for i, tr := range want.Tables {
+		if t.copies[i] != tr.Rows {
+			return false
+		}
+	}
+	return true
 }

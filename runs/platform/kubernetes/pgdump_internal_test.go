@@ -52,3 +52,39 @@ func TestDumpScannerCountsRowsAndReadsTheTrailer(t *testing.T) {
 		t.Fatalf("a dump cut inside a table's data is not seen as cut: %+v", cut)
 	}
 }
+
+// psql's output of a replay says the snapshot's rows are in only when it
+// holds every COPY's rows in the dump's order and COMMIT last, whatever
+// the sizes of the writes; anything else (a lost end, a count that
+// differs, a rolled-back transaction) leaves the answer to counting.
+func TestCommandTagsHoldOnlyAWholeCommittedReplay(t *testing.T) {
+	want := dumpCounts{Tables: []tableRows{{"public.a", 5}, {"public.b", 0}, {"public.c", 123456789012}}}
+	head := "BEGIN\nSET\n set_config \n------------\n \n(1 row)\n\nDROP TABLE\nCREATE TABLE\n " + strings.Repeat("x", 500) + "\n"
+	whole := head + "COPY 5\nCOPY 0\nCOPY 123456789012\n setval \n--------\n   42\n(1 row)\n\nALTER TABLE\nCOMMIT\n"
+	for _, c := range []struct {
+		name, out string
+		hold      bool
+	}{
+		{"whole", whole, true},
+		{"without its last newline", strings.TrimSuffix(whole, "\n"), false},
+		{"its end lost", whole[:len(whole)-20], false},
+		{"rolled back", strings.Replace(whole, "COMMIT\n", "ROLLBACK\n", 1), false},
+		{"a table short of a row", strings.Replace(whole, "COPY 5\n", "COPY 4\n", 1), false},
+		{"a COPY missing", strings.Replace(whole, "COPY 0\n", "", 1), false},
+		{"a COPY too many", strings.Replace(whole, "COPY 0\n", "COPY 0\nCOPY 0\n", 1), false},
+		{"a long line last", whole + strings.Repeat("y", 100) + "\n", false},
+	} {
+		for _, size := range []int{1, 3, 31, 4096} {
+			var tags commandTags
+			for i := 0; i < len(c.out); i += size {
+				tags.Write([]byte(c.out[i:min(i+size, len(c.out))]))
+			}
+			if got := tags.hold(want); got != c.hold {
+				t.Errorf("%s, in writes of %d bytes: hold %v, want %v (copies %v, last %q)", c.name, size, got, c.hold, tags.copies, tags.last)
+			}
+			if len(tags.line) > maxTagLine {
+				t.Errorf("%s, in writes of %d bytes: kept a line of %d bytes", c.name, size, len(tags.line))
+			}
+		}
+	}
+}
