@@ -106,6 +106,9 @@ func (f *fixture) sql(cluster *clustertest.Cluster, db, query string) string {
 // again, Ready, serving them; a changed object fails a restore before
 // anything stops, and fails a drill naming the file.
 func TestRealDatabaseSnapshotRestoreAndDrill(t *testing.T) {
+	// Beside the kwok tests: it waits for the operator, a helper pod
+	// and its restores, and reads no deadline from the kubelet.
+	t.Parallel()
 	cluster := clustertest.StartReal(t, clustertest.CNPG)
 	applyStudioRole(t, cluster)
 	srv := s3test.Start(t, "backups")
@@ -484,6 +487,9 @@ func (f *fixture) files(method, name string, body []byte) string {
 // the snapshot's (a file added after it gone, a changed one back) and
 // starts it again; no helper pod is left.
 func TestRealVolumeSnapshotRestoreAndDrill(t *testing.T) {
+	// Beside the kwok tests: it waits for the operator, a helper pod
+	// and its restores, and reads no deadline from the kubelet.
+	t.Parallel()
 	cluster := clustertest.StartReal(t)
 	applyStudioRole(t, cluster)
 	image := studioImageOn(t, cluster)
@@ -580,6 +586,9 @@ buckets:
 // makes the bucket hold exactly the snapshot's objects again (a large one
 // in parts, one added after it deleted, one deleted after it back).
 func TestRealBucketSnapshotRestoreAndDrill(t *testing.T) {
+	// Beside the kwok tests: it waits for the operator, a helper pod
+	// and its restores, and reads no deadline from the kubelet.
+	t.Parallel()
 	cluster := clustertest.StartReal(t)
 	applyStudioRole(t, cluster)
 	image := studioImageOn(t, cluster)

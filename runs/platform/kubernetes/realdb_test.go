@@ -53,6 +53,9 @@ func realDatabaseManifest(t *testing.T) string {
 // TLS the operator set up and writes a row, and the application's page
 // reads it through its Service.
 func TestRealDatabaseByTheOperatorIsMigratedAndRead(t *testing.T) {
+	// Beside the kwok tests: it waits for the operator, within a
+	// generous timeout, and reads no deadline from the kubelet.
+	t.Parallel()
 	cluster := clustertest.StartReal(t, clustertest.CNPG)
 	f := newFixtureOn(t, cluster, "", realDatabaseManifest(t), "realdb", map[string]string{"SESSION_SECRET": secretValue, "APP_DOMAIN": "wiki.test"})
 	f.platform.Opts.PostgresImages = clustertest.PostgresImages
