@@ -205,7 +205,7 @@ func (t *commandTags) endLine() {
 // order, each of the rows the snapshot holds, and COMMIT last. False
 // says nothing either way (the output's end may be lost).
 func (t *commandTags) hold(want dumpCounts) bool {
-	if t.last != "COMMIT" || len(t.line) > 0 || len(t.copies) != len(want.Tables) {
+	if t.last != "COMMIT" || len(t.line) > 0 || t.long || len(t.copies) != len(want.Tables) {
 		return false
 	}
 	for i, tr := range want.Tables {

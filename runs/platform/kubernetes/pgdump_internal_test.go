@@ -73,6 +73,7 @@ func TestCommandTagsHoldOnlyAWholeCommittedReplay(t *testing.T) {
 		{"a COPY missing", strings.Replace(whole, "COPY 0\n", "", 1), false},
 		{"a COPY too many", strings.Replace(whole, "COPY 0\n", "COPY 0\nCOPY 0\n", 1), false},
 		{"a long line last", whole + strings.Repeat("y", 100) + "\n", false},
+		{"a long line cut short last", whole + strings.Repeat("y", 100), false},
 	} {
 		for _, size := range []int{1, 3, 31, 4096} {
 			var tags commandTags
