@@ -57,8 +57,7 @@ const maxHeaderLine = 8 << 20
 // the data lines of each COPY block, and keeps the trailer when there is
 // one. Its memory is one line outside COPY data, bounded.
 type dumpScanner struct {
-	line   []byte // the current line so far (only its start inside COPY data)
-	long   bool   // the current line outgrew what is kept
+	lines  lineReader // only a line's start inside COPY data
 	inCopy bool
 	// complete: pg_dump's last comment (dumpComplete) was read.
 	complete bool
@@ -70,35 +69,20 @@ type dumpScanner struct {
 }
 
 func (s *dumpScanner) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		chunk := p
-		if i >= 0 {
-			chunk = p[:i]
-		}
-		keep := maxHeaderLine
-		if s.inCopy {
-			keep = 3 // enough to see `\.`
-		}
-		if len(s.line)+len(chunk) > keep {
-			s.long = true
-		}
-		if room := keep - len(s.line); room > 0 {
-			s.line = append(s.line, chunk[:min(room, len(chunk))]...)
-		}
-		if i < 0 {
-			break
-		}
-		s.endLine()
-		p = p[i+1:]
+	s.lines.feed(p, s.keep, s.endLine)
+	return len(p), nil
+}
+
+// keep is how much of the current line is kept.
+func (s *dumpScanner) keep() int {
+	if s.inCopy {
+		return 3 // enough to see `\.`
 	}
-	return n, nil
+	return maxHeaderLine
 }
 
 func (s *dumpScanner) endLine() {
-	line, long := s.line, s.long
-	s.line, s.long = s.line[:0], false
+	line, long := s.lines.take()
 	if long && !s.inCopy {
 		return // neither a COPY line nor the trailer
 	}
@@ -151,8 +135,7 @@ func copyTable(line string) string {
 // set_config and setval calls), never its data; lines longer than a
 // command tag are skipped, so the memory is the COPY counts.
 type commandTags struct {
-	line   []byte
-	long   bool
+	lines  lineReader
 	copies []int64
 	last   string
 }
@@ -161,30 +144,13 @@ type commandTags struct {
 const maxTagLine = 32
 
 func (t *commandTags) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		chunk := p
-		if i >= 0 {
-			chunk = p[:i]
-		}
-		if len(t.line)+len(chunk) > maxTagLine {
-			t.long = true
-		} else {
-			t.line = append(t.line, chunk...)
-		}
-		if i < 0 {
-			break
-		}
-		t.endLine()
-		p = p[i+1:]
-	}
-	return n, nil
+	t.lines.feed(p, func() int { return maxTagLine }, t.endLine)
+	return len(p), nil
 }
 
 func (t *commandTags) endLine() {
-	line, long := string(t.line), t.long
-	t.line, t.long = t.line[:0], false
+	b, long := t.lines.take()
+	line := string(b)
 	if long {
 		t.last = "…"
 		return
@@ -205,7 +171,7 @@ func (t *commandTags) endLine() {
 // order, each of the rows the snapshot holds, and COMMIT last. False
 // says nothing either way (the output's end may be lost).
 func (t *commandTags) hold(want dumpCounts) bool {
-	if t.last != "COMMIT" || len(t.line) > 0 || t.long || len(t.copies) != len(want.Tables) {
+	if t.last != "COMMIT" || len(t.lines.line) > 0 || t.lines.long || len(t.copies) != len(want.Tables) {
 		return false
 	}
 	for i, tr := range want.Tables {
@@ -214,4 +180,43 @@ func (t *commandTags) hold(want dumpCounts) bool {
 		}
 	}
 	return true
+}
+
+// lineReader gathers the lines of a stream written in any pieces, keeping
+// only the start of each (memory bounded whatever the lines' lengths).
+type lineReader struct {
+	line []byte // the current line so far, at most what keep allowed
+	long bool   // the current line outgrew what is kept
+}
+
+// feed adds p: each line's start, up to keep() bytes, is gathered, and
+// end is called at each line's end (it takes the line with take).
+func (r *lineReader) feed(p []byte, keep func() int, end func()) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		k := keep()
+		if len(r.line)+len(chunk) > k {
+			r.long = true
+		}
+		if room := k - len(r.line); room > 0 {
+			r.line = append(r.line, chunk[:min(room, len(chunk))]...)
+		}
+		if i < 0 {
+			return
+		}
+		end()
+		p = p[i+1:]
+	}
+}
+
+// take returns the line gathered (valid until the next feed) and whether
+// it was longer, and starts the next.
+func (r *lineReader) take() ([]byte, bool) {
+	line, long := r.line, r.long
+	r.line, r.long = r.line[:0], false
+	return line, long
 }

@@ -25,8 +25,8 @@ func TestDumpScannerCountsRowsAndReadsTheTrailer(t *testing.T) {
 		if s.inCopy || !reflect.DeepEqual(s.counted, want) {
 			t.Fatalf("writes of %d bytes: counted %+v (in copy %v), want %+v", size, s.counted, s.inCopy, want)
 		}
-		if len(s.line) > maxHeaderLine {
-			t.Fatalf("writes of %d bytes kept a line of %d bytes", size, len(s.line))
+		if len(s.lines.line) > maxHeaderLine {
+			t.Fatalf("writes of %d bytes kept a line of %d bytes", size, len(s.lines.line))
 		}
 		var r dumpScanner
 		r.Write([]byte(dump))
@@ -83,8 +83,8 @@ func TestCommandTagsHoldOnlyAWholeCommittedReplay(t *testing.T) {
 			if got := tags.hold(want); got != c.hold {
 				t.Errorf("%s, in writes of %d bytes: hold %v, want %v (copies %v, last %q)", c.name, size, got, c.hold, tags.copies, tags.last)
 			}
-			if len(tags.line) > maxTagLine {
-				t.Errorf("%s, in writes of %d bytes: kept a line of %d bytes", c.name, size, len(tags.line))
+			if len(tags.lines.line) > maxTagLine {
+				t.Errorf("%s, in writes of %d bytes: kept a line of %d bytes", c.name, size, len(tags.lines.line))
 			}
 		}
 	}
