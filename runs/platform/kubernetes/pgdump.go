@@ -171,7 +171,7 @@ func (t *commandTags) endLine() {
 // order, each of the rows the snapshot holds, and COMMIT last. False
 // says nothing either way (the output's end may be lost).
 func (t *commandTags) hold(want dumpCounts) bool {
-	if t.last != "COMMIT" || len(t.lines.line) > 0 || t.lines.long || len(t.copies) != len(want.Tables) {
+	if t.last != "COMMIT" || t.lines.partial() || len(t.copies) != len(want.Tables) {
 		return false
 	}
 	for i, tr := range want.Tables {
@@ -220,3 +220,6 @@ func (r *lineReader) take() ([]byte, bool) {
 	r.line, r.long = r.line[:0], false
 	return line, long
 }
+
+// partial is whether a line was begun and not ended.
+func (r *lineReader) partial() bool { return len(r.line) > 0 || r.long }
