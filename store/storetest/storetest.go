@@ -33,7 +33,14 @@ var (
 	admin    *pgxpool.Pool
 	baseURL  *url.URL
 	template string
-	createMu sync.Mutex
+	// copyClause makes each test database a copy of the template's files
+	// (PostgreSQL 15 and later) instead of writing its every page to the
+	// WAL, 15's default: measured here, 98 instead of 146 ms and 30
+	// instead of 75 ms of the server's CPU per database (created and
+	// dropped). The checkpoints a file copy needs cost little in a server
+	// that does not fsync; no one else connects to the template.
+	copyClause string
+	createMu   sync.Mutex
 )
 
 // DefaultParallel makes n of the package's parallel tests run at once
@@ -107,6 +114,13 @@ func setup() error {
 	if err != nil {
 		return err
 	}
+	var version int
+	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return fmt.Errorf("storetest: server version: %w", err)
+	}
+	if version >= 150000 {
+		copyClause = " STRATEGY FILE_COPY"
+	}
 	template = "studio_tpl_" + randomSuffix()
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{template}.Sanitize()); err != nil {
 		return fmt.Errorf("storetest: create template database: %w", err)
@@ -145,7 +159,7 @@ func NewURL(tb testing.TB) string {
 	name := "studio_t_" + randomSuffix()
 	ctx := context.Background()
 	createMu.Lock()
-	_, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
+	_, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize()+copyClause)
 	createMu.Unlock()
 	if err != nil {
 		tb.Fatalf("storetest: create database: %v", err)
