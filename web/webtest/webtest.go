@@ -79,8 +79,9 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	if deps.Runs != nil {
 		// River's own poll (once a second, as in production): jobs are
 		// announced by LISTEN/NOTIFY, so polling only finds what a lost
-		// notification left. A 50 ms poll cost an idle test server about
-		// 4 % of a core under the race detector, a third of it PostgreSQL's.
+		// notification left. A 50 ms poll cost each idle test server about
+		// 4 % of a core more under the race detector, a fifth of it
+		// PostgreSQL's (docs/testing.md).
 		if err := deps.Runs.StartRiver(context.Background(), runs.RiverOptions{ReconcileInterval: -1,
 			// Test receivers listen on 127.0.0.1 (and only there: a test
 			// of refusals uses another loopback address, 127.0.0.2).
